@@ -1,0 +1,57 @@
+"""Shared fixtures: barcode-stamped synthetic videos made once per session, the real videos in
+../shared/videos (tests skip when absent), and skipping of GPU tests where NVDEC is not usable."""
+
+from __future__ import annotations
+
+import os
+from fractions import Fraction
+from pathlib import Path
+
+import pytest
+
+from vclip._backends import gpu_unavailable_reason
+from vclip.synthetic import make_video
+
+SHARED_VIDEOS = Path(os.environ.get("VCLIP_SHARED_VIDEOS", Path(__file__).resolve().parents[2] / "shared" / "videos"))
+
+# name: (file name, make_video options)
+SYNTHETIC = {
+    "h264": ("h264_bframes.mp4", dict(num_frames=150, width=320, height=240, keyframe_interval=30, b_frames=2)),
+    "hevc": ("hevc.mp4", dict(num_frames=60, width=256, height=160, codec="libx265", keyframe_interval=30)),
+    "vfr": ("vfr.mkv", dict(num_frames=40, width=160, height=128, time_base=Fraction(1, 1000),
+                            frame_pts=[i * 33 + (i % 3) * 9 for i in range(40)])),
+    "odd": ("odd_size.mp4", dict(num_frames=30, width=129, height=97, codec="mpeg4", keyframe_interval=10)),
+    "offset": ("first_pts_not_zero.mkv", dict(num_frames=30, width=192, height=112, time_base=Fraction(1, 1000),
+                                              frame_pts=[1500 + 40 * i for i in range(30)])),
+    "long_gop": ("long_gop.mp4", dict(num_frames=300, width=192, height=112, keyframe_interval=250, b_frames=3)),
+    "h264_10bit": ("h264_10bit.mp4", dict(num_frames=20, width=192, height=112, pixel_format="yuv420p10le")),
+}
+
+
+@pytest.fixture(scope="session")
+def video_dir(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("videos")
+
+
+@pytest.fixture(scope="session")
+def videos(video_dir) -> dict[str, str]:
+    """Paths of the synthetic videos, by name (see SYNTHETIC)."""
+    return {name: make_video(video_dir / file, **options) for name, (file, options) in SYNTHETIC.items()}
+
+
+@pytest.fixture(scope="session")
+def shared_videos() -> Path:
+    if not SHARED_VIDEOS.is_dir():
+        pytest.skip(f"real test videos not found at {SHARED_VIDEOS}")
+    return SHARED_VIDEOS
+
+
+def pytest_collection_modifyitems(config, items):
+    gpu_items = [item for item in items if "gpu" in item.keywords]
+    if not gpu_items:
+        return
+    reason = gpu_unavailable_reason()
+    if reason:
+        skip = pytest.mark.skip(reason=f"no GPU: {reason}")
+        for item in gpu_items:
+            item.add_marker(skip)

@@ -1,0 +1,192 @@
+"""The CPU path end to end: exact frames (barcodes), FFmpeg-identical pixels, every sampling mode."""
+
+import av
+import numpy as np
+import pytest
+
+import vclip
+from vclip.synthetic import read_barcode
+from vclip.transforms import TransformSpec
+
+
+def ffmpeg_rgb24(path, stream_index=None):
+    with av.open(str(path)) as container:
+        stream = container.streams.video[0] if stream_index is None else container.streams[stream_index]
+        return [frame.to_ndarray(format="rgb24") for frame in container.decode(stream)]
+
+
+def barcodes(frames):
+    return [read_barcode(frame) for frame in frames]
+
+
+SYNTHETIC = ["h264", "hevc", "vfr", "odd", "offset", "long_gop", "h264_10bit"]
+
+
+@pytest.mark.parametrize("name", SYNTHETIC)
+def test_every_frame_is_ffmpeg_rgb24_bit_for_bit(videos, name):
+    decoder = vclip.VideoDecoder(videos[name])
+    frames = decoder.get_frames(list(range(len(decoder))))
+    reference = ffmpeg_rgb24(videos[name])
+    assert frames.data.shape == (len(reference),) + reference[0].shape
+    assert all(np.array_equal(a, b) for a, b in zip(frames.data, reference))
+    assert barcodes(frames.data) == list(range(len(decoder)))
+
+
+@pytest.mark.parametrize("name", SYNTHETIC)
+def test_indexed_frames_in_order_with_duplicates(videos, name):
+    decoder = vclip.VideoDecoder(videos[name])
+    n = len(decoder)
+    wanted = [n - 1, 3, 3, 0, n // 2, -2]
+    frames = decoder.get_frames(wanted)
+    expected = [n - 1, 3, 3, 0, n // 2, n - 2]
+    assert barcodes(frames.data) == expected
+    assert frames.frame_indices.tolist() == expected
+    assert np.allclose(frames.pts_seconds, decoder.index.pts_seconds[expected])
+
+
+@pytest.mark.parametrize("name", SYNTHETIC)
+@pytest.mark.parametrize(
+    "sampler",
+    [
+        vclip.contiguous(6, clips_per_video=2, seed=1),
+        vclip.strided(5, 3, starts="even", clips_per_video=3),
+        vclip.jittered(5, 3, 1, clips_per_video=2, seed=4),
+        vclip.keyframe(),
+        vclip.indexed([4, 1, 1, 9]),
+        vclip.downscaled(vclip.strided(4, 2, seed=9), 0.5),
+        vclip.downscaled(vclip.keyframe(2), 0.75),
+    ],
+    ids=["contiguous", "strided", "jittered", "keyframe", "indexed", "downscaled-strided", "downscaled-keyframe"],
+)
+def test_every_mode_yields_exactly_the_sampled_frames(videos, name, sampler):
+    decoder = vclip.VideoDecoder(videos[name])
+    clips = decoder.get_clips(sampler, seed=2)
+    expected = sampler.sample(decoder.index, seed=2)
+    assert clips.frame_indices.tolist() == [c.tolist() for c in expected]
+    width, height = sampler.output_size(decoder.index.width, decoder.index.height)
+    assert clips.data.shape == (len(expected), expected[0].size, height, width, 3)
+    for clip, wanted in zip(clips.data, expected):
+        assert barcodes(clip) == wanted.tolist()
+
+
+def test_each_gop_is_decoded_once(videos):
+    decoder = vclip.VideoDecoder(videos["long_gop"], skip_non_reference=False)
+    decoder.get_frames([260, 10, 270, 20, 265])
+    plan = vclip.plan_decode(decoder.index, [[260, 10, 270, 20, 265]], skip_non_reference=False)
+    assert decoder.stats.packets_sent == plan.packets_sent == (decoder.index.frame_packet[20] + 1) + (
+        decoder.index.frame_packet[270] - decoder.index.frame_packet[250] + 1
+    )
+    assert decoder.stats.segments == 2
+
+
+def test_skipping_non_reference_pictures_keeps_frames_exact(videos):
+    lean = vclip.VideoDecoder(videos["long_gop"])
+    full = vclip.VideoDecoder(videos["long_gop"], skip_non_reference=False)
+    wanted = list(range(100, 160, 2))
+    a, b = lean.get_frames(wanted), full.get_frames(wanted)
+    assert np.array_equal(a.data, b.data)
+    assert barcodes(a.data) == wanted
+    assert lean.stats.packets_sent < full.stats.packets_sent
+
+
+def test_frames_by_time(videos):
+    decoder = vclip.VideoDecoder(videos["vfr"])
+    times = decoder.index.pts_seconds[[0, 5, 17]] + 0.001
+    frames = decoder.get_frames_at(times)
+    assert barcodes(frames.data) == [0, 5, 17]
+    offset = vclip.VideoDecoder(videos["offset"])
+    assert barcodes(offset.get_frames_at(1.5 + 0.04 * 7).data) == [7]
+    with pytest.raises(ValueError, match="outside the stream"):
+        offset.get_frames_at(0.5)
+
+
+def test_out_of_range_and_empty_requests(videos):
+    decoder = vclip.VideoDecoder(videos["h264"])
+    with pytest.raises(IndexError, match=r"h264_bframes\.mp4: frame index 150 is out of range"):
+        decoder.get_frames([0, 150])
+    with pytest.raises(ValueError, match="list of frame indices is empty"):
+        decoder.get_frames([])
+    with pytest.raises(ValueError, match=r"scaling_factor \(0\) must be in"):
+        decoder.get_frames([1], scaling_factor=0)
+    with pytest.raises(ValueError, match="no clip of 41 frames fits in 30 frames"):
+        vclip.VideoDecoder(videos["odd"]).get_clips(vclip.strided(5, 10, end_policy="drop"))
+
+
+def test_same_seed_same_clips(videos):
+    decoder = vclip.VideoDecoder(videos["h264"])
+    spec = TransformSpec(resize=64, crop=48, crop_mode="random", flip_probability=0.5)
+    a = decoder.get_clips(vclip.jittered(4, 5, 2, clips_per_video=3), transform=spec, seed=11)
+    b = decoder.get_clips(vclip.jittered(4, 5, 2, clips_per_video=3), transform=spec, seed=11)
+    c = decoder.get_clips(vclip.jittered(4, 5, 2, clips_per_video=3), transform=spec, seed=12)
+    assert np.array_equal(a.data, b.data) and np.array_equal(a.frame_indices, b.frame_indices)
+    assert not np.array_equal(a.frame_indices, c.frame_indices)
+
+
+@pytest.mark.parametrize("layout, shape", [("THWC", (4, 56, 72, 3)), ("TCHW", (4, 3, 56, 72)), ("CTHW", (3, 4, 56, 72))])
+@pytest.mark.parametrize("dtype", ["uint8", "float16", "float32"])
+def test_transform_layouts_and_dtypes(videos, layout, shape, dtype):
+    decoder = vclip.VideoDecoder(videos["h264"])
+    spec = TransformSpec(resize=(56, 72), layout=layout, dtype=dtype)
+    clips = decoder.get_clips(vclip.contiguous(4, starts="even"), transform=spec)
+    assert clips.data.shape == (1,) + shape and clips.data.dtype == dtype
+    channel_last = {"THWC": clips.data[0], "TCHW": clips.data[0].transpose(0, 2, 3, 1),
+                    "CTHW": clips.data[0].transpose(1, 2, 3, 0)}[layout]
+    assert barcodes(channel_last) == clips.frame_indices[0].tolist()
+    if dtype != "uint8":
+        assert 0.0 <= channel_last.min() and channel_last.max() <= 1.0
+
+
+def test_downscale_is_an_area_average_of_ffmpeg_rgb(videos):
+    decoder = vclip.VideoDecoder(videos["h264"])
+    small = decoder.get_frames([10], scaling_factor=0.25).data[0]
+    full = decoder.get_frames([10]).data[0].astype(np.float64)
+    box_average = full.reshape(60, 4, 80, 4, 3).mean(axis=(1, 3))
+    assert small.shape == (60, 80, 3)
+    difference = np.abs(small - box_average)
+    assert difference.mean() < 1.5 and np.percentile(difference, 99) <= 4.0  # conversion rounding only
+    aliased = decoder.get_frames([10], transform=TransformSpec(resize=(60, 80), antialias=False)).data[0]
+    assert np.abs(aliased - box_average).mean() > 3 * difference.mean()
+
+
+def test_normalization_matches_formula(videos):
+    decoder = vclip.VideoDecoder(videos["h264"])
+    plain = decoder.get_frames([3], transform=TransformSpec(dtype="float32")).data[0]
+    spec = TransformSpec(dtype="float32", mean=vclip.IMAGENET_MEAN, std=vclip.IMAGENET_STD)
+    normalized = decoder.get_frames([3], transform=spec).data[0]
+    expected = (plain - np.array(vclip.IMAGENET_MEAN)) / np.array(vclip.IMAGENET_STD)
+    assert np.allclose(normalized, expected, atol=1e-5)
+    exact = decoder.get_frames([3]).data[0] / 255.0
+    assert np.abs(plain - exact).mean() < 1.5 / 255  # the twin's conversion is within rounding of FFmpeg's
+
+
+def test_real_videos_bit_for_bit(shared_videos):
+    for name, stream_index in [("nasa_13013.mp4", 0), ("nasa_13013.mp4", 3), ("bt709_full_range.mp4", None),
+                               ("h265_10bits.mp4", None), ("h264_10bits.mp4", None), ("av1_video.mkv", None)]:
+        path = shared_videos / name
+        decoder = vclip.VideoDecoder(path, stream_index=stream_index)
+        reference = ffmpeg_rgb24(path, stream_index)
+        picks = sorted({0, 1, len(reference) // 3, len(reference) - 1})
+        frames = decoder.get_frames(picks)
+        for got, number in zip(frames.data, picks):
+            assert np.array_equal(got, reference[number]), f"{name} frame {number}"
+
+
+def test_fell_back_flag_when_gpu_requested_without_one(videos, monkeypatch):
+    import vclip._backends as backends
+
+    monkeypatch.setattr(backends, "gpu_unavailable_reason", lambda: "no CUDA device")
+    with pytest.warns(vclip.FallbackWarning, match="device='cuda' requested but no CUDA device; decoding on the CPU"):
+        decoder = vclip.VideoDecoder(videos["h264"], device="cuda")
+    frames = decoder.get_frames([1])
+    assert frames.fell_back_to_cpu and frames.device == "cpu"
+    assert barcodes(frames.data) == [1]
+    with pytest.raises(ValueError, match=r"device \('tpu'\) must be 'cpu', 'cuda', 'cuda:N' or 'auto'"):
+        vclip.VideoDecoder(videos["h264"], device="tpu")
+
+
+def test_frames_repr_and_torch(videos):
+    frames = vclip.VideoDecoder(videos["h264"]).get_frames([0, 1])
+    assert repr(frames).startswith("Frames(data=numpy[2, 240, 320, 3] uint8")
+    torch = pytest.importorskip("torch")
+    tensor = frames.torch()
+    assert isinstance(tensor, torch.Tensor) and tensor.data_ptr() == frames.data.ctypes.data

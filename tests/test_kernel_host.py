@@ -1,0 +1,75 @@
+"""kernels/nv12_transform.cu compiled for the host (tests/host_kernel/cuda_host_shim.h emulates the
+launch grid) and checked against its NumPy twin, so a broken kernel fails CI without a GPU."""
+
+import ctypes
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+from kernel_cases import CASES, assert_matches_twin, kernel_arguments, pack_semi_planar, random_planes, twin_clip
+
+from vclip._kernel_args import JOB_DTYPE, OUTPUT_KINDS, PARAMS_DTYPE, kernel_source_path
+
+HARNESS = Path(__file__).parent / "host_kernel"
+
+
+@pytest.fixture(scope="module")
+def host_library(tmp_path_factory):
+    compiler = shutil.which("g++") or shutil.which("c++")
+    if compiler is None:
+        pytest.fail("a C++ compiler (g++) is needed to check the CUDA kernel source on the host")
+    library = tmp_path_factory.mktemp("kernel") / "nv12_transform_host.so"
+    command = [
+        compiler, "-std=c++17", "-O1", "-shared", "-fPIC", "-Wall", "-Wextra", "-Werror",
+        f"-I{HARNESS}", f'-DVCLIP_KERNEL_SOURCE="{kernel_source_path()}"',
+        str(HARNESS / "harness.cpp"), "-o", str(library),
+    ]
+    built = subprocess.run(command, capture_output=True, text=True)
+    assert built.returncode == 0, built.stderr
+    return ctypes.CDLL(str(library))
+
+
+@pytest.fixture(scope="module")
+def host_transform(host_library):
+    function = host_library.vclip_host_transform
+    function.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int]
+    return function
+
+
+def run_on_host(host_transform, case, geometry, planes_per_frame):
+    width, height, bit_depth, *_, spec, _ = case
+    packed = [pack_semi_planar(y, u, v, bit_depth, pad=7) for y, u, v in planes_per_frame]
+    frames = len(packed)
+    shape = {"THWC": (frames, geometry.output_height, geometry.output_width, 3),
+             "TCHW": (frames, 3, geometry.output_height, geometry.output_width),
+             "CTHW": (3, frames, geometry.output_height, geometry.output_width)}[spec.layout]
+    output = np.full(shape, 77 if spec.dtype == "uint8" else np.nan, dtype=spec.dtype)  # poison
+    addresses = [(l.ctypes.data, c.ctypes.data, l.strides[0], c.strides[0]) for l, c in packed]
+    params, jobs = kernel_arguments(case, geometry, frames, output.ctypes.data, addresses)
+    params_array = np.array(params, dtype=PARAMS_DTYPE)
+    host_transform(1 if bit_depth == 8 else 2, OUTPUT_KINDS[spec.dtype], params_array.ctypes.data, jobs.ctypes.data, frames)
+    return output
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+@pytest.mark.parametrize("frames", [1, 3])
+def test_host_kernel_matches_numpy_twin(host_transform, name, frames):
+    case = CASES[name]
+    width, height, bit_depth, *_, spec, _ = case
+    geometry = spec.geometry(width, height, np.random.default_rng(5))
+    planes = [random_planes(width, height, bit_depth, seed=10 * frames + t) for t in range(frames)]
+    result = run_on_host(host_transform, case, geometry, planes)
+    assert_matches_twin(result, twin_clip(planes, case, geometry), spec.dtype)
+
+
+def test_struct_layout_matches_c(host_library):
+    layout = (ctypes.c_longlong * 9)()
+    host_library.vclip_host_struct_layout(layout)
+    expected = [
+        PARAMS_DTYPE.itemsize, PARAMS_DTYPE.fields["stride_c"][1], PARAMS_DTYPE.fields["scale"][1],
+        PARAMS_DTYPE.fields["bias"][1], JOB_DTYPE.itemsize, JOB_DTYPE.fields["luma_pitch"][1],
+        JOB_DTYPE.fields["crop_x"][1], JOB_DTYPE.fields["bit_shift"][1], JOB_DTYPE.fields["color"][1],
+    ]
+    assert list(layout) == expected

@@ -1,0 +1,129 @@
+import numpy as np
+import pytest
+
+import vclip
+from vclip.sampling import ClipSampler
+
+
+def positions(clips):
+    return [c.tolist() for c in clips]
+
+
+def test_contiguous_and_strided_shapes():
+    clips = vclip.contiguous(5, starts="step", step=10).sample(32)
+    assert positions(clips) == [[0, 1, 2, 3, 4], [10, 11, 12, 13, 14], [20, 21, 22, 23, 24]]
+    clips = vclip.strided(4, 3, starts="step", step=7).sample(30)
+    assert positions(clips) == [[0, 3, 6, 9], [7, 10, 13, 16], [14, 17, 20, 23]]
+    assert vclip.strided(4, 3).span == 10
+
+
+def test_even_starts():
+    assert positions(vclip.contiguous(4, starts="even", clips_per_video=3).sample(24)) == [
+        [0, 1, 2, 3], [10, 11, 12, 13], [20, 21, 22, 23]
+    ]
+    assert positions(vclip.contiguous(4, starts="even").sample(24)) == [[10, 11, 12, 13]]
+
+
+def test_random_starts_are_seeded_uniform_and_in_range():
+    sampler = vclip.strided(8, 2, clips_per_video=500, seed=7)
+    clips = sampler.sample(100)
+    starts = np.array([c[0] for c in clips])
+    assert starts.min() >= 0 and (starts + 14).max() <= 99
+    assert len(set(starts.tolist())) > 50  # spread over the range
+    assert positions(sampler.sample(100)) == positions(clips)  # same seed, same clips
+    assert positions(sampler.sample(100, seed=8)) != positions(clips)
+    assert all(np.array_equal(np.diff(c), np.full(7, 2)) for c in clips)
+
+
+def test_jittered_offsets_are_bounded_ordered_and_seeded():
+    sampler = vclip.jittered(8, 4, 2, clips_per_video=200, seed=3)
+    clips = sampler.sample(60)
+    for clip in clips:
+        base = clip[0] + 0  # unknown start; check bounds against the strided grid instead
+        assert np.all(np.diff(clip) >= 0)
+        assert clip.min() >= 0 and clip.max() <= 59
+    offsets = set()
+    for seed in range(50):
+        clip = vclip.jittered(8, 4, 2, starts="step", step=100, seed=seed).sample(60)[0]
+        grid = np.arange(8) * 4
+        delta = clip - grid
+        assert np.all(np.abs(delta[1:-1]) <= 2)  # interior positions move by at most the jitter
+        offsets.update(delta[1:-1].tolist())
+    assert offsets == {-2, -1, 0, 1, 2}
+    assert positions(sampler.sample(60)) == positions(vclip.jittered(8, 4, 2, clips_per_video=200, seed=3).sample(60))
+
+
+def test_jitter_stays_in_range_at_the_ends():
+    for seed in range(30):
+        clip = vclip.jittered(10, 1, 3, starts="step", step=1, seed=seed).sample(10)[0]
+        assert clip.min() >= 0 and clip.max() <= 9 and np.all(np.diff(clip) >= 0)
+
+
+@pytest.mark.parametrize(
+    "policy, expected",
+    [
+        ("repeat_last", [[0, 2, 4, 4, 4]]),
+        ("wrap", [[0, 2, 4, 1, 3]]),
+        ("drop", []),
+    ],
+)
+def test_end_policies_for_short_videos(policy, expected):
+    assert positions(vclip.strided(5, 2, end_policy=policy).sample(5)) == expected
+
+
+def test_end_policy_error_names_the_sizes():
+    with pytest.raises(ValueError, match=r"a clip needs 9 frames \(sequence_length=5, stride=2\) but the video has 5"):
+        vclip.strided(5, 2, end_policy="error").sample(5)
+
+
+def test_indexed_keeps_order_and_duplicates():
+    clip = vclip.indexed([7, 3, 3, -1, 0]).sample(10)
+    assert positions(clip) == [[7, 3, 3, 9, 0]]
+    with pytest.raises(IndexError, match=r"frame index 10 is out of range \[0, 9\]"):
+        vclip.indexed([1, 10]).sample(10)
+
+
+def test_keyframe_selection(videos):
+    index = vclip.index_video(videos["h264"])  # keyframes 0, 30, 60, 90, 120
+    assert positions(vclip.keyframe().sample(index)) == [[0, 30, 60, 90, 120]]
+    assert positions(vclip.keyframe(2, selection="first").sample(index)) == [[0, 30]]
+    assert positions(vclip.keyframe(3).sample(index)) == [[0, 60, 120]]
+    with pytest.raises(ValueError, match="needs the video's VideoIndex"):
+        vclip.keyframe().sample(100)
+
+
+def test_downscaled_combines_with_any_mode():
+    base = vclip.strided(4, 2, seed=1)
+    small = vclip.downscaled(base, 0.5)
+    assert small.scaling_factor == 0.5
+    assert positions(small.sample(50)) == positions(base.sample(50))
+    assert small.output_size(1920, 1080) == (960, 540)
+    assert vclip.downscaled(vclip.keyframe(), 0.25).output_size(129, 97) == (32, 24)
+    assert vclip.downscaled(vclip.indexed([1]), 1 / 3).output_size(100, 50) == (33, 17)
+
+
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (lambda: vclip.strided(4, 0), r"stride \(0\) must be >= 1"),
+        (lambda: vclip.contiguous(0), r"sequence_length \(0\) must be >= 1"),
+        (lambda: vclip.jittered(4, 2, -1), r"jitter \(-1\) must be >= 0"),
+        (lambda: vclip.downscaled(vclip.contiguous(4), 0), r"scaling_factor \(0\) must be in \(0, 1\]"),
+        (lambda: vclip.downscaled(vclip.contiguous(4), 1.5), r"scaling_factor \(1.5\) must be in \(0, 1\]"),
+        (lambda: vclip.indexed([]), "frame_indices must not be empty"),
+        (lambda: vclip.contiguous(4, clips_per_video=0), r"clips_per_video \(0\) must be >= 1"),
+        (lambda: vclip.contiguous(4, starts="step"), "step is required"),
+        (lambda: vclip.contiguous(4, starts="often"), r"starts \('often'\) must be one of 'random', 'even', 'step'"),
+        (lambda: vclip.contiguous(4, end_policy="loop"), r"end_policy \('loop'\) must be one of"),
+        (lambda: vclip.keyframe(0), r"max_frames \(0\) must be >= 1"),
+        (lambda: ClipSampler("slowmo"), r"mode \('slowmo'\) must be one of"),
+    ],
+)
+def test_impossible_parameters(make, message):
+    with pytest.raises(ValueError, match=message):
+        make()
+
+
+def test_non_integer_parameters_are_refused():
+    with pytest.raises(TypeError, match=r"stride \(1.5\) must be an integer"):
+        vclip.strided(4, 1.5)

@@ -1,0 +1,98 @@
+"""Choosing a decoder backend for a device string, and running video jobs on worker threads."""
+
+from __future__ import annotations
+
+import os
+import threading
+import warnings
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from ._cpu_backend import CpuBackend
+from ._pipeline import DecodeStats, VideoJob
+from .errors import FallbackWarning, VideoError
+from .transforms import TransformSpec
+
+__all__ = ["resolve_device", "make_backend", "gpu_unavailable_reason", "JobRunner"]
+
+
+def gpu_unavailable_reason() -> str | None:
+    """Why NVDEC decoding cannot run here, or None when it can."""
+    try:
+        import cupy
+        import PyNvVideoCodec  # noqa: F401
+    except Exception as error:  # ImportError, or the driver libraries failing to load
+        return f"PyNvVideoCodec/CuPy not usable ({type(error).__name__}: {error})"
+    try:
+        if cupy.cuda.runtime.getDeviceCount() < 1:
+            return "no CUDA device"
+    except Exception as error:
+        return f"no CUDA device ({error})"
+    return None
+
+
+def resolve_device(device: str) -> tuple[str, str | None]:
+    """``("cpu" | "cuda:N", reason)``: the device to use, and why a GPU request fell back (or None).
+
+    Raises:
+        ValueError: ``device`` is not "cpu", "cuda", "cuda:N" or "auto".
+    """
+    text = str(device).strip().lower()
+    if text == "cpu":
+        return "cpu", None
+    if text == "auto":
+        return ("cpu", None) if gpu_unavailable_reason() else ("cuda:0", None)
+    if text == "cuda" or (text.startswith("cuda:") and text[5:].isdigit()):
+        reason = gpu_unavailable_reason()
+        return ("cpu", reason) if reason else (text if ":" in text else "cuda:0", None)
+    raise ValueError(f"device ({device!r}) must be 'cpu', 'cuda', 'cuda:N' or 'auto'")
+
+
+def make_backend(device: str, *, num_workers: int = 0, skip_non_reference: bool = True):
+    """The backend for ``device`` and whether a GPU request fell back to the CPU (one warning)."""
+    resolved, reason = resolve_device(device)
+    if reason:
+        warnings.warn(f"device={device!r} requested but {reason}; decoding on the CPU", FallbackWarning, stacklevel=3)
+    if resolved == "cpu":
+        return CpuBackend(skip_non_reference=skip_non_reference), bool(reason)
+    from ._nvdec_backend import NvdecBackend
+
+    return NvdecBackend(int(resolved.split(":")[1]), skip_non_reference=skip_non_reference), False
+
+
+@dataclass
+class JobsResult:
+    """Per-job errors (None where the job succeeded), and what the GPU work of the jobs signals."""
+
+    errors: list[BaseException | None]
+    events: list = field(default_factory=list)
+
+
+class JobRunner:
+    """Runs the video jobs of a batch on a pool of worker threads, one backend call per video."""
+
+    def __init__(self, backend, num_workers: int = 0):
+        self.backend = backend
+        self.num_workers = num_workers or getattr(backend, "default_workers", min(8, os.cpu_count() or 1))
+        self._executor = ThreadPoolExecutor(self.num_workers, thread_name_prefix="vclip-decode") if self.num_workers > 1 else None
+        self._lock = threading.Lock()
+
+    def run(self, jobs: list[VideoJob], spec: TransformSpec | None, output, stats: DecodeStats) -> JobsResult:
+        """Decode every job into ``output``; bad videos are returned as errors per job, not raised."""
+
+        def one(job: VideoJob):
+            try:
+                return None, self.backend.decode_job(job, spec, output, stats)
+            except VideoError as error:  # reported per video; the caller applies its error policy
+                return error, None
+
+        if self._executor is None or len(jobs) == 1:
+            outcomes = [one(job) for job in jobs]
+        else:
+            outcomes = list(self._executor.map(one, jobs))
+        return JobsResult([error for error, _ in outcomes], [event for _, event in outcomes if event is not None])
+
+    def close(self) -> None:
+        if self._executor is not None:
+            self._executor.shutdown(wait=True)
+            self._executor = None

@@ -1,0 +1,118 @@
+"""H.264/HEVC bitstream helpers: reference flags from NAL headers, and MP4 (length-prefixed) to Annex B.
+
+Only NAL unit headers and the decoder configuration record are parsed; slice data is never touched.
+"""
+
+from __future__ import annotations
+
+_START_CODE = b"\x00\x00\x00\x01"
+_H264_SLICE_TYPES = (1, 5)  # non-IDR slice, IDR slice
+_HEVC_NON_REFERENCE_TYPES = frozenset(range(0, 16, 2))  # TRAIL_N, TSA_N, STSA_N, RADL_N, RASL_N, RSV_VCL_N1x
+
+
+def nal_length_size(codec: str, extradata: bytes) -> int | None:
+    """Bytes in each NAL length prefix for MP4-style streams, or None for Annex B streams."""
+    if not extradata or extradata[0] != 1:
+        return None
+    if codec == "h264" and len(extradata) >= 7:
+        return (extradata[4] & 3) + 1
+    if codec == "hevc" and len(extradata) >= 23:
+        return (extradata[21] & 3) + 1
+    return None
+
+
+def _split_length_prefixed(data: bytes, length_size: int) -> list[bytes]:
+    nals = []
+    position, end = 0, len(data)
+    while position + length_size <= end:
+        size = int.from_bytes(data[position:position + length_size], "big")
+        position += length_size
+        if size == 0 or position + size > end:
+            break
+        nals.append(data[position:position + size])
+        position += size
+    return nals
+
+
+def _split_annexb(data: bytes) -> list[bytes]:
+    nals = []
+    starts = []
+    position = data.find(b"\x00\x00\x01")
+    while position >= 0:
+        starts.append(position + 3)
+        position = data.find(b"\x00\x00\x01", position + 3)
+    for i, start in enumerate(starts):
+        stop = starts[i + 1] - 3 if i + 1 < len(starts) else len(data)
+        nal = data[start:stop].rstrip(b"\x00") if i + 1 < len(starts) else data[start:stop]
+        if nal:
+            nals.append(nal)
+    return nals
+
+
+def split_nal_units(data: bytes, length_size: int | None) -> list[bytes]:
+    """NAL units of one packet (length-prefixed when ``length_size`` is set, else Annex B)."""
+    return _split_length_prefixed(data, length_size) if length_size else _split_annexb(data)
+
+
+def is_reference_packet(codec: str, data: bytes, length_size: int | None) -> bool:
+    """Whether other pictures may reference this packet's picture.
+
+    H.264: ``nal_ref_idc != 0`` on the first slice. HEVC: anything but a sub-layer non-reference
+    picture. Other codecs, or packets with no slice found, count as reference (safe default).
+    """
+    if codec not in ("h264", "hevc"):
+        return True
+    for nal in split_nal_units(data, length_size):
+        if codec == "h264":
+            if (nal[0] & 0x1F) in _H264_SLICE_TYPES:
+                return (nal[0] >> 5) & 3 != 0
+        else:
+            nal_type = (nal[0] >> 1) & 0x3F
+            if nal_type < 32:
+                return nal_type not in _HEVC_NON_REFERENCE_TYPES
+    return True
+
+
+def parameter_sets(codec: str, extradata: bytes) -> list[bytes]:
+    """SPS/PPS (and VPS for HEVC) from an avcC/hvcC decoder configuration record."""
+    if nal_length_size(codec, extradata) is None:
+        return []
+    sets = []
+    if codec == "h264":
+        position = 5
+        for count_mask in (0x1F, 0xFF):  # SPS count is 5 bits, PPS count a byte
+            count = extradata[position] & count_mask
+            position += 1
+            for _ in range(count):
+                size = int.from_bytes(extradata[position:position + 2], "big")
+                sets.append(extradata[position + 2:position + 2 + size])
+                position += 2 + size
+    else:
+        arrays = extradata[22]
+        position = 23
+        for _ in range(arrays):
+            count = int.from_bytes(extradata[position + 1:position + 3], "big")
+            position += 3
+            for _ in range(count):
+                size = int.from_bytes(extradata[position:position + 2], "big")
+                sets.append(extradata[position + 2:position + 2 + size])
+                position += 2 + size
+    return sets
+
+
+class AnnexBConverter:
+    """Turns a stream's packets into Annex B, the form NVDEC's parser reads.
+
+    ``convert(data, with_parameter_sets=True)`` is used on the first packet of every decode
+    segment so that the decoder always sees SPS/PPS before the keyframe.
+    """
+
+    def __init__(self, codec: str, extradata: bytes):
+        self.length_size = nal_length_size(codec, extradata)
+        self._header = b"".join(_START_CODE + nal for nal in parameter_sets(codec, extradata))
+
+    def convert(self, data: bytes, with_parameter_sets: bool = False) -> bytes:
+        body = data
+        if self.length_size:
+            body = b"".join(_START_CODE + nal for nal in _split_length_prefixed(data, self.length_size))
+        return self._header + body if with_parameter_sets else body

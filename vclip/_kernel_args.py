@@ -1,0 +1,85 @@
+"""Arguments of ``kernels/nv12_transform.cu`` as NumPy structured values (no GPU needed).
+
+The dtypes mirror the C structs ``TransformParams`` and ``FrameJob`` field by field (``align=True``
+gives C layout), so the same bytes feed CuPy on the GPU and the host-compiled kernel in CI.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from ._reference import color_coefficients
+from .transforms import FrameGeometry, TransformSpec
+
+PARAMS_DTYPE = np.dtype(
+    {
+        "names": ["output_width", "output_height", "antialias", "pad0", "stride_c", "stride_y", "stride_x", "scale", "bias"],
+        "formats": [np.int32, np.int32, np.int32, np.int32, np.int64, np.int64, np.int64, (np.float32, 3), (np.float32, 3)],
+    },
+    align=True,
+)
+JOB_DTYPE = np.dtype(
+    {
+        "names": [
+            "luma", "chroma", "output", "luma_pitch", "chroma_pitch", "source_width", "source_height",
+            "resized_width", "resized_height", "crop_x", "crop_y", "flip", "bit_shift", "color",
+        ],
+        "formats": [np.uint64] * 3 + [np.int32] * 10 + [(np.float32, 8)],
+    },
+    align=True,
+)
+OUTPUT_KINDS = {"uint8": 0, "float16": 1, "float32": 2}
+
+
+def layout_strides(layout: str, frames: int, height: int, width: int) -> tuple[int, tuple[int, int, int]]:
+    """Elements between consecutive frames of a clip, and the (channel, row, column) strides."""
+    if layout == "THWC":
+        return height * width * 3, (1, width * 3, 3)
+    if layout == "TCHW":
+        return 3 * height * width, (height * width, width, 1)
+    if layout == "CTHW":
+        return height * width, (frames * height * width, width, 1)
+    raise ValueError(f"layout ({layout!r}) must be one of 'THWC', 'TCHW', 'CTHW'")
+
+
+def transform_params(spec: TransformSpec, output_width: int, output_height: int, strides: tuple[int, int, int]) -> np.void:
+    params = np.zeros((), PARAMS_DTYPE)
+    params["output_width"], params["output_height"] = output_width, output_height
+    params["antialias"] = int(spec.antialias)
+    params["stride_c"], params["stride_y"], params["stride_x"] = strides
+    params["scale"], params["bias"] = spec.value_scale_bias()
+    return params[()]
+
+
+def fill_job(
+    job: np.void | np.ndarray,
+    *,
+    luma: int,
+    chroma: int,
+    luma_pitch: int,
+    chroma_pitch: int,
+    output: int,
+    geometry: FrameGeometry,
+    bit_depth: int,
+    stored_bits: int,
+    matrix: str,
+    color_range: str,
+) -> None:
+    """Fill one ``FrameJob``. ``stored_bits`` is 8 for NV12 and 16 for P016 (MSB-aligned samples)."""
+    job["luma"], job["chroma"], job["output"] = luma, chroma, output
+    job["luma_pitch"], job["chroma_pitch"] = luma_pitch, chroma_pitch
+    job["source_width"], job["source_height"] = geometry.source_width, geometry.source_height
+    job["resized_width"], job["resized_height"] = geometry.resized_width, geometry.resized_height
+    job["crop_x"], job["crop_y"], job["flip"] = geometry.crop_x, geometry.crop_y, int(geometry.flip)
+    job["bit_shift"] = stored_bits - bit_depth
+    job["color"] = color_coefficients(matrix, color_range, bit_depth)
+
+
+def kernel_source_path(name: str = "nv12_transform.cu") -> Path:
+    """A CUDA source of ``kernels/``: inside the installed wheel, else in the source checkout."""
+    for folder in (Path(__file__).parent / "kernels", Path(__file__).parent.parent / "kernels"):
+        if (folder / name).is_file():
+            return folder / name
+    raise FileNotFoundError(f"kernel source {name} is neither in vclip/kernels nor in the checkout's kernels/")
