@@ -1,18 +1,23 @@
 // vclip: one pass from a decoded NV12 (8-bit) or P016 (10/12-bit, MSB-aligned) surface to the final
 // training tensor: resample (area average when shrinking, bilinear otherwise), crop, horizontal flip,
 // YUV->RGB with the stream's matrix and range, per-channel scale/bias (normalize), dtype and layout.
-// Each thread writes the three channels of one output pixel; no intermediate image exists.
+// No intermediate image exists: each thread reads the samples under its output pixels and writes them.
 //
 // The NumPy twin in vclip/_reference.py is the reference: chroma is treated as repeated over its 2x2
 // luma block, every plane is resampled with the same weights, RGB is clamped to [0, 1], then
 // out = rgb * scale + bias (uint8 rounds half up).
 //
-// Built by CuPy (NVRTC) on the GPU, and by the host C++ compiler with tests/cuda_host_shim.h in CI.
+// Two code paths with the same arithmetic: at native scale (resized size == source size) a thread
+// converts 4 neighbouring pixels with vector loads and stores (pixels_per_thread == 4); otherwise a
+// thread resamples one pixel (pixels_per_thread == 1).
+//
+// Built by CuPy (NVRTC) on the GPU, and by the host C++ compiler with tests/host_kernel/cuda_host_shim.h
+// in CI.
 
 struct TransformParams {
     int output_width, output_height;
     int antialias;
-    int pad0;
+    int pixels_per_thread;                   // 4: native-scale path, 1: resampling path
     long long stride_c, stride_y, stride_x;  // output strides in elements
     float scale[3], bias[3];
 };
@@ -42,6 +47,26 @@ __device__ __forceinline__ void store(unsigned char* p, float v) { *p = (unsigne
 __device__ __forceinline__ void store(float* p, float v) { *p = v; }
 __device__ __forceinline__ void store(Float16Bits* p, float v) { p->bits = vclip_f32_to_f16_bits(v); }
 
+__device__ __forceinline__ bool aligned(const void* p, unsigned long long bytes) {
+    return ((unsigned long long)p & (bytes - 1)) == 0;
+}
+
+// -- colour ----------------------------------------------------------------------------------------
+__device__ __forceinline__ void yuv_to_rgb(const float* c, float y, float u, float v, float* rgb) {
+    float luma = (y - c[0]) * c[1];
+    float cb = (u - c[2]) * c[3];
+    float cr = (v - c[2]) * c[3];
+    rgb[0] = fminf(fmaxf(luma + c[4] * cr, 0.0f), 1.0f);
+    rgb[1] = fminf(fmaxf(luma + c[5] * cb + c[6] * cr, 0.0f), 1.0f);
+    rgb[2] = fminf(fmaxf(luma + c[7] * cb, 0.0f), 1.0f);
+}
+
+template <typename Out>
+__device__ __forceinline__ void store_pixel(const TransformParams& p, Out* out, const float* rgb) {
+    for (int k = 0; k < 3; ++k) store(out + k * p.stride_c, rgb[k] * p.scale[k] + p.bias[k]);
+}
+
+// -- resampling path -------------------------------------------------------------------------------
 // Sample positions and weights along one axis for one output coordinate. Sample k is at
 // (first + k) >> shift; shift is 1 when bilinear chroma reads the chroma under each luma sample.
 struct Taps {
@@ -90,6 +115,7 @@ __device__ __forceinline__ Taps chroma_taps(const Taps& luma) {
 
 __device__ __forceinline__ int tap_index(const Taps& t, int k) { return (t.first + k) >> t.shift; }
 
+// Weight of sample k: for area, the covered part of the sample's unit interval over the box width.
 __device__ __forceinline__ float tap_weight(const Taps& t, int k) {
     if (t.area) {
         float i = (float)(t.first + k);
@@ -99,9 +125,39 @@ __device__ __forceinline__ float tap_weight(const Taps& t, int k) {
     return k == 0 ? 1.0f - t.fraction : t.fraction;
 }
 
-template <typename In>
-__device__ __forceinline__ float load(const unsigned char* row, int index, int shift) {
-    return (float)(((const In*)row)[index] >> shift);
+// Weighted sum along one row of a plane with C interleaved channels (1: Y, 2: UV). Area rows sum
+// their interior samples unweighted and weight only the two partly covered edge samples.
+template <typename In, int C>
+__device__ __forceinline__ void row_sum(const In* row, const Taps& t, int shift, float* sum) {
+    if (t.area) {
+        int last = t.count - 1;
+        float first_weight = fminf(t.high, t.first + 1.0f) - t.low;
+        float last_weight = t.high - (float)(t.first + last);
+        for (int c = 0; c < C; ++c) {
+            int interior = 0;
+            for (int k = 1; k < last; ++k) interior += row[(t.first + k) * C + c] >> shift;
+            float edges = first_weight * (float)(row[t.first * C + c] >> shift);
+            if (last > 0) edges += last_weight * (float)(row[(t.first + last) * C + c] >> shift);
+            sum[c] = ((float)interior + edges) * t.inverse_width;
+        }
+    } else {
+        for (int c = 0; c < C; ++c) {
+            sum[c] = 0.0f;
+            for (int k = 0; k < t.count; ++k) sum[c] += tap_weight(t, k) * (float)(row[tap_index(t, k) * C + c] >> shift);
+        }
+    }
+}
+
+template <typename In, int C>
+__device__ __forceinline__ void resample(const unsigned char* plane, int pitch, const Taps& x, const Taps& y,
+                                         int shift, float* value) {
+    for (int c = 0; c < C; ++c) value[c] = 0.0f;
+    for (int j = 0; j < y.count; ++j) {
+        float row[C];
+        row_sum<In, C>((const In*)(plane + (long long)tap_index(y, j) * pitch), x, shift, row);
+        float w = tap_weight(y, j);
+        for (int c = 0; c < C; ++c) value[c] += w * row[c];
+    }
 }
 
 template <typename In, typename Out>
@@ -110,60 +166,154 @@ __device__ __forceinline__ void transform_pixel(const TransformParams& p, const 
     int ry = job.crop_y + oy;
     Taps lx = luma_taps(rx, job.source_width, job.resized_width, p.antialias);
     Taps ly = luma_taps(ry, job.source_height, job.resized_height, p.antialias);
-    Taps cx = chroma_taps(lx);
-    Taps cy = chroma_taps(ly);
+    float y, uv[2], rgb[3];
+    resample<In, 1>((const unsigned char*)job.luma, job.luma_pitch, lx, ly, job.bit_shift, &y);
+    resample<In, 2>((const unsigned char*)job.chroma, job.chroma_pitch, chroma_taps(lx), chroma_taps(ly), job.bit_shift, uv);
+    yuv_to_rgb(job.color, y, uv[0], uv[1], rgb);
+    store_pixel(p, (Out*)job.output + (long long)oy * p.stride_y + (long long)ox * p.stride_x, rgb);
+}
 
-    const unsigned char* luma = (const unsigned char*)job.luma;
-    const unsigned char* chroma = (const unsigned char*)job.chroma;
-    float y = 0.0f;
-    for (int j = 0; j < ly.count; ++j) {
-        const unsigned char* row = luma + (long long)tap_index(ly, j) * job.luma_pitch;
-        float row_sum = 0.0f;
-        for (int i = 0; i < lx.count; ++i) row_sum += tap_weight(lx, i) * load<In>(row, tap_index(lx, i), job.bit_shift);
-        y += tap_weight(ly, j) * row_sum;
+// -- native-scale path: 4 pixels per thread --------------------------------------------------------
+struct alignas(16) Float4 { float v[4]; };
+
+// 4 consecutive samples starting at row[index], one vector load when aligned.
+template <typename In>
+__device__ __forceinline__ void load4(const In* row, int index, int shift, float* out) {
+    const In* p = row + index;
+    if (sizeof(In) == 1 && aligned(p, 4)) {
+        unsigned int word = *(const unsigned int*)p;
+        for (int k = 0; k < 4; ++k) out[k] = (float)((word >> (8 * k)) & 0xFFu);
+    } else if (sizeof(In) == 2 && aligned(p, 8)) {
+        unsigned long long word = *(const unsigned long long*)p;
+        for (int k = 0; k < 4; ++k) out[k] = (float)(((word >> (16 * k)) & 0xFFFFu) >> shift);
+    } else {
+        for (int k = 0; k < 4; ++k) out[k] = (float)(p[k] >> shift);
     }
-    float u = 0.0f, v = 0.0f;
-    for (int j = 0; j < cy.count; ++j) {
-        const unsigned char* row = chroma + (long long)tap_index(cy, j) * job.chroma_pitch;
-        float row_u = 0.0f, row_v = 0.0f;
-        for (int i = 0; i < cx.count; ++i) {
-            float w = tap_weight(cx, i);
-            int column = 2 * tap_index(cx, i);
-            row_u += w * load<In>(row, column, job.bit_shift);
-            row_v += w * load<In>(row, column + 1, job.bit_shift);
+}
+
+template <typename Out>
+__device__ __forceinline__ void store4(Out* out, long long stride, const float* values) {
+    for (int k = 0; k < 4; ++k) store(out + k * stride, values[k]);
+}
+
+// Four consecutive unit-stride values (planar layouts) with one vector store when aligned.
+__device__ __forceinline__ void store4_contiguous(unsigned char* out, const float* values) {
+    if (aligned(out, 4)) {
+        unsigned int word = 0;
+        for (int k = 0; k < 4; ++k) word |= (unsigned int)(unsigned char)(values[k] + 0.5f) << (8 * k);
+        *(unsigned int*)out = word;
+    } else {
+        store4(out, 1, values);
+    }
+}
+__device__ __forceinline__ void store4_contiguous(float* out, const float* values) {
+    if (aligned(out, 16)) {
+        Float4 word;
+        for (int k = 0; k < 4; ++k) word.v[k] = values[k];
+        *(Float4*)out = word;
+    } else {
+        store4(out, 1, values);
+    }
+}
+__device__ __forceinline__ void store4_contiguous(Float16Bits* out, const float* values) {
+    if (aligned(out, 8)) {
+        unsigned long long word = 0;
+        for (int k = 0; k < 4; ++k) word |= (unsigned long long)vclip_f32_to_f16_bits(values[k]) << (16 * k);
+        *(unsigned long long*)out = word;
+    } else {
+        store4(out, 1, values);
+    }
+}
+
+// Twelve consecutive values r0 g0 b0 r1 ... b3 (channel-last layouts) with vector stores when aligned.
+__device__ __forceinline__ bool store12_interleaved(unsigned char* out, const float (*values)[4]) {
+    if (!aligned(out, 4)) return false;
+    for (int w = 0; w < 3; ++w) {
+        unsigned int word = 0;
+        for (int b = 0; b < 4; ++b) {
+            int i = 4 * w + b;
+            word |= (unsigned int)(unsigned char)(values[i % 3][i / 3] + 0.5f) << (8 * b);
         }
-        u += tap_weight(cy, j) * row_u;
-        v += tap_weight(cy, j) * row_v;
+        ((unsigned int*)out)[w] = word;
     }
+    return true;
+}
+__device__ __forceinline__ bool store12_interleaved(float* out, const float (*values)[4]) {
+    if (!aligned(out, 16)) return false;
+    for (int w = 0; w < 3; ++w) {
+        Float4 word;
+        for (int b = 0; b < 4; ++b) word.v[b] = values[(4 * w + b) % 3][(4 * w + b) / 3];
+        ((Float4*)out)[w] = word;
+    }
+    return true;
+}
+__device__ __forceinline__ bool store12_interleaved(Float16Bits* out, const float (*values)[4]) {
+    if (!aligned(out, 8)) return false;
+    for (int w = 0; w < 3; ++w) {
+        unsigned long long word = 0;
+        for (int b = 0; b < 4; ++b) {
+            int i = 4 * w + b;
+            word |= (unsigned long long)vclip_f32_to_f16_bits(values[i % 3][i / 3]) << (16 * b);
+        }
+        ((unsigned long long*)out)[w] = word;
+    }
+    return true;
+}
 
-    const float* c = job.color;
-    float luma_value = (y - c[0]) * c[1];
-    float cb = (u - c[2]) * c[3];
-    float cr = (v - c[2]) * c[3];
-    float rgb[3] = {
-        luma_value + c[4] * cr,
-        luma_value + c[5] * cb + c[6] * cr,
-        luma_value + c[7] * cb,
-    };
-    Out* out = (Out*)job.output + (long long)oy * p.stride_y + (long long)ox * p.stride_x;
-    for (int k = 0; k < 3; ++k) {
-        float value = fminf(fmaxf(rgb[k], 0.0f), 1.0f);
-        store(out + k * p.stride_c, value * p.scale[k] + p.bias[k]);
+template <typename In, typename Out>
+__device__ __forceinline__ void transform_native4(const TransformParams& p, const FrameJob& job, int x0, int oy) {
+    // Output pixels x0..x0+3 come from 4 consecutive source columns starting at `first`
+    // (mirrored when flipping); the source row is crop_y + oy.
+    int first = job.crop_x + (job.flip ? p.output_width - 4 - x0 : x0);
+    int row = job.crop_y + oy;
+    float y[4], uv[4], u[4], v[4];
+    load4<In>((const In*)((const unsigned char*)job.luma + (long long)row * job.luma_pitch), first, job.bit_shift, y);
+    const In* chroma_row = (const In*)((const unsigned char*)job.chroma + (long long)(row >> 1) * job.chroma_pitch);
+    if ((first & 1) == 0) {
+        load4<In>(chroma_row, first, job.bit_shift, uv);  // two UV pairs cover the four columns
+        for (int k = 0; k < 4; ++k) { u[k] = uv[(k >> 1) * 2]; v[k] = uv[(k >> 1) * 2 + 1]; }
+    } else {
+        for (int k = 0; k < 4; ++k) {
+            int pair = (first + k) >> 1;
+            u[k] = (float)(chroma_row[2 * pair] >> job.bit_shift);
+            v[k] = (float)(chroma_row[2 * pair + 1] >> job.bit_shift);
+        }
     }
+    float values[3][4];
+    for (int k = 0; k < 4; ++k) {
+        int source = job.flip ? 3 - k : k;
+        float rgb[3];
+        yuv_to_rgb(job.color, y[source], u[source], v[source], rgb);
+        for (int c = 0; c < 3; ++c) values[c][k] = rgb[c] * p.scale[c] + p.bias[c];
+    }
+    Out* out = (Out*)job.output + (long long)oy * p.stride_y + (long long)x0 * p.stride_x;
+    if (p.stride_c == 1 && p.stride_x == 3 && store12_interleaved(out, values)) return;
+    for (int c = 0; c < 3; ++c) {
+        if (p.stride_x == 1) store4_contiguous(out + c * p.stride_c, values[c]);
+        else store4(out + c * p.stride_c, p.stride_x, values[c]);
+    }
+}
+
+template <typename In, typename Out>
+__device__ __forceinline__ void transform_thread(const TransformParams& p, const FrameJob& job) {
+    int oy = blockIdx.y * blockDim.y + threadIdx.y;
+    int x0 = (blockIdx.x * blockDim.x + threadIdx.x) * p.pixels_per_thread;
+    if (oy >= p.output_height || x0 >= p.output_width) return;
+    if (p.pixels_per_thread == 4 && x0 + 4 <= p.output_width) {
+        transform_native4<In, Out>(p, job, x0, oy);
+        return;
+    }
+    for (int ox = x0; ox < min(x0 + p.pixels_per_thread, p.output_width); ++ox) transform_pixel<In, Out>(p, job, ox, oy);
 }
 
 // One frame per launch: the job travels by value (no host-to-device copy).
 template <typename In, typename Out>
 __global__ void transform_frame(TransformParams p, FrameJob job) {
-    int ox = blockIdx.x * blockDim.x + threadIdx.x;
-    int oy = blockIdx.y * blockDim.y + threadIdx.y;
-    if (ox < p.output_width && oy < p.output_height) transform_pixel<In, Out>(p, job, ox, oy);
+    transform_thread<In, Out>(p, job);
 }
 
 // Many frames per launch: blockIdx.z picks the job.
 template <typename In, typename Out>
 __global__ void transform_frames(TransformParams p, const FrameJob* jobs) {
-    int ox = blockIdx.x * blockDim.x + threadIdx.x;
-    int oy = blockIdx.y * blockDim.y + threadIdx.y;
-    if (ox < p.output_width && oy < p.output_height) transform_pixel<In, Out>(p, jobs[blockIdx.z], ox, oy);
+    transform_thread<In, Out>(p, jobs[blockIdx.z]);
 }

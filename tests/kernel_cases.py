@@ -24,6 +24,14 @@ CASES = {
     "p016_10bit_bt2020": (64, 48, 10, "bt2020", "limited", TransformSpec(resize=(20, 28), dtype="float32"), None),
     "p016_10bit_native": (50, 36, 10, "bt601", "limited", TransformSpec(), None),
     "mixed_scale_axes": (200, 40, 8, "bt601", "limited", TransformSpec(resize=(70, 50)), None),
+    "native_crop_flip_planar": (
+        100, 60, 8, "bt709", "full",
+        TransformSpec(crop=(40, 62), crop_mode="random", flip_probability=1.0, dtype="float32", layout="TCHW"), None,
+    ),
+    "native_half_cthw": (64, 32, 8, "bt601", "limited", TransformSpec(dtype="float16", layout="CTHW"), None),
+    "native_float_thwc": (60, 20, 8, "bt709", "limited", TransformSpec(dtype="float32"), None),
+    "native_half_thwc_tail": (30, 14, 10, "bt601", "full", TransformSpec(dtype="float16", flip_probability=1.0), None),
+    "native_p016_planar_uint8": (48, 20, 10, "bt2020", "full", TransformSpec(layout="TCHW", crop=(20, 45)), None),
 }
 
 
@@ -75,7 +83,7 @@ def kernel_arguments(case, geometry, frames: int, output_address: int, planes_ad
     """
     width, height, bit_depth, matrix, color_range, spec, _ = case
     frame_stride, strides = layout_strides(spec.layout, frames, geometry.output_height, geometry.output_width)
-    params = transform_params(spec, geometry.output_width, geometry.output_height, strides)
+    params = transform_params(spec, geometry, strides)
     item = np.dtype(spec.dtype).itemsize
     jobs = np.zeros(frames, JOB_DTYPE)
     for t, (luma, chroma, luma_pitch, chroma_pitch) in enumerate(planes_addresses):

@@ -145,7 +145,7 @@ def test_downscale_is_an_area_average_of_ffmpeg_rgb(videos):
     difference = np.abs(small - box_average)
     assert difference.mean() < 1.5 and np.percentile(difference, 99) <= 4.0  # conversion rounding only
     aliased = decoder.get_frames([10], transform=TransformSpec(resize=(60, 80), antialias=False)).data[0]
-    assert np.abs(aliased - box_average).mean() > 3 * difference.mean()
+    assert np.abs(aliased - box_average).mean() > 1.5 * difference.mean()  # bilinear sampling aliases
 
 
 def test_normalization_matches_formula(videos):

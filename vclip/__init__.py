@@ -1,7 +1,7 @@
 """vclip: sample video clips for deep learning, with NVDEC decoding and fused CUDA kernels.
 
 ``import vclip`` needs only NumPy and PyAV; the GPU backend imports PyNvVideoCodec and CuPy
-when a CUDA device is asked for.
+when a CUDA device is asked for, and ``vclip.ClipLoader`` imports torch when first used.
 """
 
 from .decoder import Frames, VideoDecoder
@@ -15,7 +15,9 @@ from .errors import (
 )
 from .index import VideoIndex, clear_index_cache, index_video
 from .memory import (
+    LoaderMemoryEstimate,
     MemoryEstimate,
+    estimate_loader_memory,
     estimate_memory,
     format_bytes,
     largest_batch_size,
@@ -29,6 +31,8 @@ from .transforms import IMAGENET_MEAN, IMAGENET_STD, FrameGeometry, TransformSpe
 __version__ = "0.1.0"
 
 __all__ = [
+    "ClipBatch",
+    "ClipLoader",
     "ClipSampler",
     "CorruptVideoError",
     "DecodePlan",
@@ -38,6 +42,7 @@ __all__ = [
     "Frames",
     "IMAGENET_MEAN",
     "IMAGENET_STD",
+    "LoaderMemoryEstimate",
     "MemoryEstimate",
     "NotAVideoError",
     "TransformSpec",
@@ -49,6 +54,7 @@ __all__ = [
     "clear_index_cache",
     "contiguous",
     "downscaled",
+    "estimate_loader_memory",
     "estimate_memory",
     "format_bytes",
     "index_video",
@@ -62,3 +68,12 @@ __all__ = [
     "strided",
     "__version__",
 ]
+
+
+def __getattr__(name: str):
+    """Import the loader (which needs torch) on first use, so ``import vclip`` works without torch."""
+    if name in ("ClipLoader", "ClipBatch"):
+        from . import loader
+
+        return getattr(loader, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

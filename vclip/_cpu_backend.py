@@ -24,14 +24,18 @@ _NATIVE_420 = {"yuv420p": 8, "yuvj420p": 8, "yuv420p10le": 10, "yuv420p12le": 12
 
 
 def decode_plan(plan: DecodePlan, deliver: Callable[[int, av.VideoFrame], None], *, threads: int = 0,
-                stats: DecodeStats | None = None) -> None:
+                stats: DecodeStats | None = None) -> float:
     """Decode every segment of ``plan`` and hand each requested frame to ``deliver`` once.
+
+    Returns:
+        Seconds spent reading packets (demux).
 
     Raises:
         CorruptVideoError: The bitstream could not be decoded, or requested frames never came out.
     """
     index = plan.index
     frame_of_pts = dict(zip(index.pts.tolist(), range(index.num_frames)))
+    demux_seconds = 0.0
     with av.open(index.path) as container:
         context = container.streams[index.stream_index].codec_context
         context.thread_count = threads
@@ -39,8 +43,10 @@ def decode_plan(plan: DecodePlan, deliver: Callable[[int, av.VideoFrame], None],
         for segment in plan.segments:
             started = time.perf_counter()
             data = read_packets(index, segment.packets)
+            reading = time.perf_counter() - started
+            demux_seconds += reading
             if stats is not None:
-                stats.add(demux_seconds=time.perf_counter() - started, segments=1, packets_sent=segment.packets.size)
+                stats.add(demux_seconds=reading, segments=1, packets_sent=segment.packets.size)
             wanted = set(segment.frames.tolist())
             try:
                 for number, payload in zip(segment.packets.tolist(), data):
@@ -59,6 +65,7 @@ def decode_plan(plan: DecodePlan, deliver: Callable[[int, av.VideoFrame], None],
             if wanted:
                 missing = sorted(wanted)
                 raise CorruptVideoError(index.path, f"frames {missing[:5]} could not be decoded ({len(missing)} missing)")
+    return demux_seconds
 
 
 def _deliver_frames(frames, frame_of_pts: dict, wanted: set, deliver) -> None:
@@ -105,13 +112,17 @@ class CpuBackend:
         destinations = frame_destinations(targets)
         layout = spec.layout if spec is not None else "THWC"
         scale_bias = spec.value_scale_bias() if spec is not None else None
+        convert_seconds = 0.0
         started = time.perf_counter()
 
         def deliver(number: int, frame: av.VideoFrame) -> None:
+            nonlocal convert_seconds
+            converting = time.perf_counter()
             if spec is None:
                 rgb = frame.to_ndarray(format="rgb24")
                 for target, position in destinations[number]:
                     output[targets[target].slot, position] = rgb
+                convert_seconds += time.perf_counter() - converting
                 return
             y, u, v, bit_depth = yuv420_planes(frame, index.color_range)
             converted = {}
@@ -124,11 +135,13 @@ class CpuBackend:
                         antialias=spec.antialias,
                     )
                 frame_view(output[targets[target].slot], layout, position)[...] = converted[geometry]
+            convert_seconds += time.perf_counter() - converting
 
-        decode_plan(plan, deliver, threads=self.threads, stats=stats)
+        demux_seconds = decode_plan(plan, deliver, threads=self.threads, stats=stats)
         stats.add(
             videos=1,
             frames_requested=plan.frames_requested,
             frames_delivered=sum(t.frames.size for t in targets),
-            decode_seconds=time.perf_counter() - started,
+            decode_seconds=time.perf_counter() - started - demux_seconds - convert_seconds,
+            convert_seconds=convert_seconds,
         )

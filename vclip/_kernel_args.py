@@ -15,7 +15,7 @@ from .transforms import FrameGeometry, TransformSpec
 
 PARAMS_DTYPE = np.dtype(
     {
-        "names": ["output_width", "output_height", "antialias", "pad0", "stride_c", "stride_y", "stride_x", "scale", "bias"],
+        "names": ["output_width", "output_height", "antialias", "pixels_per_thread", "stride_c", "stride_y", "stride_x", "scale", "bias"],
         "formats": [np.int32, np.int32, np.int32, np.int32, np.int64, np.int64, np.int64, (np.float32, 3), (np.float32, 3)],
     },
     align=True,
@@ -44,13 +44,36 @@ def layout_strides(layout: str, frames: int, height: int, width: int) -> tuple[i
     raise ValueError(f"layout ({layout!r}) must be one of 'THWC', 'TCHW', 'CTHW'")
 
 
-def transform_params(spec: TransformSpec, output_width: int, output_height: int, strides: tuple[int, int, int]) -> np.void:
+BLOCK = (32, 8, 1)
+
+
+def pixels_per_thread(geometry: FrameGeometry) -> int:
+    """4 at native scale (the vectorized path of the kernel), else 1."""
+    native = (geometry.resized_width, geometry.resized_height) == (geometry.source_width, geometry.source_height)
+    return 4 if native else 1
+
+
+def transform_params(
+    spec: TransformSpec, geometry: FrameGeometry, strides: tuple[int, int, int]
+) -> np.void:
+    """``TransformParams`` for frames of this geometry (output size, native or resampling path)."""
     params = np.zeros((), PARAMS_DTYPE)
-    params["output_width"], params["output_height"] = output_width, output_height
+    params["output_width"], params["output_height"] = geometry.output_width, geometry.output_height
     params["antialias"] = int(spec.antialias)
+    params["pixels_per_thread"] = pixels_per_thread(geometry)
     params["stride_c"], params["stride_y"], params["stride_x"] = strides
     params["scale"], params["bias"] = spec.value_scale_bias()
     return params[()]
+
+
+def launch_grid(params: np.void, frames: int = 1) -> tuple[int, int, int]:
+    """Blocks for one launch over ``frames`` frames (``BLOCK`` threads each)."""
+    columns = BLOCK[0] * int(params["pixels_per_thread"])
+    return (
+        (int(params["output_width"]) + columns - 1) // columns,
+        (int(params["output_height"]) + BLOCK[1] - 1) // BLOCK[1],
+        frames,
+    )
 
 
 def fill_job(

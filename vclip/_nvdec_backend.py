@@ -6,8 +6,10 @@ segment. Each requested frame's NV12/P016 surface goes through ``kernels/nv12_tr
 straight into its slot of the output batch, on the decoder's own CUDA stream, before the decoder
 can reuse the surface. Frames nobody asked for are never converted.
 
-Each worker thread owns a CUDA stream and its decoders (one per codec and bit depth, reused across
-files and reconfigured when the size changes), so several NVDEC engines work in parallel.
+Each worker thread owns a CUDA stream and a few decoders keyed by codec, bit depth and size, reused
+across files (creating one costs 50-100 ms), so several NVDEC engines work in parallel. Packets
+whose frame nobody asked for go to the decoder marked discardable: decoded as references, never
+mapped or copied out.
 Videos NVDEC cannot decode go to the CPU backend, with one warning per kind of video.
 """
 
@@ -16,12 +18,14 @@ from __future__ import annotations
 import threading
 import time
 import warnings
+import weakref
+from collections import OrderedDict
 
 import numpy as np
 
 from ._bitstream import AnnexBConverter
 from ._cpu_backend import CpuBackend
-from ._kernel_args import JOB_DTYPE, fill_job, kernel_source_path, layout_strides, transform_params
+from ._kernel_args import BLOCK, JOB_DTYPE, fill_job, kernel_source_path, launch_grid, layout_strides, transform_params
 from ._packets import read_packets
 from ._pipeline import ClipTarget, DecodeStats, VideoJob, clip_shape, frame_destinations
 from .errors import CorruptVideoError, FallbackWarning, VideoError
@@ -32,7 +36,6 @@ from .transforms import TransformSpec
 _CODEC_NAMES = {"h264": "H264", "hevc": "HEVC"}
 _INPUT_TYPES = {1: "unsigned char", 2: "unsigned short"}
 _OUTPUT_TYPES = {"uint8": "unsigned char", "float16": "Float16Bits", "float32": "float"}
-_BLOCK = (32, 8, 1)
 _NATIVE_SPEC = TransformSpec()
 
 
@@ -82,7 +85,9 @@ def nvdec_unsupported_reason(index: VideoIndex) -> str | None:
 
 
 class _Worker:
-    """One thread's CUDA stream and decoders."""
+    """One thread's CUDA stream and its decoders, a few per thread, keyed by codec, bit depth and size."""
+
+    max_decoders = 4
 
     def __init__(self, device_id: int):
         import cupy
@@ -90,31 +95,37 @@ class _Worker:
         self.device_id = device_id
         with cupy.cuda.Device(device_id):
             self.stream = cupy.cuda.Stream(non_blocking=True)
-        self.decoders: dict[tuple, tuple] = {}
+        self.decoders: OrderedDict[tuple, object] = OrderedDict()
+        self.created = 0
+
+    @staticmethod
+    def _key(index: VideoIndex) -> tuple:
+        return (index.codec, index.bit_depth, index.width, index.height)
 
     def decoder(self, index: VideoIndex):
         import PyNvVideoCodec as nvc
 
-        key = (index.codec, index.bit_depth)
-        entry = self.decoders.get(key)
-        if entry is None or entry[1] < index.width or entry[2] < index.height:
-            width = max(index.width, entry[1] if entry else 0)
-            height = max(index.height, entry[2] if entry else 0)
-            decoder = nvc.CreateDecoder(
-                gpuid=self.device_id,
-                codec=getattr(nvc.cudaVideoCodec, _CODEC_NAMES[index.codec]),
-                cudacontext=0,
-                cudastream=self.stream.ptr,
-                usedevicememory=True,
-                maxwidth=width,
-                maxheight=height,
-                outputColorType=nvc.OutputColorType.NATIVE,
-            )
-            entry = self.decoders[key] = (decoder, width, height)
-        return entry[0]
+        key = self._key(index)
+        if key in self.decoders:
+            self.decoders.move_to_end(key)
+            return self.decoders[key]
+        while len(self.decoders) >= self.max_decoders:
+            self.decoders.popitem(last=False)
+        self.decoders[key] = nvc.CreateDecoder(
+            gpuid=self.device_id,
+            codec=getattr(nvc.cudaVideoCodec, _CODEC_NAMES[index.codec]),
+            cudacontext=0,
+            cudastream=self.stream.ptr,
+            usedevicememory=True,
+            maxwidth=index.width,
+            maxheight=index.height,
+            outputColorType=nvc.OutputColorType.NATIVE,
+        )
+        self.created += 1
+        return self.decoders[key]
 
     def forget(self, index: VideoIndex) -> None:
-        self.decoders.pop((index.codec, index.bit_depth), None)
+        self.decoders.pop(self._key(index), None)
 
 
 class NvdecBackend:
@@ -132,8 +143,9 @@ class NvdecBackend:
         self._kernels = KernelModule.for_device(device_id)
         self._local = threading.local()
         self._cpu = CpuBackend(skip_non_reference=skip_non_reference)
-        self._unsupported: dict[tuple, str] = {}
-        self._warned: set[str] = set()
+        self._caps: dict[tuple, dict] = {}
+        self._failed: dict[tuple, str] = {}
+        self._warned: set[tuple] = set()
         self._lock = threading.Lock()
 
     # -- output buffers ---------------------------------------------------------------------
@@ -151,18 +163,17 @@ class NvdecBackend:
     def decode_job(self, job: VideoJob, spec: TransformSpec | None, output, stats: DecodeStats):
         """Decode ``job`` into ``output``; returns a CUDA event that fires when its frames are written."""
         index = job.index
-        reason = nvdec_unsupported_reason(index) or self._unsupported.get(self._kind(index))
+        reason = self.unsupported_reason(index) or self._failed.get((index.path, index.stream_index))
         worker = self._worker()
         with self._cupy.cuda.Device(self.device_id), worker.stream:
             if reason is None:
                 try:
                     self._decode_on_gpu(worker, job, spec or _NATIVE_SPEC, output, stats)
-                except Exception as error:  # NVDEC refused or choked: the CPU decides if the file is bad
+                except Exception as error:  # NVDEC choked on this file: the CPU decides whether it is bad
                     worker.forget(index)
                     reason = f"NVDEC failed ({type(error).__name__}: {error})"
-                    if not isinstance(error, VideoError):
-                        with self._lock:
-                            self._unsupported.setdefault(self._kind(index), reason)
+                    with self._lock:
+                        self._failed[(index.path, index.stream_index)] = reason
             if reason is not None:
                 self._warn_once(index, reason)
                 self._decode_on_cpu(job, spec, output, stats)
@@ -171,17 +182,46 @@ class NvdecBackend:
             event.record(worker.stream)
         return event
 
-    @staticmethod
-    def _kind(index: VideoIndex) -> tuple:
-        return (index.codec, index.bit_depth, index.width, index.height)
+    def unsupported_reason(self, index: VideoIndex) -> str | None:
+        """Why NVDEC on this GPU cannot decode the stream (codec, bit depth, size), or None."""
+        reason = nvdec_unsupported_reason(index)
+        if reason is not None:
+            return reason
+        caps = self._capabilities(index.codec, index.bit_depth)
+        if not caps:
+            return None
+        if not caps.get("supported", 1) or not caps.get("num_decoder_engines", 1) or not caps.get("width_max", 1):
+            return f"NVDEC on this GPU cannot decode {index.bit_depth}-bit {index.codec}"
+        low = (caps.get("width_min", 0), caps.get("height_min", 0))
+        high = (caps.get("width_max", 1 << 30), caps.get("height_max", 1 << 30))
+        if index.width < low[0] or index.height < low[1]:
+            return f"{index.width}x{index.height} is below NVDEC's minimum {low[0]}x{low[1]}"
+        if index.width > high[0] or index.height > high[1]:
+            return f"{index.width}x{index.height} is above NVDEC's maximum {high[0]}x{high[1]}"
+        return None
+
+    def _capabilities(self, codec: str, bit_depth: int) -> dict:
+        key = (codec, bit_depth)
+        with self._lock:
+            if key not in self._caps:
+                import PyNvVideoCodec as nvc
+
+                try:
+                    caps = nvc.GetDecoderCaps(
+                        gpuid=self.device_id, codec=getattr(nvc.cudaVideoCodec, _CODEC_NAMES[codec]), bitdepth=bit_depth
+                    )
+                    self._caps[key] = dict(caps)
+                except Exception:  # no caps query: decoding itself will tell
+                    self._caps[key] = {}
+            return self._caps[key]
 
     def _warn_once(self, index: VideoIndex, reason: str) -> None:
-        message = f"{index.path}: {reason}; decoding {index.codec} {index.width}x{index.height} on the CPU"
+        key = (index.codec, index.bit_depth, index.width, index.height, reason.split(" (")[0])
         with self._lock:
-            key = f"{self._kind(index)}"
             if key in self._warned:
                 return
             self._warned.add(key)
+        message = f"{index.path}: {reason}; decoding {index.codec} {index.width}x{index.height} on the CPU"
         warnings.warn(message, FallbackWarning, stacklevel=4)
 
     def _decode_on_cpu(self, job: VideoJob, spec: TransformSpec | None, output, stats: DecodeStats) -> None:
@@ -196,63 +236,66 @@ class NvdecBackend:
         import PyNvVideoCodec as nvc
 
         index = job.index
+        video = _prepared(index)
         targets = job.targets
         plan = plan_decode(index, [t.frames for t in targets], skip_non_reference=self.skip_non_reference)
         destinations = frame_destinations(targets)
-        frame_of_pts = dict(zip(index.pts.tolist(), range(index.num_frames)))
         geometry = targets[0].geometry
-        frames_per_clip = targets[0].frames.size
-        frame_stride, strides = layout_strides(spec.layout, frames_per_clip, geometry.output_height, geometry.output_width)
-        params = transform_params(spec, geometry.output_width, geometry.output_height, strides)
-        grid = ((geometry.output_width + _BLOCK[0] - 1) // _BLOCK[0], (geometry.output_height + _BLOCK[1] - 1) // _BLOCK[1], 1)
+        frame_stride, strides = layout_strides(spec.layout, targets[0].frames.size, geometry.output_height, geometry.output_width)
+        params = transform_params(spec, geometry, strides)
+        grid = launch_grid(params)
         item = output.dtype.itemsize
         clip_bytes = int(np.prod(output.shape[1:])) * item
         stored_bits = 8 if index.bit_depth == 8 else 16
+        clip_addresses = [output.data.ptr + target.slot * clip_bytes for target in targets]
         jobs = []
         for target in targets:
             frame_job = np.zeros((), JOB_DTYPE)
             fill_job(
-                frame_job, luma=0, chroma=0, luma_pitch=0, chroma_pitch=0,
-                output=output.data.ptr + target.slot * clip_bytes, geometry=target.geometry,
+                frame_job, luma=0, chroma=0, luma_pitch=0, chroma_pitch=0, output=0, geometry=target.geometry,
                 bit_depth=index.bit_depth, stored_bits=stored_bits, matrix=index.color_matrix,
                 color_range=index.color_range,
             )
             jobs.append(frame_job)
         kernel = self._kernels.function(False, stored_bits // 8, spec.dtype)
         decoder = worker.decoder(index)
-        converter = AnnexBConverter(index.codec, index.extradata)
-        remaining = set(plan.frames.tolist())
+        wanted = frozenset(plan.frames.tolist())
+        remaining = set(wanted)
+        minimum_pitch = index.width * stored_bits // 8
 
         def deliver(frames) -> None:
             for frame in frames:
-                number = frame_of_pts.get(frame.timestamp)
+                number = video.frame_of_pts.get(frame.timestamp)
                 if number not in remaining:
                     continue
                 remaining.discard(number)
-                luma, chroma = frame.cuda()[:2]
-                luma_pitch = luma.__cuda_array_interface__["strides"][0]
-                chroma_pitch = chroma.__cuda_array_interface__["strides"][0]
-                luma_address, chroma_address = frame.GetPtrToPlane(0), frame.GetPtrToPlane(1)
+                luma, chroma = frame.GetPtrToPlane(0), frame.GetPtrToPlane(1)
+                # PyNvVideoCodec's surfaces hold the UV plane right after the Y plane; its array
+                # interface reports strides in samples, not bytes, so take the pitch from the planes.
+                pitch = (chroma - luma) // index.height
+                if pitch < minimum_pitch:
+                    raise RuntimeError(f"unexpected NVDEC surface layout (pitch {pitch} < {minimum_pitch})")
                 for target_number, position in destinations[number]:
-                    frame_job = jobs[target_number].copy()
-                    frame_job["luma"], frame_job["chroma"] = luma_address, chroma_address
-                    frame_job["luma_pitch"], frame_job["chroma_pitch"] = luma_pitch, chroma_pitch
-                    frame_job["output"] += position * frame_stride * item
-                    kernel(grid, _BLOCK, (params, frame_job))
+                    frame_job = jobs[target_number]
+                    frame_job["luma"], frame_job["chroma"] = luma, chroma
+                    frame_job["luma_pitch"] = frame_job["chroma_pitch"] = pitch
+                    frame_job["output"] = clip_addresses[target_number] + position * frame_stride * item
+                    kernel(grid, BLOCK, (params, frame_job[()]))
 
         for segment in plan.segments:
             started = time.perf_counter()
             payloads = read_packets(index, segment.packets)
-            buffers = [
-                np.frombuffer(converter.convert(payload, with_parameter_sets=(k == 0)), dtype=np.uint8)
-                for k, payload in enumerate(payloads)
-            ]
+            chunks = [video.converter.convert(payload, with_parameter_sets=(k == 0)) for k, payload in enumerate(payloads)]
+            stream = np.frombuffer(b"".join(chunks), dtype=np.uint8)  # one buffer for the whole segment
+            address = stream.ctypes.data
             decoding = time.perf_counter()
-            for number, buffer in zip(segment.packets.tolist(), buffers):
+            for number, chunk in zip(segment.packets.tolist(), chunks):
                 packet = nvc.PacketData()
-                packet.bsl_data = buffer.ctypes.data
-                packet.bsl = buffer.size
-                packet.pts = int(index.packet_pts[number])
+                packet.bsl_data = address
+                packet.bsl = len(chunk)
+                packet.pts = video.packet_pts[number]
+                packet.discardable = video.packet_frame[number] not in wanted
+                address += len(chunk)
                 deliver(decoder.Decode(packet))
             deliver(decoder.Decode(nvc.PacketData()))
             stats.add(
@@ -263,3 +306,25 @@ class NvdecBackend:
             missing = sorted(remaining)
             raise CorruptVideoError(index.path, f"NVDEC did not return frames {missing[:5]} ({len(missing)} missing)")
         stats.add(videos=1, frames_requested=plan.frames_requested, frames_delivered=sum(t.frames.size for t in targets))
+
+
+class _PreparedVideo:
+    """Per-video lookups the decode loop needs, as plain Python objects (built once per index)."""
+
+    def __init__(self, index: VideoIndex):
+        self.frame_of_pts = dict(zip(index.pts.tolist(), range(index.num_frames)))
+        self.packet_pts = index.packet_pts.tolist()
+        self.packet_frame = index.packet_frame.tolist()
+        self.converter = AnnexBConverter(index.codec, index.extradata)
+
+
+_prepared_videos: "weakref.WeakKeyDictionary[VideoIndex, _PreparedVideo]" = weakref.WeakKeyDictionary()
+_prepared_lock = threading.Lock()
+
+
+def _prepared(index: VideoIndex) -> _PreparedVideo:
+    with _prepared_lock:
+        video = _prepared_videos.get(index)
+        if video is None:
+            video = _prepared_videos[index] = _PreparedVideo(index)
+        return video

@@ -31,7 +31,9 @@ class VideoJob:
 
 @dataclass
 class DecodeStats:
-    """Counters of decode work; thread-safe ``add``."""
+    """Counters of decode work; thread-safe ``add``. Seconds are summed over worker threads:
+    ``demux_seconds`` reading packets, ``decode_seconds`` decoding them, ``convert_seconds``
+    turning decoded frames into output on the host (the CPU path's NumPy transform)."""
 
     videos: int = 0
     segments: int = 0
@@ -41,6 +43,7 @@ class DecodeStats:
     fallback_videos: int = 0
     demux_seconds: float = 0.0
     decode_seconds: float = 0.0
+    convert_seconds: float = 0.0
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def add(self, **amounts) -> None:

@@ -11,6 +11,7 @@ centres aligned); then the colour matrix and range turn YUV into RGB in [0, 1], 
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -20,6 +21,7 @@ from .transforms import FrameGeometry
 _KR_KB = {"bt601": (0.299, 0.114), "bt709": (0.2126, 0.0722), "bt2020": (0.2627, 0.0593), "smpte240m": (0.212, 0.087)}
 
 
+@functools.lru_cache(maxsize=64)
 def color_coefficients(matrix: str, color_range: str, bit_depth: int) -> np.ndarray:
     """``[y_offset, y_scale, c_offset, c_scale, r_cr, g_cb, g_cr, b_cb]`` (float64).
 
@@ -35,13 +37,15 @@ def color_coefficients(matrix: str, color_range: str, bit_depth: int) -> np.ndar
     else:
         y_offset, y_scale, c_scale = 16.0 * unit, 1.0 / (219.0 * unit), 1.0 / (224.0 * unit)
     c_offset = 128.0 * unit
-    return np.array([
+    coefficients = np.array([
         y_offset, y_scale, c_offset, c_scale,
         2.0 * (1.0 - kr),
         -2.0 * kb * (1.0 - kb) / kg,
         -2.0 * kr * (1.0 - kr) / kg,
         2.0 * (1.0 - kb),
     ])
+    coefficients.setflags(write=False)  # shared by the cache
+    return coefficients
 
 
 def axis_taps(source: int, resized: int, coords: np.ndarray, antialias: bool) -> tuple[np.ndarray, np.ndarray]:

@@ -178,18 +178,24 @@ class VideoIndex:
         return np.where(array < 0, array + n, array)
 
     # -- decoding dependencies ----------------------------------------------------------------
-    def decode_start_packet(self, frame: int) -> int:
-        """Packet (decode order) of the keyframe to start decoding from to obtain ``frame``.
+    def decode_start_packets(self, frames: np.ndarray) -> np.ndarray:
+        """Packet (decode order) of the keyframe to start decoding from, for each of ``frames``.
 
         The last keyframe at or before the frame in decode order that is also shown no later
         than the frame (so open-GOP leading pictures start from the previous keyframe).
         """
-        packet = int(self.frame_packet[frame])
+        frames = np.asarray(frames, dtype=np.int64)
         keys = self._keyframe_packets
-        position = int(np.searchsorted(keys, packet, side="right")) - 1
-        while position > 0 and self.packet_pts[keys[position]] > self.pts[frame]:
-            position -= 1
-        return int(keys[max(position, 0)])
+        position = np.searchsorted(keys, self.frame_packet[frames], side="right") - 1
+        leading = (position > 0) & (self.packet_pts[keys[position]] > self.pts[frames])
+        while leading.any():
+            position[leading] -= 1
+            leading = (position > 0) & (self.packet_pts[keys[position]] > self.pts[frames])
+        return keys[np.maximum(position, 0)]
+
+    def decode_start_packet(self, frame: int) -> int:
+        """:meth:`decode_start_packets` for one frame."""
+        return int(self.decode_start_packets(np.array([frame]))[0])
 
     @property
     def _keyframe_packets(self) -> np.ndarray:
@@ -288,7 +294,7 @@ def index_video(
 
 def _open_container(path: str):
     try:
-        return av.open(path, metadata_errors="ignore")
+        return av.open(path)
     except av.error.FileNotFoundError:
         raise VideoNotFoundError(path, "file does not exist") from None
     except (av.error.InvalidDataError, av.error.EOFError) as error:

@@ -1,4 +1,5 @@
-"""GPU memory budgeting: the formula, the largest batch or clip length that fits, byte parsing.
+"""GPU memory budgeting: the formula, the largest batch or clip length that fits, byte parsing,
+and the planner of a ClipLoader's peak (the formula plus what it leaves out).
 
     bytes = width x height x channels x bytes_per_element x batch_size x sequence_length x (1 + augmentation_factor)
 """
@@ -18,6 +19,13 @@ __all__ = [
     "parse_bytes",
     "format_bytes",
     "BYTES_PER_ELEMENT",
+    "LoaderMemoryEstimate",
+    "estimate_loader_memory",
+    "NVDEC_DECODE_SURFACES",
+    "NVDEC_OUTPUT_SURFACES",
+    "NVDEC_BYTES_PER_PIXEL",
+    "LOADER_WORKSPACE_BYTES",
+    "CUDA_CONTEXT_BYTES",
 ]
 
 BYTES_PER_ELEMENT = {"uint8": 1, "float16": 2, "bfloat16": 2, "float32": 4, "float64": 8}
@@ -146,3 +154,114 @@ def largest_sequence_length(budget: int | str, *, width: int, height: int, batch
     """The largest clip length whose formula bytes fit ``budget`` (0 when not even one frame fits)."""
     per_frame = _exact_bytes(width=width, height=height, batch_size=batch_size, sequence_length=1, **options)
     return math.floor(parse_bytes(budget) / per_frame)
+
+
+# What the formula leaves out. Starting values, to be calibrated against the measured peak on the GPU.
+NVDEC_DECODE_SURFACES = 20
+"""Decode surfaces one NVDEC decoder holds (reference pictures plus its decode queue)."""
+NVDEC_OUTPUT_SURFACES = 4
+"""Output (mapped) surfaces one NVDEC decoder holds."""
+NVDEC_BYTES_PER_PIXEL = {8: 1.5, 16: 3.0}
+"""Bytes per pixel of one surface by stored sample bits: NV12 (8-bit) and P016 (10/12-bit), 4:2:0."""
+LOADER_WORKSPACE_BYTES = 64 * 2**20
+"""Kernel module, CUDA streams and events of the decode workers, CuPy pool slack."""
+CUDA_CONTEXT_BYTES = 500 * 2**20
+"""The CUDA context of the process (shared by CuPy and torch)."""
+
+
+@dataclass(frozen=True)
+class LoaderMemoryEstimate:
+    """Peak GPU memory of a ClipLoader, part by part (bytes; on the CPU, host bytes of the buffers).
+
+    Attributes:
+        batch: One output batch by the formula (:class:`MemoryEstimate`).
+        buffers: Output buffers in the loader's pool (``prefetch_queue_depth + 2``).
+        output_buffers: ``batch.bytes x buffers``.
+        decoders: NVDEC decoders (one per decode worker; 0 on the CPU).
+        decode_surfaces: Surfaces of all decoders, at the largest video size:
+            ``decoders x (NVDEC_DECODE_SURFACES + NVDEC_OUTPUT_SURFACES) x NVDEC_BYTES_PER_PIXEL x W x H``.
+        workspace: :data:`LOADER_WORKSPACE_BYTES` on the GPU, 0 on the CPU.
+        cuda_context: :data:`CUDA_CONTEXT_BYTES` on the GPU, 0 on the CPU.
+        total: The sum of the parts.
+    """
+
+    batch: MemoryEstimate
+    buffers: int
+    output_buffers: int
+    decoders: int
+    decode_surfaces: int
+    workspace: int
+    cuda_context: int
+    total: int
+
+    @property
+    def fixed_bytes(self) -> int:
+        """The part that does not grow with the batch size."""
+        return self.decode_surfaces + self.workspace + self.cuda_context
+
+    def largest_batch_size(self, budget: int | str) -> int:
+        """The largest batch size whose total fits ``budget`` (0 when not even one clip fits)."""
+        per_buffer = (parse_bytes(budget) - self.fixed_bytes) // self.buffers
+        if per_buffer <= 0:
+            return 0
+        batch = self.batch
+        return largest_batch_size(
+            per_buffer, width=batch.width, height=batch.height, sequence_length=batch.sequence_length,
+            channels=batch.channels, dtype=batch.bytes_per_element, augmentation_factor=batch.augmentation_factor,
+        )
+
+    def __str__(self) -> str:
+        return (
+            f"{format_bytes(self.total)}: {self.buffers} output buffers {self.output_buffers:,}, "
+            f"{self.decoders} decoders' surfaces {self.decode_surfaces:,}, workspace {self.workspace:,}, "
+            f"CUDA context {self.cuda_context:,}"
+        )
+
+
+def estimate_loader_memory(
+    *,
+    width: int,
+    height: int,
+    batch_size: int,
+    sequence_length: int,
+    channels: int = 3,
+    dtype: str | int = "uint8",
+    augmentation_factor: float = 0.0,
+    buffers: int = 4,
+    decoders: int = 8,
+    video_width: int = 0,
+    video_height: int = 0,
+    video_bit_depth: int = 8,
+    on_gpu: bool = True,
+) -> LoaderMemoryEstimate:
+    """Peak memory of a ClipLoader: the formula for each pooled output buffer, plus decode surfaces,
+    workspace and CUDA context.
+
+    Args:
+        width, height, batch_size, sequence_length, channels, dtype, augmentation_factor: One
+            output batch, as :func:`estimate_memory` (``width``/``height`` of the output clips).
+        buffers: Output buffers in the pool (``prefetch_queue_depth + 2``).
+        decoders: NVDEC decoders (the loader's ``num_threads``).
+        video_width, video_height, video_bit_depth: The largest decoded video (surface size).
+        on_gpu: False for the CPU path: only the output buffers count (host memory).
+
+    Raises:
+        ValueError: As :func:`estimate_memory`; ``buffers`` below 1, ``decoders`` or video sizes below 0.
+    """
+    batch = estimate_memory(width=width, height=height, batch_size=batch_size, sequence_length=sequence_length,
+                            channels=channels, dtype=dtype, augmentation_factor=augmentation_factor)
+    _positive("buffers", buffers)
+    for name, value in (("decoders", decoders), ("video_width", video_width), ("video_height", video_height)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ValueError(f"{name} ({value!r}) must be an integer >= 0")
+    decoders = decoders if on_gpu else 0
+    surface_bytes = NVDEC_BYTES_PER_PIXEL[8 if video_bit_depth <= 8 else 16] * video_width * video_height
+    decode_surfaces = math.ceil(decoders * (NVDEC_DECODE_SURFACES + NVDEC_OUTPUT_SURFACES) * surface_bytes)
+    workspace = LOADER_WORKSPACE_BYTES if on_gpu else 0
+    cuda_context = CUDA_CONTEXT_BYTES if on_gpu else 0
+    output_buffers = batch.bytes * buffers
+    return LoaderMemoryEstimate(
+        batch=batch, buffers=buffers, output_buffers=output_buffers, decoders=decoders,
+        decode_surfaces=decode_surfaces, workspace=workspace, cuda_context=cuda_context,
+        total=output_buffers + decode_surfaces + workspace + cuda_context,
+    )

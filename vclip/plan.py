@@ -78,7 +78,7 @@ def plan_decode(
     needed = np.unique(np.concatenate(arrays)) if arrays else np.empty(0, np.int64)
     if needed.size == 0:
         return DecodePlan(index, (), needed)
-    starts = np.array([index.decode_start_packet(int(f)) for f in needed], dtype=np.int64)
+    starts = index.decode_start_packets(needed)
     ends = index.frame_packet[needed]
 
     # One run per start keyframe, then join runs whose packet ranges touch or overlap.

@@ -27,11 +27,19 @@ def _band_height(height: int) -> int:
 
 
 def _texture(width: int, height: int, rng: np.random.Generator) -> np.ndarray:
-    """Fractal noise: noise at scales 64/16/4/1 px, amplitudes 90/50/25/12 around 128 (uint8 RGB)."""
+    """Fractal noise: value noise at scales 64/16/4/1 px (bilinear between grid points), amplitudes
+    90/50/25/12 around 128 (uint8 RGB)."""
     texture = np.full((height, width, 3), 128.0, dtype=np.float32)
     for scale, amplitude in ((64, 90), (16, 50), (4, 25), (1, 12)):
         grid = rng.uniform(-1.0, 1.0, size=(height // scale + 2, width // scale + 2, 3)).astype(np.float32)
-        texture += amplitude * np.repeat(np.repeat(grid, scale, axis=0), scale, axis=1)[:height, :width]
+        rows = np.arange(height) / scale
+        columns = np.arange(width) / scale
+        top, left = rows.astype(np.int64), columns.astype(np.int64)
+        down = (rows - top)[:, None, None]
+        right = (columns - left)[None, :, None]
+        upper = grid[top][:, left] * (1 - right) + grid[top][:, left + 1] * right
+        lower = grid[top + 1][:, left] * (1 - right) + grid[top + 1][:, left + 1] * right
+        texture += amplitude * (upper * (1 - down) + lower * down)
     return np.clip(texture, 0, 255).astype(np.uint8)
 
 
@@ -74,6 +82,7 @@ def make_video(
     b_frames: int = 2,
     crf: int = 23,
     preset: str = "veryfast",
+    adaptive_b_frames: bool = True,
     frame_pts: Sequence[int] | None = None,
     time_base: Fraction | None = None,
     seed: int = 0,
@@ -88,6 +97,8 @@ def make_video(
         keyframe_interval: Frames between keyframes (scene-cut keyframes are off).
         b_frames: Consecutive B-frames.
         crf, preset: x264/x265 rate control and speed.
+        adaptive_b_frames: Let x264 choose where B-frames go (its default); False puts
+            ``b_frames`` B-frames between all reference frames (x264 ``b-adapt=0``).
         frame_pts: Presentation timestamps in ``time_base`` ticks (for variable frame rate or a
             first pts other than 0); default ``0, 1, 2...`` at ``1/fps``.
         time_base: Tick length for ``frame_pts``; default ``1/fps``.
@@ -110,6 +121,8 @@ def make_video(
                 "preset": preset, "crf": str(crf), "bf": str(b_frames), "g": str(keyframe_interval),
                 "keyint_min": str(keyframe_interval), "sc_threshold": "0",
             }
+            if not adaptive_b_frames:
+                stream.options["x264-params"] = "b-adapt=0"
         elif codec == "libx265":
             stream.options = {
                 "preset": preset, "crf": str(crf),

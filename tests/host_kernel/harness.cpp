@@ -7,7 +7,9 @@
 template <typename In, typename Out>
 static void launch(const TransformParams* params, const FrameJob* jobs, int job_count) {
     blockDim = {32, 8, 1};
-    gridDim = {(unsigned)(params->output_width + 31) / 32, (unsigned)(params->output_height + 7) / 8, (unsigned)job_count};
+    unsigned columns = 32u * (unsigned)params->pixels_per_thread;
+    gridDim = {((unsigned)params->output_width + columns - 1) / columns, (unsigned)(params->output_height + 7) / 8,
+               (unsigned)job_count};
     for (unsigned z = 0; z < gridDim.z; ++z)
         for (unsigned by = 0; by < gridDim.y; ++by)
             for (unsigned bx = 0; bx < gridDim.x; ++bx)

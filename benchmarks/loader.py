@@ -1,0 +1,241 @@
+"""ClipLoader on the "train" workload of design.md, against the raw pipeline under it.
+
+Batches of 8 clips, 16 frames at stride 2 from random starts in random videos, resized to 224x224,
+ImageNet-normalized float32 [8, 16, 3, 224, 224] (layout TCHW), on the 360p and 1080p sets of
+benchmarks/common.py. For each set, in a fresh process:
+
+- the loader: correctness first (the barcodes of the first batch are its frame indices), then
+  ``--warmup`` batches, then ``--batches`` timed batches (the GPU synchronized at the end), median
+  of ``--repeats`` passes; its memory estimate beside the measured peak;
+- the raw pipeline: ``JobRunner.run`` on exactly the same clips with the same decode workers and
+  as many batches in flight, without the loader (no sampling, no buffer ring, no hand-over);
+- the ratio loader / raw (target: >= 0.9).
+
+Then, in another fresh process, GPU memory over ``--memory-batches`` loader batches on the 360p
+set (several epochs), sampled every ``--memory-every`` batches: it must stay flat.
+
+    python benchmarks/loader.py --out results/ [--device cuda] [--sets 360p,1080p]
+    python benchmarks/loader.py --out /tmp/smoke --device cpu --batches 5     # smoke test
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import multiprocessing
+import statistics
+import tempfile
+import time
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+
+import numpy as np
+from common import make_video_set, save_results
+
+import vclip
+from vclip._backends import JobRunner, make_backend
+from vclip._pipeline import ClipTarget, DecodeStats, VideoJob
+from vclip.synthetic import read_barcode
+
+BATCH, LENGTH, STRIDE, SIZE = 8, 16, 2, 224
+MEAN = np.array(vclip.IMAGENET_MEAN, np.float32)
+STD = np.array(vclip.IMAGENET_STD, np.float32)
+SPEC = vclip.TransformSpec.imagenet(SIZE, layout="TCHW")
+
+
+def _synchronize(device: str) -> None:
+    if device != "cpu":
+        import torch
+
+        torch.cuda.synchronize(device)
+
+
+def _make_loader(paths: list[str], clips: int, *, device: str, workers: int, depth: int) -> vclip.ClipLoader:
+    """The train workload: random starts in videos visited in a new random order each epoch."""
+    return vclip.ClipLoader(
+        [(path, 0) for path in paths], vclip.strided(LENGTH, STRIDE), transform=SPEC, batch_size=BATCH,
+        clips_per_video=max(1, math.ceil(clips / len(paths))), shuffle=True, seed=0, drop_last=True,
+        device=device, num_threads=workers, prefetch_queue_depth=depth,
+    )
+
+
+def _check(batch: vclip.ClipBatch) -> None:
+    """The frames of every clip are the ones the batch names (barcodes)."""
+    clips = batch.clips.cpu().numpy().transpose(0, 1, 3, 4, 2) * STD + MEAN
+    for clip, frames in zip(clips, batch.frame_indices.tolist()):
+        found = [read_barcode(np.clip(frame, 0, 1)) for frame in clip]
+        if found != frames:
+            raise AssertionError(f"the loader returned frames {found}, not {frames}")
+
+
+def _loader_passes(loader: vclip.ClipLoader, warmup: int, batches: int, repeats: int) -> tuple[list[float], list]:
+    """Clips/s of each pass (timed after ``warmup`` batches), and the clips of the first pass."""
+    rates, clips = [], []
+    for repeat in range(repeats):
+        loader.set_epoch(repeat)
+        iterator = iter(loader)
+        for number in range(warmup + batches):
+            if number == warmup:
+                _synchronize(loader.device)
+                started = time.perf_counter()
+            batch = next(iterator)
+            if repeat == 0:
+                clips.append(list(zip(batch.video_ids.tolist(), batch.frame_indices.tolist())))
+        _synchronize(loader.device)
+        rates.append(batches * BATCH / (time.perf_counter() - started))
+        iterator.close()
+    return rates, clips
+
+
+def _raw_passes(paths: list[str], clips: list, *, device: str, workers: int, in_flight: int, warmup: int,
+                repeats: int) -> list[float]:
+    """Clips/s of JobRunner.run on the same clips, ``in_flight`` batches at a time."""
+    backend, _ = make_backend(device)
+    runner = JobRunner(backend, workers)
+    stats = DecodeStats()
+    indexes = [vclip.index_video(path) for path in paths]
+    geometries = [SPEC.geometry(index.width, index.height) for index in indexes]
+    buffers = [backend.empty((BATCH, LENGTH, 3, SIZE, SIZE), "float32") for _ in range(in_flight)]
+
+    def one_batch(number: int) -> None:
+        targets: dict[int, list[ClipTarget]] = {}
+        for slot, (video, frames) in enumerate(clips[number]):
+            targets.setdefault(video, []).append(ClipTarget(np.asarray(frames), geometries[video], slot))
+        jobs = [VideoJob(indexes[video], tuple(found)) for video, found in targets.items()]
+        result = runner.run(jobs, SPEC, buffers[number % in_flight], stats)
+        if any(result.errors):
+            raise next(error for error in result.errors if error)
+        for event in result.events:
+            event.synchronize()
+
+    rates = []
+    with ThreadPoolExecutor(in_flight) as pool:
+        for _ in range(repeats):
+            futures = [pool.submit(one_batch, number) for number in range(len(clips))]
+            for number, future in enumerate(futures):
+                future.result()
+                if number == warmup - 1:
+                    started = time.perf_counter()
+            rates.append((len(clips) - warmup) * BATCH / (time.perf_counter() - started))
+    runner.close()
+    return rates
+
+
+def measure_set(paths: list[str], *, device: str, batches: int, warmup: int, repeats: int, workers: int,
+                depth: int) -> dict:
+    """Loader and raw pipeline on one video set (run in a fresh process)."""
+    loader = _make_loader(paths, (warmup + batches) * BATCH, device=device, workers=workers, depth=depth)
+    first = next(iter(loader))
+    _check(first)
+    loader_rates, clips = _loader_passes(loader, warmup, batches, repeats)
+    stats = loader.stats()
+    workers = stats["decode_workers"]
+    loader.close()
+    raw_rates = _raw_passes(paths, clips, device=device, workers=workers, in_flight=depth + 1,
+                            warmup=warmup, repeats=repeats)
+    loader_rate, raw_rate = statistics.median(loader_rates), statistics.median(raw_rates)
+    memory = stats["memory"]
+    measured = memory.get("peak_device_used_bytes", memory["peak_bytes"])
+    return {
+        "videos": len(paths),
+        "batches": batches,
+        "decode_workers": workers,
+        "batches_in_flight": depth + 1,
+        "loader_clips_per_second": loader_rate,
+        "raw_clips_per_second": raw_rate,
+        "loader_over_raw": loader_rate / raw_rate,
+        "loader_runs": loader_rates,
+        "raw_runs": raw_rates,
+        "memory_estimate": str(loader.memory_estimate),
+        "memory_estimate_bytes": loader.memory_estimate.total,
+        "memory_measured_peak_bytes": measured,
+        "memory_estimate_error": (loader.memory_estimate.total - measured) / max(measured, 1),
+        "loader_stats": stats,
+    }
+
+
+def measure_memory(paths: list[str], *, device: str, batches: int, every: int, workers: int, depth: int) -> dict:
+    """The loader's memory every ``every`` batches over ``batches`` batches of several epochs."""
+    per_epoch = max(every, batches // 10)
+    loader = _make_loader(paths, per_epoch * BATCH, device=device, workers=workers, depth=depth)
+    samples, drawn, epoch = [], 0, 0
+    while drawn < batches:
+        loader.set_epoch(epoch)
+        for _ in loader:
+            drawn += 1
+            if drawn % every == 0:
+                memory = loader.stats()["memory"]
+                figures = {name: value for name, value in memory.items() if name.endswith("bytes")}
+                samples.append({"batch": drawn, "epoch": epoch, **figures})
+            if drawn == batches:
+                break
+        epoch += 1
+    key = "device_used_bytes" if device != "cpu" else "in_use_bytes"
+    steady = [sample[key] for sample in samples[1:]] or [samples[0][key]]
+    loader.close()
+    return {
+        "batches": batches,
+        "every": every,
+        "epochs": epoch,
+        "measure": key,
+        "growth_bytes": steady[-1] - steady[0],
+        "range_bytes": max(steady) - min(steady),
+        "flat": max(steady) - min(steady) <= 2 * 2**20,
+        "estimate_bytes": loader.memory_estimate.total,
+        "samples": samples,
+    }
+
+
+def _in_fresh_process(function, *args, **options):
+    """Run ``function`` in a new process, so that each measurement starts with clean GPU memory."""
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        return pool.submit(function, *args, **options).result()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", required=True, help="folder for loader.json")
+    parser.add_argument("--device", default="cuda", help="cuda, cuda:N or cpu (default cuda)")
+    parser.add_argument("--sets", default="360p,1080p", help="video sets (default 360p,1080p)")
+    parser.add_argument("--videos", default=None, help="folder for the generated videos (default: a temp folder)")
+    parser.add_argument("--batches", type=int, default=100, help="timed batches per pass (default 100)")
+    parser.add_argument("--warmup", type=int, default=None, help="batches before timing (default 20; 1 on the CPU)")
+    parser.add_argument("--repeats", type=int, default=None, help="timed passes (default 3; 1 on the CPU)")
+    parser.add_argument("--workers", type=int, default=0, help="decode workers (default: the loader's)")
+    parser.add_argument("--depth", type=int, default=2, help="prefetch_queue_depth (default 2)")
+    parser.add_argument("--memory-batches", type=int, default=None,
+                        help="batches of the memory run (default 2000; 4x --batches on the CPU)")
+    parser.add_argument("--memory-every", type=int, default=None, help="memory sample interval (default 100)")
+    arguments = parser.parse_args()
+    on_cpu = arguments.device == "cpu"
+    warmup = arguments.warmup if arguments.warmup is not None else (1 if on_cpu else 20)
+    repeats = arguments.repeats or (1 if on_cpu else 3)
+    memory_batches = arguments.memory_batches or (4 * arguments.batches if on_cpu else 2000)
+    every = arguments.memory_every or (max(1, memory_batches // 10) if on_cpu else 100)
+    folder = arguments.videos or tempfile.mkdtemp(prefix="vclip-loader-videos-")
+    common = dict(device=arguments.device, workers=arguments.workers, depth=arguments.depth)
+
+    results = {"workload": f"{BATCH} clips x {LENGTH} frames, stride {STRIDE}, {SIZE}x{SIZE} float32 TCHW, ImageNet",
+               "device": arguments.device, "sets": {}}
+    for name in arguments.sets.split(","):
+        paths = make_video_set(folder, name)
+        result = _in_fresh_process(measure_set, paths, batches=arguments.batches, warmup=warmup, repeats=repeats,
+                                   **common)
+        results["sets"][name] = result
+        print(f"{name}: loader {result['loader_clips_per_second']:.1f} clips/s, raw pipeline "
+              f"{result['raw_clips_per_second']:.1f} clips/s, ratio {result['loader_over_raw']:.3f}; memory estimate "
+              f"{vclip.format_bytes(result['memory_estimate_bytes'])}, measured peak "
+              f"{vclip.format_bytes(result['memory_measured_peak_bytes'])} "
+              f"({100 * result['memory_estimate_error']:+.1f}%)")
+    memory_set = "360p" if "360p" in results["sets"] else next(iter(results["sets"]))
+    results["memory_flatness"] = _in_fresh_process(
+        measure_memory, make_video_set(folder, memory_set), batches=memory_batches, every=every, **common
+    )
+    results["memory_flatness"]["set"] = memory_set
+    flatness = results["memory_flatness"]
+    print(f"memory over {flatness['batches']} batches ({memory_set}): {flatness['measure']} grew "
+          f"{flatness['growth_bytes']:,} bytes, range {flatness['range_bytes']:,} bytes, flat={flatness['flat']}")
+    print(f"saved {save_results('loader', results, arguments.out)}")
+
+
+if __name__ == "__main__":
+    main()

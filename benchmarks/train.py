@@ -1,0 +1,402 @@
+"""The "train" workload of design.md, vclip side by side with the tools users would pick instead.
+
+Batches of 8 clips, 16 frames at stride 2 from a random start in a random video, resized to
+224x224, ImageNet-normalized float32 [8, 16, 3, 224, 224] on the GPU. Every tool gets the same
+clips. Each tool is checked first (the barcodes of the frames it returns must be the requested
+frame numbers), then warmed up, then timed over whole batches with the GPU synchronized.
+
+    python benchmarks/train.py --out results/ [--sets 360p,1080p] [--tools vclip,pyav,decord,pynvc,spdl]
+
+Also measured: decoded frames per delivered frame (with and without skipping non-reference
+pictures), raw NVDEC frames/s through vclip's backend, and the fused kernel's bytes/s against a
+device-to-device copy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+from common import make_video_set, median_rate, save_results
+
+import vclip
+from vclip._backends import JobRunner
+from vclip._pipeline import ClipTarget, DecodeStats, VideoJob
+from vclip.synthetic import read_barcode
+
+BATCH, LENGTH, STRIDE, SIZE = 8, 16, 2, 224
+MEAN = np.array(vclip.IMAGENET_MEAN, np.float32)
+STD = np.array(vclip.IMAGENET_STD, np.float32)
+
+
+def make_batches(paths: list[str], count: int, seed: int = 0) -> list[list[tuple[str, np.ndarray]]]:
+    """``count`` batches of (video, frame indices); 300-frame videos, so starts in [0, 300 - 31]."""
+    rng = np.random.default_rng(seed)
+    span = (LENGTH - 1) * STRIDE + 1
+    return [
+        [(paths[rng.integers(len(paths))], rng.integers(0, 300 - span + 1) + np.arange(LENGTH) * STRIDE) for _ in range(BATCH)]
+        for _ in range(count)
+    ]
+
+
+def unnormalized_barcodes(clip_tchw) -> list[int]:
+    """Frame numbers read from a normalized [T, 3, H, W] clip (torch or CuPy)."""
+    array = clip_tchw.cpu().numpy() if hasattr(clip_tchw, "cpu") else getattr(clip_tchw, "get", lambda: clip_tchw)()
+    rgb = array.transpose(0, 2, 3, 1) * STD + MEAN
+    return [read_barcode(np.clip(frame, 0, 1)) for frame in rgb]
+
+
+# -- tools ---------------------------------------------------------------------------------------
+class VclipTool:
+    """vclip's NVDEC backend and fused kernel, several batches in flight."""
+
+    name = "vclip"
+
+    def __init__(self, workers: int, in_flight: int = 3, *, skip_non_reference: bool = True, device: str = "cuda"):
+        from vclip._backends import make_backend
+
+        backend, _ = make_backend(device, skip_non_reference=skip_non_reference)
+        self.runner = JobRunner(backend, num_workers=workers)
+        self.spec = vclip.TransformSpec.imagenet(SIZE, layout="TCHW")
+        self.stats = DecodeStats()
+        self.in_flight = in_flight
+        self.buffers = [backend.empty((BATCH, LENGTH, 3, SIZE, SIZE), "float32") for _ in range(in_flight)]
+        self.pool = ThreadPoolExecutor(in_flight)
+
+    def _batch(self, batch, output):
+        jobs: dict[str, list[ClipTarget]] = {}
+        for slot, (path, frames) in enumerate(batch):
+            index = vclip.index_video(path)
+            geometry = self.spec.geometry(index.width, index.height)
+            jobs.setdefault(path, []).append(ClipTarget(frames, geometry, slot))
+        result = self.runner.run([VideoJob(vclip.index_video(p), tuple(t)) for p, t in jobs.items()], self.spec, output, self.stats)
+        assert not any(result.errors), result.errors
+        for event in result.events:
+            event.synchronize()
+        return output
+
+    def run(self, batches) -> list:
+        futures = [self.pool.submit(self._batch, batch, self.buffers[i % self.in_flight]) for i, batch in enumerate(batches)]
+        return [future.result() for future in futures]
+
+    def first_clips(self, batch):
+        return self._batch(batch, self.buffers[0])
+
+
+def _normalize_on_gpu(torch, frames_uint8_thwc):
+    """[T, H, W, 3] uint8 (host or GPU) -> [T, 3, 224, 224] float32 normalized, on the GPU."""
+    tensor = torch.as_tensor(frames_uint8_thwc).cuda(non_blocking=True).permute(0, 3, 1, 2).float().div_(255)
+    mean = torch.tensor(MEAN, device="cuda").view(1, 3, 1, 1)
+    std = torch.tensor(STD, device="cuda").view(1, 3, 1, 1)
+    return tensor.sub_(mean).div_(std)
+
+
+class ClipPoolTool:
+    """A pool of threads, one clip each; batches assembled with torch.stack on the GPU."""
+
+    threads = 16
+
+    def __init__(self):
+        import torch
+
+        self.torch = torch
+        self.pool = ThreadPoolExecutor(self.threads)
+        self.local = threading.local()
+
+    def run(self, batches) -> list:
+        futures = [[self.pool.submit(self.clip, path, frames) for path, frames in batch] for batch in batches]
+        out = [self.torch.stack([f.result() for f in batch]) for batch in futures]
+        self.torch.cuda.synchronize()
+        return out
+
+    def first_clips(self, batch):
+        return self.run([batch])[0]
+
+
+class PyavTool(ClipPoolTool):
+    """PyAV decoding (seek to the keyframe, decode forward), OpenCV resize, 16 threads."""
+
+    name = "pyav+opencv"
+
+    def clip(self, path, frames):
+        import av
+        import cv2
+
+        wanted = set(frames.tolist())
+        index = vclip.index_video(path)  # pts -> frame number, as a hand-written loader would keep
+        number_of = dict(zip(index.pts.tolist(), range(index.num_frames)))
+        out = {}
+        with av.open(path) as container:
+            stream = container.streams.video[0]
+            stream.codec_context.thread_count = 1
+            container.seek(int(index.pts[frames[0]]), stream=stream, backward=True, any_frame=False)
+            for frame in container.decode(stream):
+                number = number_of.get(frame.pts, -1)
+                if number in wanted:
+                    out[number] = cv2.resize(frame.to_ndarray(format="rgb24"), (SIZE, SIZE), interpolation=cv2.INTER_AREA)
+                if number >= frames[-1]:
+                    break
+        return _normalize_on_gpu(self.torch, np.stack([out[f] for f in frames.tolist()]))
+
+
+class DecordTool(ClipPoolTool):
+    """decord on the CPU (one reader per video per thread), OpenCV resize, 16 threads."""
+
+    name = "decord+opencv"
+
+    def clip(self, path, frames):
+        import cv2
+        import decord
+
+        readers = self.local.__dict__.setdefault("readers", {})
+        if path not in readers:
+            readers[path] = decord.VideoReader(path, ctx=decord.cpu(0), num_threads=1)
+        batch = readers[path].get_batch(frames.tolist()).asnumpy()
+        return _normalize_on_gpu(self.torch, np.stack([cv2.resize(f, (SIZE, SIZE), interpolation=cv2.INTER_AREA) for f in batch]))
+
+
+class PynvcTool(ClipPoolTool):
+    """PyNvVideoCodec SimpleDecoder, one per thread reused via reconfigure_decoder, torch resize."""
+
+    name = "pynvvideocodec"
+    threads = 8
+
+    def clip(self, path, frames):
+        import PyNvVideoCodec as nvc
+
+        torch = self.torch
+        decoder = getattr(self.local, "decoder", None)
+        if decoder is None:
+            decoder = self.local.decoder = nvc.SimpleDecoder(
+                path, gpu_id=0, use_device_memory=True, output_color_type=nvc.OutputColorType.RGBP
+            )
+            self.local.path = path
+        elif self.local.path != path:
+            decoder.reconfigure_decoder(path)
+            self.local.path = path
+        decoded = decoder.get_batch_frames_by_index(frames.tolist())
+        rgb = torch.stack([torch.from_dlpack(f) for f in decoded]).float().div_(255)
+        rgb = torch.nn.functional.interpolate(rgb, size=(SIZE, SIZE), mode="bilinear", antialias=True, align_corners=False)
+        mean = torch.tensor(MEAN, device="cuda").view(1, 3, 1, 1)
+        std = torch.tensor(STD, device="cuda").view(1, 3, 1, 1)
+        return rgb.sub_(mean).div_(std)
+
+
+class SpdlTool(ClipPoolTool):
+    """SPDL: demux the clip's time window, NVDEC with its hardware scaler to 224x224, 8 threads."""
+
+    name = "spdl"
+    threads = 8
+
+    def clip(self, path, frames):
+        import spdl.io
+
+        torch = self.torch
+        index = vclip.index_video(path)
+        start = float(index.pts_seconds[frames[0]])
+        end = float(index.pts_seconds[frames[-1]]) + 0.5 / index.average_fps
+        packets = spdl.io.demux_video(path, timestamp=(start, end))
+        buffer = spdl.io.decode_packets_nvdec(
+            packets, device_config=spdl.io.cuda_config(device_index=0), scale_width=SIZE, scale_height=SIZE
+        )
+        decoded = spdl.io.to_torch(buffer)  # [N, 3, 224, 224] uint8, frames start..end
+        rgb = decoded[:: STRIDE][:LENGTH].float().div_(255)
+        mean = torch.tensor(MEAN, device="cuda").view(1, 3, 1, 1)
+        std = torch.tensor(STD, device="cuda").view(1, 3, 1, 1)
+        return rgb.sub_(mean).div_(std)
+
+
+TOOLS = {"vclip": VclipTool, "pyav": PyavTool, "decord": DecordTool, "pynvc": PynvcTool, "spdl": SpdlTool}
+
+
+def check(tool, batch) -> list[str]:
+    """Barcode check of the first batch: which clips came back with the wrong frames."""
+    clips = tool.first_clips(batch)
+    wrong = []
+    for k, (path, frames) in enumerate(batch):
+        got = unnormalized_barcodes(clips[k])
+        if got != frames.tolist():
+            wrong.append(f"{os.path.basename(path)}: wanted {frames.tolist()}, got {got}")
+    return wrong
+
+
+def measure(tool, batches, warmup: int) -> dict:
+    tool.run(batches[:warmup])
+    started = time.perf_counter()
+    tool.run(batches[warmup:])
+    seconds = time.perf_counter() - started
+    clips = (len(batches) - warmup) * BATCH
+    return {"clips_per_second": clips / seconds, "seconds": seconds, "clips": clips}
+
+
+# -- vclip-only measurements ---------------------------------------------------------------------
+def decode_work(paths, batches) -> dict:
+    """Decoded pictures per delivered frame, with and without skipping non-reference pictures."""
+    out = {}
+    for skip in (True, False):
+        index_of = {p: vclip.index_video(p) for p in {p for b in batches for p, _ in b}}
+        sent = delivered = 0
+        for batch in batches:
+            by_video: dict[str, list] = {}
+            for path, frames in batch:
+                by_video.setdefault(path, []).append(frames)
+            for path, clips in by_video.items():
+                sent += vclip.plan_decode(index_of[path], clips, skip_non_reference=skip).packets_sent
+                delivered += sum(c.size for c in clips)
+        out["skip_non_reference" if skip else "decode_all"] = {
+            "decoded_per_clip": sent / (len(batches) * BATCH), "decoded_per_delivered_frame": sent / delivered,
+        }
+    return out
+
+
+def raw_nvdec(paths, workers: int) -> dict:
+    """Whole-file NVDEC decode through vclip's backend: every frame decoded, mapped to a 64x64 thumbnail."""
+    from vclip._nvdec_backend import NvdecBackend
+
+    backend = NvdecBackend(0)
+    runner = JobRunner(backend, num_workers=workers)
+    spec = vclip.TransformSpec(resize=(64, 64))
+    index = [vclip.index_video(p) for p in paths]
+    jobs = [
+        VideoJob(i, (ClipTarget(np.arange(i.num_frames), spec.geometry(i.width, i.height), slot),))
+        for slot, i in enumerate(index)
+    ]
+    output = backend.empty((len(jobs), max(i.num_frames for i in index), 64, 64, 3), "uint8")
+
+    def once():
+        result = runner.run(jobs, spec, output, DecodeStats())
+        assert not any(result.errors), result.errors
+        for event in result.events:
+            event.synchronize()
+
+    rate = median_rate(once, sum(i.num_frames for i in index), repeats=3)
+    return {"frames_per_second": rate["rate"], "workers": workers, "videos": len(jobs)}
+
+
+def kernel_bandwidth() -> dict:
+    """The fused kernel on 64 random 1080p NV12 frames in one launch, against a device copy."""
+    import cupy
+
+    from vclip._kernel_args import BLOCK, JOB_DTYPE, fill_job, launch_grid, layout_strides, transform_params
+    from vclip._nvdec_backend import KernelModule
+
+    frames, width, height = 64, 1920, 1080
+    source = cupy.random.randint(0, 256, (frames, height * 3 // 2, width), dtype=cupy.uint8)
+    module = KernelModule.for_device(0)
+
+    def time_it(function, repeats=20):
+        start, stop = cupy.cuda.Event(), cupy.cuda.Event()
+        function()
+        times = []
+        for _ in range(repeats):
+            start.record()
+            function()
+            stop.record()
+            stop.synchronize()
+            times.append(cupy.cuda.get_elapsed_time(start, stop) / 1e3)
+        return float(np.median(times))
+
+    big = cupy.empty(2 << 30, cupy.uint8)
+    copy_target = cupy.empty_like(big)
+    copy_seconds = time_it(lambda: copy_target.__setitem__(Ellipsis, big))
+    copy_rate = 2 * big.nbytes / copy_seconds
+    del big, copy_target
+
+    results = {"copy_bytes_per_second": copy_rate}
+    cases = {
+        "native_uint8_thwc": vclip.TransformSpec(),
+        "native_float32_tchw": vclip.TransformSpec(dtype="float32", layout="TCHW"),
+        "train_224_float32": vclip.TransformSpec.imagenet(SIZE, layout="TCHW"),
+    }
+    for name, spec in cases.items():
+        geometry = spec.geometry(width, height)
+        out_w, out_h = geometry.output_width, geometry.output_height
+        output = cupy.empty((frames, 3, out_h, out_w), dtype=spec.dtype)
+        frame_stride, strides = layout_strides(spec.layout, frames, out_h, out_w)
+        params = transform_params(spec, geometry, strides)
+        jobs = np.zeros(frames, JOB_DTYPE)
+        for t in range(frames):
+            luma = source[t].data.ptr
+            fill_job(jobs[t], luma=luma, chroma=luma + width * height, luma_pitch=width, chroma_pitch=width,
+                     output=output.data.ptr + t * frame_stride * output.itemsize, geometry=geometry, bit_depth=8,
+                     stored_bits=8, matrix="bt709", color_range="limited")
+        device_jobs = cupy.asarray(jobs.view(np.uint8))
+        kernel = module.function(True, 1, spec.dtype)
+        seconds = time_it(lambda: kernel(launch_grid(params, frames), BLOCK, (params, device_jobs)))
+        moved = source.nbytes + output.nbytes
+        results[name] = {"seconds": seconds, "bytes_per_second": moved / seconds, "fraction_of_copy": moved / seconds / copy_rate,
+                         "frames_per_second": frames / seconds}
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", default=None, help="folder for train.json (default: $OUT or results/)")
+    parser.add_argument("--videos", default="/tmp/vclip-bench", help="where the generated video sets go")
+    parser.add_argument("--sets", default="360p,1080p")
+    parser.add_argument("--tools", default="vclip,spdl,pynvc,pyav,decord")
+    parser.add_argument("--batches", type=int, default=0, help="timed batches per tool (default: 40 at 360p, 16 at 1080p)")
+    parser.add_argument("--workers", default="16", help="vclip decode workers; several (8,16,24) are swept")
+    parser.add_argument("--in-flight", default="3", help="vclip batches in flight; several (2,4) are swept")
+    parser.add_argument("--extras", action=argparse.BooleanOptionalAction, default=True,
+                        help="also measure decode work, raw NVDEC and kernel bandwidth")
+    arguments = parser.parse_args()
+
+    set_names = arguments.sets.split(",")
+    video_sets = {name: make_video_set(arguments.videos, name) for name in set_names}  # before any CUDA work
+    results = {"workload": {"batch": BATCH, "sequence_length": LENGTH, "stride": STRIDE, "size": SIZE}, "sets": {}}
+    worker_counts = [int(w) for w in arguments.workers.split(",")]
+    in_flight_counts = [int(n) for n in arguments.in_flight.split(",")]
+    warmup = 5
+    for set_name in set_names:
+        paths = video_sets[set_name]
+        for path in paths:
+            vclip.index_video(path)
+        count = arguments.batches or (40 if set_name == "360p" else 16)
+        batches = make_batches(paths, count + warmup, seed=1)
+        table = {}
+        settings = {}  # vclip label -> (workers, in flight)
+        entry = results["sets"][set_name] = {"tools": table}
+        for tool_name in arguments.tools.split(","):
+            configurations = [(w, n) for w in worker_counts for n in in_flight_counts] if tool_name == "vclip" else [None]
+            for configuration in configurations:
+                label = tool_name if configuration is None else f"vclip[workers={configuration[0]},in_flight={configuration[1]}]"
+                if configuration:
+                    settings[label] = configuration
+                try:
+                    tool = VclipTool(*configuration) if configuration else TOOLS[tool_name]()
+                    wrong = check(tool, batches[0])
+                    row = measure(tool, batches, warmup)
+                    row["wrong_clips"] = wrong
+                    if configuration:
+                        row["decode_stats"] = tool.stats.as_dict()
+                except Exception as error:  # a missing or broken tool is reported, not fatal
+                    row = {"error": f"{type(error).__name__}: {error}"}
+                table[label] = row
+                print(f"{set_name:>6} {label:>32}: " + (f"{row['clips_per_second']:8.1f} clips/s" if "clips_per_second" in row
+                                                        else row["error"]) + (f"  WRONG {row['wrong_clips'][:2]}" if row.get("wrong_clips") else ""), flush=True)
+                save_results("train", results, arguments.out)
+        if arguments.extras:
+            entry["decode_work"] = decode_work(paths, batches)
+            entry["raw_nvdec"] = raw_nvdec(paths[:16], max(worker_counts))
+            timed = {label: row for label, row in table.items() if label in settings and "clips_per_second" in row}
+            if timed:
+                best = max(timed, key=lambda label: timed[label]["clips_per_second"])
+                full = measure(VclipTool(*settings[best], skip_non_reference=False), batches, warmup)
+                entry["vclip_without_skipping"] = {"configuration": best, **full}
+                entry["skip_speedup"] = timed[best]["clips_per_second"] / full["clips_per_second"]
+            print(f"{set_name:>6} extras: {entry['decode_work']} raw NVDEC {entry['raw_nvdec']['frames_per_second']:.0f} "
+                  f"frames/s, skip speedup {entry.get('skip_speedup')}", flush=True)
+        save_results("train", results, arguments.out)
+    if arguments.extras:
+        results["kernel"] = kernel_bandwidth()
+        print("kernel:", {k: (v if not isinstance(v, dict) else round(v["fraction_of_copy"], 3)) for k, v in results["kernel"].items()})
+    print("saved", save_results("train", results, arguments.out))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,449 @@
+"""The command line, every command on the CPU through ``vclip.cli.main`` (and one real process)."""
+
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import av
+import numpy as np
+import pytest
+
+import vclip
+from vclip._demo import make_shots_video
+from vclip.cli import main
+from vclip.synthetic import read_barcode
+
+PACKAGE_ROOT = Path(vclip.__file__).resolve().parents[1]
+REFERENCE = ["--width", "1920", "--height", "1080", "--batch", "32", "--seq", "16"]
+
+
+def run(capsys, *argv):
+    """Exit status, stdout and stderr of ``vclip ARGV``."""
+    status = main([str(a) for a in argv])
+    captured = capsys.readouterr()
+    return status, captured.out, captured.err
+
+
+def decoded_frames(path):
+    with av.open(str(path)) as container:
+        return [frame.to_ndarray(format="rgb24") for frame in container.decode(video=0)]
+
+
+def barcodes(frames):
+    return [read_barcode(frame) for frame in frames]
+
+
+@pytest.fixture(scope="module")
+def bad_files(tmp_path_factory, videos):
+    folder = tmp_path_factory.mktemp("bad")
+    (folder / "notes.mp4").write_text("these are not frames\n" * 50)
+    data = Path(videos["h264"]).read_bytes()
+    (folder / "truncated.mp4").write_bytes(data[: len(data) // 2])
+    return {"missing": str(folder / "missing.mp4"), "text": str(folder / "notes.mp4"),
+            "truncated": str(folder / "truncated.mp4")}
+
+
+# -- info ------------------------------------------------------------------------------------------
+def test_info_table(capsys, videos):
+    status, out, err = run(capsys, "info", videos["h264"])
+    assert status == 0 and err == ""
+    lines = out.splitlines()
+    assert lines[0] == videos["h264"]
+    assert "  stream #0   video     h264       320x240, 30.000 fps  <- described below" in lines
+    assert "  frames       150" in lines
+    assert "  keyframes    5 at frames 0, 30, 60, 90, 120" in lines
+    assert "  size         320x240" in lines
+    assert "  codec        h264, yuv420p, 8-bit" in lines
+    assert "  frame rate   30.000 fps, constant" in lines
+    assert "  duration     5.000 s, first frame at 0.000 s" in lines
+    assert "  colour       bt601, limited range" in lines
+
+
+def test_info_json_matches_the_index(capsys, videos):
+    names = ["h264", "vfr", "offset", "h264_10bit"]
+    status, out, _ = run(capsys, "info", "--json", *(videos[n] for n in names))
+    assert status == 0
+    reports = json.loads(out)
+    assert [r["file"] for r in reports] == [videos[n] for n in names]
+    for name, report in zip(names, reports):
+        index = vclip.index_video(videos[name])
+        video = report["video"]
+        assert video["num_frames"] == index.num_frames
+        assert video["keyframe_indices"] == index.keyframe_indices.tolist()
+        assert video["keyframe_count"] == len(index.keyframe_indices)
+        assert video["keyframe_pts_seconds"] == index.pts_seconds[index.keyframe_indices].tolist()
+        assert report["streams"] == [{"index": 0, "type": "video", "codec": index.codec, "width": index.width,
+                                      "height": index.height, "average_fps": pytest.approx(index.average_fps)}]
+    assert [r["video"]["variable_frame_rate"] for r in reports] == [False, True, False, False]
+    assert reports[2]["video"]["start_seconds"] == pytest.approx(1.5)
+    assert reports[3]["video"]["bit_depth"] == 10
+    assert reports[0]["video"]["keyframe_indices"] == [0, 30, 60, 90, 120]
+
+
+def test_info_lists_every_stream_and_picks_one(capsys, shared_videos):
+    path = shared_videos / "nasa_13013.mp4"
+    status, out, _ = run(capsys, "info", "--json", "--stream", 3, path)
+    report = json.loads(out)[0]
+    assert status == 0
+    assert [s["type"] for s in report["streams"]] == ["video", "audio", "subtitle", "video", "audio", "subtitle"]
+    assert (report["video"]["stream_index"], report["video"]["width"], report["video"]["num_frames"]) == (3, 480, 390)
+    status, _, err = run(capsys, "info", "--stream", 1, path)
+    assert status == 1
+    assert "nasa_13013.mp4: stream 1 is not a video stream; video streams: 0, 3" in err
+
+
+def test_info_reports_bad_files_and_goes_on(capsys, videos, bad_files):
+    status, out, err = run(capsys, "info", "--json", bad_files["missing"], videos["hevc"], bad_files["text"])
+    assert status == 3
+    reports = json.loads(out)
+    assert reports[0] == {"file": bad_files["missing"], "error": "file does not exist"}
+    assert reports[1]["video"]["codec"] == "hevc"
+    assert reports[2]["error"].startswith("not a video container FFmpeg can read")
+    assert f"vclip info: skipped {bad_files['missing']}: file does not exist" in err
+    assert f"vclip info: skipped {bad_files['text']}: not a video container" in err
+    status, out, err = run(capsys, "info", bad_files["missing"])
+    assert (status, out) == (1, "")
+
+
+def test_python_dash_m_vclip_info(videos):
+    environment = dict(os.environ, PYTHONPATH=str(PACKAGE_ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    completed = subprocess.run([sys.executable, "-m", "vclip", "info", "--json", videos["long_gop"]],
+                               capture_output=True, text=True, env=environment, timeout=120)
+    assert completed.returncode == 0, completed.stderr
+    video = json.loads(completed.stdout)[0]["video"]
+    assert (video["num_frames"], video["keyframe_indices"]) == (300, [0, 250])
+
+
+# -- sample ----------------------------------------------------------------------------------------
+MODES = {
+    "contiguous": (["--sequence-length", 6, "--clips-per-video", 2, "--seed", 1],
+                   vclip.contiguous(6, clips_per_video=2)),
+    "strided": (["--sequence-length", 5, "--stride", 3, "--starts", "even", "--clips-per-video", 3],
+                vclip.strided(5, 3, starts="even", clips_per_video=3)),
+    "keyframe": (["--max-frames", 3], vclip.keyframe(3)),
+    "indexed": (["--frame-indices", "149,3,3,0,-2"], vclip.indexed([149, 3, 3, 0, -2])),
+    "jittered": (["--sequence-length", 5, "--stride", 3, "--jitter", 1, "--seed", 4],
+                 vclip.jittered(5, 3, 1, clips_per_video=1)),
+    "downscaled": (["--sequence-length", 4, "--stride", 2, "--seed", 9], vclip.downscaled(vclip.strided(4, 2), 0.5)),
+}
+
+
+@pytest.mark.parametrize("mode", list(MODES))
+def test_sample_every_mode_to_npz(capsys, videos, tmp_path, mode):
+    options, sampler = MODES[mode]
+    out = tmp_path / "clips.npz"
+    status, stdout, err = run(capsys, "sample", videos["h264"], "--mode", mode, "--out", out, "--device", "cpu",
+                              *options)
+    assert status == 0, err
+    seed = next((int(options[i + 1]) for i, o in enumerate(options) if o == "--seed"), None)
+    expected = [c.tolist() for c in sampler.sample(vclip.index_video(videos["h264"]), seed=seed)]
+    with np.load(out) as stored:
+        clips, frame_indices = stored["clips"], stored["frame_indices"]
+        assert (str(stored["mode"]), str(stored["source"])) == (mode, videos["h264"])
+        assert stored["pts_seconds"].shape == frame_indices.shape
+    assert frame_indices.tolist() == expected
+    height, width = (120, 160) if mode == "downscaled" else (240, 320)
+    assert clips.shape == (len(expected), len(expected[0]), height, width, 3) and clips.dtype == np.uint8
+    assert [barcodes(clip) for clip in clips] == expected
+    assert f"clip 0: frames {', '.join(map(str, expected[0]))}" in stdout
+
+
+def test_sample_indexed_with_duplicates_and_negative_indices(capsys, videos, tmp_path):
+    run(capsys, "sample", videos["h264"], "--mode", "indexed", "--frame-indices", "149,3,3,0,-2", "--out",
+        tmp_path / "c.npz")
+    with np.load(tmp_path / "c.npz") as stored:
+        assert stored["frame_indices"].tolist() == [[149, 3, 3, 0, 148]]
+        assert barcodes(stored["clips"][0]) == [149, 3, 3, 0, 148]
+
+
+def test_sample_scaling_factor_combines_with_any_mode(capsys, videos, tmp_path):
+    status, _, _ = run(capsys, "sample", videos["h264"], "--mode", "keyframe", "--scaling-factor", 0.25,
+                       "--out", tmp_path / "k.npz")
+    with np.load(tmp_path / "k.npz") as stored:
+        assert status == 0 and stored["clips"].shape == (1, 5, 60, 80, 3)
+        assert barcodes(stored["clips"][0]) == [0, 30, 60, 90, 120]
+
+
+def test_sample_resize_and_crop(capsys, videos, tmp_path):
+    status, _, _ = run(capsys, "sample", videos["h264"], "--mode", "strided", "--seed", 0, "--resize", 120,
+                       "--crop", "96x64", "--out", tmp_path / "r.npz")
+    with np.load(tmp_path / "r.npz") as stored:
+        assert status == 0 and stored["clips"].shape == (1, 16, 64, 96, 3)
+
+
+def test_sample_to_png_folder(capsys, videos, tmp_path):
+    out = tmp_path / "frames"
+    status, stdout, _ = run(capsys, "sample", videos["hevc"], "--mode", "strided", "--sequence-length", 4,
+                            "--stride", 5, "--starts", "even", "--clips-per-video", 2, "--out", out)
+    assert status == 0
+    expected = [c.tolist() for c in vclip.strided(4, 5, starts="even", clips_per_video=2).sample(
+        vclip.index_video(videos["hevc"]))]
+    names = sorted(p.name for p in out.iterdir())
+    assert names == [f"clip{c:03d}_{t:03d}_frame{f:06d}.png"
+                     for c, clip in enumerate(expected) for t, f in enumerate(clip)]
+    for name in names:
+        frame, = decoded_frames(out / name)
+        assert read_barcode(frame) == int(name[-10:-4])
+    assert f"-> {out}{os.sep}" in stdout
+
+
+def test_sample_to_mp4_for_a_quick_look(capsys, videos, tmp_path):
+    out = tmp_path / "look.mp4"
+    status, _, _ = run(capsys, "sample", videos["odd"], "--mode", "contiguous", "--sequence-length", 5,
+                       "--clips-per-video", 2, "--seed", 3, "--out", out)
+    assert status == 0
+    expected = [c.tolist() for c in vclip.contiguous(5, clips_per_video=2).sample(30, seed=3)]
+    frames = decoded_frames(out)
+    assert len(frames) == 10 and frames[0].shape == (98, 130, 3)  # 129x97 padded to even for yuv420p
+    assert barcodes(frame[:97, :129] for frame in frames) == expected[0] + expected[1]
+
+
+def test_sample_to_torch_file(capsys, videos, tmp_path):
+    torch = pytest.importorskip("torch")
+    out = tmp_path / "clips.pt"
+    status, _, _ = run(capsys, "sample", videos["h264"], "--mode", "indexed", "--frame-indices", "7,70,140",
+                       "--out", out)
+    assert status == 0
+    stored = torch.load(out)
+    assert stored["clips"].shape == (1, 3, 240, 320, 3) and stored["clips"].dtype == torch.uint8
+    assert stored["frame_indices"].tolist() == [[7, 70, 140]]
+    assert barcodes(stored["clips"][0].numpy()) == [7, 70, 140]
+    assert (stored["mode"], stored["source"]) == ("indexed", videos["h264"])
+
+
+def test_sample_to_torch_file_without_torch(capsys, videos, tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "torch", None)  # import torch raises ImportError
+    status, _, err = run(capsys, "sample", videos["h264"], "--mode", "keyframe", "--out", tmp_path / "c.pt")
+    assert status == 2
+    assert "vclip sample: error: writing .pt needs PyTorch, which is not installed" in err
+    assert not (tmp_path / "c.pt").exists()
+
+
+def test_sample_bad_file(capsys, bad_files, tmp_path):
+    status, _, err = run(capsys, "sample", bad_files["truncated"], "--mode", "keyframe", "--out", tmp_path / "c.npz")
+    assert status == 1
+    assert err.startswith(f"vclip sample: error: {bad_files['truncated']}: ")
+
+
+# -- bad arguments ---------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["sample", "{v}", "--mode", "strided", "--stride", "0", "--out", "c.npz"], "stride (0) must be >= 1"),
+        (["sample", "{v}", "--mode", "jittered", "--jitter", "-1", "--out", "c.npz"], "jitter (-1) must be >= 0"),
+        (["sample", "{v}", "--mode", "contiguous", "--sequence-length", "0", "--out", "c.npz"],
+         "sequence_length (0) must be >= 1"),
+        (["sample", "{v}", "--mode", "strided", "--scaling-factor", "0", "--out", "c.npz"],
+         "scaling_factor (0.0) must be in (0, 1]"),
+        (["sample", "{v}", "--mode", "strided", "--scaling-factor", "1.5", "--out", "c.npz"],
+         "scaling_factor (1.5) must be in (0, 1]"),
+        (["sample", "{v}", "--mode", "indexed", "--out", "c.npz"], "--mode indexed needs --frame-indices"),
+        (["sample", "{v}", "--mode", "indexed", "--frame-indices", "3,150", "--out", "c.npz"],
+         "frame index 150 is out of range [0, 149] (150 frames)"),
+        (["sample", "{v}", "--mode", "indexed", "--frame-indices", "1,a", "--out", "c.npz"],
+         "argument --frame-indices: '1,a' is not a comma-separated list of integers"),
+        (["sample", "{v}", "--mode", "contiguous", "--stride", "2", "--out", "c.npz"],
+         "--stride does not apply to --mode contiguous (it applies to: strided, downscaled, jittered)"),
+        (["sample", "{v}", "--mode", "keyframe", "--sequence-length", "4", "--out", "c.npz"],
+         "--sequence-length does not apply to --mode keyframe"),
+        (["sample", "{v}", "--mode", "slowmo", "--out", "c.npz"], "argument --mode: invalid choice: 'slowmo'"),
+        (["sample", "{v}", "--mode", "strided", "--out", "c.avi"],
+         "--out ('c.avi') must end in .npz, .pt, .mp4, or name a folder for PNG files"),
+        (["sample", "{v}", "--mode", "strided"], "the following arguments are required: --out"),
+        (["sample", "{v}", "--mode", "strided", "--out", "c.npz", "--device", "gpu"],
+         "argument --device: 'gpu' must be 'cpu', 'cuda', 'cuda:N' or 'auto'"),
+        (["sample", "{v}", "--mode", "strided", "--out", "c.npz", "--resize", "big"],
+         "argument --resize: 'big' must be a number of pixels"),
+        (["keyframes", "{v}", "--out", "k", "--max", "0"], "max_frames (0) must be an integer >= 1"),
+        (["keyframes", "{v}", "--out", "k", "--method", "shots"], "argument --method: invalid choice: 'shots'"),
+        (["keyframes", "{v}", "--out", "k", "--scene-threshold", "0.5"], "scene_threshold (0.5) must be a number > 1"),
+        (["budget", "--width", "0", "--height", "1080", "--batch", "32", "--seq", "16"],
+         "width (0) must be an integer >= 1"),
+        (["budget", *REFERENCE, "--budget", "8 gigs"], "memory size ('8 gigs') must be bytes or a number with a unit"),
+        (["budget", *REFERENCE, "--dtype", "int4"], "argument --dtype: invalid choice: 'int4'"),
+        (["budget", *REFERENCE, "--aug", "-1"], "augmentation_factor (-1.0) must be a number >= 0"),
+        (["budget", *REFERENCE, "--scaling-factor", "2"], "scaling_factor (2.0) must be in (0, 1]"),
+        (["budget", *REFERENCE, "--chart", "chart.svg"], "--chart ('chart.svg') must end in .png or .jpg"),
+        (["budget", "--width", "1920"], "the following arguments are required: --height, --batch, --seq"),
+        (["transcode", "{v}"], "argument COMMAND: invalid choice: 'transcode'"),
+        ([], "the following arguments are required: COMMAND"),
+    ],
+)
+def test_bad_arguments_exit_2_with_a_clear_message(capsys, videos, tmp_path, monkeypatch, argv, message):
+    monkeypatch.chdir(tmp_path)
+    status, out, err = run(capsys, *(a.format(v=videos["h264"]) for a in argv))
+    assert status == 2
+    assert message in err
+    assert out == "" and sorted(os.listdir(tmp_path)) == []  # refused before any work
+
+
+def test_help_and_version_exit_0(capsys):
+    status, out, _ = run(capsys, "--version")
+    assert (status, out.strip()) == (0, f"vclip {vclip.__version__}")
+    status, out, _ = run(capsys, "keyframes", "--help")
+    assert status == 0 and "--method {codec,scene}" in out
+
+
+# -- keyframes -------------------------------------------------------------------------------------
+def test_keyframes_codec_images_and_manifest(capsys, videos, tmp_path):
+    out = tmp_path / "keys"
+    status, stdout, err = run(capsys, "keyframes", videos["h264"], videos["hevc"], "--out", out, "--format", "png",
+                              "--device", "cpu")
+    assert status == 0 and err == ""
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["method"] == "codec" and manifest["errors"] == []
+    for name, video in zip(["h264", "hevc"], manifest["videos"]):
+        keyframes = vclip.index_video(videos[name]).keyframe_indices.tolist()
+        records = [r for r in manifest["keyframes"] if r["file"] == videos[name]]
+        assert [r["frame_index"] for r in records] == keyframes
+        assert video["keyframes"] == video["packets_decoded"] == len(keyframes)  # only keyframe packets decoded
+        for record in records:
+            assert record["method"] == "codec"
+            assert record["pts_seconds"] == pytest.approx(record["frame_index"] / 30)
+            frame, = decoded_frames(out / record["image"])
+            assert read_barcode(frame) == record["frame_index"]
+        assert (out / video["contact_sheet"]).is_file()
+    assert f"{videos['h264']}: 5 codec keyframes (frames 0, 30, 60, 90, 120)" in stdout
+    assert "2 of 2 videos, 7 images" in stdout
+
+
+def test_keyframes_scene_finds_the_cuts(capsys, tmp_path):
+    video = make_shots_video(tmp_path / "shots.mp4", shot_lengths=(30, 36, 24), width=160, height=120)
+    status, _, _ = run(capsys, "keyframes", video, "--method", "scene", "--out", tmp_path / "scenes")
+    manifest = json.loads((tmp_path / "scenes" / "manifest.json").read_text())
+    assert status == 0
+    assert [r["frame_index"] for r in manifest["keyframes"]] == [0, 30, 66]
+    images = [decoded_frames(tmp_path / "scenes" / r["image"])[0] for r in manifest["keyframes"]]
+    assert barcodes(images) == [0, 30, 66]
+    assert sorted(os.listdir(tmp_path / "scenes" / "shots")) == [
+        "contact_sheet.jpg", "frame_000000.jpg", "frame_000030.jpg", "frame_000066.jpg"]
+
+
+@pytest.mark.parametrize("count, expected", [(2, [0, 120]), (3, [0, 60, 120])])
+def test_keyframes_max_spreads_evenly(capsys, videos, tmp_path, count, expected):
+    run(capsys, "keyframes", videos["h264"], "--max", count, "--out", tmp_path)
+    manifest = json.loads((tmp_path / "manifest.json").read_text())
+    assert [r["frame_index"] for r in manifest["keyframes"]] == expected
+    assert manifest["videos"][0]["packets_decoded"] == count
+
+
+def test_keyframes_reports_bad_files_and_goes_on(capsys, videos, bad_files, tmp_path):
+    files = [bad_files["missing"], videos["h264"], bad_files["text"], bad_files["truncated"], videos["long_gop"]]
+    status, stdout, err = run(capsys, "keyframes", *files, "--out", tmp_path)
+    assert status == 3
+    manifest = json.loads((tmp_path / "manifest.json").read_text())
+    assert [v["file"] for v in manifest["videos"]] == [videos["h264"], videos["long_gop"]]
+    assert [e["file"] for e in manifest["errors"]] == [bad_files["missing"], bad_files["text"], bad_files["truncated"]]
+    assert manifest["errors"][0]["problem"] == "file does not exist"
+    skipped = [line for line in err.splitlines() if line.startswith("vclip keyframes: skipped ")]
+    assert [line.split(": ")[1].removeprefix("skipped ") for line in skipped] == [
+        bad_files["missing"], bad_files["text"], bad_files["truncated"]]
+    assert "2 of 5 videos, 7 images" in stdout
+
+
+def test_keyframes_nothing_readable_exits_1(capsys, bad_files, tmp_path):
+    status, _, err = run(capsys, "keyframes", bad_files["missing"], bad_files["text"], "--out", tmp_path)
+    assert status == 1 and err.count("skipped") == 2
+    assert json.loads((tmp_path / "manifest.json").read_text())["keyframes"] == []
+
+
+def test_keyframes_same_name_in_two_folders(capsys, videos, tmp_path):
+    copy = tmp_path / "copy" / Path(videos["odd"]).name
+    copy.parent.mkdir()
+    copy.write_bytes(Path(videos["odd"]).read_bytes())
+    run(capsys, "keyframes", videos["odd"], copy, "--out", tmp_path / "keys")
+    folders = [v["folder"] for v in json.loads((tmp_path / "keys" / "manifest.json").read_text())["videos"]]
+    assert folders == ["odd_size", "odd_size_2"]
+
+
+def test_keyframes_progress_bar_on_a_terminal(capsys, videos, tmp_path, monkeypatch):
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    terminal = Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    assert main(["keyframes", videos["hevc"], videos["odd"], "--out", str(tmp_path)]) == 0
+    assert "[" + "." * 24 + "] 0/2" in terminal.getvalue()
+    assert "[" + "#" * 12 + "." * 12 + "] 1/2" in terminal.getvalue()
+    assert "[" + "#" * 24 + "] 2/2 done" in terminal.getvalue()
+
+
+# -- budget ----------------------------------------------------------------------------------------
+def test_budget_reference_figure(capsys):
+    status, out, _ = run(capsys, "budget", *REFERENCE)
+    assert status == 0
+    assert "1920 x 1080 x 3 x 1 x 32 x 16 x (1 + 0) = 3,185,049,600 bytes (3.19 GB, 2.97 GiB)" in out
+    rows = {line[:44].strip(): line[44:].split() for line in out.splitlines() if line.startswith("  ")}
+    assert rows["dtype uint8 (this)"] == ["3,185,049,600", "3.19", "2.97", "1.00x"]
+    assert rows["dtype float16"] == ["6,370,099,200", "6.37", "5.93", "2.00x"]
+    assert rows["dtype float32"] == ["12,740,198,400", "12.74", "11.87", "4.00x"]
+    assert rows["scaling factor 0.5 (960x540)"] == ["796,262,400", "0.80", "0.74", "0.25x"]
+    assert rows["NV12 surfaces (uint8, 1.5 bytes/pixel)"] == ["1,592,524,800", "1.59", "1.48", "0.50x"]
+    assert "budget" not in out
+
+
+def test_budget_json_and_what_fits(capsys):
+    status, out, _ = run(capsys, "budget", *REFERENCE, "--budget", "8GiB", "--json")
+    report = json.loads(out)
+    assert status == 0
+    assert (report["bytes"], report["gb"], report["gib"]) == (3_185_049_600, 3.1850496, 3_185_049_600 / 2**30)
+    assert report["budget_bytes"] == 8 * 2**30 and report["fits"] is True
+    assert report["largest_batch_size"] == 8 * 2**30 // (1920 * 1080 * 3 * 16) == 86
+    assert report["largest_sequence_length"] == 8 * 2**30 // (1920 * 1080 * 3 * 32) == 43
+    variants = {v["choice"]: v["bytes"] for v in report["variants"]}
+    assert variants["dtype float32"] == 4 * 3_185_049_600
+    assert variants["scaling factor 0.25 (480x270)"] == 480 * 270 * 3 * 32 * 16
+
+
+def test_budget_with_augmentation_scaling_and_float16(capsys):
+    status, out, _ = run(capsys, "budget", *REFERENCE, "--dtype", "float16", "--aug", "0.5", "--scaling-factor", "0.5",
+                         "--budget", "1GB", "--json")
+    report = json.loads(out)
+    assert (report["width"], report["height"]) == (960, 540)
+    assert report["bytes"] == 960 * 540 * 3 * 2 * 32 * 16 * 3 // 2 == 2_388_787_200
+    assert report["fits"] is False
+    assert report["largest_batch_size"] == 10**9 // (960 * 540 * 3 * 2 * 16 * 3 // 2) == 13
+    assert report["largest_sequence_length"] == 10**9 // (960 * 540 * 3 * 2 * 32 * 3 // 2) == 6
+    assert {v["choice"]: v["bytes"] for v in report["variants"]}["no augmentation copies"] == 1_592_524_800
+
+
+def test_budget_chart(capsys, tmp_path):
+    chart = tmp_path / "chart.png"
+    status, out, _ = run(capsys, "budget", *REFERENCE, "--budget", "8GiB", "--chart", chart)
+    assert status == 0 and f"chart: {chart}" in out
+    image, = decoded_frames(chart)
+    assert image.shape == (420, 800, 3)
+    colours = {tuple(c) for c in image.reshape(-1, 3)}
+    assert {(80, 190, 90), (220, 70, 60), (70, 130, 230), (240, 200, 40)} <= colours  # fit, over, this batch, budget
+
+
+# -- demo ------------------------------------------------------------------------------------------
+def test_demo(capsys, tmp_path):
+    status, out, err = run(capsys, "demo", "--out", tmp_path / "demo", "--device", "cpu")
+    assert status == 0, err
+    for mode in ("contiguous", "strided", "keyframe", "indexed", "jittered", "downscaled"):
+        assert any(line.strip().startswith(mode) and line.endswith("barcodes match") for line in out.splitlines())
+    assert "codec  frames 0, 30, 60, 90: the stream's keyframes, 4 packets decoded of 120" in out
+    assert "scene  frames 0, 45, 85: shot starts in shots.mp4 (as made)" in out
+    assert "3,185,049,600 bytes (3.19 GB, 2.97 GiB)" in out
+    assert "all frames correct" in out
+    sheet, = decoded_frames(tmp_path / "demo" / "clips.png")
+    assert sheet.shape[0] > 6 * 96  # one row per mode
+    manifest = json.loads((tmp_path / "demo" / "keyframes" / "manifest.json").read_text())
+    assert [(r["method"], r["frame_index"]) for r in manifest["keyframes"]] == [
+        ("codec", 0), ("codec", 30), ("codec", 60), ("codec", 90), ("scene", 0), ("scene", 45), ("scene", 85)]
+    assert all((tmp_path / "demo" / "keyframes" / m / "contact_sheet.jpg").is_file() for m in ("codec", "scene"))
+
+
+# -- GPU -------------------------------------------------------------------------------------------
+@pytest.mark.gpu
+def test_sample_on_the_gpu(capsys, videos, tmp_path):
+    status, out, _ = run(capsys, "sample", videos["h264"], "--mode", "indexed", "--frame-indices", "5,90,3",
+                         "--device", "cuda", "--out", tmp_path / "c.npz")
+    assert status == 0 and "on cuda:0" in out
+    with np.load(tmp_path / "c.npz") as stored:
+        assert barcodes(stored["clips"][0]) == [5, 90, 3]

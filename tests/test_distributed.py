@@ -1,0 +1,73 @@
+"""Two processes with torch.distributed (gloo, CPU): the loader takes rank and world size from the
+process group; shards are disjoint, cover the dataset, and give every rank as many batches."""
+
+import json
+
+import pytest
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+import vclip
+from vclip.synthetic import make_video, read_barcode
+
+WORLD_SIZE = 2
+NUM_VIDEOS = 7  # odd: the ranks' shards differ by one video
+
+
+def _rank_main(rank: int, videos: list, rendezvous: str, results: str) -> None:
+    dist.init_process_group("gloo", init_method=f"file://{rendezvous}", rank=rank, world_size=WORLD_SIZE)
+    try:
+        report = {}
+        for even_shards in ("pad", "drop"):
+            loader = vclip.ClipLoader(
+                videos, vclip.strided(4, 2, clips_per_video=2), batch_size=3, shuffle=True, seed=11,
+                device="cpu", num_threads=1, even_shards=even_shards,
+            )
+            epochs = []
+            for epoch in range(2):
+                loader.set_epoch(epoch)
+                batches = []
+                for batch in loader:
+                    for clip, frames in zip(batch.clips.numpy(), batch.frame_indices.tolist()):
+                        assert [read_barcode(frame) for frame in clip] == frames
+                    batches.append(batch.video_ids.tolist())
+                counts = torch.tensor([len(batches)])
+                dist.all_reduce(counts, op=dist.ReduceOp.MAX)  # the ranks stay in step, as a training loop would
+                epochs.append({"batches": batches, "length": len(loader), "max_batches": int(counts)})
+            report[even_shards] = {"shard": [loader.shard_id, loader.num_shards], "epochs": epochs}
+        with open(f"{results}/rank{rank}.json", "w") as file:
+            json.dump(report, file)
+    finally:
+        dist.destroy_process_group()
+
+
+@pytest.fixture(scope="module")
+def videos(tmp_path_factory) -> list[tuple[str, int]]:
+    folder = tmp_path_factory.mktemp("distributed")
+    return [(make_video(folder / f"v{i}.mp4", num_frames=24, width=96, height=64, keyframe_interval=8, seed=i), i % 2)
+            for i in range(NUM_VIDEOS)]
+
+
+def test_two_ranks_get_disjoint_covering_equal_shards(videos, tmp_path):
+    mp.spawn(_rank_main, args=(videos, str(tmp_path / "rendezvous"), str(tmp_path)), nprocs=WORLD_SIZE, join=True)
+    reports = [json.loads((tmp_path / f"rank{rank}.json").read_text()) for rank in range(WORLD_SIZE)]
+    for even_shards, videos_per_rank in (("pad", 4), ("drop", 3)):
+        runs = [report[even_shards] for report in reports]
+        assert [run["shard"] for run in runs] == [[0, 2], [1, 2]]
+        for epoch in range(2):
+            per_rank = [run["epochs"][epoch] for run in runs]
+            batches = [len(rank["batches"]) for rank in per_rank]
+            clips = [[video for batch in rank["batches"] for video in batch] for rank in per_rank]
+            # Every rank gets the same number of batches and clips, as len() says.
+            assert batches[0] == batches[1] == per_rank[0]["length"] == per_rank[0]["max_batches"]
+            assert len(clips[0]) == len(clips[1]) == 2 * videos_per_rank
+            shards = [set(rank_clips) for rank_clips in clips]
+            assert not shards[0] & shards[1]  # disjoint
+            if even_shards == "pad":
+                assert shards[0] | shards[1] == set(range(NUM_VIDEOS))  # covering
+                assert sorted(len(shard) for shard in shards) == [3, 4]  # the short shard repeats its own videos
+            else:  # the larger shard is cut to the smaller one's 6 clips
+                assert sum(len(rank_clips) for rank_clips in clips) == 2 * NUM_VIDEOS - 2
+        epoch_shards = [{v for batch in run["epochs"][e]["batches"] for v in batch} for run in runs for e in range(2)]
+        assert epoch_shards[0] != epoch_shards[1]  # shuffling reshards every epoch

@@ -1,0 +1,156 @@
+"""Keyframe extraction: codec keyframes decode only their own packets, scene cuts are found where
+the shots change, --max spreads evenly, and saved images hold exactly the frames found."""
+
+import json
+
+import av
+import numpy as np
+import pytest
+
+import vclip
+import vclip.keyframes as keyframes_module
+from vclip._demo import make_shots_video
+from vclip.keyframes import extract_keyframes
+from vclip.synthetic import read_barcode
+
+SHOT_LENGTHS = (40, 35, 25)  # shots start at frames 0, 40, 75
+
+
+@pytest.fixture(scope="module")
+def shots_video(tmp_path_factory):
+    path = tmp_path_factory.mktemp("shots") / "shots.mp4"
+    return make_shots_video(path, shot_lengths=SHOT_LENGTHS, width=192, height=144)
+
+
+def barcodes(frames):
+    return [read_barcode(frame) for frame in frames]
+
+
+def decoded_image(path):
+    with av.open(str(path)) as container:
+        return next(container.decode(video=0)).to_ndarray(format="rgb24")
+
+
+@pytest.mark.parametrize("name", ["h264", "hevc", "long_gop", "odd", "offset"])
+def test_codec_method_is_the_index_keyframes_and_decodes_only_their_packets(videos, name):
+    index = vclip.index_video(videos[name])
+    result = extract_keyframes(videos[name], method="codec")
+    assert result.frame_indices.tolist() == index.keyframe_indices.tolist()
+    assert result.packets_decoded == len(index.keyframe_indices) < index.num_packets
+    assert barcodes(result.frames) == index.keyframe_indices.tolist()
+    assert result.pts_seconds.tolist() == index.pts_seconds[index.keyframe_indices].tolist()
+    assert result.frames.shape == (len(index.keyframe_indices), index.height, index.width, 3)
+
+
+def test_codec_keyframes_of_the_h264_fixture(videos):
+    result = extract_keyframes(videos["h264"])
+    assert result.frame_indices.tolist() == [0, 30, 60, 90, 120]
+    assert result.method == "codec" and result.device == "cpu" and not result.fell_back_to_cpu
+    assert "frame_indices=[0, 30, 60, 90, 120]" in repr(result) and "numpy[5, 240, 320, 3]" in repr(result)
+
+
+@pytest.mark.parametrize("max_frames, expected", [(1, [0]), (2, [0, 120]), (3, [0, 60, 120]), (4, [0, 30, 90, 120]),
+                                                  (5, [0, 30, 60, 90, 120]), (50, [0, 30, 60, 90, 120])])
+def test_max_frames_spreads_evenly_like_the_keyframe_sampler(videos, max_frames, expected):
+    result = extract_keyframes(videos["h264"], max_frames=max_frames)
+    assert result.frame_indices.tolist() == expected
+    assert result.packets_decoded == len(expected)
+    assert expected == vclip.keyframe(max_frames).sample(vclip.index_video(videos["h264"]))[0].tolist()
+
+
+def test_scene_method_finds_every_cut_and_nothing_else(shots_video):
+    result = extract_keyframes(shots_video, method="scene")
+    assert result.frame_indices.tolist() == [0, 40, 75]
+    assert barcodes(result.frames) == [0, 40, 75]
+    assert result.packets_decoded >= sum(SHOT_LENGTHS)  # every frame was looked at
+
+
+def test_scene_cuts_are_not_where_the_codec_put_keyframes(videos):
+    """A panning synthetic video without cuts: the codec has keyframes every 30 frames, scenes only frame 0."""
+    assert extract_keyframes(videos["h264"], method="scene").frame_indices.tolist() == [0]
+    assert extract_keyframes(videos["long_gop"], method="scene").frame_indices.tolist() == [0]
+
+
+def test_scene_method_with_max_frames_and_scaling(shots_video):
+    result = extract_keyframes(shots_video, method="scene", max_frames=2, scaling_factor=0.5)
+    assert result.frame_indices.tolist() == [0, 75]
+    assert result.frames.shape == (2, 72, 96, 3)
+    assert barcodes(result.frames) == [0, 75]
+
+
+def test_scene_signal_is_the_same_in_chunks(shots_video, monkeypatch):
+    decoder = vclip.VideoDecoder(shots_video)
+    whole = keyframes_module._frame_differences(decoder, 64)
+    monkeypatch.setattr(keyframes_module, "_CHUNK_FRAMES", 7)
+    chunks = keyframes_module._keyframe_chunks(decoder.index, 7)
+    assert len(chunks) > 1 and all(decoder.index.is_keyframe[start] for start, _ in chunks)
+    assert np.array_equal(keyframes_module._frame_differences(decoder, 64), whole)
+    assert whole[0] == 0 and sorted(np.argsort(whole)[-2:].tolist()) == [40, 75]
+
+
+def test_scene_method_on_real_footage(shared_videos):
+    """nasa_13013.mp4 cuts to a new shot at frame 202."""
+    result = extract_keyframes(shared_videos / "nasa_13013.mp4", method="scene")
+    assert result.frame_indices.tolist() == [0, 202]
+
+
+def test_save_writes_images_contact_sheet_and_records(shots_video, tmp_path):
+    result = extract_keyframes(shots_video, method="scene")
+    records = result.save(tmp_path / "out", image_format="png")
+    assert [r["frame_index"] for r in records] == [0, 40, 75]
+    assert all(r["method"] == "scene" and r["file"] == shots_video for r in records)
+    assert [r["pts_seconds"] for r in records] == pytest.approx([0.0, 40 / 30, 75 / 30])
+    for record, frame in zip(records, result.frames):
+        assert np.array_equal(decoded_image(record["image"]), frame)  # PNG is lossless
+    sheet = decoded_image(tmp_path / "out" / "contact_sheet.png")
+    assert sheet.shape[0] > 96 and sheet.shape[1] > 3 * 96
+    json.dumps(records)  # plain Python types, ready for a manifest
+
+
+def test_save_as_jpeg_keeps_the_barcodes(videos, tmp_path):
+    records = extract_keyframes(videos["h264"], max_frames=2).save(tmp_path, image_format="jpg")
+    assert [read_barcode(decoded_image(r["image"])) for r in records] == [0, 120]
+    assert (tmp_path / "contact_sheet.jpg").read_bytes()[:2] == b"\xff\xd8"
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        (dict(method="shots"), r"method \('shots'\) must be one of 'codec', 'scene'"),
+        (dict(max_frames=0), r"max_frames \(0\) must be an integer >= 1"),
+        (dict(scene_threshold=1), r"scene_threshold \(1\) must be a number > 1"),
+        (dict(scaling_factor=1.5), r"scaling_factor \(1.5\) must be in \(0, 1\]"),
+        (dict(analysis_width=0), r"analysis_width \(0\) must be an integer >= 1"),
+    ],
+)
+def test_bad_options_are_refused_before_decoding(videos, options, message):
+    with pytest.raises(ValueError, match=message):
+        extract_keyframes(videos["h264"], **options)
+
+
+def test_a_stream_that_flags_no_keyframe(videos, tmp_path, monkeypatch):
+    monkeypatch.setattr(vclip.VideoIndex, "keyframe_indices", property(lambda index: np.empty(0, np.int64)))
+    result = extract_keyframes(videos["h264"], scaling_factor=0.5)
+    assert len(result) == 0 and result.frames.shape == (0, 120, 160, 3) and result.packets_decoded == 0
+    assert result.save(tmp_path) == [] and list(tmp_path.iterdir()) == []
+
+
+def test_save_refuses_unknown_image_formats(videos, tmp_path):
+    with pytest.raises(ValueError, match=r"image_format \('gif'\) must be one of 'png', 'jpg'"):
+        extract_keyframes(videos["h264"], max_frames=1).save(tmp_path / "out", image_format="gif")
+    assert not (tmp_path / "out").exists()
+
+
+def test_bad_file_names_the_file(tmp_path):
+    with pytest.raises(vclip.VideoNotFoundError, match="nope.mp4: file does not exist"):
+        extract_keyframes(tmp_path / "nope.mp4")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("method", ["codec", "scene"])
+def test_gpu_finds_the_same_keyframes(shots_video, method):
+    cpu = extract_keyframes(shots_video, method=method)
+    gpu = extract_keyframes(shots_video, method=method, device="cuda")
+    assert gpu.device.startswith("cuda") and not gpu.fell_back_to_cpu
+    assert gpu.frame_indices.tolist() == cpu.frame_indices.tolist()
+    assert barcodes(gpu.frames.get()) == cpu.frame_indices.tolist()

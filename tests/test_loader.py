@@ -1,0 +1,542 @@
+"""ClipLoader on the CPU: inputs, exact frames, seeding, sharding, buffer reuse, bad videos,
+memory budget and stats. (The 2-process sharding run is in test_distributed.py.)"""
+
+import logging
+import shutil
+import threading
+import time
+
+import numpy as np
+import pytest
+import torch
+from torch.utils.data import DataLoader
+
+import vclip
+from vclip._epoch import epoch_clip_refs
+from vclip.synthetic import make_video, read_barcode
+
+NUM_VIDEOS, NUM_FRAMES, WIDTH, HEIGHT = 6, 40, 128, 96
+MEAN = np.array(vclip.IMAGENET_MEAN, np.float32)
+STD = np.array(vclip.IMAGENET_STD, np.float32)
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory):
+    return tmp_path_factory.mktemp("loader")
+
+
+@pytest.fixture(scope="module")
+def dataset(folder) -> list[tuple[str, int]]:
+    """Six 128x96 videos of 40 frames (keyframe every 16, 2 B-frames), labels 0, 1, 2, 0, 1, 2."""
+    return [
+        (make_video(folder / f"video_{i}.mp4", num_frames=NUM_FRAMES, width=WIDTH, height=HEIGHT,
+                    keyframe_interval=16, seed=i), i % 3)
+        for i in range(NUM_VIDEOS)
+    ]
+
+
+@pytest.fixture(scope="module")
+def bad_files(folder, dataset) -> dict[str, str]:
+    """Files that cannot be used, by kind; "garbled" indexes fine and fails only when decoded."""
+    good = open(dataset[0][0], "rb").read()
+    paths = {kind: str(folder / f"bad_{kind}.mp4") for kind in ("empty", "garbage", "truncated")}
+    open(paths["empty"], "wb").close()
+    open(paths["garbage"], "wb").write(np.random.default_rng(0).integers(0, 256, 20_000, np.uint8).tobytes())
+    open(paths["truncated"], "wb").write(good[: len(good) // 2])
+    garbled = make_video(folder / "bad_garbled.mkv", num_frames=NUM_FRAMES, width=WIDTH, height=HEIGHT,
+                         keyframe_interval=16, seed=9)
+    index = vclip.index_video(garbled)
+    data = bytearray(open(garbled, "rb").read())
+    rng = np.random.default_rng(1)
+    for packet in range(1, index.num_packets):  # keep the first keyframe, garble every other picture
+        start, size = int(index.packet_pos[packet]), int(index.packet_size[packet])
+        data[start + 4:start + size] = rng.integers(0, 256, size - 4, np.uint8).tobytes()
+    open(garbled, "wb").write(data)
+    vclip.clear_index_cache()
+    paths["garbled"] = garbled
+    paths["missing"] = str(folder / "bad_missing.mp4")
+    return paths
+
+
+def make_loader(videos, sampler=None, **options) -> vclip.ClipLoader:
+    options = {"device": "cpu", "batch_size": 4, "num_threads": 2} | options
+    return vclip.ClipLoader(videos, sampler or vclip.strided(4, 2, clips_per_video=2), **options)
+
+
+def barcodes(clip_thwc, flipped=False) -> list[int]:
+    return [read_barcode(frame, flipped=flipped) for frame in np.asarray(clip_thwc)]
+
+
+def epoch_of(loader) -> list[dict]:
+    """Every batch of one pass, copied out of the pooled buffers."""
+    return [
+        {"clips": b.clips.clone(), "labels": b.labels.tolist(), "video_ids": b.video_ids.tolist(),
+         "frame_indices": b.frame_indices.tolist(), "skipped": b.skipped_videos}
+        for b in loader
+    ]
+
+
+# -- inputs -----------------------------------------------------------------------------------------
+def test_inputs_pairs_file_lists_and_class_folders(folder, dataset):
+    by_pairs = make_loader(dataset)
+    assert [(v.path, v.label) for v in by_pairs.videos] == dataset
+    assert by_pairs.class_names is None
+
+    lines = ["# path label", ""] + [f"{p.split('/')[-1]} {label}" for p, label in dataset]
+    (folder / "list.txt").write_text("\n".join(lines) + "\n")
+    by_text = make_loader(str(folder / "list.txt"))
+    assert [(v.path, v.label) for v in by_text.videos] == dataset  # relative to the list's folder
+
+    (folder / "list.csv").write_text("path,label\n" + "".join(f"{p},{label}\n" for p, label in dataset))
+    assert [(v.path, v.label) for v in make_loader(str(folder / "list.csv")).videos] == dataset
+
+    root = folder / "classes"
+    for path, label in dataset:
+        (root / ["swim", "jump", "run"][label]).mkdir(parents=True, exist_ok=True)
+        shutil.copy(path, root / ["swim", "jump", "run"][label])
+    (root / "run" / "notes.txt").write_text("not a video")
+    by_folder = make_loader(str(root))
+    assert by_folder.class_names == ("jump", "run", "swim")
+    expected = {p.split("/")[-1]: {0: 2, 1: 0, 2: 1}[label] for p, label in dataset}
+    assert {v.path.split("/")[-1]: v.label for v in by_folder.videos} == expected
+    batch = next(iter(by_folder))
+    names = [by_folder.class_names[label] for label in batch.labels.tolist()]
+    assert names == [by_folder.videos[v].path.split("/")[-2] for v in batch.video_ids.tolist()]
+
+
+@pytest.mark.parametrize(
+    "videos, message",
+    [
+        ([("a.mp4", "cat")], r"label \('cat'\) must be an integer"),
+        (["a.mp4"], r"must be a \(path, label\) pair"),
+        ("/no/such/list.txt", "neither a folder nor a file list"),
+        ([], "holds no videos"),
+    ],
+)
+def test_inputs_are_checked(videos, message):
+    with pytest.raises((ValueError, FileNotFoundError), match=message):
+        make_loader(videos)
+
+
+@pytest.mark.parametrize(
+    "options, error, message",
+    [
+        (dict(batch_size=0), ValueError, r"batch_size \(0\) must be >= 1"),
+        (dict(on_error="ignore"), ValueError, r"on_error \('ignore'\) must be one of 'skip', 'raise'"),
+        (dict(even_shards="spread"), ValueError, r"even_shards \('spread'\) must be one of 'pad', 'drop'"),
+        (dict(device="tpu"), ValueError, r"device \('tpu'\) must be"),
+        (dict(shard_id=1), ValueError, r"shard_id \(1\) and num_shards \(None\) must be given together"),
+        (dict(shard_id=2, num_shards=2), ValueError, r"shard_id \(2\) must be < num_shards \(2\)"),
+        (dict(num_shards=7, shard_id=0), ValueError, r"num_shards \(7\) must be <= the number of videos \(6\)"),
+        (dict(prefetch_queue_depth=0), ValueError, r"prefetch_queue_depth \(0\) must be >= 1"),
+        (dict(seed=-1), ValueError, r"seed \(-1\) must be >= 0"),
+        (dict(memory_budget="lots"), ValueError, r"memory size \('lots'\)"),
+        (dict(sampler=vclip.keyframe()), ValueError, "keyframe sampling without max_frames"),
+        (dict(sampler=vclip.strided(4, 2, starts="step", step=8), clips_per_video=2), ValueError,
+         r"clips_per_video \(2\) cannot be combined with starts='step'"),
+        (dict(sampler="strided"), TypeError, r"sampler \('strided'\) must be a ClipSampler"),
+    ],
+)
+def test_options_are_checked(dataset, options, error, message):
+    sampler = options.pop("sampler", None)
+    with pytest.raises(error, match=message):
+        make_loader(dataset, sampler, **options) if sampler != "strided" else vclip.ClipLoader(dataset, sampler)
+
+
+def test_import_vclip_without_torch():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; sys.modules['torch'] = None\n"
+        "import vclip\n"
+        "assert 'ClipLoader' in vclip.__all__ and 'estimate_loader_memory' in vclip.__all__\n"
+        "try:\n    vclip.ClipLoader\nexcept ImportError:\n    print('loader needs torch')\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "loader needs torch"
+
+
+# -- exact frames -----------------------------------------------------------------------------------
+MODES = {
+    "contiguous": vclip.contiguous(5, clips_per_video=2),
+    "strided": vclip.strided(4, 3, starts="even", clips_per_video=3),
+    "jittered": vclip.jittered(5, 3, 1, clips_per_video=2),
+    "keyframe": vclip.keyframe(max_frames=2),
+    "indexed": vclip.indexed([39, 3, 3, 0, -2]),
+    "downscaled": vclip.downscaled(vclip.strided(4, 2), 0.75),
+}
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_every_mode_delivers_exactly_the_sampled_frames(dataset, mode):
+    sampler = MODES[mode]
+    loader = make_loader(dataset, sampler, shuffle=True, seed=3)
+    index = vclip.index_video(dataset[0][0])
+    width, height = sampler.output_size(WIDTH, HEIGHT)
+    length = loader.frames_per_clip
+    seen = []
+    for batch in loader:
+        assert batch.clips.shape[1:] == (length, height, width, 3) and batch.clips.dtype == torch.uint8
+        assert batch.labels.tolist() == [dataset[v][1] for v in batch.video_ids.tolist()]
+        assert torch.allclose(batch.pts_seconds, torch.from_numpy(index.pts_seconds)[batch.frame_indices])
+        for clip, frames in zip(batch.clips.numpy(), batch.frame_indices.tolist()):
+            assert barcodes(clip) == frames
+            seen.append(frames)
+    per_video = {"keyframe": 1, "indexed": 1, "downscaled": 1}.get(mode, sampler.clips_per_video)
+    assert len(seen) == NUM_VIDEOS * per_video
+    if mode == "indexed":
+        assert all(frames == [39, 3, 3, 0, 38] for frames in seen)
+    elif mode == "keyframe":
+        assert all(frames == index.keyframe_indices[[0, -1]].tolist() for frames in seen)
+    elif mode == "strided":
+        assert sorted({frames[0] for frames in seen}) == [0, 15, 30] and all(np.diff(seen).ravel() == 3)
+    elif mode == "jittered":
+        assert all(np.all(np.diff(frames) >= 0) and 0 <= frames[0] and frames[-1] < NUM_FRAMES for frames in seen)
+    else:
+        assert all(np.all(np.diff(frames) == sampler.stride) for frames in seen)
+
+
+def test_transform_resize_flip_normalize_layout(dataset):
+    spec = vclip.TransformSpec.imagenet(112, layout="TCHW", flip_probability=1.0)
+    loader = make_loader(dataset, transform=spec)
+    assert loader.clip_shape == (4, 3, 112, 112)
+    for batch in loader:
+        assert batch.clips.shape == (len(batch), 4, 3, 112, 112) and batch.clips.dtype == torch.float32
+        for clip, frames in zip(batch.clips.numpy(), batch.frame_indices.tolist()):
+            rgb = clip.transpose(0, 2, 3, 1) * STD + MEAN
+            assert barcodes(np.clip(rgb, 0, 1), flipped=True) == frames
+
+
+def test_random_crops_and_flips_are_drawn_per_clip(dataset):
+    spec = vclip.TransformSpec(resize=(96, 128), crop=(64, 64), crop_mode="random", flip_probability=0.5)
+    loader = make_loader(dataset, vclip.indexed([0, 1]), transform=spec, clips_per_video=4, batch_size=24)
+    (batch,) = list(loader)
+    clips = batch.clips.reshape(NUM_VIDEOS, 4, -1)
+    # Same frames of one video, four different random crops/flips; the whole batch differs clip to clip.
+    assert all(len({bytes(c.numpy()) for c in video_clips}) == 4 for video_clips in clips)
+
+
+# -- seeding ----------------------------------------------------------------------------------------
+def test_same_seed_and_epoch_give_the_same_batches(dataset):
+    spec = vclip.TransformSpec(resize=(96, 128), crop=80, crop_mode="random", flip_probability=0.5)
+    sampler = vclip.jittered(4, 3, 1, clips_per_video=2)
+    first = make_loader(dataset, sampler, transform=spec, shuffle=True, seed=7, num_threads=1, prefetch_queue_depth=1)
+    second = make_loader(dataset, sampler, transform=spec, shuffle=True, seed=7, num_threads=2, prefetch_queue_depth=3)
+    first.set_epoch(2)
+    second.set_epoch(2)
+    a, b = epoch_of(first), epoch_of(second)
+    assert [x["frame_indices"] for x in a] == [x["frame_indices"] for x in b]
+    assert [x["video_ids"] for x in a] == [x["video_ids"] for x in b]
+    assert all(torch.equal(x["clips"], y["clips"]) for x, y in zip(a, b))
+    assert [x["frame_indices"] for x in epoch_of(first)] == [x["frame_indices"] for x in a]  # repeatable
+
+    first.set_epoch(3)
+    assert [x["frame_indices"] for x in epoch_of(first)] != [x["frame_indices"] for x in a]
+    other_seed = make_loader(dataset, sampler, transform=spec, shuffle=True, seed=8)
+    other_seed.set_epoch(2)
+    assert [x["frame_indices"] for x in epoch_of(other_seed)] != [x["frame_indices"] for x in a]
+
+
+def test_shuffle_and_set_epoch(dataset):
+    ordered = make_loader(dataset, vclip.strided(4, 2, clips_per_video=2), shuffle=False)
+    assert sum((x["video_ids"] for x in epoch_of(ordered)), []) == [v for v in range(NUM_VIDEOS) for _ in range(2)]
+
+    shuffled = make_loader(dataset, vclip.strided(4, 2, starts="even", clips_per_video=2), shuffle=True)
+    orders = []
+    for epoch in range(3):
+        shuffled.set_epoch(epoch)
+        batches = epoch_of(shuffled)
+        pairs = sorted((v, f[0]) for x in batches for v, f in zip(x["video_ids"], x["frame_indices"]))
+        assert pairs == sorted((v, s) for v in range(NUM_VIDEOS) for s in (0, 33))  # every clip once per epoch
+        orders.append(sum((x["video_ids"] for x in batches), []))
+    assert len({tuple(order) for order in orders}) == 3
+    assert shuffled.epoch == 2
+    with pytest.raises(ValueError, match=r"epoch \(-1\) must be >= 0"):
+        shuffled.set_epoch(-1)
+
+
+def test_drop_last(dataset):
+    sampler = vclip.strided(4, 2)  # one clip per video: 6 clips
+    keep = make_loader(dataset, sampler, batch_size=4)
+    drop = make_loader(dataset, sampler, batch_size=4, drop_last=True)
+    assert [len(b) for b in keep] == [4, 2] and len(keep) == 2
+    assert [len(b) for b in drop] == [4] and len(drop) == 1
+
+
+def test_starts_step_gives_every_clip_that_fits(dataset):
+    sampler = vclip.strided(4, 2, starts="step", step=10)
+    loader = make_loader(dataset, sampler, batch_size=5)
+    starts = sorted((v, f[0]) for x in epoch_of(loader) for v, f in zip(x["video_ids"], x["frame_indices"]))
+    assert starts == [(v, s) for v in range(NUM_VIDEOS) for s in (0, 10, 20, 30)]
+
+
+# -- torch integration and buffers ------------------------------------------------------------------
+def test_inside_a_torch_dataloader(dataset):
+    loader = make_loader(dataset, shuffle=True, seed=1)
+    direct = epoch_of(loader)
+    wrapped = [b for b in DataLoader(loader, batch_size=None)]
+    assert all(isinstance(b, vclip.ClipBatch) for b in wrapped)
+    assert [b.video_ids.tolist() for b in wrapped] == [x["video_ids"] for x in direct]
+    assert [b.frame_indices.tolist() for b in wrapped] == [x["frame_indices"] for x in direct]
+
+
+def test_dataloader_workers_split_the_shard(dataset):
+    loader = make_loader(dataset, vclip.strided(4, 2, clips_per_video=2), batch_size=2)
+    assert len(list(loader)) == 6  # threads running here first: forked workers must start their own
+    batches = list(DataLoader(loader, batch_size=None, num_workers=2, timeout=60))
+    clips = sorted((v, c) for b in batches for v, c in zip(b.video_ids.tolist(), b.frame_indices[:, 0].tolist()))
+    assert len(batches) == 6 and len(clips) == 12
+    assert sorted(v for v, _ in clips) == [v for v in range(NUM_VIDEOS) for _ in range(2)]
+    for batch in batches:
+        for clip, frames in zip(batch.clips.numpy(), batch.frame_indices.tolist()):
+            assert barcodes(clip) == frames
+
+
+def test_buffers_are_pooled_and_the_held_batch_stays_intact(dataset):
+    depth = 2
+    loader = make_loader(dataset, vclip.contiguous(3, clips_per_video=3), batch_size=2, prefetch_queue_depth=depth)
+    pointers, drawn = set(), 0
+    for epoch in range(2):
+        loader.set_epoch(epoch)
+        for batch in loader:
+            pointers.add(batch.clips.data_ptr())
+            copy = batch.clips.clone()
+            time.sleep(0.03)  # the builders fill every buffer they may meanwhile
+            assert torch.equal(batch.clips, copy)
+            for clip, frames in zip(batch.clips.numpy(), batch.frame_indices.tolist()):
+                assert barcodes(clip) == frames
+            drawn += 1
+    assert drawn == 18
+    assert len(pointers) == depth + 2
+    assert loader.stats()["memory"]["peak_bytes"] == loader.memory_estimate.output_buffers
+
+
+@pytest.mark.parametrize("num_threads", [1, 2])
+def test_only_the_decode_workers_decode(dataset, monkeypatch, num_threads):
+    """However many batches are built at once, at most num_threads threads decode (one decoder each on the GPU)."""
+    from vclip._cpu_backend import CpuBackend
+
+    threads, decode_job = set(), CpuBackend.decode_job
+    monkeypatch.setattr(CpuBackend, "decode_job", lambda *a: threads.add(threading.current_thread()) or decode_job(*a))
+    loader = make_loader(dataset, batch_size=1, num_threads=num_threads, prefetch_queue_depth=3)
+    assert len(list(loader)) == 12
+    assert len(threads) <= num_threads and all(t.name.startswith("vclip-decode") for t in threads)
+
+
+def test_one_pass_at_a_time(dataset):
+    loader = make_loader(dataset, batch_size=2)
+    first = iter(loader)
+    next(first)
+    second = list(loader)  # a new pass ends the old one
+    assert len(second) == len(loader)
+    with pytest.raises(RuntimeError, match="a newer pass"):
+        next(first)
+
+
+def test_break_and_restart(dataset):
+    loader = make_loader(dataset, batch_size=2, shuffle=True)
+    for held in loader:
+        copy = held.clips.clone()
+        break
+    time.sleep(0.03)
+    assert torch.equal(held.clips, copy)  # still held: the abandoned pass wrote other buffers
+    restarted = epoch_of(loader)
+    assert [x["frame_indices"] for x in restarted] == [x["frame_indices"] for x in epoch_of(loader)]
+    for x in restarted:
+        for clip, frames in zip(x["clips"].numpy(), x["frame_indices"]):
+            assert barcodes(clip) == frames
+
+
+# -- bad videos -------------------------------------------------------------------------------------
+def test_bad_videos_are_replaced_named_and_counted(dataset, bad_files, caplog):
+    videos = list(dataset)
+    for position, kind in zip((1, 3, 4, 6, 8), bad_files):
+        videos.insert(position, (bad_files[kind], 0))
+    bad_ids = {i for i, (path, _) in enumerate(videos) if path in bad_files.values()}
+    sampler = vclip.strided(4, 2, clips_per_video=2)
+    with caplog.at_level(logging.WARNING, logger="vclip"):
+        loader = make_loader(videos, sampler, batch_size=2, shuffle=True, seed=5)
+        runs = []
+        for epoch in range(2):
+            loader.set_epoch(epoch)
+            runs.append(epoch_of(loader))
+    for batches in runs:
+        assert len(batches) == len(videos) == len(loader)  # the epoch keeps its length
+        assert all(len(x["video_ids"]) == 2 for x in batches)
+        assert not bad_ids & {v for x in batches for v in x["video_ids"]}
+        assert {path for x in batches for path in x["skipped"]} == set(bad_files.values())
+        for x in batches:
+            for clip, frames in zip(x["clips"].numpy(), x["frame_indices"]):
+                assert barcodes(clip) == frames
+    stats = loader.stats()
+    assert set(stats["skipped"]["videos"]) == set(bad_files.values())
+    assert stats["skipped"]["clips"] == 2 * len(bad_files) * 2
+    assert "file is empty" in stats["skipped"]["videos"][bad_files["empty"]]
+    assert "does not exist" in stats["skipped"]["videos"][bad_files["missing"]]
+    assert "decoding frames" in stats["skipped"]["videos"][bad_files["garbled"]]
+    warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert sorted(m.split()[2].rstrip(":") for m in warned) == sorted(bad_files.values())  # once per video
+
+    again = make_loader(videos, sampler, batch_size=2, shuffle=True, seed=5)
+    again.set_epoch(1)
+    replay = epoch_of(again)
+    assert [x["video_ids"] for x in replay] == [x["video_ids"] for x in runs[1]]
+    assert [x["frame_indices"] for x in replay] == [x["frame_indices"] for x in runs[1]]
+
+
+def test_on_error_raise(dataset, bad_files):
+    with pytest.raises(vclip.CorruptVideoError, match="file is empty"):
+        make_loader(dataset + [(bad_files["empty"], 0)], on_error="raise")
+    with pytest.raises(vclip.VideoNotFoundError):
+        make_loader(dataset + [(bad_files["missing"], 0)], on_error="raise")
+    loader = make_loader([(bad_files["garbled"], 0)] + dataset, on_error="raise")
+    with pytest.raises(vclip.CorruptVideoError, match="bad_garbled.mkv: decoding frames"):
+        list(loader)
+
+
+def test_videos_that_cannot_give_a_clip(dataset, folder):
+    short = make_video(folder / "short.mp4", num_frames=6, width=WIDTH, height=HEIGHT)
+    other_size = make_video(folder / "other_size.mp4", num_frames=NUM_FRAMES, width=160, height=120)
+    videos = dataset + [(short, 1), (other_size, 2)]
+    loader = make_loader(videos, vclip.strided(4, 3, end_policy="drop"))
+    skipped = loader.stats()["skipped"]["videos"]
+    assert "no clip of 10 frames fits in its 6 frames" in skipped[short]
+    assert "TransformSpec(resize=(height, width))" in skipped[other_size]
+    resized = make_loader(videos, vclip.strided(4, 3, end_policy="drop"),
+                          transform=vclip.TransformSpec(resize=(96, 128)))
+    assert list(resized.stats()["skipped"]["videos"]) == [short]
+    with pytest.raises(ValueError, match="none of the 1 videos can be used"):
+        make_loader([(short, 0)], vclip.strided(4, 3, end_policy="drop"))
+
+
+# -- distributed sharding (pure) --------------------------------------------------------------------
+@pytest.mark.parametrize("num_videos, num_shards", [(7, 2), (10, 3), (5, 5), (9, 4)])
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_shards_are_disjoint_cover_and_equal(num_videos, num_shards, shuffle):
+    counts = np.full(num_videos, 2)
+    for even_shards in ("pad", "drop"):
+        shards = [
+            epoch_clip_refs(counts, seed=3, epoch=1, shuffle=shuffle, shard_id=r, num_shards=num_shards,
+                            even_shards=even_shards)
+            for r in range(num_shards)
+        ]
+        videos = [{ref.video for ref in refs} for refs in shards]
+        assert len({len(refs) for refs in shards}) == 1
+        assert all(not a & b for i, a in enumerate(videos) for b in videos[i + 1:])
+        total = 2 * (-(-num_videos // num_shards) if even_shards == "pad" else num_videos // num_shards)
+        assert len(shards[0]) == total
+        if even_shards == "pad":
+            assert set().union(*videos) == set(range(num_videos))
+
+
+def test_loader_shards_given_explicitly(dataset):
+    shards = [make_loader(dataset[:5], shard_id=r, num_shards=2, batch_size=3, shuffle=True) for r in range(2)]
+    ids = [[v for x in epoch_of(loader) for v in x["video_ids"]] for loader in shards]
+    assert len(shards[0]) == len(shards[1]) == 2 and len(ids[0]) == len(ids[1]) == 6
+    assert not set(ids[0]) & set(ids[1]) and set(ids[0]) | set(ids[1]) == set(range(5))
+    dropped = [make_loader(dataset[:5], shard_id=r, num_shards=2, even_shards="drop") for r in range(2)]
+    assert [sum(len(b) for b in loader) for loader in dropped] == [4, 4]
+
+
+# -- memory -----------------------------------------------------------------------------------------
+def test_loader_memory_estimate_parts():
+    estimate = vclip.estimate_loader_memory(
+        width=224, height=224, batch_size=8, sequence_length=16, dtype="float32", buffers=4, decoders=8,
+        video_width=1920, video_height=1080,
+    )
+    assert estimate.batch.bytes == 224 * 224 * 3 * 4 * 8 * 16
+    assert estimate.output_buffers == 4 * estimate.batch.bytes
+    surfaces = vclip.memory.NVDEC_DECODE_SURFACES + vclip.memory.NVDEC_OUTPUT_SURFACES
+    assert estimate.decode_surfaces == 8 * surfaces * 1.5 * 1920 * 1080
+    assert estimate.cuda_context == vclip.memory.CUDA_CONTEXT_BYTES
+    parts = estimate.output_buffers + estimate.decode_surfaces + estimate.workspace + estimate.cuda_context
+    assert estimate.total == parts
+    fits = estimate.largest_batch_size(estimate.total)
+    assert fits == 8 and estimate.largest_batch_size(estimate.total - 1) == 7
+    assert estimate.largest_batch_size(estimate.fixed_bytes) == 0
+    host = vclip.estimate_loader_memory(width=224, height=224, batch_size=8, sequence_length=16, on_gpu=False)
+    assert host.total == host.output_buffers and host.decoders == 0
+
+
+def test_memory_budget_refusal_names_the_largest_batch_that_fits(dataset):
+    spec = vclip.TransformSpec(resize=(96, 128), dtype="float32")
+    estimate = make_loader(dataset, transform=spec, batch_size=8).memory_estimate
+    per_batch = 96 * 128 * 3 * 4 * 4  # one clip of 4 frames, float32
+    assert estimate.output_buffers == 4 * 8 * per_batch
+    budget = 4 * 5 * per_batch + 100  # room for batch_size=5
+    with pytest.raises(ValueError, match=r"too small for batch_size=8.*the largest batch_size that fits is 5"):
+        make_loader(dataset, transform=spec, batch_size=8, memory_budget=budget)
+    assert make_loader(dataset, transform=spec, batch_size=5, memory_budget=budget).memory_estimate.total <= budget
+    with pytest.raises(ValueError, match="not even batch_size=1 fits"):
+        make_loader(dataset, transform=spec, memory_budget="1KiB")
+
+
+# -- monitoring -------------------------------------------------------------------------------------
+def test_stats_and_epoch_summary(dataset, caplog, capsys):
+    loader = make_loader(dataset, batch_size=4, verbose=True)
+    with caplog.at_level(logging.INFO, logger="vclip"):
+        batches = epoch_of(loader)
+    stats = loader.stats()
+    assert set(stats) == {"device", "epoch", "batches", "clips", "seconds", "frames", "decode_workers",
+                          "nvdec_decoders", "decode_workers_busy", "fallback_videos", "skipped", "memory"}
+    assert set(stats["seconds"]) == {"index", "sample", "demux", "decode", "convert", "build", "queue",
+                                     "consumer_wait", "active"}
+    assert all(value >= 0 for value in stats["seconds"].values()) and stats["seconds"]["decode"] > 0
+    assert stats["batches"] == len(batches) == 3 and stats["clips"] == 12
+    assert stats["frames"]["delivered"] == 12 * 4 <= stats["frames"]["decoded"]
+    assert stats["decode_workers"] == 2 and stats["nvdec_decoders"] == 0 and 0 < stats["decode_workers_busy"] <= 1
+    assert stats["memory"]["estimate_bytes"] == loader.memory_estimate.total
+    assert stats["memory"]["in_use_bytes"] == stats["memory"]["peak_bytes"] == 3 * loader.memory_estimate.batch.bytes
+    summary = [r.getMessage() for r in caplog.records if "epoch 0" in r.getMessage()]
+    assert len(summary) == 1 and "3 batches, 12 clips" in summary[0]
+    assert summary[0] in capsys.readouterr().err
+
+    quiet = make_loader(dataset, batch_size=4)
+    list(quiet)
+    assert "vclip loader epoch" not in capsys.readouterr().err
+
+
+def test_repr(dataset):
+    loader = make_loader(dataset, transform=vclip.TransformSpec(resize=(64, 64), dtype="float16", layout="CTHW"))
+    batch = next(iter(loader))
+    assert repr(batch) == ("ClipBatch(clips=[4, 3, 4, 64, 64] float16 cpu, labels=[4], frame_indices=[4, 4], "
+                           "epoch=0, batch_number=0, skipped_videos=0)")
+    assert "clip_shape=[3, 4, 64, 64]" in repr(loader) and "device='cpu'" in repr(loader)
+
+
+# -- GPU --------------------------------------------------------------------------------------------
+@pytest.mark.gpu
+def test_gpu_batches_match_the_cpu(dataset):
+    spec = vclip.TransformSpec(resize=(96, 128), crop=80, crop_mode="random", flip_probability=0.5, layout="THWC")
+    options = dict(transform=spec, shuffle=True, seed=4, batch_size=4)
+    cpu = epoch_of(make_loader(dataset, device="cpu", **options))
+    loader = make_loader(dataset, device="cuda", num_threads=3, **options)
+    batch = next(iter(loader))
+    assert batch.clips.is_cuda and batch.labels.device == batch.clips.device
+    gpu = epoch_of(loader)
+    assert [x["frame_indices"] for x in gpu] == [x["frame_indices"] for x in cpu]
+    assert [x["video_ids"] for x in gpu] == [x["video_ids"] for x in cpu]
+    for x, y in zip(gpu, cpu):
+        assert (x["clips"].cpu().int() - y["clips"].int()).abs().float().mean() <= 1.5
+    memory = loader.stats()["memory"]
+    allocated = min(len(gpu), loader.memory_estimate.buffers) * loader.memory_estimate.batch.bytes
+    assert memory["peak_bytes"] > 0 and memory["cupy_pool_total_bytes"] >= allocated
+
+
+@pytest.mark.gpu
+def test_gpu_consumer_stream_lagging_behind_sees_whole_batches(dataset):
+    """The consumer's stream runs far behind the host; buffers must not be refilled under it."""
+    videos, spec = dataset * 4, vclip.TransformSpec(layout="THWC")
+    expected = epoch_of(make_loader(videos, device="cpu", transform=spec, batch_size=4))
+    loader = make_loader(videos, device="cuda", transform=spec, batch_size=4)
+    stream = torch.cuda.Stream()
+    copies = []
+    with torch.cuda.stream(stream):
+        for batch in loader:
+            torch.cuda._sleep(20_000_000)  # about 10 ms of GPU time before the copy, queued, not waited for
+            copies.append(batch.clips.clone())
+    stream.synchronize()
+    assert len(copies) == len(expected) == 12
+    for copy, reference in zip(copies, expected):
+        assert (copy.cpu().int() - reference["clips"].int()).abs().float().mean() <= 1.5

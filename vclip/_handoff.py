@@ -1,0 +1,157 @@
+"""Handing batches from the decode workers to the training loop: a ring of reused output buffers,
+torch views of them (no copy), and the CUDA stream synchronisation in both directions.
+
+On the GPU, decode workers write a batch on their own CUDA streams and return events. Before the
+batch is handed over, the consumer's current torch stream waits on those events (no host wait).
+When the consumer moves past a batch, an event is recorded on its current stream; the buffer is
+written again only after that event has fired, so work the training step queued on the batch is
+finished before the buffer is refilled.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Callable
+
+import numpy as np
+import torch
+
+__all__ = ["BufferRing", "CpuHandoff", "CudaHandoff", "make_handoff"]
+
+
+class CpuHandoff:
+    """Hand-over on the CPU: NumPy buffers shared with torch, nothing to synchronise."""
+
+    def __init__(self):
+        self.device = torch.device("cpu")
+
+    def as_tensor(self, array: np.ndarray) -> torch.Tensor:
+        return torch.from_numpy(array)
+
+    def labels(self, labels: np.ndarray) -> torch.Tensor:
+        return torch.from_numpy(labels)
+
+    def consumer_waits(self, events: list) -> None:
+        """Make the consumer wait for the writes of a batch (CPU writes are already done)."""
+
+    def release_event(self):
+        """An event marking where the consumer stopped using a batch (None: nothing to wait for)."""
+        return None
+
+    def wait(self, events: list) -> None:
+        """Block until ``events`` have fired."""
+
+    def synchronize(self) -> None:
+        """Block until all work on the device is done."""
+
+    def memory_sample(self) -> dict[str, int]:
+        return {}
+
+
+class CudaHandoff:
+    """Hand-over on CUDA device ``device_id``: CuPy buffers seen by torch through DLPack."""
+
+    def __init__(self, device_id: int):
+        import cupy
+
+        if not torch.cuda.is_available():
+            raise RuntimeError(
+                f"the loader decodes on cuda:{device_id} but this torch build has no CUDA "
+                f"(torch {torch.__version__}); install a CUDA build of torch or use device='cpu'"
+            )
+        self._cupy = cupy
+        self.device_id = device_id
+        self.device = torch.device("cuda", device_id)
+
+    def as_tensor(self, array) -> torch.Tensor:
+        return torch.from_dlpack(array)
+
+    def labels(self, labels: np.ndarray) -> torch.Tensor:
+        # From pinned memory, asynchronously on the consumer's stream: no host wait for the GPU.
+        return torch.from_numpy(labels).pin_memory().to(self.device, non_blocking=True)
+
+    def _consumer_stream(self):
+        return self._cupy.cuda.ExternalStream(torch.cuda.current_stream(self.device).cuda_stream, self.device_id)
+
+    def consumer_waits(self, events: list) -> None:
+        with self._cupy.cuda.Device(self.device_id):
+            stream = self._consumer_stream()
+            for event in events:
+                stream.wait_event(event)
+
+    def release_event(self):
+        with self._cupy.cuda.Device(self.device_id):
+            event = self._cupy.cuda.Event(disable_timing=True)
+            event.record(self._consumer_stream())
+        return event
+
+    def wait(self, events: list) -> None:
+        for event in events:
+            event.synchronize()
+
+    def synchronize(self) -> None:
+        self._cupy.cuda.Device(self.device_id).synchronize()
+
+    def memory_sample(self) -> dict[str, int]:
+        """Device memory in use (all processes), CuPy's pool, and torch's allocator, in bytes."""
+        with self._cupy.cuda.Device(self.device_id):
+            free, total = self._cupy.cuda.runtime.memGetInfo()
+        pool = self._cupy.get_default_memory_pool()
+        return {
+            "device_used_bytes": int(total - free),
+            "cupy_pool_used_bytes": int(pool.used_bytes()),
+            "cupy_pool_total_bytes": int(pool.total_bytes()),
+            "torch_allocated_bytes": int(torch.cuda.memory_allocated(self.device)),
+        }
+
+
+def make_handoff(device: str) -> CpuHandoff | CudaHandoff:
+    """The hand-over for a resolved device (``"cpu"`` or ``"cuda:N"``)."""
+    return CpuHandoff() if device == "cpu" else CudaHandoff(int(device.split(":")[1]))
+
+
+class BufferRing:
+    """``count`` output batch buffers used in turn, each with its torch view, allocated once.
+
+    Each buffer keeps the events of its last use (the writes of a batch never handed over, or the
+    consumer's release); :meth:`prepare` waits for them before the buffer is written again.
+    """
+
+    def __init__(self, count: int, allocate: Callable[[], object], handoff: CpuHandoff | CudaHandoff):
+        self.count = count
+        self._allocate = allocate
+        self._handoff = handoff
+        self._arrays: list = [None] * count
+        self._tensors: list[torch.Tensor | None] = [None] * count
+        self._waits: list[list] = [[] for _ in range(count)]
+        self._next = 0
+        self._lock = threading.Lock()
+
+    def next_slot(self) -> int:
+        """The buffer of the next batch."""
+        with self._lock:
+            slot = self._next
+            self._next = (slot + 1) % self.count
+            return slot
+
+    def prepare(self, slot: int):
+        """The buffer ``slot`` (array, torch view), once its last use is over."""
+        with self._lock:
+            waits, self._waits[slot] = self._waits[slot], []
+        self._handoff.wait(waits)
+        if self._arrays[slot] is None:
+            array = self._allocate()
+            self._arrays[slot], self._tensors[slot] = array, self._handoff.as_tensor(array)
+        return self._arrays[slot], self._tensors[slot]
+
+    def tensor(self, slot: int) -> torch.Tensor:
+        return self._tensors[slot]
+
+    def set_waits(self, slot: int, events: list) -> None:
+        """Events to wait for before ``slot`` is written again."""
+        with self._lock:
+            self._waits[slot] = list(events)
+
+    @property
+    def allocated_bytes(self) -> int:
+        return sum(int(array.nbytes) for array in self._arrays if array is not None)

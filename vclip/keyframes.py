@@ -1,0 +1,230 @@
+"""Keyframes of a video, to summarize it: the codec's own keyframes, or the first frame of every shot.
+
+``method="codec"`` decodes only the keyframe packets (each keyframe is its own decode segment, no
+P or B picture is decoded). ``method="scene"`` decodes every frame downscaled to 64 pixels across
+(on the GPU when the decoder runs there), measures how much the typical pixel changed from the
+frame before (the median over pixels, so a changing caption or a moving object does not count),
+and keeps the frames where that change jumps far above the change around them: shot
+boundaries. Frame 0 always starts the first shot.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+
+from ._images import IMAGE_FORMATS, contact_sheet, to_numpy, write_image
+from .decoder import VideoDecoder
+from .index import VideoIndex
+from .sampling import check_scaling_factor, scaled_size
+
+__all__ = ["KEYFRAME_METHODS", "Keyframes", "extract_keyframes"]
+
+KeyframeMethod = Literal["codec", "scene"]
+KEYFRAME_METHODS = ("codec", "scene")
+
+# At a shot boundary the typical pixel changes by at least this much (of 255), whatever the
+# motion around it.
+_MIN_CUT_DIFFERENCE = 12.0
+_LOCAL_WINDOW = 7  # frames each side whose median difference is the "usual" change
+_CHUNK_FRAMES = 1024  # frames analysed per decode call (chunks start at keyframes) and per float block
+_CONTACT_SHEET_COLUMNS = 6
+
+
+@dataclass(frozen=True, eq=False)
+class Keyframes:
+    """Frames that summarize one video, with where they are.
+
+    Attributes:
+        path: The video file.
+        method: ``"codec"`` (the stream's keyframes) or ``"scene"`` (first frame of every shot).
+        frame_indices: Frame numbers in presentation order, ascending (int64 ``[N]``).
+        pts_seconds: Presentation time of each (float64 ``[N]``).
+        frames: RGB uint8 ``[N, H, W, 3]``: NumPy on the CPU, CuPy on the GPU.
+        device: ``"cpu"`` or ``"cuda:N"``.
+        fell_back_to_cpu: A GPU request was decoded on the CPU.
+        packets_decoded: Compressed pictures the decoder decoded to find and deliver these frames.
+    """
+
+    path: str
+    method: KeyframeMethod
+    frame_indices: np.ndarray
+    pts_seconds: np.ndarray
+    frames: object
+    device: str
+    fell_back_to_cpu: bool
+    packets_decoded: int
+
+    def __len__(self) -> int:
+        return int(self.frame_indices.size)
+
+    def __repr__(self) -> str:
+        return (
+            f"Keyframes(path={self.path!r}, method={self.method!r}, frame_indices={self.frame_indices.tolist()}, "
+            f"frames={type(self.frames).__module__.split('.')[0]}[{', '.join(map(str, self.frames.shape))}], "
+            f"device={self.device!r}, packets_decoded={self.packets_decoded})"
+        )
+
+    def save(self, folder: str | os.PathLike, *, image_format: Literal["jpg", "png"] = "jpg") -> list[dict]:
+        """Write each frame as ``frame_NNNNNN.<format>`` and a ``contact_sheet.<format>`` into ``folder``
+        (no contact sheet when there are no frames).
+
+        Returns:
+            One manifest record per frame: ``file``, ``frame_index``, ``pts_seconds``, ``method``,
+            ``image`` (the path written).
+
+        Raises:
+            ValueError: ``image_format`` is not ``"jpg"`` or ``"png"``.
+        """
+        if image_format not in IMAGE_FORMATS:
+            raise ValueError(f"image_format ({image_format!r}) must be one of {', '.join(map(repr, IMAGE_FORMATS))}")
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        frames = to_numpy(self.frames)
+        records = []
+        for frame, index, seconds in zip(frames, self.frame_indices.tolist(), self.pts_seconds.tolist()):
+            image = write_image(folder / f"frame_{index:06d}.{image_format}", frame)
+            records.append({"file": self.path, "frame_index": index, "pts_seconds": seconds,
+                            "method": self.method, "image": image})
+        if not records:
+            return records
+        rows = [list(frames[i:i + _CONTACT_SHEET_COLUMNS]) for i in range(0, len(frames), _CONTACT_SHEET_COLUMNS)]
+        labels = [f"{i}: {t:.2f}s" for i, t in zip(self.frame_indices.tolist(), self.pts_seconds.tolist())]
+        tile_labels = [labels[i:i + _CONTACT_SHEET_COLUMNS] for i in range(0, len(labels), _CONTACT_SHEET_COLUMNS)]
+        write_image(folder / f"contact_sheet.{image_format}", contact_sheet(rows, tile_labels=tile_labels))
+        return records
+
+
+def extract_keyframes(
+    path: str | os.PathLike,
+    *,
+    method: KeyframeMethod = "codec",
+    max_frames: int | None = None,
+    device: str = "cpu",
+    stream_index: int | None = None,
+    scaling_factor: float = 1.0,
+    scene_threshold: float = 2.0,
+    analysis_width: int = 64,
+    cache_dir: str | os.PathLike | None = None,
+) -> Keyframes:
+    """The keyframes of one video stream, decoded.
+
+    Args:
+        path: The video file.
+        method: ``"codec"``: the stream's keyframes (I-frames), decoding only their packets.
+            ``"scene"``: the first frame of every shot, found from how much consecutive frames
+            downscaled to ``analysis_width`` pixels across differ; always frame 0.
+        max_frames: At most this many, evenly spread over the ones found (all when None).
+        device: ``"cpu"``, ``"cuda"``, ``"cuda:N"`` or ``"auto"`` (see :class:`~vclip.VideoDecoder`).
+        stream_index: Container index of the video stream; default: the first video stream.
+        scaling_factor: The returned frames come out at ``round(W*f) x round(H*f)``, ``0 < f <= 1``.
+        scene_threshold: A frame starts a shot when the change from the previous frame is this
+            many times the usual change of the frames around it (their median), and its typical
+            pixel changed by at least 12 of 255 levels. Larger finds fewer, clearer cuts.
+        analysis_width: Width in pixels the scene method compares frames at.
+        cache_dir: Folder for an on-disk cache of the video's index.
+
+    Raises:
+        ValueError: Unknown ``method``; ``max_frames`` below 1; ``scaling_factor`` outside (0, 1];
+            ``scene_threshold`` not above 1; ``analysis_width`` below 1.
+        VideoNotFoundError, NotAVideoError, CorruptVideoError, UnsupportedCodecError: The file.
+    """
+    if method not in KEYFRAME_METHODS:
+        raise ValueError(f"method ({method!r}) must be one of {', '.join(map(repr, KEYFRAME_METHODS))}")
+    if max_frames is not None and (isinstance(max_frames, bool) or not isinstance(max_frames, int) or max_frames < 1):
+        raise ValueError(f"max_frames ({max_frames!r}) must be an integer >= 1, or None for all")
+    if not isinstance(scene_threshold, (int, float)) or isinstance(scene_threshold, bool) or scene_threshold <= 1:
+        raise ValueError(f"scene_threshold ({scene_threshold!r}) must be a number > 1")
+    check_scaling_factor(scaling_factor)
+    if isinstance(analysis_width, bool) or not isinstance(analysis_width, int) or analysis_width < 1:
+        raise ValueError(f"analysis_width ({analysis_width!r}) must be an integer >= 1")
+    decoder = VideoDecoder(path, stream_index=stream_index, device=device, cache_dir=cache_dir)
+    index = decoder.index
+    if method == "codec":
+        found = index.keyframe_indices
+    else:
+        found = _shot_starts(_frame_differences(decoder, analysis_width), scene_threshold)
+    chosen = _evenly_spread(found, max_frames)
+    if chosen.size == 0:  # a stream that flags no keyframe at all
+        width, height = scaled_size(index.width, index.height, scaling_factor)
+        empty = np.empty((0, height, width, 3), np.uint8)
+        fell_back = device.startswith("cuda") and decoder.device == "cpu"
+        return Keyframes(index.path, method, chosen, index.pts_seconds[chosen], empty, decoder.device, fell_back, 0)
+    frames = decoder.get_frames(chosen, scaling_factor=scaling_factor)
+    return Keyframes(
+        path=index.path,
+        method=method,
+        frame_indices=frames.frame_indices,
+        pts_seconds=frames.pts_seconds,
+        frames=frames.data,
+        device=frames.device,
+        fell_back_to_cpu=frames.fell_back_to_cpu,
+        packets_decoded=decoder.stats.packets_sent,
+    )
+
+
+def _evenly_spread(frame_indices: np.ndarray, count: int | None) -> np.ndarray:
+    """``count`` of the (ascending) frame numbers, first and last included, evenly spaced by position."""
+    frame_indices = np.asarray(frame_indices, dtype=np.int64)
+    if count is None or frame_indices.size <= count:
+        return frame_indices
+    return frame_indices[np.floor(np.linspace(0, frame_indices.size - 1, count) + 0.5).astype(np.int64)]
+
+
+def _keyframe_chunks(index: VideoIndex, chunk_frames: int) -> list[tuple[int, int]]:
+    """``[start, stop)`` frame ranges of at least ``chunk_frames`` (but the last) that start at
+    keyframes, so that no group of pictures is decoded twice."""
+    boundaries = [0]
+    for keyframe in index.keyframe_indices.tolist():
+        if keyframe - boundaries[-1] >= chunk_frames:
+            boundaries.append(keyframe)
+    boundaries.append(index.num_frames)
+    return [(start, stop) for start, stop in zip(boundaries[:-1], boundaries[1:]) if stop > start]
+
+
+def _frame_differences(decoder: VideoDecoder, analysis_width: int) -> np.ndarray:
+    """How much the typical pixel of each frame changed from the previous frame, at ``analysis_width``
+    pixels across: the median over pixels of the absolute difference averaged over R, G, B (0-255);
+    0 for frame 0 (float32 ``[num_frames]``)."""
+    index = decoder.index
+    scaling_factor = min(1.0, analysis_width / index.width)
+    differences = np.zeros(index.num_frames, dtype=np.float32)
+    previous = None
+    for start, stop in _keyframe_chunks(index, _CHUNK_FRAMES):
+        frames = decoder.get_frames(np.arange(start, stop), scaling_factor=scaling_factor).data
+        xp = _array_module(frames)
+        if previous is not None:
+            frames = xp.concatenate([previous[None], frames])
+        first_frame = stop - frames.shape[0] + 1  # frame number of frames[1]
+        for first in range(0, frames.shape[0] - 1, _CHUNK_FRAMES):  # float32 copies of bounded size
+            block = frames[first:first + _CHUNK_FRAMES + 1].astype(xp.float32)
+            per_pixel = xp.abs(block[1:] - block[:-1]).mean(axis=3).reshape(block.shape[0] - 1, -1)
+            change = to_numpy(xp.median(per_pixel, axis=1))
+            differences[first_frame + first:first_frame + first + change.size] = change
+        previous = frames[-1]
+    return differences
+
+
+def _shot_starts(differences: np.ndarray, threshold: float) -> np.ndarray:
+    """Frame 0 and every frame whose change is ``threshold`` times the median change of the frames
+    around it and at least :data:`_MIN_CUT_DIFFERENCE`."""
+    changes = differences[1:]
+    if changes.size == 0:
+        return np.zeros(1, dtype=np.int64)
+    padded = np.pad(changes, _LOCAL_WINDOW, mode="edge")
+    local = np.median(np.lib.stride_tricks.sliding_window_view(padded, 2 * _LOCAL_WINDOW + 1), axis=1)
+    cuts = np.flatnonzero((changes >= _MIN_CUT_DIFFERENCE) & (changes >= threshold * local)) + 1
+    return np.concatenate([[0], cuts]).astype(np.int64)
+
+
+def _array_module(array):
+    """NumPy for NumPy arrays, CuPy for arrays on the GPU."""
+    if isinstance(array, np.ndarray):
+        return np
+    import cupy
+
+    return cupy
