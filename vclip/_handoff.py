@@ -71,7 +71,11 @@ class CudaHandoff:
         return torch.from_numpy(labels).pin_memory().to(self.device, non_blocking=True)
 
     def _consumer_stream(self):
-        return self._cupy.cuda.ExternalStream(torch.cuda.current_stream(self.device).cuda_stream, self.device_id)
+        stream = torch.cuda.current_stream(self.device)
+        from_external = getattr(self._cupy.cuda.Stream, "from_external", None)
+        if from_external is not None and hasattr(stream, "__cuda_stream__"):
+            return from_external(stream)
+        return self._cupy.cuda.ExternalStream(stream.cuda_stream, self.device_id)  # CuPy < 14
 
     def consumer_waits(self, events: list) -> None:
         with self._cupy.cuda.Device(self.device_id):
