@@ -300,12 +300,13 @@ def kernel_bandwidth() -> dict:
             times.append(cupy.cuda.get_elapsed_time(start, stop) / 1e3)
         return float(np.median(times))
 
-    big = cupy.empty(2 << 30, cupy.uint8)
-    copy_target = cupy.empty_like(big)
-    copy_seconds = time_it(lambda: copy_target.__setitem__(Ellipsis, big))
-    copy_rate = 2 * big.nbytes / copy_seconds
-    del big, copy_target
+    def measure_copy_rate() -> float:
+        source_bytes = cupy.empty(2 << 30, cupy.uint8)
+        target_bytes = cupy.empty_like(source_bytes)
+        seconds = time_it(lambda: target_bytes.__setitem__(Ellipsis, source_bytes))
+        return 2 * source_bytes.nbytes / seconds
 
+    copy_rate = measure_copy_rate()
     results = {"copy_bytes_per_second": copy_rate}
     cases = {
         "native_uint8_thwc": vclip.TransformSpec(),

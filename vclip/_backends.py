@@ -94,7 +94,6 @@ class JobRunner:
         self.dedicated_threads = dedicated_threads
         pooled = self.num_workers > 1 or dedicated_threads
         self._executor = ThreadPoolExecutor(self.num_workers, thread_name_prefix="vclip-decode") if pooled else None
-        self._lock = threading.Lock()
 
     def run(self, jobs: list[VideoJob], spec: TransformSpec | None, output, stats: DecodeStats) -> JobsResult:
         """Decode every job into ``output``; bad videos are returned as errors per job, not raised."""

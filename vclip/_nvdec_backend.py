@@ -28,7 +28,7 @@ from ._cpu_backend import CpuBackend
 from ._kernel_args import BLOCK, JOB_DTYPE, fill_job, kernel_source_path, launch_grid, layout_strides, transform_params
 from ._packets import read_packets
 from ._pipeline import ClipTarget, DecodeStats, VideoJob, clip_shape, frame_destinations
-from .errors import CorruptVideoError, FallbackWarning, VideoError
+from .errors import CorruptVideoError, FallbackWarning
 from .index import VideoIndex
 from .plan import plan_decode
 from .transforms import TransformSpec
@@ -131,7 +131,9 @@ class _Worker:
 class NvdecBackend:
     """Decodes with NVDEC on GPU ``device_id``; outputs CuPy arrays."""
 
-    default_workers = 8
+    # Decode threads per backend: on an H200 (7 engines, 16 cores) 12-16 fed the engines best;
+    # more only added contention for the GIL (benchmarks/README.md).
+    default_workers = 12
 
     def __init__(self, device_id: int = 0, *, skip_non_reference: bool = True):
         import cupy
