@@ -87,12 +87,17 @@ class VclipTool:
         return self._batch(batch, self.buffers[0])
 
 
-def _normalize_on_gpu(torch, frames_uint8_thwc):
-    """[T, H, W, 3] uint8 (host or GPU) -> [T, 3, 224, 224] float32 normalized, on the GPU."""
-    tensor = torch.as_tensor(frames_uint8_thwc).cuda(non_blocking=True).permute(0, 3, 1, 2).float().div_(255)
+def _imagenet_normalize(torch, rgb_tchw):
+    """In place: [T, 3, H, W] float in [0, 1] on the GPU -> ImageNet-normalized."""
     mean = torch.tensor(MEAN, device="cuda").view(1, 3, 1, 1)
     std = torch.tensor(STD, device="cuda").view(1, 3, 1, 1)
-    return tensor.sub_(mean).div_(std)
+    return rgb_tchw.sub_(mean).div_(std)
+
+
+def _normalize_on_gpu(torch, frames_uint8_thwc):
+    """[T, H, W, 3] uint8 (host or GPU) -> [T, 3, H, W] float32 normalized, on the GPU."""
+    tensor = torch.as_tensor(frames_uint8_thwc).cuda(non_blocking=True).permute(0, 3, 1, 2).float().div_(255)
+    return _imagenet_normalize(torch, tensor)
 
 
 class ClipPoolTool:
@@ -181,9 +186,7 @@ class PynvcTool(ClipPoolTool):
         decoded = decoder.get_batch_frames_by_index(frames.tolist())
         rgb = torch.stack([torch.from_dlpack(f) for f in decoded]).float().div_(255)
         rgb = torch.nn.functional.interpolate(rgb, size=(SIZE, SIZE), mode="bilinear", antialias=True, align_corners=False)
-        mean = torch.tensor(MEAN, device="cuda").view(1, 3, 1, 1)
-        std = torch.tensor(STD, device="cuda").view(1, 3, 1, 1)
-        return rgb.sub_(mean).div_(std)
+        return _imagenet_normalize(torch, rgb)
 
 
 class SpdlTool(ClipPoolTool):
@@ -204,10 +207,7 @@ class SpdlTool(ClipPoolTool):
             packets, device_config=spdl.io.cuda_config(device_index=0), scale_width=SIZE, scale_height=SIZE
         )
         decoded = spdl.io.to_torch(buffer)  # [N, 3, 224, 224] uint8, frames start..end
-        rgb = decoded[:: STRIDE][:LENGTH].float().div_(255)
-        mean = torch.tensor(MEAN, device="cuda").view(1, 3, 1, 1)
-        std = torch.tensor(STD, device="cuda").view(1, 3, 1, 1)
-        return rgb.sub_(mean).div_(std)
+        return _imagenet_normalize(torch, decoded[:: STRIDE][:LENGTH].float().div_(255))
 
 
 TOOLS = {"vclip": VclipTool, "pyav": PyavTool, "decord": DecordTool, "pynvc": PynvcTool, "spdl": SpdlTool}

@@ -13,7 +13,7 @@ import av
 import numpy as np
 
 from ._packets import read_packets
-from ._pipeline import DecodeStats, VideoJob, frame_destinations, frame_view
+from ._pipeline import DecodeStats, VideoJob, frame_destinations, frame_view, video_lookups
 from ._reference import yuv420_to_rgb_tensor
 from .errors import CorruptVideoError
 from .index import VideoIndex
@@ -34,7 +34,7 @@ def decode_plan(plan: DecodePlan, deliver: Callable[[int, av.VideoFrame], None],
         CorruptVideoError: The bitstream could not be decoded, or requested frames never came out.
     """
     index = plan.index
-    frame_of_pts = dict(zip(index.pts.tolist(), range(index.num_frames)))
+    lookups = video_lookups(index)
     demux_seconds = 0.0
     with av.open(index.path) as container:
         context = container.streams[index.stream_index].codec_context
@@ -52,9 +52,9 @@ def decode_plan(plan: DecodePlan, deliver: Callable[[int, av.VideoFrame], None],
                 for number, payload in zip(segment.packets.tolist(), data):
                     packet = av.Packet(len(payload))  # FFmpeg's own allocation: zeroed padding after the data
                     packet.update(payload)
-                    packet.pts = int(index.packet_pts[number])
-                    _deliver_frames(context.decode(packet), frame_of_pts, wanted, deliver)
-                _deliver_frames(context.decode(None), frame_of_pts, wanted, deliver)
+                    packet.pts = lookups.packet_pts[number]
+                    _deliver_frames(context.decode(packet), lookups.frame_of_pts, wanted, deliver)
+                _deliver_frames(context.decode(None), lookups.frame_of_pts, wanted, deliver)
             except av.error.FFmpegError as error:
                 raise CorruptVideoError(
                     index.path,

@@ -18,7 +18,6 @@ from __future__ import annotations
 import threading
 import time
 import warnings
-import weakref
 from collections import OrderedDict
 
 import numpy as np
@@ -27,7 +26,7 @@ from ._bitstream import AnnexBConverter
 from ._cpu_backend import CpuBackend
 from ._kernel_args import BLOCK, JOB_DTYPE, fill_job, kernel_source_path, launch_grid, layout_strides, transform_params
 from ._packets import read_packets
-from ._pipeline import ClipTarget, DecodeStats, VideoJob, clip_shape, frame_destinations
+from ._pipeline import ClipTarget, DecodeStats, VideoJob, clip_shape, frame_destinations, video_lookups
 from .errors import CorruptVideoError, FallbackWarning
 from .index import VideoIndex
 from .plan import plan_decode
@@ -238,7 +237,8 @@ class NvdecBackend:
         import PyNvVideoCodec as nvc
 
         index = job.index
-        video = _prepared(index)
+        video = video_lookups(index)
+        converter = AnnexBConverter(index.codec, index.extradata)
         targets = job.targets
         plan = plan_decode(index, [t.frames for t in targets], skip_non_reference=self.skip_non_reference)
         destinations = frame_destinations(targets)
@@ -287,7 +287,7 @@ class NvdecBackend:
         for segment in plan.segments:
             started = time.perf_counter()
             payloads = read_packets(index, segment.packets)
-            chunks = [video.converter.convert(payload, with_parameter_sets=(k == 0)) for k, payload in enumerate(payloads)]
+            chunks = [converter.convert(payload, with_parameter_sets=(k == 0)) for k, payload in enumerate(payloads)]
             stream = np.frombuffer(b"".join(chunks), dtype=np.uint8)  # one buffer for the whole segment
             address = stream.ctypes.data
             decoding = time.perf_counter()
@@ -309,24 +309,3 @@ class NvdecBackend:
             raise CorruptVideoError(index.path, f"NVDEC did not return frames {missing[:5]} ({len(missing)} missing)")
         stats.add(videos=1, frames_requested=plan.frames_requested, frames_delivered=sum(t.frames.size for t in targets))
 
-
-class _PreparedVideo:
-    """Per-video lookups the decode loop needs, as plain Python objects (built once per index)."""
-
-    def __init__(self, index: VideoIndex):
-        self.frame_of_pts = dict(zip(index.pts.tolist(), range(index.num_frames)))
-        self.packet_pts = index.packet_pts.tolist()
-        self.packet_frame = index.packet_frame.tolist()
-        self.converter = AnnexBConverter(index.codec, index.extradata)
-
-
-_prepared_videos: "weakref.WeakKeyDictionary[VideoIndex, _PreparedVideo]" = weakref.WeakKeyDictionary()
-_prepared_lock = threading.Lock()
-
-
-def _prepared(index: VideoIndex) -> _PreparedVideo:
-    with _prepared_lock:
-        video = _prepared_videos.get(index)
-        if video is None:
-            video = _prepared_videos[index] = _PreparedVideo(index)
-        return video

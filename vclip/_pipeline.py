@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import weakref
 from collections import defaultdict
 from dataclasses import dataclass, field, fields
 
@@ -77,3 +78,25 @@ def frame_view(clip: np.ndarray, layout: str, position: int) -> np.ndarray:
     if layout == "TCHW":
         return clip[position].transpose(1, 2, 0)
     return clip[:, position].transpose(1, 2, 0)
+
+
+class VideoLookups:
+    """Per-video lookups of the decode loops as plain Python objects, built once per index."""
+
+    def __init__(self, index: VideoIndex):
+        self.frame_of_pts = dict(zip(index.pts.tolist(), range(index.num_frames)))
+        self.packet_pts = index.packet_pts.tolist()
+        self.packet_frame = index.packet_frame.tolist()
+
+
+_lookups: "weakref.WeakKeyDictionary[VideoIndex, VideoLookups]" = weakref.WeakKeyDictionary()
+_lookups_lock = threading.Lock()
+
+
+def video_lookups(index: VideoIndex) -> VideoLookups:
+    """The (cached) :class:`VideoLookups` of ``index``."""
+    with _lookups_lock:
+        lookups = _lookups.get(index)
+        if lookups is None:
+            lookups = _lookups[index] = VideoLookups(index)
+        return lookups
