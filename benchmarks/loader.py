@@ -49,12 +49,12 @@ def _synchronize(device: str) -> None:
         torch.cuda.synchronize(device)
 
 
-def _make_loader(paths: list[str], clips: int, *, device: str, workers: int, depth: int) -> vclip.ClipLoader:
+def _make_loader(paths: list[str], clips: int, *, device: str, workers: int, depth: int, processes: int) -> vclip.ClipLoader:
     """The train workload: random starts in videos visited in a new random order each epoch."""
     return vclip.ClipLoader(
         [(path, 0) for path in paths], vclip.strided(LENGTH, STRIDE), transform=SPEC, batch_size=BATCH,
         clips_per_video=max(1, math.ceil(clips / len(paths))), shuffle=True, seed=0, drop_last=True,
-        device=device, num_threads=workers, prefetch_queue_depth=depth,
+        device=device, num_threads=workers, prefetch_queue_depth=depth, decode_processes=processes,
     )
 
 
@@ -86,11 +86,11 @@ def _loader_passes(loader: vclip.ClipLoader, warmup: int, batches: int, repeats:
     return rates, clips
 
 
-def _raw_passes(paths: list[str], clips: list, *, device: str, workers: int, in_flight: int, warmup: int,
-                repeats: int) -> list[float]:
+def _raw_passes(paths: list[str], clips: list, *, device: str, workers: int, processes: int, in_flight: int,
+                warmup: int, repeats: int) -> list[float]:
     """Clips/s of JobRunner.run on the same clips, ``in_flight`` batches at a time."""
-    backend, _ = make_backend(device)
-    runner = JobRunner(backend, workers)
+    backend, _ = make_backend(device, processes=processes, threads=workers)
+    runner = JobRunner(backend, 0 if processes else workers)
     stats = DecodeStats()
     indexes = [vclip.index_video(path) for path in paths]
     geometries = [SPEC.geometry(index.width, index.height) for index in indexes]
@@ -117,21 +117,24 @@ def _raw_passes(paths: list[str], clips: list, *, device: str, workers: int, in_
                     started = time.perf_counter()
             rates.append((len(clips) - warmup) * BATCH / (time.perf_counter() - started))
     runner.close()
+    if processes:
+        backend.close()
     return rates
 
 
 def measure_set(paths: list[str], *, device: str, batches: int, warmup: int, repeats: int, workers: int,
-                depth: int) -> dict:
+                depth: int, processes: int) -> dict:
     """Loader and raw pipeline on one video set (run in a fresh process)."""
-    loader = _make_loader(paths, (warmup + batches) * BATCH, device=device, workers=workers, depth=depth)
+    loader = _make_loader(paths, (warmup + batches) * BATCH, device=device, workers=workers, depth=depth,
+                          processes=processes)
     first = next(iter(loader))
     _check(first)
     loader_rates, clips = _loader_passes(loader, warmup, batches, repeats)
     stats = loader.stats()
     workers = stats["decode_workers"]
     loader.close()
-    raw_rates = _raw_passes(paths, clips, device=device, workers=workers, in_flight=depth + 1,
-                            warmup=warmup, repeats=repeats)
+    raw_rates = _raw_passes(paths, clips, device=device, workers=workers // max(processes, 1), processes=processes,
+                            in_flight=depth + 1, warmup=warmup, repeats=repeats)
     loader_rate, raw_rate = statistics.median(loader_rates), statistics.median(raw_rates)
     memory = stats["memory"]
     measured = memory.get("peak_device_used_bytes", memory["peak_bytes"])
@@ -139,6 +142,7 @@ def measure_set(paths: list[str], *, device: str, batches: int, warmup: int, rep
         "videos": len(paths),
         "batches": batches,
         "decode_workers": workers,
+        "decode_processes": processes,
         "batches_in_flight": depth + 1,
         "loader_clips_per_second": loader_rate,
         "raw_clips_per_second": raw_rate,
@@ -153,10 +157,11 @@ def measure_set(paths: list[str], *, device: str, batches: int, warmup: int, rep
     }
 
 
-def measure_memory(paths: list[str], *, device: str, batches: int, every: int, workers: int, depth: int) -> dict:
+def measure_memory(paths: list[str], *, device: str, batches: int, every: int, workers: int, depth: int,
+                   processes: int) -> dict:
     """The loader's memory every ``every`` batches over ``batches`` batches of several epochs."""
     per_epoch = max(every, batches // 10)
-    loader = _make_loader(paths, per_epoch * BATCH, device=device, workers=workers, depth=depth)
+    loader = _make_loader(paths, per_epoch * BATCH, device=device, workers=workers, depth=depth, processes=processes)
     samples, drawn, epoch = [], 0, 0
     while drawn < batches:
         loader.set_epoch(epoch)
@@ -202,6 +207,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=None, help="timed passes (default 3; 1 on the CPU)")
     parser.add_argument("--workers", type=int, default=0, help="decode workers (default: the loader's)")
     parser.add_argument("--depth", type=int, default=2, help="prefetch_queue_depth (default 2)")
+    parser.add_argument("--processes", type=int, default=0, help="decode_processes (default 0)")
     parser.add_argument("--memory-batches", type=int, default=None,
                         help="batches of the memory run (default 2000; 4x --batches on the CPU)")
     parser.add_argument("--memory-every", type=int, default=None, help="memory sample interval (default 100)")
@@ -212,7 +218,8 @@ def main() -> None:
     memory_batches = arguments.memory_batches or (4 * arguments.batches if on_cpu else 2000)
     every = arguments.memory_every or (max(1, memory_batches // 10) if on_cpu else 100)
     folder = arguments.videos or tempfile.mkdtemp(prefix="vclip-loader-videos-")
-    common = dict(device=arguments.device, workers=arguments.workers, depth=arguments.depth)
+    common = dict(device=arguments.device, workers=arguments.workers, depth=arguments.depth,
+                  processes=arguments.processes)
 
     results = {"workload": f"{BATCH} clips x {LENGTH} frames, stride {STRIDE}, {SIZE}x{SIZE} float32 TCHW, ImageNet",
                "device": arguments.device, "sets": {}}

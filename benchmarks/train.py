@@ -52,15 +52,17 @@ def unnormalized_barcodes(clip_tchw) -> list[int]:
 
 # -- tools ---------------------------------------------------------------------------------------
 class VclipTool:
-    """vclip's NVDEC backend and fused kernel, several batches in flight."""
+    """vclip's NVDEC backend and fused kernel, several batches in flight; with ``processes``,
+    decoded in that many worker processes of ``workers`` threads each."""
 
     name = "vclip"
 
-    def __init__(self, workers: int, in_flight: int = 3, *, skip_non_reference: bool = True, device: str = "cuda"):
+    def __init__(self, workers: int, in_flight: int = 3, processes: int = 0, *, skip_non_reference: bool = True,
+                 device: str = "cuda"):
         from vclip._backends import make_backend
 
-        backend, _ = make_backend(device, skip_non_reference=skip_non_reference)
-        self.runner = JobRunner(backend, num_workers=workers)
+        backend, _ = make_backend(device, skip_non_reference=skip_non_reference, processes=processes, threads=workers)
+        self.runner = JobRunner(backend, num_workers=0 if processes else workers)
         self.spec = vclip.TransformSpec.imagenet(SIZE, layout="TCHW")
         self.stats = DecodeStats()
         self.in_flight = in_flight
@@ -85,6 +87,10 @@ class VclipTool:
 
     def first_clips(self, batch):
         return self._batch(batch, self.buffers[0])
+
+    def close(self) -> None:
+        self.runner.close()
+        getattr(self.runner.backend, "close", lambda: None)()  # worker processes
 
 
 def _imagenet_normalize(torch, rgb_tchw):
@@ -340,8 +346,9 @@ def main() -> None:
     parser.add_argument("--videos", default="/tmp/vclip-bench", help="where the generated video sets go")
     parser.add_argument("--sets", default="360p,1080p")
     parser.add_argument("--tools", default="vclip,spdl,pynvc,pyav,decord")
-    parser.add_argument("--batches", type=int, default=0, help="timed batches per tool (default: 40 at 360p, 16 at 1080p)")
-    parser.add_argument("--workers", default="16", help="vclip decode workers; several (8,16,24) are swept")
+    parser.add_argument("--batches", type=int, default=0, help="timed batches per tool (default: 100 at 360p, 16 at 1080p)")
+    parser.add_argument("--workers", default="12", help="vclip decode threads (per process); several (8,16) are swept")
+    parser.add_argument("--processes", default="0", help="vclip decode processes (0: threads only); several (0,4) are swept")
     parser.add_argument("--in-flight", default="3", help="vclip batches in flight; several (2,4) are swept")
     parser.add_argument("--extras", action=argparse.BooleanOptionalAction, default=True,
                         help="also measure decode work, raw NVDEC and kernel bandwidth")
@@ -352,22 +359,27 @@ def main() -> None:
     results = {"workload": {"batch": BATCH, "sequence_length": LENGTH, "stride": STRIDE, "size": SIZE}, "sets": {}}
     worker_counts = [int(w) for w in arguments.workers.split(",")]
     in_flight_counts = [int(n) for n in arguments.in_flight.split(",")]
+    process_counts = [int(n) for n in arguments.processes.split(",")]
     warmup = 5
     for set_name in set_names:
         paths = video_sets[set_name]
         for path in paths:
             vclip.index_video(path)
-        count = arguments.batches or (40 if set_name == "360p" else 16)
+        count = arguments.batches or (100 if set_name == "360p" else 16)
         batches = make_batches(paths, count + warmup, seed=1)
         table = {}
-        settings = {}  # vclip label -> (workers, in flight)
+        settings = {}  # vclip label -> (workers, in flight, processes)
         entry = results["sets"][set_name] = {"tools": table}
         for tool_name in arguments.tools.split(","):
-            configurations = [(w, n) for w in worker_counts for n in in_flight_counts] if tool_name == "vclip" else [None]
+            configurations = ([(w, n, p) for p in process_counts for w in worker_counts for n in in_flight_counts]
+                              if tool_name == "vclip" else [None])
             for configuration in configurations:
-                label = tool_name if configuration is None else f"vclip[workers={configuration[0]},in_flight={configuration[1]}]"
+                label = tool_name if configuration is None else (
+                    "vclip[{}workers={},in_flight={}]".format(f"processes={configuration[2]}," if configuration[2] else "",
+                                                             *configuration[:2]))
                 if configuration:
                     settings[label] = configuration
+                tool = None
                 try:
                     tool = VclipTool(*configuration) if configuration else TOOLS[tool_name]()
                     wrong = check(tool, batches[0])
@@ -377,6 +389,9 @@ def main() -> None:
                         row["decode_stats"] = tool.stats.as_dict()
                 except Exception as error:  # a missing or broken tool is reported, not fatal
                     row = {"error": f"{type(error).__name__}: {error}"}
+                finally:
+                    if isinstance(tool, VclipTool):
+                        tool.close()
                 table[label] = row
                 print(f"{set_name:>6} {label:>32}: " + (f"{row['clips_per_second']:8.1f} clips/s" if "clips_per_second" in row
                                                         else row["error"]) + (f"  WRONG {row['wrong_clips'][:2]}" if row.get("wrong_clips") else ""), flush=True)
@@ -387,7 +402,9 @@ def main() -> None:
             timed = {label: row for label, row in table.items() if label in settings and "clips_per_second" in row}
             if timed:
                 best = max(timed, key=lambda label: timed[label]["clips_per_second"])
-                full = measure(VclipTool(*settings[best], skip_non_reference=False), batches, warmup)
+                tool = VclipTool(*settings[best], skip_non_reference=False)
+                full = measure(tool, batches, warmup)
+                tool.close()
                 entry["vclip_without_skipping"] = {"configuration": best, **full}
                 entry["skip_speedup"] = timed[best]["clips_per_second"] / full["clips_per_second"]
             print(f"{set_name:>6} extras: {entry['decode_work']} raw NVDEC {entry['raw_nvdec']['frames_per_second']:.0f} "

@@ -1,18 +1,12 @@
 """The CPU path end to end: exact frames (barcodes), FFmpeg-identical pixels, every sampling mode."""
 
-import av
 import numpy as np
 import pytest
+from ffmpeg_reference import ffmpeg_rgb24
 
 import vclip
 from vclip.synthetic import read_barcode
 from vclip.transforms import TransformSpec
-
-
-def ffmpeg_rgb24(path, stream_index=None):
-    with av.open(str(path)) as container:
-        stream = container.streams.video[0] if stream_index is None else container.streams[stream_index]
-        return [frame.to_ndarray(format="rgb24") for frame in container.decode(stream)]
 
 
 def barcodes(frames):

@@ -7,9 +7,9 @@ its NumPy twin: within 1 on uint8, 1e-3 relative on float32.
 
 import warnings
 
-import av
 import numpy as np
 import pytest
+from ffmpeg_reference import ffmpeg_rgb24
 from kernel_cases import CASES, assert_matches_twin, kernel_arguments, pack_semi_planar, random_planes, twin_clip
 
 import vclip
@@ -31,12 +31,6 @@ def barcodes(frames):
 def rgb_error(got, reference):
     difference = np.abs(host(got).astype(np.int16) - np.asarray(reference).astype(np.int16))
     return difference.mean(), np.percentile(difference, 99)
-
-
-def ffmpeg_rgb24(path, stream_index=None):
-    with av.open(str(path)) as container:
-        stream = container.streams.video[0] if stream_index is None else container.streams[stream_index]
-        return [frame.to_ndarray(format="rgb24") for frame in container.decode(stream)]
 
 
 SAMPLERS = {
@@ -75,18 +69,16 @@ def test_native_rgb_against_ffmpeg_on_real_videos(shared_videos, name, stream_in
     assert mean <= 1.5 and p99 <= 4, (name, mean, p99)
 
 
-def test_10_bit_hevc_matches_ffmpeg_decode(shared_videos):
-    """P016 surfaces: NVDEC's 10-bit decode equals FFmpeg's, converted by the kernel as by its twin.
-
-    FFmpeg's own rgb24 conversion of 10-bit 4:2:0 reconstructs chroma differently from its 8-bit
-    path (it blends neighbouring chroma samples), so rgb24 is not the reference here; FFmpeg's
-    decoded 10-bit planes through the NumPy twin are.
-    """
+def test_10_bit_hevc_against_ffmpeg_rgb24(shared_videos):
+    """P016 surfaces through the kernel against FFmpeg's rgb24 (nearest chroma, as its 8-bit path;
+    see ffmpeg_reference.py), and against FFmpeg's decoded planes through the twin."""
     path = shared_videos / "h265_10bits.mp4"
     native = TransformSpec()
     gpu = vclip.VideoDecoder(path, device="cuda").get_frames(list(range(30)), transform=native)
-    cpu = vclip.VideoDecoder(path, device="cpu").get_frames(list(range(30)), transform=native)
     assert not gpu.fell_back_to_cpu
+    mean, p99 = rgb_error(gpu.data, np.stack(ffmpeg_rgb24(path)))
+    assert mean <= 1.5 and p99 <= 4, (mean, p99)
+    cpu = vclip.VideoDecoder(path, device="cpu").get_frames(list(range(30)), transform=native)
     assert_matches_twin(host(gpu.data), cpu.data, "uint8")
 
 
@@ -203,3 +195,45 @@ def test_torch_tensor_shares_gpu_memory(videos):
     tensor = frames.torch()
     assert tensor.is_cuda and tensor.data_ptr() == frames.data.data.ptr
     assert tensor.shape == (2, 240, 320, 3) and tensor.dtype == torch.uint8
+
+
+def test_decode_processes_write_the_same_clips_as_threads(shared_videos, videos):
+    """Worker processes decode into the parent's buffers over CUDA IPC: bit for bit what threads
+    write; a stream NVDEC cannot take falls back in the worker, and the parent warns once."""
+    from vclip._backends import JobRunner, make_backend
+    from vclip._pipeline import ClipTarget, DecodeStats, VideoJob
+
+    spec = vclip.TransformSpec.imagenet(112, layout="TCHW")
+    paths = [videos["h264"], videos["hevc"], videos["long_gop"], shared_videos / "av1_video.mkv"]
+    jobs = []
+    for number, path in enumerate(paths):
+        index = vclip.index_video(path)
+        geometry = spec.geometry(index.width, index.height)
+        starts = (number, index.num_frames // 2)
+        jobs.append(VideoJob(index, tuple(ClipTarget(np.arange(start, start + 8), geometry, 2 * number + k)
+                                          for k, start in enumerate(starts))))
+    outputs, fallbacks = [], []
+    for processes in (0, 2):
+        backend, _ = make_backend("cuda", processes=processes, threads=2)
+        runner = JobRunner(backend, 2 if not processes else 0)
+        output = backend.empty((2 * len(jobs), 8, 3, 112, 112), "float32")
+        stats = DecodeStats()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            for _ in range(2):  # again: indexes and buffer handles are already in the workers
+                result = runner.run(jobs, spec, output, stats)
+                assert result.errors == [None] * len(jobs)
+                for event in result.events:
+                    event.synchronize()
+        fallbacks.append([str(w.message) for w in caught if issubclass(w.category, vclip.FallbackWarning)])
+        assert stats.fallback_videos == 2 and stats.videos == 2 * len(jobs)
+        outputs.append(host(output))
+        runner.close()
+        if processes:
+            backend.close()
+    assert np.array_equal(outputs[0], outputs[1])
+    assert len(fallbacks[1]) == 1 and "av1_video.mkv" in fallbacks[1][0]  # once in the parent, however many workers fell back
+    for job in jobs[:3]:  # the synthetic videos, which carry barcodes
+        for target in job.targets:
+            rgb = outputs[1][target.slot].transpose(0, 2, 3, 1) * np.array(vclip.IMAGENET_STD) + vclip.IMAGENET_MEAN
+            assert [read_barcode(np.clip(frame, 0, 1)) for frame in rgb] == target.frames.tolist()

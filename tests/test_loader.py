@@ -525,6 +525,27 @@ def test_gpu_batches_match_the_cpu(dataset):
 
 
 @pytest.mark.gpu
+def test_gpu_decode_processes_match_the_cpu(dataset):
+    spec = vclip.TransformSpec(resize=(96, 128), crop=80, crop_mode="random", flip_probability=0.5, layout="THWC")
+    options = dict(transform=spec, shuffle=True, seed=4, batch_size=4)
+    cpu = epoch_of(make_loader(dataset, device="cpu", **options))
+    loader = make_loader(dataset, device="cuda", decode_processes=2, num_threads=2, **options)
+    try:
+        assert loader.decode_workers == 4
+        assert loader.memory_estimate.cuda_context == 3 * vclip.memory.CUDA_CONTEXT_BYTES
+        for epoch in range(2):
+            gpu = epoch_of(loader)
+            assert [x["frame_indices"] for x in gpu] == [x["frame_indices"] for x in cpu]
+            for x, y in zip(gpu, cpu):
+                assert x["clips"].is_cuda
+                assert (x["clips"].cpu().int() - y["clips"].int()).abs().float().mean() <= 1.5
+        memory = loader.stats()["memory"]
+        assert memory["peak_bytes"] <= loader.memory_estimate.total
+    finally:
+        loader.close()
+
+
+@pytest.mark.gpu
 def test_gpu_consumer_stream_lagging_behind_sees_whole_batches(dataset):
     """The consumer's stream runs far behind the host; buffers must not be refilled under it."""
     videos, spec = dataset * 4, vclip.TransformSpec(layout="THWC")

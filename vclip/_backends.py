@@ -52,15 +52,20 @@ _gpu_backends: dict[tuple, object] = {}
 _gpu_backends_lock = threading.Lock()
 
 
-def make_backend(device: str, *, skip_non_reference: bool = True):
+def make_backend(device: str, *, skip_non_reference: bool = True, processes: int = 0, threads: int = 0):
     """The backend for ``device`` and whether a GPU request fell back to the CPU (one warning).
 
     GPU backends are shared per device within the process, so NVDEC decoders (kept per thread)
     are reused by every decoder and loader instead of being created again (50-100 ms each).
+    With ``processes`` > 0, a new :class:`ProcessBackend` (``threads`` each) that the caller closes.
     """
     resolved, reason = resolve_device(device)
     if reason:
         warnings.warn(f"device={device!r} requested but {reason}; decoding on the CPU", FallbackWarning, stacklevel=3)
+    if processes:
+        from ._process_backend import ProcessBackend
+
+        return ProcessBackend(resolved, processes, threads, skip_non_reference=skip_non_reference), bool(reason)
     if resolved == "cpu":
         return CpuBackend(skip_non_reference=skip_non_reference), bool(reason)
     from ._nvdec_backend import NvdecBackend

@@ -1,7 +1,10 @@
 """CPU backend: PyAV (FFmpeg) decoding of a decode plan; NumPy for the transform.
 
-Without a transform, frames are FFmpeg's own rgb24 conversion, bit for bit. With one, the NumPy
-twin of the CUDA kernel runs on the decoded 4:2:0 planes, so CPU and GPU agree within rounding.
+Without a transform, frames are FFmpeg's own rgb24 conversion with nearest chroma, bit for bit:
+for 8-bit 4:2:0 that is what FFmpeg always does; for 10-bit it asks FFmpeg's scaler for point
+sampling, as its default would blend neighbouring chroma samples where 8-bit and the CUDA kernel
+do not. With a transform, the NumPy twin of the CUDA kernel runs on the decoded 4:2:0 planes, so
+CPU and GPU agree within rounding.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from ._packets import read_packets
 from ._pipeline import DecodeStats, VideoJob, frame_destinations, frame_view, video_lookups
 from ._reference import yuv420_to_rgb_tensor
 from .errors import CorruptVideoError
-from .index import VideoIndex
+from .index import VideoIndex, open_container
 from .plan import DecodePlan, plan_decode
 from .transforms import TransformSpec
 
@@ -36,7 +39,7 @@ def decode_plan(plan: DecodePlan, deliver: Callable[[int, av.VideoFrame], None],
     index = plan.index
     lookups = video_lookups(index)
     demux_seconds = 0.0
-    with av.open(index.path) as container:
+    with open_container(index.path) as container:
         context = container.streams[index.stream_index].codec_context
         context.thread_count = threads
         context.thread_type = "AUTO" if threads != 1 else "SLICE"
@@ -119,7 +122,7 @@ class CpuBackend:
             nonlocal convert_seconds
             converting = time.perf_counter()
             if spec is None:
-                rgb = frame.to_ndarray(format="rgb24")
+                rgb = frame.to_ndarray(format="rgb24", interpolation="POINT")
                 for target, position in destinations[number]:
                     output[targets[target].slot, position] = rgb
                 convert_seconds += time.perf_counter() - converting

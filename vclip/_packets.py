@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import os
 
-import av
 import numpy as np
 
 from .errors import CorruptVideoError
-from .index import VideoIndex
+from .index import VideoIndex, open_container
 
 _MAX_SPAN_BYTES = 256 << 20  # one read per segment up to this; larger spans are read packet by packet
 
@@ -45,7 +44,7 @@ def _demux(index: VideoIndex, packets: np.ndarray) -> list[bytes]:
     by_pts = {int(pts): number for number, pts in enumerate(index.packet_pts.tolist())}
     found: list[bytes | None] = [None] * len(packets)
     last = int(packets[-1])
-    with av.open(index.path) as container:
+    with open_container(index.path) as container:
         stream = container.streams[index.stream_index]
         for seek_pts in (int(index.packet_pts[packets[0]]), None):
             if seek_pts is None:

@@ -20,7 +20,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Sequence
 
-import av
 import numpy as np
 
 from . import __version__
@@ -28,7 +27,7 @@ from ._demo import format_numbers, run_demo
 from ._images import bar_chart, to_numpy, write_image, write_video
 from .decoder import Frames, VideoDecoder
 from .errors import VideoError
-from .index import VideoIndex, index_video
+from .index import VideoIndex, index_video, open_container
 from .keyframes import KEYFRAME_METHODS, extract_keyframes
 from .memory import (
     BYTES_PER_ELEMENT,
@@ -152,7 +151,7 @@ class _Progress:
 def _stream_facts(path: str) -> list[dict]:
     """Every stream of the container: index, type, codec and what matters for its type."""
     facts = []
-    with av.open(path, metadata_errors="ignore") as container:
+    with open_container(path) as container:
         for stream in container.streams:
             context = stream.codec_context
             entry = {"index": stream.index, "type": stream.type, "codec": context.name if context else None}

@@ -292,7 +292,7 @@ def index_video(
     return index
 
 
-def _open_container(path: str):
+def open_container(path: str):
     try:
         return av.open(path)
     except av.error.FileNotFoundError:
@@ -324,7 +324,7 @@ def _color_of(codec_context, pixel_format: str) -> tuple[str, str]:
 
 
 def _build_index(path: str, stream_index: int | None, file_size: int) -> VideoIndex:
-    container = _open_container(path)
+    container = open_container(path)
     try:
         stream = _select_video_stream(container, path, stream_index)
         context = stream.codec_context

@@ -215,8 +215,17 @@ class ClipLoader(IterableDataset):
         drop_last: Leave out a last batch smaller than ``batch_size``.
         device: ``"cpu"``, ``"cuda"``, ``"cuda:N"`` or ``"auto"`` (default: the GPU when usable).
             A GPU request that cannot be served decodes on the CPU with one FallbackWarning.
-        num_threads: Decode workers, each with its own NVDEC decoder on the GPU; 0 (default): 8
-            on the GPU, ``min(8, CPU cores)`` on the CPU.
+        num_threads: Decode threads, each with its own NVDEC decoder on the GPU; 0 (default): 12
+            on the GPU, ``min(8, CPU cores)`` on the CPU. With ``decode_processes``: threads per
+            process (0: 4 on the GPU, 2 on the CPU).
+        decode_processes: Worker processes that decode, writing straight into the loader's
+            buffers (CUDA IPC on the GPU, shared memory on the CPU). 0 (default): decode threads
+            in this process. One process's threads share one GIL, which caps small videos: on an
+            H200, 640x360 clips came 1.5-2x faster with 4 processes of 4 threads (see
+            benchmarks/README.md). Each process holds its own CUDA context (about 500 MiB,
+            counted in :attr:`memory_estimate`) and starts in a couple of seconds. Processes are
+            started with "spawn": a script must create the loader under
+            ``if __name__ == "__main__":``; not available inside DataLoader workers.
         prefetch_queue_depth: Batches queued ahead of the one the training loop holds (default
             2); with the one being built, ``prefetch_queue_depth + 1`` batches are decoded at once.
         shard_id, num_shards: This process's shard of the videos. Default: rank and world size of
@@ -241,7 +250,7 @@ class ClipLoader(IterableDataset):
         videos: The dataset (``LabeledVideo(path, label)`` each), in input order.
         class_names: Class names for folder input, else None.
         device: ``"cpu"`` or ``"cuda:N"``, where clips are decoded and delivered.
-        decode_workers: Decode worker threads (NVDEC decoders on the GPU).
+        decode_workers: Decode threads, in all processes (NVDEC decoders on the GPU).
         clip_shape: Shape of one clip.
         memory_estimate: The peak memory the loader plans for (:class:`vclip.LoaderMemoryEstimate`).
 
@@ -266,6 +275,7 @@ class ClipLoader(IterableDataset):
         drop_last: bool = False,
         device: str = "auto",
         num_threads: int = 0,
+        decode_processes: int = 0,
         prefetch_queue_depth: int = 2,
         shard_id: int | None = None,
         num_shards: int | None = None,
@@ -282,7 +292,7 @@ class ClipLoader(IterableDataset):
         if transform is not None and not isinstance(transform, TransformSpec):
             raise TypeError(f"transform ({transform!r}) must be a TransformSpec or None")
         for name, value, minimum in (("batch_size", batch_size, 1), ("seed", seed, 0), ("num_threads", num_threads, 0),
-                                     ("prefetch_queue_depth", prefetch_queue_depth, 1)):
+                                     ("decode_processes", decode_processes, 0), ("prefetch_queue_depth", prefetch_queue_depth, 1)):
             _at_least(name, value, minimum)
         _one_of("even_shards", even_shards, ("pad", "drop"))
         _one_of("on_error", on_error, ("skip", "raise"))
@@ -294,6 +304,7 @@ class ClipLoader(IterableDataset):
         self.seed = seed
         self.drop_last = bool(drop_last)
         self.num_threads = num_threads
+        self.decode_processes = decode_processes
         self.prefetch_queue_depth = prefetch_queue_depth
         self.even_shards = even_shards
         self.on_error = on_error
@@ -312,10 +323,17 @@ class ClipLoader(IterableDataset):
         self._epoch = 0
         self._unusable: dict[int, str] = {}
         self._reset_process_state()
-        backend, _ = make_backend(device)
+        backend = self._make_backend(device)
         self.device: str = backend.device
         self._start_runtime(backend)
         self.decode_workers: int = self._runner.num_workers
+        try:
+            self._finish_setup(budget, memory_budget)
+        except BaseException:
+            self.close()  # worker threads and processes must not outlive a loader that failed
+            raise
+
+    def _finish_setup(self, budget: int | None, memory_budget: int | str | None) -> None:
         self._facts = self._scan()
         usable = [facts for facts in self._facts if isinstance(facts, _VideoFacts)]
         self.clip_shape: tuple[int, ...] = usable[0].clip_shape
@@ -339,13 +357,17 @@ class ClipLoader(IterableDataset):
 
     def _start_runtime(self, backend=None) -> None:
         """Decode workers, batch builders and the buffer ring of this process."""
-        backend = backend or make_backend(self.device)[0]
-        self._runner = JobRunner(backend, self.num_threads, dedicated_threads=True)
+        backend = backend or self._make_backend(self.device)
+        # With worker processes the threads here only wait for them: one per decode thread there.
+        self._runner = JobRunner(backend, 0 if self.decode_processes else self.num_threads, dedicated_threads=True)
         self._handoff = make_handoff(backend.device)
         self._builders = ThreadPoolExecutor(self.prefetch_queue_depth + 1, thread_name_prefix="vclip-batch")
         self._ring = BufferRing(self.prefetch_queue_depth + 2, self._allocate_buffer, self._handoff)
         self._memory_baseline = self._handoff.memory_sample()
         self._runtime_pid = os.getpid()
+
+    def _make_backend(self, device: str):
+        return make_backend(device, processes=self.decode_processes, threads=self.num_threads)[0]
 
     def _allocate_buffer(self):
         dtype = self._spec.dtype if self._spec is not None else "uint8"
@@ -417,7 +439,7 @@ class ClipLoader(IterableDataset):
             sequence_length=self.frames_per_clip, dtype=self._spec.dtype if self._spec is not None else "uint8",
             augmentation_factor=self.augmentation_factor, buffers=self._ring.count,
             decoders=self.decode_workers, video_width=largest.width, video_height=largest.height,
-            video_bit_depth=largest.bit_depth, on_gpu=self.device != "cpu",
+            video_bit_depth=largest.bit_depth, on_gpu=self.device != "cpu", processes=self.decode_processes,
         )
 
     def _check_budget(self, memory_budget: int | str, budget: int) -> None:
@@ -727,6 +749,8 @@ class ClipLoader(IterableDataset):
             self._active = None
         self._builders.shutdown(wait=True)
         self._runner.close()
+        if self.decode_processes:
+            self._runner.backend.close()
         self._runner = None
 
     def __repr__(self) -> str:

@@ -180,8 +180,9 @@ class LoaderMemoryEstimate:
         decoders: NVDEC decoders (one per decode worker; 0 on the CPU).
         decode_surfaces: Surfaces of all decoders, at the largest video size:
             ``decoders x (NVDEC_DECODE_SURFACES + NVDEC_OUTPUT_SURFACES) x NVDEC_BYTES_PER_PIXEL x W x H``.
-        workspace: :data:`LOADER_WORKSPACE_BYTES` on the GPU, 0 on the CPU.
-        cuda_context: :data:`CUDA_CONTEXT_BYTES` on the GPU, 0 on the CPU.
+        workspace: :data:`LOADER_WORKSPACE_BYTES` per process on the GPU, 0 on the CPU.
+        cuda_context: :data:`CUDA_CONTEXT_BYTES` per process (the loader's and each decode
+            worker process's) on the GPU, 0 on the CPU.
         total: The sum of the parts.
     """
 
@@ -233,6 +234,7 @@ def estimate_loader_memory(
     video_height: int = 0,
     video_bit_depth: int = 8,
     on_gpu: bool = True,
+    processes: int = 0,
 ) -> LoaderMemoryEstimate:
     """Peak memory of a ClipLoader: the formula for each pooled output buffer, plus decode surfaces,
     workspace and CUDA context.
@@ -244,6 +246,7 @@ def estimate_loader_memory(
         decoders: NVDEC decoders (the loader's ``num_threads``).
         video_width, video_height, video_bit_depth: The largest decoded video (surface size).
         on_gpu: False for the CPU path: only the output buffers count (host memory).
+        processes: Decode worker processes; each adds a CUDA context and a workspace.
 
     Raises:
         ValueError: As :func:`estimate_memory`; ``buffers`` below 1, ``decoders`` or video sizes below 0.
@@ -251,14 +254,15 @@ def estimate_loader_memory(
     batch = estimate_memory(width=width, height=height, batch_size=batch_size, sequence_length=sequence_length,
                             channels=channels, dtype=dtype, augmentation_factor=augmentation_factor)
     _positive("buffers", buffers)
-    for name, value in (("decoders", decoders), ("video_width", video_width), ("video_height", video_height)):
+    for name, value in (("decoders", decoders), ("video_width", video_width), ("video_height", video_height),
+                        ("processes", processes)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise ValueError(f"{name} ({value!r}) must be an integer >= 0")
     decoders = decoders if on_gpu else 0
     surface_bytes = NVDEC_BYTES_PER_PIXEL[8 if video_bit_depth <= 8 else 16] * video_width * video_height
     decode_surfaces = math.ceil(decoders * (NVDEC_DECODE_SURFACES + NVDEC_OUTPUT_SURFACES) * surface_bytes)
-    workspace = LOADER_WORKSPACE_BYTES if on_gpu else 0
-    cuda_context = CUDA_CONTEXT_BYTES if on_gpu else 0
+    workspace = LOADER_WORKSPACE_BYTES * (1 + processes) if on_gpu else 0
+    cuda_context = CUDA_CONTEXT_BYTES * (1 + processes) if on_gpu else 0
     output_buffers = batch.bytes * buffers
     return LoaderMemoryEstimate(
         batch=batch, buffers=buffers, output_buffers=output_buffers, decoders=decoders,

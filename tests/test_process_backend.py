@@ -1,0 +1,138 @@
+"""Decoding in worker processes (ProcessBackend), on the CPU: the same frames as in-process
+decoding, indexes and buffers sent once per worker, bad videos and dead workers reported per video."""
+
+import gc
+import time
+from multiprocessing.shared_memory import SharedMemory
+
+import numpy as np
+import pytest
+
+import vclip
+from vclip._backends import JobRunner, make_backend
+from vclip._pipeline import ClipTarget, DecodeStats, VideoJob
+from vclip._process_backend import ProcessBackend, RecentKeys
+from vclip.synthetic import make_video, read_barcode
+
+SPEC = vclip.TransformSpec(resize=(48, 64), layout="THWC")
+FRAMES = 5
+
+
+@pytest.fixture(scope="module")
+def clips_videos(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("processes")
+    return [make_video(folder / f"v{i}.mp4", num_frames=40, width=128, height=96, keyframe_interval=12, seed=i)
+            for i in range(5)]
+
+
+@pytest.fixture(scope="module")
+def backend():
+    backend = ProcessBackend("cpu", 2, 2, indexes_per_worker=2)  # fewer indexes than videos: some are sent again
+    yield backend
+    backend.close()
+
+
+def jobs_for(paths, first_frame=0):
+    jobs = []
+    for k, path in enumerate(paths):
+        index = path if isinstance(path, vclip.VideoIndex) else vclip.index_video(path)
+        geometry = SPEC.geometry(index.width, index.height)
+        frames = (first_frame + k + np.arange(FRAMES) * 3) % 40
+        jobs.append(VideoJob(index, (ClipTarget(frames, geometry, 2 * k), ClipTarget(np.sort(frames[::-1] + 1) % 40, geometry, 2 * k + 1))))
+    return jobs
+
+
+def decode(backend, jobs, workers=0):
+    runner = JobRunner(backend, workers)
+    output = backend.empty((2 * len(jobs), FRAMES, 48, 64, 3), "uint8")
+    stats = DecodeStats()
+    result = runner.run(jobs, SPEC, output, stats)
+    runner.close()
+    return output, result.errors, stats
+
+
+def test_recent_keys_forget_the_least_recently_used():
+    keys = RecentKeys(2)
+    keys.use("a", 1), keys.use("b", 2)
+    assert keys.use("a") == 1  # a is now the most recent
+    keys.use("c", 3)
+    assert keys.use("b") is None and keys.use("a") == 1 and keys.use("c") == 3
+
+
+def test_processes_decode_the_same_frames_as_this_process(backend, clips_videos):
+    in_process, _ = make_backend("cpu")
+    for first_frame in (0, 7, 20):  # several rounds: indexes evicted and sent again, buffers reused
+        jobs = jobs_for(clips_videos, first_frame)
+        expected, errors, _ = decode(in_process, jobs, 1)
+        got, errors, stats = decode(backend, jobs)
+        assert errors == [None] * len(jobs)
+        assert np.array_equal(got, expected)
+        for job in jobs:
+            for target in job.targets:
+                assert [read_barcode(frame) for frame in got[target.slot]] == target.frames.tolist()
+        assert stats.videos == len(jobs) and stats.frames_delivered == 2 * FRAMES * len(jobs)
+
+
+def test_loader_with_decode_processes_gives_the_same_batches(clips_videos):
+    options = dict(transform=vclip.TransformSpec(resize=(48, 64), crop=40, crop_mode="random", flip_probability=0.5),
+                   batch_size=3, shuffle=True, seed=3, device="cpu")
+    videos = [(path, k % 2) for k, path in enumerate(clips_videos)]
+    sampler = vclip.strided(4, 2, clips_per_video=2)
+    reference = [(b.clips.clone(), b.frame_indices.clone()) for b in vclip.ClipLoader(videos, sampler, **options)]
+    loader = vclip.ClipLoader(videos, sampler, decode_processes=2, **options)
+    workers = list(loader._runner.backend._workers)
+    try:
+        assert loader.decode_workers == 4 and loader.memory_estimate.cuda_context == 0
+        for epoch in range(2):  # the second epoch reuses the shared buffers
+            batches = [(b.clips.clone(), b.frame_indices.clone()) for b in loader]
+            assert len(batches) == len(reference)
+            for (clips, frames), (expected, expected_frames) in zip(batches, reference):
+                assert frames.equal(expected_frames) and clips.equal(expected)
+    finally:
+        loader.close()
+    assert not any(worker.process.is_alive() for worker in workers)
+
+
+def test_bad_video_error_names_the_file(backend, tmp_path, clips_videos):
+    good = open(clips_videos[0], "rb").read()
+    truncated = tmp_path / "truncated_after_index.mp4"
+    truncated.write_bytes(good)
+    index = vclip.index_video(truncated)
+    truncated.write_bytes(good[: int(index.packet_pos[3])])  # the index is kept, the packets are gone
+    _, errors, _ = decode(backend, jobs_for([index, clips_videos[1]]))
+    assert isinstance(errors[0], vclip.VideoError) and str(truncated) in str(errors[0])
+    assert errors[1] is None
+
+
+def test_a_dead_worker_is_replaced(clips_videos):
+    backend = ProcessBackend("cpu", 1, 1)
+    try:
+        decode(backend, jobs_for(clips_videos[:1]))
+        dead = backend._workers[0]
+        dead.process.kill()
+        deadline = time.monotonic() + 30
+        while backend._workers[0] is dead and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert backend._workers[0] is not dead
+        got, errors, _ = decode(backend, jobs_for(clips_videos[:2]))
+        assert errors == [None, None]
+        assert [read_barcode(frame) for frame in got[0]] == jobs_for(clips_videos[:1])[0].targets[0].frames.tolist()
+    finally:
+        backend.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        decode(backend, jobs_for(clips_videos[:1]))
+
+
+def test_freed_buffers_are_released(backend):
+    buffer = backend.empty((4, 8), "uint8")
+    name = backend._buffers[buffer.ctypes.data].handle
+    SharedMemory(name=name).close()  # exists while the buffer lives
+    del buffer
+    gc.collect()
+    with pytest.raises(FileNotFoundError):
+        SharedMemory(name=name)
+
+
+def test_buffers_must_come_from_the_backend(backend, clips_videos):
+    with pytest.raises(ValueError, match="must come from its empty"):
+        backend.decode_job(jobs_for(clips_videos[:1])[0], SPEC, np.empty((2, FRAMES, 48, 64, 3), np.uint8), DecodeStats())
