@@ -259,12 +259,13 @@ def decode_work(paths, batches) -> dict:
     return out
 
 
-def raw_nvdec(paths, workers: int) -> dict:
-    """Whole-file NVDEC decode through vclip's backend: every frame decoded, mapped to a 64x64 thumbnail."""
-    from vclip._nvdec_backend import NvdecBackend
+def raw_nvdec(paths, workers: int, processes: int = 0) -> dict:
+    """Whole-file NVDEC decode through vclip's backend: every frame decoded, mapped to a 64x64 thumbnail;
+    with ``processes``, in that many worker processes of ``workers`` threads."""
+    from vclip._backends import make_backend
 
-    backend = NvdecBackend(0)
-    runner = JobRunner(backend, num_workers=workers)
+    backend, _ = make_backend("cuda", processes=processes, threads=workers)
+    runner = JobRunner(backend, num_workers=0 if processes else workers)
     spec = vclip.TransformSpec(resize=(64, 64))
     index = [vclip.index_video(p) for p in paths]
     jobs = [
@@ -280,7 +281,10 @@ def raw_nvdec(paths, workers: int) -> dict:
             event.synchronize()
 
     rate = median_rate(once, sum(i.num_frames for i in index), repeats=3)
-    return {"frames_per_second": rate["rate"], "workers": workers, "videos": len(jobs)}
+    runner.close()
+    if processes:
+        backend.close()
+    return {"frames_per_second": rate["rate"], "workers": workers, "processes": processes, "videos": len(jobs)}
 
 
 def kernel_bandwidth() -> dict:
@@ -399,6 +403,8 @@ def main() -> None:
         if arguments.extras:
             entry["decode_work"] = decode_work(paths, batches)
             entry["raw_nvdec"] = raw_nvdec(paths[:16], max(worker_counts))
+            if max(process_counts):
+                entry["raw_nvdec_processes"] = raw_nvdec(paths[:16], min(worker_counts), max(process_counts))
             timed = {label: row for label, row in table.items() if label in settings and "clips_per_second" in row}
             if timed:
                 best = max(timed, key=lambda label: timed[label]["clips_per_second"])
@@ -408,7 +414,8 @@ def main() -> None:
                 entry["vclip_without_skipping"] = {"configuration": best, **full}
                 entry["skip_speedup"] = timed[best]["clips_per_second"] / full["clips_per_second"]
             print(f"{set_name:>6} extras: {entry['decode_work']} raw NVDEC {entry['raw_nvdec']['frames_per_second']:.0f} "
-                  f"frames/s, skip speedup {entry.get('skip_speedup')}", flush=True)
+                  f"frames/s (processes: {entry.get('raw_nvdec_processes', {}).get('frames_per_second')}), "
+                  f"skip speedup {entry.get('skip_speedup')}", flush=True)
         save_results("train", results, arguments.out)
     if arguments.extras:
         results["kernel"] = kernel_bandwidth()

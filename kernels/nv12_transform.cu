@@ -125,6 +125,31 @@ __device__ __forceinline__ float tap_weight(const Taps& t, int k) {
     return k == 0 ? 1.0f - t.fraction : t.fraction;
 }
 
+// Unweighted sums, per channel, of the samples begin..end-1 of a row with C interleaved channels
+// (1: Y, 2: UV). 8-bit rows that are 4-byte aligned are read a word at a time, bytes summed with dp4a.
+template <typename In, int C>
+__device__ __forceinline__ void interior_sums(const In* row, int begin, int end, int shift, int* sums) {
+    if (sizeof(In) == 1 && aligned(row, 4)) {
+        const unsigned char* bytes = (const unsigned char*)row;
+        const unsigned int lanes[2] = {C == 1 ? 0x01010101u : 0x00010001u, 0x01000100u};  // bytes of channel 0, 1
+        int low = begin * C, high = end * C;
+        unsigned int total[C];
+        for (int c = 0; c < C; ++c) total[c] = 0;
+        for (int word_start = low & ~3; word_start < high; word_start += 4) {
+            unsigned int word = *(const unsigned int*)(bytes + word_start);
+            int keep_from = max(low - word_start, 0), keep_to = min(high - word_start, 4);
+            word &= (unsigned int)(((1ull << (8 * keep_to)) - 1) & ~((1ull << (8 * keep_from)) - 1));
+            for (int c = 0; c < C; ++c) total[c] = __dp4a(word, lanes[c], total[c]);
+        }
+        for (int c = 0; c < C; ++c) sums[c] = (int)total[c];
+        return;
+    }
+    for (int c = 0; c < C; ++c) {
+        sums[c] = 0;
+        for (int k = begin; k < end; ++k) sums[c] += row[k * C + c] >> shift;
+    }
+}
+
 // Weighted sum along one row of a plane with C interleaved channels (1: Y, 2: UV). Area rows sum
 // their interior samples unweighted and weight only the two partly covered edge samples.
 template <typename In, int C>
@@ -133,9 +158,10 @@ __device__ __forceinline__ void row_sum(const In* row, const Taps& t, int shift,
         int last = t.count - 1;
         float first_weight = fminf(t.high, t.first + 1.0f) - t.low;
         float last_weight = t.high - (float)(t.first + last);
+        int interiors[C];
+        interior_sums<In, C>(row, t.first + 1, t.first + last, shift, interiors);
         for (int c = 0; c < C; ++c) {
-            int interior = 0;
-            for (int k = 1; k < last; ++k) interior += row[(t.first + k) * C + c] >> shift;
+            int interior = interiors[c];
             float edges = first_weight * (float)(row[t.first * C + c] >> shift);
             if (last > 0) edges += last_weight * (float)(row[(t.first + last) * C + c] >> shift);
             sum[c] = ((float)interior + edges) * t.inverse_width;

@@ -15,6 +15,12 @@ inline dim3 blockIdx, threadIdx, blockDim, gridDim;
 using std::min;
 using std::max;
 
+// Unsigned 4-way byte dot product with accumulate, as the __dp4a intrinsic.
+inline unsigned int __dp4a(unsigned int a, unsigned int b, unsigned int c) {
+    for (int k = 0; k < 4; ++k) c += ((a >> (8 * k)) & 0xFFu) * ((b >> (8 * k)) & 0xFFu);
+    return c;
+}
+
 inline unsigned short vclip_f32_to_f16_bits(float v) {
     _Float16 h = (_Float16)v;  // round to nearest even, as cvt.rn.f16.f32
     unsigned short bits;
