@@ -54,6 +54,7 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=12)
     parser.add_argument("--device", default="auto", help="cuda, cuda:N, cpu or auto (default)")
     parser.add_argument("--folder", default=None, help="where the synthetic videos go (default: a temp folder)")
+    parser.add_argument("--decode-processes", type=int, default=0, help="decode worker processes (default 0: threads)")
     arguments = parser.parse_args()
     torch.manual_seed(0)
 
@@ -67,6 +68,7 @@ def main() -> None:
         shuffle=True,
         seed=0,
         device=arguments.device,
+        decode_processes=arguments.decode_processes,
     )
     device = torch.device(loader.device)
     print(f"{loader}\nclasses {loader.class_names}; memory estimate {loader.memory_estimate}")

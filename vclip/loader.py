@@ -221,7 +221,7 @@ class ClipLoader(IterableDataset):
         decode_processes: Worker processes that decode, writing straight into the loader's
             buffers (CUDA IPC on the GPU, shared memory on the CPU). 0 (default): decode threads
             in this process. One process's threads share one GIL, which caps small videos: on an
-            H200, 640x360 clips came 1.5-2x faster with 4 processes of 4 threads (see
+            H200, 640x360 clips came about 1.4x faster with 4 processes of 4 threads (see
             benchmarks/README.md). Each process holds its own CUDA context (about 500 MiB,
             counted in :attr:`memory_estimate`) and starts in a couple of seconds. Processes are
             started with "spawn": a script must create the loader under
