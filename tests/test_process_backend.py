@@ -3,6 +3,7 @@ decoding, indexes and buffers sent once per worker, bad videos and dead workers 
 
 import gc
 import time
+from concurrent.futures import ThreadPoolExecutor
 from multiprocessing.shared_memory import SharedMemory
 
 import numpy as np
@@ -104,15 +105,22 @@ def test_bad_video_error_names_the_file(backend, tmp_path, clips_videos):
     assert errors[1] is None
 
 
-def test_a_dead_worker_is_replaced(clips_videos):
+def test_a_worker_that_dies_fails_its_videos_and_is_replaced(clips_videos, tmp_path):
+    long_video = make_video(tmp_path / "long.mp4", num_frames=240, width=320, height=240, keyframe_interval=240, seed=7)
+    index = vclip.index_video(long_video)
+    job = VideoJob(index, (ClipTarget(np.arange(200, 240), SPEC.geometry(index.width, index.height), 0),))
     backend = ProcessBackend("cpu", 1, 1)
     try:
-        decode(backend, jobs_for(clips_videos[:1]))
+        decode(backend, jobs_for(clips_videos[:1]))  # the worker is up
         dead = backend._workers[0]
-        dead.process.kill()
-        deadline = time.monotonic() + 30
-        while backend._workers[0] is dead and time.monotonic() < deadline:
-            time.sleep(0.05)
+        output = backend.empty((1, 40, 48, 64, 3), "uint8")
+        with ThreadPoolExecutor(1) as pool:
+            pending = pool.submit(backend.decode_job, job, SPEC, output, DecodeStats())
+            while not dead.outstanding:  # sent: 240 frames to decode, far longer than the kill takes
+                time.sleep(0.001)
+            dead.process.kill()
+            with pytest.raises(vclip.CorruptVideoError, match="long.mp4: the decode worker process died"):
+                pending.result(timeout=60)
         assert backend._workers[0] is not dead
         got, errors, _ = decode(backend, jobs_for(clips_videos[:2]))
         assert errors == [None, None]
