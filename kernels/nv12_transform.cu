@@ -332,14 +332,21 @@ __device__ __forceinline__ void transform_thread(const TransformParams& p, const
     for (int ox = x0; ox < min(x0 + p.pixels_per_thread, p.output_width); ++ox) transform_pixel<In, Out>(p, job, ox, oy);
 }
 
+// Launched with VCLIP_BLOCK_THREADS threads per block (BLOCK in vclip/_kernel_args.py). At most 32
+// registers per thread, so that 8 blocks (2048 threads) fit on an SM: latency, not arithmetic,
+// limits this kernel, and on an H200 the 64 registers the compiler took otherwise cost 10-40%.
+#define VCLIP_BLOCK_THREADS 256
+#define VCLIP_BLOCKS_PER_SM 8
+
 // One frame per launch: the job travels by value (no host-to-device copy).
 template <typename In, typename Out>
-__global__ void transform_frame(TransformParams p, FrameJob job) {
+__global__ void __launch_bounds__(VCLIP_BLOCK_THREADS, VCLIP_BLOCKS_PER_SM) transform_frame(TransformParams p, FrameJob job) {
     transform_thread<In, Out>(p, job);
 }
 
 // Many frames per launch: blockIdx.z picks the job.
 template <typename In, typename Out>
-__global__ void transform_frames(TransformParams p, const FrameJob* jobs) {
+__global__ void __launch_bounds__(VCLIP_BLOCK_THREADS, VCLIP_BLOCKS_PER_SM) transform_frames(TransformParams p,
+                                                                                          const FrameJob* jobs) {
     transform_thread<In, Out>(p, jobs[blockIdx.z]);
 }

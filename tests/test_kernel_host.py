@@ -2,6 +2,7 @@
 launch grid) and checked against its NumPy twin, so a broken kernel fails CI without a GPU."""
 
 import ctypes
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -10,7 +11,7 @@ import numpy as np
 import pytest
 from kernel_cases import CASES, assert_matches_twin, kernel_arguments, pack_semi_planar, random_planes, twin_clip
 
-from vclip._kernel_args import JOB_DTYPE, OUTPUT_KINDS, PARAMS_DTYPE, kernel_source_path
+from vclip._kernel_args import BLOCK, JOB_DTYPE, OUTPUT_KINDS, PARAMS_DTYPE, kernel_source_path
 
 HARNESS = Path(__file__).parent / "host_kernel"
 
@@ -73,3 +74,9 @@ def test_struct_layout_matches_c(host_library):
         JOB_DTYPE.fields["crop_x"][1], JOB_DTYPE.fields["bit_shift"][1], JOB_DTYPE.fields["color"][1],
     ]
     assert list(layout) == expected
+
+
+def test_kernel_launch_bounds_match_the_block_it_is_launched_with():
+    """The kernel caps its registers for VCLIP_BLOCK_THREADS threads per block: the launch must use as many."""
+    declared = re.search(r"#define VCLIP_BLOCK_THREADS (\d+)", kernel_source_path().read_text())
+    assert declared and int(declared.group(1)) == BLOCK[0] * BLOCK[1] * BLOCK[2]

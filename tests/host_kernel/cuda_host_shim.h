@@ -8,6 +8,7 @@
 #define __global__
 #define __device__
 #define __forceinline__ inline
+#define __launch_bounds__(...)
 
 struct dim3 { unsigned x = 0, y = 0, z = 0; };
 inline dim3 blockIdx, threadIdx, blockDim, gridDim;
