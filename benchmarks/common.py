@@ -66,12 +66,15 @@ def environment() -> dict:
         ).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         facts["gpu"] = None
-    try:
-        facts["commit"] = subprocess.run(
-            ["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True, cwd=Path(__file__).parent
-        ).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        facts["commit"] = os.environ.get("VCLIP_COMMIT")
+    # VCLIP_COMMIT first: a copy of the checkout on another machine may carry no .git, or a stale one.
+    facts["commit"] = os.environ.get("VCLIP_COMMIT")
+    if not facts["commit"]:
+        try:
+            facts["commit"] = subprocess.run(
+                ["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True, cwd=Path(__file__).parent
+            ).stdout.strip()
+        except (OSError, subprocess.CalledProcessError):
+            facts["commit"] = None
     return facts
 
 
