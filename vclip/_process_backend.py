@@ -312,7 +312,9 @@ class ProcessBackend:
             handle = self._buffers.get(_buffer_address(output))
             if handle is None:
                 raise ValueError("output buffers of a ProcessBackend must come from its empty()")
-            key = self._index_keys.setdefault(job.index, next(self._numbers))
+            key = self._index_keys.get(job.index)
+            if key is None:
+                key = self._index_keys[job.index] = next(self._numbers)
         future: Future = Future()
         number = next(self._numbers)
         while not self._send(number, future, key, job, handle, spec):

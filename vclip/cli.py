@@ -104,6 +104,10 @@ def _device(text: str) -> str:
     return text.strip().lower()
 
 
+def _add_stream(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--stream", type=int, metavar="N", help="container index of the video stream (default: the first)")
+
+
 def _add_device(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", type=_device, default="auto",
                         help="cpu, cuda, cuda:N or auto (default: auto, the GPU when one is usable)")
@@ -474,8 +478,7 @@ def build_parser() -> argparse.ArgumentParser:
                                            "counts and positions, colour matrix and range, bit depth, duration.")
     info.add_argument("files", nargs="+", metavar="FILE")
     info.add_argument("--json", action="store_true", help="print a JSON list, one object per file")
-    info.add_argument("--stream", type=int, metavar="N",
-                      help="container index of the video stream (default: the first)")
+    _add_stream(info)
     info.set_defaults(handler=_run_info)
 
     sample = commands.add_parser(
@@ -511,8 +514,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="shorter side in pixels (e.g. 224) or WIDTHxHEIGHT")
     sample.add_argument("--crop", type=_frame_size, metavar="SIZE",
                         help="center crop after the resize: N or WIDTHxHEIGHT")
-    sample.add_argument("--stream", type=int, metavar="N",
-                        help="container index of the video stream (default: the first)")
+    _add_stream(sample)
     _add_device(sample)
     sample.set_defaults(handler=_run_sample)
 
