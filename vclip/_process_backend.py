@@ -194,7 +194,8 @@ def _serve(device: str, threads: int, skip_non_reference: bool, index_capacity: 
         except VideoError as error:
             reply.error = error
         except Exception as error:  # a bug, not a bad video: the parent raises it
-            reply.error = RuntimeError(f"decode worker process {os.getpid()}: {''.join(traceback.format_exception(error))}")
+            details = "".join(traceback.format_exception(error))
+            reply.error = RuntimeError(f"decode worker process {os.getpid()}: {details}")
         reply.stats = stats.as_dict()
         del output
         send(reply)
@@ -405,7 +406,8 @@ class ProcessBackend:
                     f"decode worker processes on {self.device} keep dying before decoding anything "
                     f"(exit code {code}); see their output on stderr")
             else:
-                error = CorruptVideoError(path, f"the decode worker process died (exit code {code}) while decoding this video")
+                problem = f"the decode worker process died (exit code {code}) while decoding this video"
+                error = CorruptVideoError(path, problem)
             future.set_result(_Reply(number, error))
 
     def close(self) -> None:
@@ -431,4 +433,5 @@ class ProcessBackend:
         for worker in workers:
             self._receive(worker)
             for future, path in worker.outstanding.values():
-                future.set_result(_Reply(-1, RuntimeError(f"{path}: the decoder was closed before this video was decoded")))
+                closed = RuntimeError(f"{path}: the decoder was closed before this video was decoded")
+                future.set_result(_Reply(-1, closed))

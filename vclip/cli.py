@@ -105,7 +105,8 @@ def _device(text: str) -> str:
 
 
 def _add_stream(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--stream", type=int, metavar="N", help="container index of the video stream (default: the first)")
+    parser.add_argument("--stream", type=int, metavar="N",
+                        help="container index of the video stream (default: the first)")
 
 
 def _add_device(parser: argparse.ArgumentParser) -> None:
