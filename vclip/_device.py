@@ -1,0 +1,119 @@
+"""Where decoding runs: a device request (``"cpu"``, ``"cuda"``, ``"cuda:N"``, ``"auto"``)
+resolved once, at a public entry point, into a :class:`Device`.
+
+``"cuda"`` and ``"auto"`` mean the process's current CUDA device, as PyTorch means it: the device
+``torch.cuda.set_device`` chose once torch has initialised CUDA, else ``LOCAL_RANK`` (set by
+torchrun for each process of a node), else device 0. ``"cuda:N"`` is explicit.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+from typing import Literal, Union
+
+from ._validation import fail
+
+__all__ = ["Device", "DeviceLike", "ResolvedDevice", "current_cuda_index", "gpu_unavailable_reason", "resolve_device"]
+
+
+@dataclass(frozen=True)
+class Device:
+    """A resolved device: ``Device("cpu")`` or ``Device("cuda", N)``; ``str()`` gives ``"cpu"`` / ``"cuda:N"``."""
+
+    type: Literal["cpu", "cuda"]
+    index: int | None = None
+
+    @property
+    def is_cuda(self) -> bool:
+        return self.type == "cuda"
+
+    def __str__(self) -> str:
+        return "cpu" if self.type == "cpu" else f"cuda:{self.index}"
+
+
+CPU = Device("cpu")
+
+DeviceLike = Union[str, Device, "object"]  # also a torch.device
+
+
+@dataclass(frozen=True)
+class ResolvedDevice:
+    """The device to decode on, and why a GPU request fell back to the CPU (None when it did not)."""
+
+    device: Device
+    fallback_reason: str | None = None
+
+    @property
+    def fell_back_to_cpu(self) -> bool:
+        return self.fallback_reason is not None
+
+
+def gpu_unavailable_reason() -> str | None:
+    """Why NVDEC decoding cannot run here, or None when it can."""
+    try:
+        import cupy
+        import PyNvVideoCodec  # noqa: F401
+    except Exception as error:  # ImportError, or the driver libraries failing to load
+        return f"PyNvVideoCodec/CuPy not usable ({type(error).__name__}: {error})"
+    try:
+        if cupy.cuda.runtime.getDeviceCount() < 1:
+            return "no CUDA device"
+    except Exception as error:
+        return f"no CUDA device ({error})"
+    return None
+
+
+def current_cuda_index() -> int:
+    """The process's current CUDA device, as PyTorch means it (see the module docstring)."""
+    torch = sys.modules.get("torch")  # only if the caller uses torch: never import it here
+    if torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized():
+        return int(torch.cuda.current_device())
+    local_rank = os.environ.get("LOCAL_RANK", "").strip()
+    if local_rank:
+        if not local_rank.isdigit():
+            raise fail("LOCAL_RANK", local_rank, "an integer >= 0 (it picks the CUDA device of this process)")
+        return int(local_rank)
+    return 0
+
+
+def _parse(device: object) -> tuple[str, int | None]:
+    """``(kind, index)`` of a request: kind is cpu, cuda or auto; index only for ``cuda:N``."""
+    if isinstance(device, Device):
+        return device.type, device.index
+    if type(device).__name__ == "device" and hasattr(device, "type") and hasattr(device, "index"):  # torch.device
+        return _parse(str(device))
+    text = str(device).strip().lower() if isinstance(device, str) else None
+    if text in ("cpu", "cuda", "auto"):
+        return text, None
+    if text is not None and text.startswith("cuda:") and text[5:].isdigit():
+        return "cuda", int(text[5:])
+    raise fail("device", device, "'cpu', 'cuda', 'cuda:N' or 'auto'")
+
+
+def resolve_device(device: object) -> ResolvedDevice:
+    """Resolve a device request once.
+
+    ``"auto"`` gives the current CUDA device when NVDEC is usable and the CPU otherwise, silently;
+    ``"cuda"``/``"cuda:N"`` fall back to the CPU with a reason when NVDEC is not usable.
+
+    Raises:
+        ArgumentError: ``device`` is not "cpu", "cuda", "cuda:N", "auto", a :class:`Device` or a
+            ``torch.device``; or ``cuda:N`` names a device that does not exist.
+    """
+    kind, index = _parse(device)
+    if kind == "cpu":
+        return ResolvedDevice(CPU)
+    reason = gpu_unavailable_reason()
+    if reason:
+        return ResolvedDevice(CPU, None if kind == "auto" else reason)
+    if index is None:
+        index = current_cuda_index()
+    import cupy
+
+    count = cupy.cuda.runtime.getDeviceCount()
+    if index >= count:
+        raise fail("device", device if kind != "auto" else f"auto -> cuda:{index}",
+                   f"a CUDA device that exists (this process sees {count}: cuda:0 to cuda:{count - 1})")
+    return ResolvedDevice(Device("cuda", index))

@@ -1,0 +1,131 @@
+"""Checks of public arguments, with one wording for every error.
+
+Every message echoes the value and names what is allowed: ``stride (0) must be an integer >= 1``.
+Errors are :class:`ArgumentError`, which is both a ``ValueError`` and a ``TypeError`` so that
+callers catching either keep working whichever of the two a check would once have raised.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import operator
+from typing import Any, Sequence, TypeVar
+
+__all__ = [
+    "ArgumentError",
+    "check_choice",
+    "check_integer",
+    "check_number",
+    "check_optional_integer",
+    "check_size",
+    "fail",
+]
+
+T = TypeVar("T")
+
+
+class ArgumentError(ValueError, TypeError):
+    """A public argument has the wrong type or value; the message echoes it and names what is allowed."""
+
+
+def fail(name: str, value: Any, expected: str) -> ArgumentError:
+    """The error for ``name`` (``value``), which must be ``expected``: ``raise fail(...)``."""
+    return ArgumentError(f"{name} ({value!r}) must be {expected}")
+
+
+def _integer_or_none(value: Any) -> int | None:
+    if isinstance(value, bool):
+        return None
+    try:
+        return operator.index(value)  # int, numpy integers, anything with __index__
+    except TypeError:
+        return None
+
+
+def check_integer(name: str, value: Any, *, minimum: int | None = None, maximum: int | None = None) -> int:
+    """``value`` as an ``int`` (NumPy integers accepted, bools and floats not), within the bounds."""
+    number = _integer_or_none(value)
+    if number is None or (minimum is not None and number < minimum) or (maximum is not None and number > maximum):
+        raise fail(name, value, _integer_words(minimum, maximum))
+    return number
+
+
+def check_optional_integer(name: str, value: Any, *, minimum: int | None = None, none_means: str = "") -> int | None:
+    """Like :func:`check_integer`, but ``None`` passes through (``none_means`` says what it means)."""
+    if value is None:
+        return None
+    try:
+        return check_integer(name, value, minimum=minimum)
+    except ArgumentError:
+        suffix = f", or None {none_means}".rstrip() if none_means else ", or None"
+        raise fail(name, value, _integer_words(minimum, None) + suffix) from None
+
+
+def check_number(
+    name: str,
+    value: Any,
+    *,
+    minimum: float | None = None,
+    maximum: float | None = None,
+    minimum_inclusive: bool = True,
+    maximum_inclusive: bool = True,
+) -> float:
+    """``value`` as a finite ``float`` (ints and NumPy numbers accepted, bools not), within the bounds."""
+    ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(float(value))
+    if ok:
+        number = float(value)
+        if minimum is not None:
+            ok = number >= minimum if minimum_inclusive else number > minimum
+        if ok and maximum is not None:
+            ok = number <= maximum if maximum_inclusive else number < maximum
+    if not ok:
+        raise fail(name, value, _number_words(minimum, maximum, minimum_inclusive, maximum_inclusive))
+    return float(value)
+
+
+def check_choice(name: str, value: Any, allowed: Sequence[T]) -> T:
+    """``value`` if it is one of ``allowed``."""
+    try:
+        if value in allowed:
+            return value
+    except TypeError:  # unhashable or incomparable values are simply not allowed
+        pass
+    raise fail(name, value, "one of " + ", ".join(map(repr, allowed)))
+
+
+def check_size(name: str, value: Any) -> tuple[int, int]:
+    """``(height, width)`` from a positive integer (a square) or a pair of positive integers."""
+    expected = "a positive integer or a (height, width) pair of positive integers"
+    single = _integer_or_none(value)
+    if single is not None:
+        pair: tuple[Any, ...] = (single, single)
+    elif isinstance(value, (tuple, list)) or type(value).__name__ == "ndarray":
+        pair = tuple(value)
+    else:
+        raise fail(name, value, expected)
+    numbers_ = [_integer_or_none(v) for v in pair]
+    if len(numbers_) != 2 or any(n is None or n < 1 for n in numbers_):
+        raise fail(name, value, expected)
+    return int(numbers_[0]), int(numbers_[1])  # type: ignore[arg-type]
+
+
+def _integer_words(minimum: int | None, maximum: int | None) -> str:
+    if minimum is not None and maximum is not None:
+        return f"an integer in [{minimum}, {maximum}]"
+    if minimum is not None:
+        return f"an integer >= {minimum}"
+    if maximum is not None:
+        return f"an integer <= {maximum}"
+    return "an integer"
+
+
+def _number_words(minimum, maximum, minimum_inclusive: bool, maximum_inclusive: bool) -> str:
+    if minimum is not None and maximum is not None:
+        left, right = "[" if minimum_inclusive else "(", "]" if maximum_inclusive else ")"
+        return f"a number in {left}{minimum:g}, {maximum:g}{right}"
+    if minimum is not None:
+        return f"a number {'>=' if minimum_inclusive else '>'} {minimum:g}"
+    if maximum is not None:
+        return f"a number {'<=' if maximum_inclusive else '<'} {maximum:g}"
+    return "a finite number"
