@@ -33,13 +33,15 @@ from common import make_video_set, save_results
 
 import vclip
 from vclip._backends import JobRunner, make_backend
-from vclip._pipeline import ClipTarget, DecodeStats, VideoJob
+from vclip._device import resolve_device
+from vclip._pipeline import ClipTarget, DecodeStats, VideoJob, resolve_transform
 from vclip.synthetic import read_barcode
 
 BATCH, LENGTH, STRIDE, SIZE = 8, 16, 2, 224
 MEAN = np.array(vclip.IMAGENET_MEAN, np.float32)
 STD = np.array(vclip.IMAGENET_STD, np.float32)
 SPEC = vclip.TransformSpec.imagenet(SIZE, layout="TCHW")
+CONVERSION = resolve_transform(SPEC)
 
 
 def _synchronize(device: str) -> None:
@@ -89,7 +91,7 @@ def _loader_passes(loader: vclip.ClipLoader, warmup: int, batches: int, repeats:
 def _raw_passes(paths: list[str], clips: list, *, device: str, workers: int, processes: int, in_flight: int,
                 warmup: int, repeats: int) -> list[float]:
     """Clips/s of JobRunner.run on the same clips, ``in_flight`` batches at a time."""
-    backend, _ = make_backend(device, processes=processes, threads=workers)
+    backend = make_backend(resolve_device(device).device, processes=processes, threads=workers)
     runner = JobRunner(backend, 0 if processes else workers)
     stats = DecodeStats()
     indexes = [vclip.index_video(path) for path in paths]
@@ -101,11 +103,11 @@ def _raw_passes(paths: list[str], clips: list, *, device: str, workers: int, pro
         for slot, (video, frames) in enumerate(clips[number]):
             targets.setdefault(video, []).append(ClipTarget(np.asarray(frames), geometries[video], slot))
         jobs = [VideoJob(indexes[video], tuple(found)) for video, found in targets.items()]
-        result = runner.run(jobs, SPEC, buffers[number % in_flight], stats)
+        result = runner.run(jobs, CONVERSION, buffers[number % in_flight], stats)
         if any(result.errors):
             raise next(error for error in result.errors if error)
-        for event in result.events:
-            event.synchronize()
+        for completion in result.completions:
+            completion.synchronize()
 
     rates = []
     with ThreadPoolExecutor(in_flight) as pool:
@@ -117,8 +119,7 @@ def _raw_passes(paths: list[str], clips: list, *, device: str, workers: int, pro
                     started = time.perf_counter()
             rates.append((len(clips) - warmup) * BATCH / (time.perf_counter() - started))
     runner.close()
-    if processes:
-        backend.close()
+    backend.close()
     return rates
 
 

@@ -25,7 +25,8 @@ from common import make_video_set, median_rate, save_results
 
 import vclip
 from vclip._backends import JobRunner
-from vclip._pipeline import ClipTarget, DecodeStats, VideoJob
+from vclip._device import resolve_device
+from vclip._pipeline import ClipTarget, DecodeStats, VideoJob, resolve_transform
 from vclip.synthetic import read_barcode
 
 BATCH, LENGTH, STRIDE, SIZE = 8, 16, 2, 224
@@ -61,9 +62,11 @@ class VclipTool:
                  device: str = "cuda"):
         from vclip._backends import make_backend
 
-        backend, _ = make_backend(device, skip_non_reference=skip_non_reference, processes=processes, threads=workers)
+        backend = make_backend(resolve_device(device).device, skip_non_reference=skip_non_reference, processes=processes,
+                               threads=workers)
         self.runner = JobRunner(backend, num_workers=0 if processes else workers)
         self.spec = vclip.TransformSpec.imagenet(SIZE, layout="TCHW")
+        self.conversion = resolve_transform(self.spec)
         self.stats = DecodeStats()
         self.in_flight = in_flight
         self.buffers = [backend.empty((BATCH, LENGTH, 3, SIZE, SIZE), "float32") for _ in range(in_flight)]
@@ -75,10 +78,10 @@ class VclipTool:
             index = vclip.index_video(path)
             geometry = self.spec.geometry(index.width, index.height)
             jobs.setdefault(path, []).append(ClipTarget(frames, geometry, slot))
-        result = self.runner.run([VideoJob(vclip.index_video(p), tuple(t)) for p, t in jobs.items()], self.spec, output, self.stats)
+        result = self.runner.run([VideoJob(vclip.index_video(p), tuple(t)) for p, t in jobs.items()], self.conversion, output, self.stats)
         assert not any(result.errors), result.errors
-        for event in result.events:
-            event.synchronize()
+        for completion in result.completions:
+            completion.synchronize()
         return output
 
     def run(self, batches) -> list:
@@ -90,7 +93,7 @@ class VclipTool:
 
     def close(self) -> None:
         self.runner.close()
-        getattr(self.runner.backend, "close", lambda: None)()  # worker processes
+        self.runner.backend.close()
 
 
 def _imagenet_normalize(torch, rgb_tchw):
@@ -264,9 +267,10 @@ def raw_nvdec(paths, workers: int, processes: int = 0) -> dict:
     with ``processes``, in that many worker processes of ``workers`` threads."""
     from vclip._backends import make_backend
 
-    backend, _ = make_backend("cuda", processes=processes, threads=workers)
+    backend = make_backend(resolve_device("cuda").device, processes=processes, threads=workers)
     runner = JobRunner(backend, num_workers=0 if processes else workers)
     spec = vclip.TransformSpec(resize=(64, 64))
+    conversion = resolve_transform(spec)
     index = [vclip.index_video(p) for p in paths]
     jobs = [
         VideoJob(i, (ClipTarget(np.arange(i.num_frames), spec.geometry(i.width, i.height), slot),))
@@ -275,23 +279,24 @@ def raw_nvdec(paths, workers: int, processes: int = 0) -> dict:
     output = backend.empty((len(jobs), max(i.num_frames for i in index), 64, 64, 3), "uint8")
 
     def once():
-        result = runner.run(jobs, spec, output, DecodeStats())
+        result = runner.run(jobs, conversion, output, DecodeStats())
         assert not any(result.errors), result.errors
-        for event in result.events:
-            event.synchronize()
+        for completion in result.completions:
+            completion.synchronize()
 
     rate = median_rate(once, sum(i.num_frames for i in index), repeats=3)
     runner.close()
-    if processes:
-        backend.close()
+    backend.close()
     return {"frames_per_second": rate["rate"], "workers": workers, "processes": processes, "videos": len(jobs)}
 
 
 def kernel_bandwidth() -> dict:
-    """The fused kernel on 64 random 1080p NV12 frames in one launch, against a device copy."""
+    """The fused kernel on 64 random 1080p NV12 frames, one launch per frame as the backend launches it,
+    against a device copy."""
     import cupy
 
-    from vclip._kernel_args import BLOCK, JOB_DTYPE, fill_job, launch_grid, layout_strides, transform_params
+    from vclip._kernel_args import BLOCK, JOB_DTYPE, fill_job, launch_grid, transform_params
+    from vclip._layout import frame_strides
     from vclip._nvdec_backend import KernelModule
 
     frames, width, height = 64, 1920, 1080
@@ -327,7 +332,7 @@ def kernel_bandwidth() -> dict:
         geometry = spec.geometry(width, height)
         out_w, out_h = geometry.output_width, geometry.output_height
         output = cupy.empty((frames, 3, out_h, out_w), dtype=spec.dtype)
-        frame_stride, strides = layout_strides(spec.layout, frames, out_h, out_w)
+        frame_stride, strides = frame_strides(spec.layout, frames, out_h, out_w)
         params = transform_params(spec, geometry, strides)
         jobs = np.zeros(frames, JOB_DTYPE)
         for t in range(frames):
@@ -335,9 +340,14 @@ def kernel_bandwidth() -> dict:
             fill_job(jobs[t], luma=luma, chroma=luma + width * height, luma_pitch=width, chroma_pitch=width,
                      output=output.data.ptr + t * frame_stride * output.itemsize, geometry=geometry, bit_depth=8,
                      stored_bits=8, matrix="bt709", color_range="limited")
-        device_jobs = cupy.asarray(jobs.view(np.uint8))
-        kernel = module.function(True, 1, spec.dtype)
-        seconds = time_it(lambda: kernel(launch_grid(params, frames), BLOCK, (params, device_jobs)))
+        kernel = module.function(1, spec.dtype)
+        grid = launch_grid(params)
+
+        def launch_all(kernel=kernel, grid=grid, params=params, jobs=jobs):
+            for job in jobs:
+                kernel(grid, BLOCK, (params, job))
+
+        seconds = time_it(launch_all)
         moved = source.nbytes + output.nbytes
         results[name] = {"seconds": seconds, "bytes_per_second": moved / seconds, "fraction_of_copy": moved / seconds / copy_rate,
                          "frames_per_second": frames / seconds}

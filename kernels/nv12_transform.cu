@@ -344,9 +344,3 @@ __global__ void __launch_bounds__(VCLIP_BLOCK_THREADS, VCLIP_BLOCKS_PER_SM) tran
     transform_thread<In, Out>(p, job);
 }
 
-// Many frames per launch: blockIdx.z picks the job.
-template <typename In, typename Out>
-__global__ void __launch_bounds__(VCLIP_BLOCK_THREADS, VCLIP_BLOCKS_PER_SM) transform_frames(TransformParams p,
-                                                                                          const FrameJob* jobs) {
-    transform_thread<In, Out>(p, jobs[blockIdx.z]);
-}

@@ -1,5 +1,7 @@
 """Shared fixtures: barcode-stamped synthetic videos made once per session, the real videos in
-../shared/videos (tests skip when absent), and skipping of GPU tests where NVDEC is not usable."""
+../shared/videos (or $VCLIP_SHARED_VIDEOS; tests skip when absent), and skipping of GPU tests
+where NVDEC is not usable. With ``VCLIP_REQUIRE_GPU=1`` every skip of a GPU test is a failure
+(use it on GPU machines, where a skip would hide a broken CuPy or driver)."""
 
 from __future__ import annotations
 
@@ -9,10 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from vclip._backends import gpu_unavailable_reason
+from vclip._device import gpu_unavailable_reason
 from vclip.synthetic import make_video
 
 SHARED_VIDEOS = Path(os.environ.get("VCLIP_SHARED_VIDEOS", Path(__file__).resolve().parents[2] / "shared" / "videos"))
+REQUIRE_GPU = os.environ.get("VCLIP_REQUIRE_GPU", "").strip() not in ("", "0")
 
 # name: (file name, make_video options)
 SYNTHETIC = {
@@ -42,12 +45,23 @@ def videos(video_dir) -> dict[str, str]:
 @pytest.fixture(scope="session")
 def shared_videos() -> Path:
     if not SHARED_VIDEOS.is_dir():
-        pytest.skip(f"real test videos not found at {SHARED_VIDEOS}")
+        pytest.skip(f"real test videos not found at {SHARED_VIDEOS} (set VCLIP_SHARED_VIDEOS to their folder)")
     return SHARED_VIDEOS
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Under VCLIP_REQUIRE_GPU=1, a GPU test that skipped (for any reason) fails instead."""
+    outcome = yield
+    report = outcome.get_result()
+    if REQUIRE_GPU and report.skipped and item.get_closest_marker("gpu") is not None:
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        report.outcome = "failed"
+        report.longrepr = f"VCLIP_REQUIRE_GPU=1 but this GPU test skipped: {reason}"
+
+
 def pytest_collection_modifyitems(config, items):
-    gpu_items = [item for item in items if "gpu" in item.keywords]
+    gpu_items = [item for item in items if item.get_closest_marker("gpu") is not None]
     if not gpu_items:
         return
     reason = gpu_unavailable_reason()

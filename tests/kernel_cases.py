@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from vclip._kernel_args import JOB_DTYPE, fill_job, layout_strides, transform_params
+from vclip._kernel_args import JOB_DTYPE, fill_job, transform_params
+from vclip._layout import clip_shape, frame_strides, frame_view
 from vclip._reference import yuv420_to_rgb_tensor
-from vclip._pipeline import frame_view
 from vclip.transforms import IMAGENET_MEAN, IMAGENET_STD, TransformSpec
 
 # (source width, height, bit depth, matrix, range, transform, scaling (resize base) or None)
@@ -67,10 +67,7 @@ def twin_clip(planes_per_frame, case, geometry):
                              geometry=geometry, scale=scale, bias=bias, dtype=spec.dtype, antialias=spec.antialias)
         for y, u, v in planes_per_frame
     ]
-    shape = {"THWC": (len(frames), geometry.output_height, geometry.output_width, 3),
-             "TCHW": (len(frames), 3, geometry.output_height, geometry.output_width),
-             "CTHW": (3, len(frames), geometry.output_height, geometry.output_width)}[spec.layout]
-    clip = np.empty(shape, dtype=spec.dtype)
+    clip = np.empty(clip_shape(spec.layout, len(frames), geometry.output_height, geometry.output_width), dtype=spec.dtype)
     for t, frame in enumerate(frames):
         frame_view(clip, spec.layout, t)[...] = frame
     return clip
@@ -82,7 +79,7 @@ def kernel_arguments(case, geometry, frames: int, output_address: int, planes_ad
     ``planes_addresses``: per frame ``(luma address, chroma address, luma pitch, chroma pitch)``.
     """
     width, height, bit_depth, matrix, color_range, spec, _ = case
-    frame_stride, strides = layout_strides(spec.layout, frames, geometry.output_height, geometry.output_width)
+    frame_stride, strides = frame_strides(spec.layout, frames, geometry.output_height, geometry.output_width)
     params = transform_params(spec, geometry, strides)
     item = np.dtype(spec.dtype).itemsize
     jobs = np.zeros(frames, JOB_DTYPE)

@@ -166,9 +166,9 @@ def test_real_videos_bit_for_bit(shared_videos):
 
 
 def test_fell_back_flag_when_gpu_requested_without_one(videos, monkeypatch):
-    import vclip._backends as backends
+    import vclip._device as device_module
 
-    monkeypatch.setattr(backends, "gpu_unavailable_reason", lambda: "no CUDA device")
+    monkeypatch.setattr(device_module, "gpu_unavailable_reason", lambda: "no CUDA device")
     with pytest.warns(vclip.FallbackWarning, match="device='cuda' requested but no CUDA device; decoding on the CPU"):
         decoder = vclip.VideoDecoder(videos["h264"], device="cuda")
     frames = decoder.get_frames([1])

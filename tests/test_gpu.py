@@ -124,11 +124,9 @@ def test_kernel_matches_numpy_twin(name, frames):
     params, jobs = kernel_arguments(case, geometry, frames, output.data.ptr, addresses)
     module = KernelModule.for_device(0)
     input_bytes = 1 if bit_depth == 8 else 2
-    if frames == 1:
-        module.function(False, input_bytes, spec.dtype)(launch_grid(params), BLOCK, (params, jobs[0]))
-    else:
-        device_jobs = cupy.asarray(jobs.view(np.uint8))
-        module.function(True, input_bytes, spec.dtype)(launch_grid(params, frames), BLOCK, (params, device_jobs))
+    kernel = module.function(input_bytes, spec.dtype)
+    for job in jobs:  # one launch per frame, as the NVDEC backend launches it
+        kernel(launch_grid(params), BLOCK, (params, job))
     cupy.cuda.runtime.deviceSynchronize()
     assert_matches_twin(output.get(), expected, spec.dtype)
 
@@ -158,10 +156,11 @@ def test_streams_nvdec_cannot_decode_fall_back_visibly(shared_videos, name, why)
 
 def test_decoders_are_reused_across_files(shared_videos, videos, tmp_path):
     from vclip._backends import JobRunner
+    from vclip._device import Device
     from vclip._nvdec_backend import NvdecBackend
-    from vclip._pipeline import ClipTarget, DecodeStats, VideoJob
+    from vclip._pipeline import ClipTarget, DecodeStats, VideoJob, resolve_transform
 
-    backend = NvdecBackend(0)
+    backend = NvdecBackend(Device("cuda", 0))
     runner = JobRunner(backend, num_workers=1)
     second_h264 = vclip.synthetic.make_video(tmp_path / "other.mp4", num_frames=30, width=320, height=240, seed=3)
     order = [(shared_videos / "nasa_13013.mp4", 3), (shared_videos / "nasa_13013.mp4", 0), (videos["h264"], None),
@@ -170,9 +169,10 @@ def test_decoders_are_reused_across_files(shared_videos, videos, tmp_path):
         index = vclip.index_video(path, stream_index=stream_index)
         geometry = TransformSpec().geometry(index.width, index.height)
         output = backend.empty((1, 3, index.height, index.width, 3), "uint8")
-        result = runner.run([VideoJob(index, (ClipTarget(np.array([0, 5, 9]), geometry, 0),))], None, output, DecodeStats())
+        result = runner.run([VideoJob(index, (ClipTarget(np.array([0, 5, 9]), geometry, 0),))], resolve_transform(None), output,
+                            DecodeStats())
         assert result.errors == [None]
-        result.events[0].synchronize()
+        result.completions[0].synchronize()
         reference = ffmpeg_rgb24(path, stream_index)
         mean, p99 = rgb_error(output[0], np.stack([reference[i] for i in (0, 5, 9)]))
         assert mean <= 1.5 and p99 <= 4, (path, stream_index, mean, p99)
@@ -201,7 +201,8 @@ def test_decode_processes_write_the_same_clips_as_threads(shared_videos, videos)
     """Worker processes decode into the parent's buffers over CUDA IPC: bit for bit what threads
     write; a stream NVDEC cannot take falls back in the worker, and the parent warns once."""
     from vclip._backends import JobRunner, make_backend
-    from vclip._pipeline import ClipTarget, DecodeStats, VideoJob
+    from vclip._device import Device
+    from vclip._pipeline import ClipTarget, DecodeStats, VideoJob, resolve_transform
 
     spec = vclip.TransformSpec.imagenet(112, layout="TCHW")
     paths = [videos["h264"], videos["hevc"], videos["long_gop"], shared_videos / "av1_video.mkv"]
@@ -214,23 +215,22 @@ def test_decode_processes_write_the_same_clips_as_threads(shared_videos, videos)
                                           for k, start in enumerate(starts))))
     outputs, fallbacks = [], []
     for processes in (0, 2):
-        backend, _ = make_backend("cuda", processes=processes, threads=2)
+        backend = make_backend(Device("cuda", 0), processes=processes, threads=2)
         runner = JobRunner(backend, 2 if not processes else 0)
         output = backend.empty((2 * len(jobs), 8, 3, 112, 112), "float32")
         stats = DecodeStats()
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             for _ in range(2):  # again: indexes and buffer handles are already in the workers
-                result = runner.run(jobs, spec, output, stats)
+                result = runner.run(jobs, resolve_transform(spec), output, stats)
                 assert result.errors == [None] * len(jobs)
-                for event in result.events:
-                    event.synchronize()
+                for completion in result.completions:
+                    completion.synchronize()
         fallbacks.append([str(w.message) for w in caught if issubclass(w.category, vclip.FallbackWarning)])
         assert stats.fallback_videos == 2 and stats.videos == 2 * len(jobs)
         outputs.append(host(output))
         runner.close()
-        if processes:
-            backend.close()
+        backend.close()
     assert np.array_equal(outputs[0], outputs[1])
     assert len(fallbacks[1]) == 1 and "av1_video.mkv" in fallbacks[1][0]  # once in the parent, however many workers fell back
     for job in jobs[:3]:  # the synthetic videos, which carry barcodes

@@ -3,6 +3,7 @@ decoding, indexes and buffers sent once per worker, bad videos and dead workers 
 
 import gc
 import time
+from functools import partial
 from concurrent.futures import ThreadPoolExecutor
 from multiprocessing.shared_memory import SharedMemory
 
@@ -10,12 +11,14 @@ import numpy as np
 import pytest
 
 import vclip
-from vclip._backends import JobRunner, make_backend
-from vclip._pipeline import ClipTarget, DecodeStats, VideoJob
+from vclip._backends import JobRunner, in_process_backend
+from vclip._device import CPU
+from vclip._pipeline import ClipTarget, DecodeStats, VideoJob, resolve_transform
 from vclip._process_backend import ProcessBackend, RecentKeys
 from vclip.synthetic import make_video, read_barcode
 
 SPEC = vclip.TransformSpec(resize=(48, 64), layout="THWC")
+CONVERSION = resolve_transform(SPEC)
 FRAMES = 5
 
 
@@ -28,9 +31,13 @@ def clips_videos(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def backend():
-    backend = ProcessBackend("cpu", 2, 2, indexes_per_worker=2)  # fewer indexes than videos: some are sent again
+    backend = cpu_processes(2, 2, indexes_per_worker=2)  # fewer indexes than videos: some are sent again
     yield backend
     backend.close()
+
+
+def cpu_processes(processes, threads, **options):
+    return ProcessBackend(partial(in_process_backend, CPU), CPU, processes, threads, **options)
 
 
 def jobs_for(paths, first_frame=0):
@@ -47,7 +54,7 @@ def decode(backend, jobs, workers=0):
     runner = JobRunner(backend, workers)
     output = backend.empty((2 * len(jobs), FRAMES, 48, 64, 3), "uint8")
     stats = DecodeStats()
-    result = runner.run(jobs, SPEC, output, stats)
+    result = runner.run(jobs, CONVERSION, output, stats)
     runner.close()
     return output, result.errors, stats
 
@@ -61,7 +68,7 @@ def test_recent_keys_forget_the_least_recently_used():
 
 
 def test_processes_decode_the_same_frames_as_this_process(backend, clips_videos):
-    in_process, _ = make_backend("cpu")
+    in_process = in_process_backend(CPU)
     for first_frame in (0, 7, 20):  # several rounds: indexes evicted and sent again, buffers reused
         jobs = jobs_for(clips_videos, first_frame)
         expected, errors, _ = decode(in_process, jobs, 1)
@@ -109,13 +116,13 @@ def test_a_worker_that_dies_fails_its_videos_and_is_replaced(clips_videos, tmp_p
     long_video = make_video(tmp_path / "long.mp4", num_frames=240, width=320, height=240, keyframe_interval=240, seed=7)
     index = vclip.index_video(long_video)
     job = VideoJob(index, (ClipTarget(np.arange(200, 240), SPEC.geometry(index.width, index.height), 0),))
-    backend = ProcessBackend("cpu", 1, 1)
+    backend = cpu_processes(1, 1)
     try:
         decode(backend, jobs_for(clips_videos[:1]))  # the worker is up
         dead = backend._workers[0]
         output = backend.empty((1, 40, 48, 64, 3), "uint8")
         with ThreadPoolExecutor(1) as pool:
-            pending = pool.submit(backend.decode_job, job, SPEC, output, DecodeStats())
+            pending = pool.submit(backend.decode_job, job, CONVERSION, output, DecodeStats())
             while not dead.outstanding:  # sent: 240 frames to decode, far longer than the kill takes
                 time.sleep(0.001)
             dead.process.kill()
@@ -143,4 +150,4 @@ def test_freed_buffers_are_released(backend):
 
 def test_buffers_must_come_from_the_backend(backend, clips_videos):
     with pytest.raises(ValueError, match="must come from its empty"):
-        backend.decode_job(jobs_for(clips_videos[:1])[0], SPEC, np.empty((2, FRAMES, 48, 64, 3), np.uint8), DecodeStats())
+        backend.decode_job(jobs_for(clips_videos[:1])[0], CONVERSION, np.empty((2, FRAMES, 48, 64, 3), np.uint8), DecodeStats())

@@ -1,4 +1,4 @@
-"""CPU backend: PyAV (FFmpeg) decoding of a decode plan; NumPy for the transform.
+"""CPU backend: PyAV (FFmpeg) decoding, NumPy conversion.
 
 Without a transform, frames are FFmpeg's own rgb24 conversion with nearest chroma, bit for bit:
 for 8-bit 4:2:0 that is what FFmpeg always does; for 10-bit it asks FFmpeg's scaler for point
@@ -9,74 +9,49 @@ CPU and GPU agree within rounding.
 
 from __future__ import annotations
 
-import time
-from typing import Callable
+import os
+from typing import Any, Iterable
 
 import av
 import numpy as np
 
-from ._packets import read_packets
-from ._pipeline import DecodeStats, VideoJob, frame_destinations, frame_view, video_lookups
+from ._device import CPU
+from ._engine import PacketRun, PictureConverter, PictureDecoder, PlanBackend
+from ._layout import frame_view
+from ._pipeline import ClipTarget, Conversion, VideoJob
 from ._reference import yuv420_to_rgb_tensor
-from .errors import CorruptVideoError
 from .index import VideoIndex, open_container
-from .plan import DecodePlan, plan_decode
-from .transforms import TransformSpec
 
 _NATIVE_420 = {"yuv420p": 8, "yuvj420p": 8, "yuv420p10le": 10, "yuv420p12le": 12}
 
 
-def decode_plan(plan: DecodePlan, deliver: Callable[[int, av.VideoFrame], None], *, threads: int = 0,
-                stats: DecodeStats | None = None) -> float:
-    """Decode every segment of ``plan`` and hand each requested frame to ``deliver`` once.
+class PyAVDecoder(PictureDecoder):
+    """FFmpeg's decoder for one video stream, fed the plan's packets; pictures are ``av.VideoFrame``."""
 
-    Returns:
-        Seconds spent reading packets (demux).
+    def __init__(self, index: VideoIndex, *, threads: int = 0):
+        self._container = open_container(index.path)
+        self._context = self._container.streams[index.stream_index].codec_context
+        self._context.thread_count = threads
+        self._context.thread_type = "AUTO" if threads != 1 else "SLICE"
 
-    Raises:
-        CorruptVideoError: The bitstream could not be decoded, or requested frames never came out.
-    """
-    index = plan.index
-    lookups = video_lookups(index)
-    demux_seconds = 0.0
-    with open_container(index.path) as container:
-        context = container.streams[index.stream_index].codec_context
-        context.thread_count = threads
-        context.thread_type = "AUTO" if threads != 1 else "SLICE"
-        for segment in plan.segments:
-            started = time.perf_counter()
-            data = read_packets(index, segment.packets)
-            reading = time.perf_counter() - started
-            demux_seconds += reading
-            if stats is not None:
-                stats.add(demux_seconds=reading, segments=1, packets_sent=segment.packets.size)
-            wanted = set(segment.frames.tolist())
-            try:
-                for number, payload in zip(segment.packets.tolist(), data):
-                    packet = av.Packet(len(payload))  # FFmpeg's own allocation: zeroed padding after the data
-                    packet.update(payload)
-                    packet.pts = lookups.packet_pts[number]
-                    _deliver_frames(context.decode(packet), lookups.frame_of_pts, wanted, deliver)
-                _deliver_frames(context.decode(None), lookups.frame_of_pts, wanted, deliver)
-            except av.error.FFmpegError as error:
-                raise CorruptVideoError(
-                    index.path,
-                    f"decoding frames {int(segment.frames[0])}-{int(segment.frames[-1])} failed ({error.strerror})",
-                ) from None
-            finally:
-                context.flush_buffers()
-            if wanted:
-                missing = sorted(wanted)
-                raise CorruptVideoError(index.path, f"frames {missing[:5]} could not be decoded ({len(missing)} missing)")
-    return demux_seconds
+    def send(self, packets: PacketRun) -> Iterable[tuple[int, av.VideoFrame]]:
+        decode = self._context.decode
+        for payload, pts in zip(packets.payloads, packets.pts):
+            packet = av.Packet(len(payload))  # FFmpeg's own allocation: zeroed padding after the data
+            packet.update(payload)
+            packet.pts = pts
+            for frame in decode(packet):
+                yield frame.pts, frame
 
+    def flush(self) -> Iterable[tuple[int, av.VideoFrame]]:
+        try:
+            for frame in self._context.decode(None):
+                yield frame.pts, frame
+        finally:
+            self._context.flush_buffers()
 
-def _deliver_frames(frames, frame_of_pts: dict, wanted: set, deliver) -> None:
-    for frame in frames:
-        number = frame_of_pts.get(frame.pts)
-        if number in wanted:
-            wanted.discard(number)
-            deliver(number, frame)
+    def close(self) -> None:
+        self._container.close()
 
 
 def yuv420_planes(frame: av.VideoFrame, color_range: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
@@ -95,56 +70,48 @@ def yuv420_planes(frame: av.VideoFrame, color_range: str) -> tuple[np.ndarray, n
     return planes[0], planes[1], planes[2], bit_depth
 
 
-class CpuBackend:
+class HostConverter(PictureConverter):
+    """``av.VideoFrame`` into NumPy clips: FFmpeg's rgb24 when native, else the kernel's NumPy twin."""
+
+    def __init__(self, job: VideoJob, conversion: Conversion, output: np.ndarray):
+        self._index = job.index
+        self._targets: tuple[ClipTarget, ...] = job.targets
+        self._conversion = conversion
+        self._output = output
+        self._scale, self._bias = conversion.spec.value_scale_bias()
+
+    def convert(self, picture: av.VideoFrame, destinations: list[tuple[int, int]]) -> None:
+        output, targets, layout = self._output, self._targets, self._conversion.layout
+        if self._conversion.native_rgb24:
+            rgb = picture.to_ndarray(format="rgb24", interpolation="POINT")
+            for target, position in destinations:
+                output[targets[target].slot, position] = rgb
+            return
+        index, spec = self._index, self._conversion.spec
+        y, u, v, bit_depth = yuv420_planes(picture, index.color_range)
+        converted: dict[Any, np.ndarray] = {}
+        for target, position in destinations:
+            geometry = targets[target].geometry
+            if geometry not in converted:
+                converted[geometry] = yuv420_to_rgb_tensor(
+                    y, u, v, bit_depth=bit_depth, matrix=index.color_matrix, color_range=index.color_range,
+                    geometry=geometry, scale=self._scale, bias=self._bias, dtype=spec.dtype, antialias=spec.antialias,
+                )
+            frame_view(output[targets[target].slot], layout, position)[...] = converted[geometry]
+
+
+class CpuBackend(PlanBackend):
     """Decodes with PyAV on the CPU; outputs NumPy arrays."""
 
-    device = "cpu"
+    device = CPU
 
     def __init__(self, *, threads: int = 0, skip_non_reference: bool = True):
+        super().__init__(skip_non_reference=skip_non_reference)
         self.threads = threads
-        self.skip_non_reference = skip_non_reference
+        self.default_workers = min(8, os.cpu_count() or 1)
 
     def empty(self, shape: tuple[int, ...], dtype: str) -> np.ndarray:
         return np.empty(shape, dtype=dtype)
 
-    def decode_job(self, job: VideoJob, spec: TransformSpec | None, output: np.ndarray, stats: DecodeStats) -> None:
-        """Decode the clips of ``job`` into their slots of ``output``."""
-        index: VideoIndex = job.index
-        targets = job.targets
-        plan = plan_decode(index, [t.frames for t in targets], skip_non_reference=self.skip_non_reference)
-        destinations = frame_destinations(targets)
-        layout = spec.layout if spec is not None else "THWC"
-        scale_bias = spec.value_scale_bias() if spec is not None else None
-        convert_seconds = 0.0
-        started = time.perf_counter()
-
-        def deliver(number: int, frame: av.VideoFrame) -> None:
-            nonlocal convert_seconds
-            converting = time.perf_counter()
-            if spec is None:
-                rgb = frame.to_ndarray(format="rgb24", interpolation="POINT")
-                for target, position in destinations[number]:
-                    output[targets[target].slot, position] = rgb
-                convert_seconds += time.perf_counter() - converting
-                return
-            y, u, v, bit_depth = yuv420_planes(frame, index.color_range)
-            converted = {}
-            for target, position in destinations[number]:
-                geometry = targets[target].geometry
-                if geometry not in converted:
-                    converted[geometry] = yuv420_to_rgb_tensor(
-                        y, u, v, bit_depth=bit_depth, matrix=index.color_matrix, color_range=index.color_range,
-                        geometry=geometry, scale=scale_bias[0], bias=scale_bias[1], dtype=spec.dtype,
-                        antialias=spec.antialias,
-                    )
-                frame_view(output[targets[target].slot], layout, position)[...] = converted[geometry]
-            convert_seconds += time.perf_counter() - converting
-
-        demux_seconds = decode_plan(plan, deliver, threads=self.threads, stats=stats)
-        stats.add(
-            videos=1,
-            frames_requested=plan.frames_requested,
-            frames_delivered=sum(t.frames.size for t in targets),
-            decode_seconds=time.perf_counter() - started - demux_seconds - convert_seconds,
-            convert_seconds=convert_seconds,
-        )
+    def open_job(self, job: VideoJob, conversion: Conversion, output: np.ndarray) -> tuple[PyAVDecoder, HostConverter]:
+        return PyAVDecoder(job.index, threads=self.threads), HostConverter(job, conversion, output)

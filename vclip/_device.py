@@ -10,12 +10,16 @@ from __future__ import annotations
 
 import os
 import sys
+import warnings
 from dataclasses import dataclass
-from typing import Literal, Union
+from typing import Literal
 
 from ._validation import fail
+from .errors import FallbackWarning
 
-__all__ = ["Device", "DeviceLike", "ResolvedDevice", "current_cuda_index", "gpu_unavailable_reason", "resolve_device"]
+__all__ = [
+    "CPU", "Device", "ResolvedDevice", "cuda_device_count", "current_cuda_index", "gpu_unavailable_reason", "resolve_device",
+]
 
 
 @dataclass(frozen=True)
@@ -34,8 +38,6 @@ class Device:
 
 
 CPU = Device("cpu")
-
-DeviceLike = Union[str, Device, "object"]  # also a torch.device
 
 
 @dataclass(frozen=True)
@@ -65,6 +67,13 @@ def gpu_unavailable_reason() -> str | None:
     return None
 
 
+def cuda_device_count() -> int:
+    """CUDA devices this process sees (after CUDA_VISIBLE_DEVICES)."""
+    import cupy
+
+    return int(cupy.cuda.runtime.getDeviceCount())
+
+
 def current_cuda_index() -> int:
     """The process's current CUDA device, as PyTorch means it (see the module docstring)."""
     torch = sys.modules.get("torch")  # only if the caller uses torch: never import it here
@@ -92,11 +101,12 @@ def _parse(device: object) -> tuple[str, int | None]:
     raise fail("device", device, "'cpu', 'cuda', 'cuda:N' or 'auto'")
 
 
-def resolve_device(device: object) -> ResolvedDevice:
+def resolve_device(device: object, *, warn: bool = True) -> ResolvedDevice:
     """Resolve a device request once.
 
     ``"auto"`` gives the current CUDA device when NVDEC is usable and the CPU otherwise, silently;
-    ``"cuda"``/``"cuda:N"`` fall back to the CPU with a reason when NVDEC is not usable.
+    ``"cuda"``/``"cuda:N"`` fall back to the CPU with a reason when NVDEC is not usable, and, with
+    ``warn``, one :class:`~vclip.FallbackWarning` saying so.
 
     Raises:
         ArgumentError: ``device`` is not "cpu", "cuda", "cuda:N", "auto", a :class:`Device` or a
@@ -107,13 +117,16 @@ def resolve_device(device: object) -> ResolvedDevice:
         return ResolvedDevice(CPU)
     reason = gpu_unavailable_reason()
     if reason:
-        return ResolvedDevice(CPU, None if kind == "auto" else reason)
+        if kind == "auto":
+            return ResolvedDevice(CPU)
+        if warn:
+            warnings.warn(f"device={device!r} requested but {reason}; decoding on the CPU", FallbackWarning, stacklevel=3)
+        return ResolvedDevice(CPU, reason)
+    explicit = index is not None
     if index is None:
         index = current_cuda_index()
-    import cupy
-
-    count = cupy.cuda.runtime.getDeviceCount()
+    count = cuda_device_count()
     if index >= count:
-        raise fail("device", device if kind != "auto" else f"auto -> cuda:{index}",
-                   f"a CUDA device that exists (this process sees {count}: cuda:0 to cuda:{count - 1})")
+        shown = device if explicit else f"{device} -> the current CUDA device, cuda:{index}"
+        raise fail("device", shown, f"a CUDA device that exists (this process sees {count}: cuda:0 to cuda:{count - 1})")
     return ResolvedDevice(Device("cuda", index))

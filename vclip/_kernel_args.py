@@ -33,17 +33,6 @@ JOB_DTYPE = np.dtype(
 OUTPUT_KINDS = {"uint8": 0, "float16": 1, "float32": 2}
 
 
-def layout_strides(layout: str, frames: int, height: int, width: int) -> tuple[int, tuple[int, int, int]]:
-    """Elements between consecutive frames of a clip, and the (channel, row, column) strides."""
-    if layout == "THWC":
-        return height * width * 3, (1, width * 3, 3)
-    if layout == "TCHW":
-        return 3 * height * width, (height * width, width, 1)
-    if layout == "CTHW":
-        return height * width, (frames * height * width, width, 1)
-    raise ValueError(f"layout ({layout!r}) must be one of 'THWC', 'TCHW', 'CTHW'")
-
-
 BLOCK = (32, 8, 1)
 
 
@@ -66,13 +55,13 @@ def transform_params(
     return params[()]
 
 
-def launch_grid(params: np.void, frames: int = 1) -> tuple[int, int, int]:
-    """Blocks for one launch over ``frames`` frames (``BLOCK`` threads each)."""
+def launch_grid(params: np.void) -> tuple[int, int, int]:
+    """Blocks for one frame's launch (``BLOCK`` threads each)."""
     columns = BLOCK[0] * int(params["pixels_per_thread"])
     return (
         (int(params["output_width"]) + columns - 1) // columns,
         (int(params["output_height"]) + BLOCK[1] - 1) // BLOCK[1],
-        frames,
+        1,
     )
 
 

@@ -16,26 +16,25 @@ Videos NVDEC cannot decode go to the CPU backend, with one warning per kind of v
 from __future__ import annotations
 
 import threading
-import time
 import warnings
 from collections import OrderedDict
+from typing import Any, Iterable
 
 import numpy as np
 
 from ._bitstream import AnnexBConverter
 from ._cpu_backend import CpuBackend
-from ._kernel_args import BLOCK, JOB_DTYPE, fill_job, kernel_source_path, launch_grid, layout_strides, transform_params
-from ._packets import read_packets
-from ._pipeline import ClipTarget, DecodeStats, VideoJob, clip_shape, frame_destinations, video_lookups
-from .errors import CorruptVideoError, FallbackWarning
+from ._device import Device
+from ._engine import Completion, PacketRun, PictureConverter, PictureDecoder, PlanBackend, execute_plan
+from ._kernel_args import BLOCK, JOB_DTYPE, fill_job, kernel_source_path, launch_grid, transform_params
+from ._layout import frame_strides
+from ._pipeline import ClipTarget, Conversion, DecodeStats, VideoJob
+from .errors import FallbackWarning
 from .index import VideoIndex
-from .plan import plan_decode
-from .transforms import TransformSpec
 
 _CODEC_NAMES = {"h264": "H264", "hevc": "HEVC"}
 _INPUT_TYPES = {1: "unsigned char", 2: "unsigned short"}
 _OUTPUT_TYPES = {"uint8": "unsigned char", "float16": "Float16Bits", "float32": "float"}
-_NATIVE_SPEC = TransformSpec()
 
 
 class KernelModule:
@@ -48,8 +47,7 @@ class KernelModule:
         import cupy
 
         names = [
-            f"{kind}<{source}, {target}>"
-            for kind in ("transform_frame", "transform_frames")
+            f"transform_frame<{source}, {target}>"
             for source in _INPUT_TYPES.values()
             for target in _OUTPUT_TYPES.values()
         ]
@@ -67,9 +65,8 @@ class KernelModule:
                 cls._modules[device_id] = cls(device_id)
             return cls._modules[device_id]
 
-    def function(self, batched: bool, input_bytes: int, dtype: str):
-        kind = "transform_frames" if batched else "transform_frame"
-        return self._functions[f"{kind}<{_INPUT_TYPES[input_bytes]}, {_OUTPUT_TYPES[dtype]}>"]
+    def function(self, input_bytes: int, dtype: str):
+        return self._functions[f"transform_frame<{_INPUT_TYPES[input_bytes]}, {_OUTPUT_TYPES[dtype]}>"]
 
 
 def nvdec_unsupported_reason(index: VideoIndex) -> str | None:
@@ -127,21 +124,103 @@ class _Worker:
         self.decoders.pop(self._key(index), None)
 
 
-class NvdecBackend:
-    """Decodes with NVDEC on GPU ``device_id``; outputs CuPy arrays."""
+class NvdecDecoder(PictureDecoder):
+    """One job's packets through a worker's NVDEC decoder; pictures are PyNvVideoCodec frames
+    (NV12/P016 surfaces on the GPU), valid until the next ``Decode`` call."""
+
+    def __init__(self, index: VideoIndex, decoder):
+        import PyNvVideoCodec as nvc
+
+        self._nvc = nvc
+        self._decoder = decoder
+        self._annex_b = AnnexBConverter(index.codec, index.extradata)
+
+    def send(self, packets: PacketRun) -> Iterable[tuple[int, Any]]:
+        chunks = [self._annex_b.convert(p, with_parameter_sets=(k == 0)) for k, p in enumerate(packets.payloads)]
+        stream = np.frombuffer(b"".join(chunks), dtype=np.uint8)  # one buffer for the whole segment
+        address = stream.ctypes.data
+        decode, packet_type = self._decoder.Decode, self._nvc.PacketData
+        for chunk, pts, discardable in zip(chunks, packets.pts, packets.discardable):
+            packet = packet_type()
+            packet.bsl_data, packet.bsl, packet.pts, packet.discardable = address, len(chunk), pts, discardable
+            address += len(chunk)
+            for frame in decode(packet):
+                yield frame.timestamp, frame
+
+    def flush(self) -> Iterable[tuple[int, Any]]:
+        for frame in self._decoder.Decode(self._nvc.PacketData()):
+            yield frame.timestamp, frame
+
+
+class KernelConverter(PictureConverter):
+    """NVDEC surfaces into the output with the fused kernel, on the worker's CUDA stream."""
+
+    def __init__(self, kernels: KernelModule, stream, job: VideoJob, conversion: Conversion, output):
+        index = job.index
+        targets = job.targets
+        geometry = targets[0].geometry
+        self._height = index.height
+        self._stored_bits = 8 if index.bit_depth == 8 else 16
+        self._minimum_pitch = index.width * self._stored_bits // 8
+        self._stream = stream
+        frame_stride, strides = frame_strides(
+            conversion.layout, targets[0].frames.size, geometry.output_height, geometry.output_width
+        )
+        self._params = transform_params(conversion.spec, geometry, strides)
+        self._grid = launch_grid(self._params)
+        item = output.dtype.itemsize
+        self._frame_bytes = frame_stride * item
+        clip_bytes = int(np.prod(output.shape[1:])) * item
+        self._clip_addresses = [output.data.ptr + target.slot * clip_bytes for target in targets]
+        self._jobs = []
+        for target in targets:
+            frame_job = np.zeros((), JOB_DTYPE)
+            fill_job(
+                frame_job, luma=0, chroma=0, luma_pitch=0, chroma_pitch=0, output=0, geometry=target.geometry,
+                bit_depth=index.bit_depth, stored_bits=self._stored_bits, matrix=index.color_matrix,
+                color_range=index.color_range,
+            )
+            self._jobs.append(frame_job)
+        self._kernel = kernels.function(self._stored_bits // 8, conversion.dtype)
+
+    def convert(self, picture, destinations: list[tuple[int, int]]) -> None:
+        luma, chroma = picture.GetPtrToPlane(0), picture.GetPtrToPlane(1)
+        # PyNvVideoCodec's surfaces hold the UV plane right after the Y plane; its array
+        # interface reports strides in samples, not bytes, so take the pitch from the planes.
+        pitch = (chroma - luma) // self._height
+        if pitch < self._minimum_pitch:
+            raise RuntimeError(f"unexpected NVDEC surface layout (pitch {pitch} < {self._minimum_pitch})")
+        for target, position in destinations:
+            frame_job = self._jobs[target]
+            frame_job["luma"], frame_job["chroma"] = luma, chroma
+            frame_job["luma_pitch"] = frame_job["chroma_pitch"] = pitch
+            frame_job["output"] = self._clip_addresses[target] + position * self._frame_bytes
+            self._kernel(self._grid, BLOCK, (self._params, frame_job[()]))
+
+    def finish(self) -> Completion:
+        import cupy
+
+        event = cupy.cuda.Event(disable_timing=True)
+        event.record(self._stream)
+        return event
+
+
+class NvdecBackend(PlanBackend):
+    """Decodes with NVDEC on one GPU; outputs CuPy arrays. Shared per device within a process
+    (see :func:`~vclip._backends.make_backend`), so :meth:`close` releases nothing."""
 
     # Decode threads per backend: on an H200 (7 engines, 16 cores) 12-16 fed the engines best;
     # more only added contention for the GIL (benchmarks/README.md).
     default_workers = 12
 
-    def __init__(self, device_id: int = 0, *, skip_non_reference: bool = True):
+    def __init__(self, device: Device, *, skip_non_reference: bool = True):
         import cupy
 
-        self.device_id = device_id
-        self.device = f"cuda:{device_id}"
-        self.skip_non_reference = skip_non_reference
+        super().__init__(skip_non_reference=skip_non_reference)
+        self.device = device
+        self.device_id = int(device.index or 0)
         self._cupy = cupy
-        self._kernels = KernelModule.for_device(device_id)
+        self._kernels = KernelModule.for_device(self.device_id)
         self._local = threading.local()
         self._cpu = CpuBackend(skip_non_reference=skip_non_reference)
         self._caps: dict[tuple, dict] = {}
@@ -149,7 +228,6 @@ class NvdecBackend:
         self._warned: set[tuple] = set()
         self._lock = threading.Lock()
 
-    # -- output buffers ---------------------------------------------------------------------
     def empty(self, shape: tuple[int, ...], dtype: str):
         with self._cupy.cuda.Device(self.device_id):
             return self._cupy.empty(shape, dtype=dtype)
@@ -160,25 +238,34 @@ class NvdecBackend:
             worker = self._local.worker = _Worker(self.device_id)
         return worker
 
-    # -- decoding ---------------------------------------------------------------------------
-    def decode_job(self, job: VideoJob, spec: TransformSpec | None, output, stats: DecodeStats):
-        """Decode ``job`` into ``output``; returns a CUDA event that fires when its frames are written."""
+    def open_job(self, job: VideoJob, conversion: Conversion, output) -> tuple[NvdecDecoder, KernelConverter]:
+        worker = self._worker()
+        decoder = NvdecDecoder(job.index, worker.decoder(job.index))
+        return decoder, KernelConverter(self._kernels, worker.stream, job, conversion, output)
+
+    def decode_job(self, job: VideoJob, conversion: Conversion, output, stats: DecodeStats) -> Completion:
+        """Decode ``job`` into ``output``; returns a CUDA event that fires when its frames are written.
+
+        A video NVDEC cannot take, or fails on, is decoded on the CPU (one warning per kind of
+        video); the CPU then decides whether the file itself is bad.
+        """
         index = job.index
         reason = self.unsupported_reason(index) or self._failed.get((index.path, index.stream_index))
         worker = self._worker()
         with self._cupy.cuda.Device(self.device_id), worker.stream:
             if reason is None:
                 try:
-                    self._decode_on_gpu(worker, job, spec or _NATIVE_SPEC, output, stats)
-                except Exception as error:  # NVDEC choked on this file: the CPU decides whether it is bad
+                    decoder, converter = self.open_job(job, conversion, output)
+                    return execute_plan(self.plan(job), job, decoder, converter, stats)
+                except Exception as error:
                     worker.forget(index)
-                    reason = f"NVDEC failed ({type(error).__name__}: {error})"
+                    cause = error.__cause__ if error.__cause__ is not None else error
+                    reason = f"NVDEC failed ({type(cause).__name__}: {cause})"
                     with self._lock:
                         self._failed[(index.path, index.stream_index)] = reason
-            if reason is not None:
-                self._warn_once(index, reason)
-                self._decode_on_cpu(job, spec, output, stats)
-                stats.add(fallback_videos=1)
+            self._warn_once(index, reason)
+            self._decode_on_cpu(job, conversion, output, stats)
+            stats.add(fallback_videos=1)
             event = self._cupy.cuda.Event(disable_timing=True)
             event.record(worker.stream)
         return event
@@ -225,87 +312,10 @@ class NvdecBackend:
         message = f"{index.path}: {reason}; decoding {index.codec} {index.width}x{index.height} on the CPU"
         warnings.warn(message, FallbackWarning, stacklevel=4)
 
-    def _decode_on_cpu(self, job: VideoJob, spec: TransformSpec | None, output, stats: DecodeStats) -> None:
+    def _decode_on_cpu(self, job: VideoJob, conversion: Conversion, output, stats: DecodeStats) -> None:
         targets = tuple(ClipTarget(t.frames, t.geometry, k) for k, t in enumerate(job.targets))
-        shape = clip_shape(spec, targets[0].frames.size, targets[0].geometry)
+        shape = conversion.clip_shape(targets[0].frames.size, targets[0].geometry)
         host = np.empty((len(targets),) + shape, dtype=output.dtype)
-        self._cpu.decode_job(VideoJob(job.index, targets), spec, host, stats)
+        self._cpu.decode_job(VideoJob(job.index, targets), conversion, host, stats)
         for k, target in enumerate(job.targets):
             output[target.slot].set(host[k], stream=self._cupy.cuda.get_current_stream())
-
-    def _decode_on_gpu(self, worker: _Worker, job: VideoJob, spec: TransformSpec, output, stats: DecodeStats) -> None:
-        import PyNvVideoCodec as nvc
-
-        index = job.index
-        video = video_lookups(index)
-        converter = AnnexBConverter(index.codec, index.extradata)
-        targets = job.targets
-        plan = plan_decode(index, [t.frames for t in targets], skip_non_reference=self.skip_non_reference)
-        destinations = frame_destinations(targets)
-        geometry = targets[0].geometry
-        frame_stride, strides = layout_strides(spec.layout, targets[0].frames.size, geometry.output_height, geometry.output_width)
-        params = transform_params(spec, geometry, strides)
-        grid = launch_grid(params)
-        item = output.dtype.itemsize
-        clip_bytes = int(np.prod(output.shape[1:])) * item
-        stored_bits = 8 if index.bit_depth == 8 else 16
-        clip_addresses = [output.data.ptr + target.slot * clip_bytes for target in targets]
-        jobs = []
-        for target in targets:
-            frame_job = np.zeros((), JOB_DTYPE)
-            fill_job(
-                frame_job, luma=0, chroma=0, luma_pitch=0, chroma_pitch=0, output=0, geometry=target.geometry,
-                bit_depth=index.bit_depth, stored_bits=stored_bits, matrix=index.color_matrix,
-                color_range=index.color_range,
-            )
-            jobs.append(frame_job)
-        kernel = self._kernels.function(False, stored_bits // 8, spec.dtype)
-        decoder = worker.decoder(index)
-        wanted = frozenset(plan.frames.tolist())
-        remaining = set(wanted)
-        minimum_pitch = index.width * stored_bits // 8
-
-        def deliver(frames) -> None:
-            for frame in frames:
-                number = video.frame_of_pts.get(frame.timestamp)
-                if number not in remaining:
-                    continue
-                remaining.discard(number)
-                luma, chroma = frame.GetPtrToPlane(0), frame.GetPtrToPlane(1)
-                # PyNvVideoCodec's surfaces hold the UV plane right after the Y plane; its array
-                # interface reports strides in samples, not bytes, so take the pitch from the planes.
-                pitch = (chroma - luma) // index.height
-                if pitch < minimum_pitch:
-                    raise RuntimeError(f"unexpected NVDEC surface layout (pitch {pitch} < {minimum_pitch})")
-                for target_number, position in destinations[number]:
-                    frame_job = jobs[target_number]
-                    frame_job["luma"], frame_job["chroma"] = luma, chroma
-                    frame_job["luma_pitch"] = frame_job["chroma_pitch"] = pitch
-                    frame_job["output"] = clip_addresses[target_number] + position * frame_stride * item
-                    kernel(grid, BLOCK, (params, frame_job[()]))
-
-        for segment in plan.segments:
-            started = time.perf_counter()
-            payloads = read_packets(index, segment.packets)
-            chunks = [converter.convert(payload, with_parameter_sets=(k == 0)) for k, payload in enumerate(payloads)]
-            stream = np.frombuffer(b"".join(chunks), dtype=np.uint8)  # one buffer for the whole segment
-            address = stream.ctypes.data
-            decoding = time.perf_counter()
-            for number, chunk in zip(segment.packets.tolist(), chunks):
-                packet = nvc.PacketData()
-                packet.bsl_data = address
-                packet.bsl = len(chunk)
-                packet.pts = video.packet_pts[number]
-                packet.discardable = video.packet_frame[number] not in wanted
-                address += len(chunk)
-                deliver(decoder.Decode(packet))
-            deliver(decoder.Decode(nvc.PacketData()))
-            stats.add(
-                segments=1, packets_sent=segment.packets.size,
-                demux_seconds=decoding - started, decode_seconds=time.perf_counter() - decoding,
-            )
-        if remaining:
-            missing = sorted(remaining)
-            raise CorruptVideoError(index.path, f"NVDEC did not return frames {missing[:5]} ({len(missing)} missing)")
-        stats.add(videos=1, frames_requested=plan.frames_requested, frames_delivered=sum(t.frames.size for t in targets))
-

@@ -1,4 +1,5 @@
-"""Pieces shared by the decoder backends: where each decoded frame goes, and decode statistics."""
+"""What a decode request carries: the clips of one video, how pictures become output (resolved
+once), where each decoded frame goes, and counters of decode work."""
 
 from __future__ import annotations
 
@@ -9,8 +10,11 @@ from dataclasses import dataclass, field, fields
 
 import numpy as np
 
+from ._layout import clip_shape as layout_clip_shape
+from ._validation import fail
 from .index import VideoIndex
-from .transforms import FrameGeometry, TransformSpec, output_shape
+from .sampling import scaled_size
+from .transforms import FrameGeometry, TransformSpec
 
 
 @dataclass(frozen=True, eq=False)
@@ -65,19 +69,47 @@ def frame_destinations(targets: tuple[ClipTarget, ...] | list[ClipTarget]) -> di
     return destinations
 
 
-def clip_shape(spec: TransformSpec | None, frames: int, geometry: FrameGeometry) -> tuple[int, ...]:
-    """Shape of one clip; without a spec, RGB frames channel last."""
-    layout = spec.layout if spec is not None else "THWC"
-    return output_shape(layout, frames, geometry.output_height, geometry.output_width)
+@dataclass(frozen=True)
+class Conversion:
+    """How decoded pictures become output, resolved once per request.
+
+    Attributes:
+        spec: The concrete transform (never None: no transform is the identity spec, RGB uint8
+            ``THWC``).
+        scaling_factor: Frames are first downscaled to ``round(W*f) x round(H*f)`` (area average);
+            ``resize``/``crop`` then apply to that size.
+        native_rgb24: No transform and no downscale: the CPU path returns FFmpeg's own rgb24
+            conversion bit for bit (the GPU's kernel matches it within its tolerance).
+    """
+
+    spec: TransformSpec
+    scaling_factor: float = 1.0
+    native_rgb24: bool = False
+
+    @property
+    def dtype(self) -> str:
+        return self.spec.dtype
+
+    @property
+    def layout(self) -> str:
+        return self.spec.layout
+
+    def geometry(self, width: int, height: int, rng: np.random.Generator | None = None) -> FrameGeometry:
+        """One clip's geometry for a ``width`` x ``height`` video (random crop/flip drawn from ``rng``)."""
+        base_size = scaled_size(width, height, self.scaling_factor)
+        return self.spec.geometry(width, height, rng, base_size=base_size)
+
+    def clip_shape(self, frames: int, geometry: FrameGeometry) -> tuple[int, ...]:
+        """Shape of one clip of ``frames`` frames."""
+        return layout_clip_shape(self.spec.layout, frames, geometry.output_height, geometry.output_width)
 
 
-def frame_view(clip: np.ndarray, layout: str, position: int) -> np.ndarray:
-    """The ``[H, W, 3]`` view of frame ``position`` inside one clip array of ``layout``."""
-    if layout == "THWC":
-        return clip[position]
-    if layout == "TCHW":
-        return clip[position].transpose(1, 2, 0)
-    return clip[:, position].transpose(1, 2, 0)
+def resolve_transform(transform: TransformSpec | None, scaling_factor: float = 1.0) -> Conversion:
+    """The :class:`Conversion` for a public ``transform`` argument and a sampler's scaling factor."""
+    if transform is not None and not isinstance(transform, TransformSpec):
+        raise fail("transform", transform, "a vclip.TransformSpec or None")
+    native = transform is None and scaling_factor == 1.0
+    return Conversion(transform or TransformSpec(), float(scaling_factor), native)
 
 
 class VideoLookups:

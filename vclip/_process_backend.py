@@ -10,16 +10,26 @@ A request carries the clips of one video; the video's index and a buffer's handl
 worker only the first time it needs them. Both sides keep the same bounded most-recently-used
 list of the indexes a worker holds (the worker reads requests in the order they were sent), so
 they always agree on which index must be sent again. A worker that dies fails the videos it was
-decoding (as bad videos, so a loader's error policy applies) and is started again.
+decoding (as bad videos, so a loader's error policy applies) and is started again; a video that
+takes longer than ``decode_timeout`` seconds gets its worker killed and replaced, the other videos
+that worker held are sent again.
+
+Workers never outlive their parent: they ignore Ctrl-C (the parent shuts them down), exit quietly
+when the parent's pipe closes, and watch the parent's pid, so a parent killed with SIGKILL leaves
+no orphans. The parent shuts its workers down at interpreter exit if nobody called ``close()``,
+and shared memory is unlinked on close and at exit.
 """
 
 from __future__ import annotations
 
+import atexit
 import builtins
 import itertools
 import multiprocessing
 import os
+import signal
 import threading
+import time
 import traceback
 import warnings
 import weakref
@@ -27,19 +37,25 @@ from collections import OrderedDict
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from multiprocessing.connection import wait as wait_for_connections
+from typing import Any, Callable
 
 import numpy as np
 
 from . import errors
-from ._pipeline import DecodeStats, VideoJob
+from ._device import Device
+from ._engine import Backend
+from ._pipeline import Conversion, DecodeStats, VideoJob
 from .errors import CorruptVideoError, VideoError
 from .index import VideoIndex
-from .transforms import TransformSpec
 
 __all__ = ["ProcessBackend"]
 
 INDEXES_PER_WORKER = 512
 """Video indexes each worker process keeps (most recently used)."""
+
+DECODE_TIMEOUT_SECONDS = 120.0
+"""Default seconds a video may spend in a worker process (queued and decoding) before the worker
+is considered stuck, killed and replaced."""
 
 
 class RecentKeys:
@@ -70,16 +86,16 @@ class BufferHandle:
     number: int
     shape: tuple[int, ...]
     dtype: str
-    device: str
+    device: Device
     handle: bytes | str
 
 
 class _SharedAllocation:
     """The memory behind one shared buffer; it lives as long as any view of the buffer."""
 
-    def __init__(self, device: str, nbytes: int):
+    def __init__(self, device: Device, nbytes: int):
         self.device = device
-        if device == "cpu":
+        if not device.is_cuda:
             from multiprocessing.shared_memory import SharedMemory
 
             self.memory = SharedMemory(create=True, size=nbytes)
@@ -87,12 +103,12 @@ class _SharedAllocation:
             return
         import cupy
 
-        with cupy.cuda.Device(int(device.split(":")[1])):
+        with cupy.cuda.Device(device.index):
             self.memory = cupy.cuda.Memory(nbytes)  # its own allocation (not CuPy's pool), so it can be exported
             self.handle = cupy.cuda.runtime.ipcGetMemHandle(self.memory.ptr)
 
     def array(self, shape: tuple[int, ...], dtype: str):
-        if self.device == "cpu":
+        if not self.device.is_cuda:
             return np.ndarray(shape, dtype, buffer=self.memory.buf)
         import cupy
 
@@ -100,9 +116,12 @@ class _SharedAllocation:
         return cupy.ndarray(shape, dtype, cupy.cuda.MemoryPointer(view, 0))
 
     @staticmethod
-    def release(memory, device: str) -> None:
-        if device == "cpu":
-            memory.unlink()
+    def release(memory, device: Device) -> None:
+        if not device.is_cuda:
+            try:
+                memory.unlink()
+            except FileNotFoundError:  # already unlinked by close()
+                pass
 
 
 def _buffer_address(array) -> int:
@@ -118,7 +137,7 @@ class _OpenedBuffer:
 
     def __init__(self, handle: BufferHandle):
         self.device = handle.device
-        if handle.device == "cpu":
+        if not handle.device.is_cuda:
             from multiprocessing.shared_memory import SharedMemory
 
             self._memory = SharedMemory(name=handle.handle)
@@ -126,14 +145,14 @@ class _OpenedBuffer:
             return
         import cupy
 
-        with cupy.cuda.Device(int(handle.device.split(":")[1])):
+        with cupy.cuda.Device(handle.device.index):
             self._pointer = cupy.cuda.runtime.ipcOpenMemHandle(handle.handle)
         memory = cupy.cuda.UnownedMemory(self._pointer, _nbytes(handle.shape, handle.dtype), self)
         self.array = cupy.ndarray(handle.shape, handle.dtype, cupy.cuda.MemoryPointer(memory, 0))
 
     def close(self) -> None:
         self.array = None
-        if self.device == "cpu":
+        if not self.device.is_cuda:
             try:
                 self._memory.close()
             except BufferError:  # a view is still alive somewhere; the mapping goes with it
@@ -153,7 +172,7 @@ class _Request:
     buffer: int
     buffer_handle: BufferHandle | None
     targets: tuple
-    spec: TransformSpec | None
+    conversion: Conversion
 
 
 @dataclass
@@ -164,11 +183,20 @@ class _Reply:
     warnings: list = field(default_factory=list)
 
 
-def _serve(device: str, threads: int, skip_non_reference: bool, index_capacity: int, requests, replies) -> None:
-    """Main function of a worker process: decode requests on ``threads`` threads until None arrives."""
-    from ._backends import make_backend
+def _watch_parent(parent_pid: int) -> None:
+    """Exit this worker as soon as its parent is gone (killed without a chance to close us)."""
+    while True:
+        time.sleep(0.5)
+        if os.getppid() != parent_pid:
+            os._exit(0)
 
-    backend, _ = make_backend(device, skip_non_reference=skip_non_reference)
+
+def _serve(factory: Callable[[], Backend], threads: int, index_capacity: int, parent_pid: int, requests, replies) -> None:
+    """Main function of a worker process: decode requests on ``threads`` threads until None arrives
+    or the parent goes away."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole process group: the parent decides
+    threading.Thread(target=_watch_parent, args=(parent_pid,), daemon=True).start()
+    backend = factory()
     reply_lock = threading.Lock()
     raised: list[tuple[str, str]] = []
 
@@ -182,15 +210,18 @@ def _serve(device: str, threads: int, skip_non_reference: bool, index_capacity: 
     def send(reply: _Reply) -> None:
         with reply_lock:
             reply.warnings, raised[:] = list(raised), []
-            replies.send(reply)
+            try:
+                replies.send(reply)
+            except OSError:  # the parent is gone
+                os._exit(0)
 
     def run(request: _Request, index: VideoIndex, output) -> None:
         stats = DecodeStats()
         reply = _Reply(request.number)
         try:
-            event = backend.decode_job(VideoJob(index, request.targets), request.spec, output, stats)
-            if event is not None:
-                event.synchronize()
+            completion = backend.decode_job(VideoJob(index, request.targets), request.conversion, output, stats)
+            if completion is not None:
+                completion.synchronize()
         except VideoError as error:
             reply.error = error
         except Exception as error:  # a bug, not a bad video: the parent raises it
@@ -204,7 +235,10 @@ def _serve(device: str, threads: int, skip_non_reference: bool, index_capacity: 
     buffers: dict[int, _OpenedBuffer] = {}
     with ThreadPoolExecutor(threads, thread_name_prefix="vclip-decode") as pool:
         while True:
-            message = requests.recv()
+            try:
+                message = requests.recv()
+            except (EOFError, OSError):  # the parent closed its end without saying goodbye
+                break
             if message is None:
                 break
             if isinstance(message, int):  # the parent freed that buffer
@@ -221,21 +255,34 @@ def _serve(device: str, threads: int, skip_non_reference: bool, index_capacity: 
 
 
 # -- the parent's side ------------------------------------------------------------------------------
+@dataclass
+class _Pending:
+    """A request sent to a worker and not answered yet: enough to send it again."""
+
+    future: Future
+    job: VideoJob
+    index_key: int
+    buffer: BufferHandle
+    conversion: Conversion
+    sent_at: float = field(default_factory=time.monotonic)
+    timed_out: bool = False
+
+
 class _WorkerProcess:
     """One worker process seen from the parent: its pipes, outstanding requests and what it holds."""
 
-    def __init__(self, context, device: str, threads: int, skip_non_reference: bool, index_capacity: int):
+    def __init__(self, context, factory: Callable[[], Backend], threads: int, index_capacity: int):
         requests_read, self.requests = context.Pipe(duplex=False)
         self.replies, replies_write = context.Pipe(duplex=False)
         self.process = context.Process(
-            target=_serve, args=(device, threads, skip_non_reference, index_capacity, requests_read, replies_write),
+            target=_serve, args=(factory, threads, index_capacity, os.getpid(), requests_read, replies_write),
             name="vclip-decode-process", daemon=True,
         )
         self.process.start()
         requests_read.close()
         replies_write.close()
         self.lock = threading.Lock()
-        self.outstanding: dict[int, tuple[Future, str]] = {}
+        self.outstanding: dict[int, _Pending] = {}
         self.indexes = RecentKeys(index_capacity)
         self.opened: set[int] = set()
         self.replied = False
@@ -243,14 +290,23 @@ class _WorkerProcess:
 
 
 class ProcessBackend:
-    """Decodes in ``processes`` worker processes with ``threads`` decode threads each.
+    """Decodes in ``processes`` worker processes with ``threads`` decode threads each; each
+    worker runs the backend that ``factory`` makes (a picklable callable).
 
-    Output buffers must come from :meth:`empty`. Same interface as the in-process backends, plus
-    :meth:`close`.
+    Output buffers must come from :meth:`empty`. Keeps the :class:`~vclip._engine.Backend` contract.
+
+    Args:
+        factory: Makes the in-process backend a worker decodes with.
+        device: Where that backend's outputs live (buffers are shared on it).
+        processes: Worker processes.
+        threads: Decode threads per worker (default 4 on the GPU, 2 on the CPU).
+        indexes_per_worker: Video indexes a worker keeps.
+        decode_timeout: Seconds a video may take in a worker (queued and decoding) before the
+            worker is killed and replaced; the video is reported as a CorruptVideoError.
     """
 
-    def __init__(self, device: str, processes: int, threads: int = 0, *, skip_non_reference: bool = True,
-                 indexes_per_worker: int = INDEXES_PER_WORKER):
+    def __init__(self, factory: Callable[[], Backend], device: Device, processes: int, threads: int = 0, *,
+                 indexes_per_worker: int = INDEXES_PER_WORKER, decode_timeout: float = DECODE_TIMEOUT_SECONDS):
         if multiprocessing.current_process().daemon:
             raise ValueError(
                 "decode_processes needs a process that may start children; inside DataLoader workers "
@@ -258,14 +314,16 @@ class ProcessBackend:
             )
         self.device = device
         self.processes = processes
-        self.threads = threads or (4 if device != "cpu" else 2)
+        self.threads = threads or (4 if device.is_cuda else 2)
         self.default_workers = processes * self.threads
-        self.skip_non_reference = skip_non_reference
+        self.decode_timeout = float(decode_timeout)
+        self._factory = factory
         self._index_capacity = indexes_per_worker
         self._context = multiprocessing.get_context("spawn")  # forked children must not inherit CUDA state
         self._lock = threading.Lock()
         self._numbers = itertools.count()
         self._buffers: dict[int, BufferHandle] = {}
+        self._shared_memory: dict[int, Any] = {}  # CPU buffers' segments, unlinked on close
         self._index_keys: weakref.WeakKeyDictionary[VideoIndex, int] = weakref.WeakKeyDictionary()
         self._shown_warnings: set[tuple[str, str]] = set()
         self._failed_starts = 0
@@ -274,9 +332,10 @@ class ProcessBackend:
         self._wake_read, self._wake = self._context.Pipe(duplex=False)
         self._listener = threading.Thread(target=self._listen, name="vclip-decode-replies", daemon=True)
         self._listener.start()
+        _open_backends.add(self)
 
     def _start_worker(self) -> _WorkerProcess:
-        return _WorkerProcess(self._context, self.device, self.threads, self.skip_non_reference, self._index_capacity)
+        return _WorkerProcess(self._context, self._factory, self.threads, self._index_capacity)
 
     # -- buffers ------------------------------------------------------------------------------
     def empty(self, shape: tuple[int, ...], dtype: str):
@@ -287,14 +346,17 @@ class ProcessBackend:
         handle = BufferHandle(next(self._numbers), shape, dtype, self.device, allocation.handle)
         with self._lock:
             self._buffers[_buffer_address(array)] = handle
+            if not self.device.is_cuda:
+                self._shared_memory[handle.number] = allocation.memory
         # On the GPU the allocation object lives as long as any view; on the CPU the array does.
-        owner = allocation if self.device != "cpu" else array
+        owner = allocation if self.device.is_cuda else array
         weakref.finalize(owner, self._forget_buffer, _buffer_address(array), handle.number, allocation.memory)
         return array
 
     def _forget_buffer(self, address: int, number: int, memory) -> None:
         with self._lock:
             self._buffers.pop(address, None)
+            self._shared_memory.pop(number, None)
             workers = [] if self._closing else list(self._workers)
         for worker in workers:
             with worker.lock:
@@ -307,7 +369,7 @@ class ProcessBackend:
         _SharedAllocation.release(memory, self.device)
 
     # -- decoding -----------------------------------------------------------------------------
-    def decode_job(self, job: VideoJob, spec: TransformSpec | None, output, stats: DecodeStats) -> None:
+    def decode_job(self, job: VideoJob, conversion: Conversion, output, stats: DecodeStats) -> None:
         """Decode ``job`` into ``output`` in a worker process; returns when the frames are written."""
         with self._lock:
             handle = self._buffers.get(_buffer_address(output))
@@ -316,38 +378,40 @@ class ProcessBackend:
             key = self._index_keys.get(job.index)
             if key is None:
                 key = self._index_keys[job.index] = next(self._numbers)
-        future: Future = Future()
-        number = next(self._numbers)
-        while not self._send(number, future, key, job, handle, spec):
-            pass  # that worker was just replaced: pick again
-        reply: _Reply = future.result()
+        pending = _Pending(Future(), job, key, handle, conversion)
+        self._send(pending)
+        reply: _Reply = pending.future.result()
         stats.add(**reply.stats)
         self._show_warnings(reply.warnings)
         if reply.error is not None:
             raise reply.error
 
-    def _send(self, number: int, future: Future, key: int, job: VideoJob, handle: BufferHandle, spec) -> bool:
-        """Send one request to the least busy worker; False if that worker had just died."""
-        if self._closing:
-            raise RuntimeError("this ProcessBackend is closed")
-        with self._lock:
-            worker = min(self._workers, key=lambda w: len(w.outstanding))
-        with worker.lock:
-            if worker.retired:
-                return False
-            known = worker.indexes.use(key) is not None
-            if not known:
-                worker.indexes.use(key, True)
-            opened = handle.number in worker.opened
-            worker.opened.add(handle.number)
-            worker.outstanding[number] = (future, job.index.path)
-            request = _Request(number, key, None if known else job.index, handle.number, None if opened else handle,
-                               job.targets, spec)
-            try:
-                worker.requests.send(request)
-            except OSError:  # it died after all: the listener fails the request and replaces it
-                pass
-        return True
+    def _send(self, pending: _Pending) -> None:
+        """Send one request to the least busy worker that is alive."""
+        while True:
+            if self._closing:
+                raise RuntimeError("this ProcessBackend is closed")
+            with self._lock:
+                worker = min(self._workers, key=lambda w: len(w.outstanding))
+            with worker.lock:
+                if worker.retired:
+                    continue  # that worker was just replaced: pick again
+                known = worker.indexes.use(pending.index_key) is not None
+                if not known:
+                    worker.indexes.use(pending.index_key, True)
+                opened = pending.buffer.number in worker.opened
+                worker.opened.add(pending.buffer.number)
+                number = next(self._numbers)
+                pending.sent_at = time.monotonic()
+                worker.outstanding[number] = pending
+                request = _Request(number, pending.index_key, None if known else pending.job.index,
+                                   pending.buffer.number, None if opened else pending.buffer, pending.job.targets,
+                                   pending.conversion)
+                try:
+                    worker.requests.send(request)
+                except OSError:  # it died after all: the listener fails the request and replaces it
+                    pass
+            return
 
     def _show_warnings(self, raised: list[tuple[str, str]]) -> None:
         for category_name, message in raised:
@@ -361,13 +425,14 @@ class ProcessBackend:
             warnings.warn(message, category, stacklevel=4)
 
     def _listen(self) -> None:
-        """Resolve replies as they come; fail and restart a worker that died."""
+        """Resolve replies as they come; replace a worker that died or is stuck on a video."""
+        tick = min(1.0, self.decode_timeout / 4)
         while True:
             with self._lock:  # once closing, workers that exited are no longer watched
                 workers = [w for w in self._workers if not self._closing or w.process.is_alive()]
             by_connection = {worker.replies: worker for worker in workers}
             by_sentinel = {worker.process.sentinel: worker for worker in workers}
-            ready = wait_for_connections([*by_connection, *by_sentinel, self._wake_read])
+            ready = wait_for_connections([*by_connection, *by_sentinel, self._wake_read], timeout=tick)
             if self._wake_read in ready:
                 return
             for item in ready:
@@ -376,6 +441,20 @@ class ProcessBackend:
             for item in ready:
                 if item in by_sentinel and not by_sentinel[item].process.is_alive():
                     self._replace(by_sentinel[item])
+            if not self._closing:
+                self._kill_stuck(workers)
+
+    def _kill_stuck(self, workers: list[_WorkerProcess]) -> None:
+        now = time.monotonic()
+        for worker in workers:
+            with worker.lock:
+                stuck = [p for p in worker.outstanding.values() if now - p.sent_at > self.decode_timeout]
+                for pending in stuck:
+                    pending.timed_out = True
+            if stuck:
+                worker.process.kill()
+                worker.process.join()
+                self._replace(worker)
 
     def _receive(self, worker: _WorkerProcess) -> None:
         try:
@@ -383,8 +462,8 @@ class ProcessBackend:
                 reply: _Reply = worker.replies.recv()
                 worker.replied = True
                 with worker.lock:
-                    future, _ = worker.outstanding.pop(reply.number)
-                future.set_result(reply)
+                    pending = worker.outstanding.pop(reply.number)
+                pending.future.set_result(reply)
         except (EOFError, OSError):  # it died mid-reply: the sentinel says so next
             pass
 
@@ -392,7 +471,7 @@ class ProcessBackend:
         self._receive(worker)  # replies sent before it died
         code = worker.process.exitcode
         with self._lock:
-            if self._closing:
+            if self._closing or worker.retired:
                 return
             self._workers[self._workers.index(worker)] = self._start_worker()
             self._failed_starts = 0 if worker.replied else self._failed_starts + 1
@@ -400,31 +479,46 @@ class ProcessBackend:
         with worker.lock:
             worker.retired = True
             lost, worker.outstanding = worker.outstanding, {}
-        for number, (future, path) in lost.items():
-            if failed_starts >= 3:  # not this video's fault: workers die before decoding anything
-                error: Exception = RuntimeError(
+        timed_out = any(pending.timed_out for pending in lost.values())
+        for number, pending in lost.items():
+            path = pending.job.index.path
+            if pending.timed_out:
+                error: Exception = CorruptVideoError(
+                    path, f"decoding took longer than {self.decode_timeout:g} s (decode_timeout); "
+                          "its decode worker process was replaced")
+            elif timed_out:  # innocent: it only shared the worker with a stuck video
+                try:
+                    self._send(pending)
+                    continue
+                except RuntimeError as closed:
+                    error = closed
+            elif failed_starts >= 3:  # not this video's fault: workers die before decoding anything
+                error = RuntimeError(
                     f"decode worker processes on {self.device} keep dying before decoding anything "
                     f"(exit code {code}); see their output on stderr")
             else:
-                problem = f"the decode worker process died (exit code {code}) while decoding this video"
-                error = CorruptVideoError(path, problem)
-            future.set_result(_Reply(number, error))
+                error = CorruptVideoError(path, f"the decode worker process died (exit code {code}) while decoding this video")
+            pending.future.set_result(_Reply(number, error))
 
-    def close(self) -> None:
-        """Stop the worker processes (after the requests they hold)."""
+    def close(self, timeout: float = 30.0) -> None:
+        """Stop the worker processes (after the requests they hold; killed after ``timeout`` seconds)
+        and unlink the shared memory of the CPU buffers. Idempotent."""
         with self._lock:
             if self._closing:
                 return
             self._closing = True
             workers = list(self._workers)
+            segments, self._shared_memory = list(self._shared_memory.values()), {}
+        _open_backends.discard(self)
         for worker in workers:
             with worker.lock:
                 try:
                     worker.requests.send(None)
                 except OSError:
                     pass
+        deadline = time.monotonic() + timeout
         for worker in workers:
-            worker.process.join(timeout=30)
+            worker.process.join(timeout=max(0.0, deadline - time.monotonic()))
             if worker.process.is_alive():
                 worker.process.kill()
                 worker.process.join()
@@ -432,6 +526,18 @@ class ProcessBackend:
         self._listener.join()
         for worker in workers:
             self._receive(worker)
-            for future, path in worker.outstanding.values():
-                closed = RuntimeError(f"{path}: the decoder was closed before this video was decoded")
-                future.set_result(_Reply(-1, closed))
+            for pending in worker.outstanding.values():
+                closed = RuntimeError(f"{pending.job.index.path}: the decoder was closed before this video was decoded")
+                pending.future.set_result(_Reply(-1, closed))
+        for memory in segments:
+            _SharedAllocation.release(memory, self.device)
+
+
+_open_backends: "weakref.WeakSet[ProcessBackend]" = weakref.WeakSet()
+
+
+@atexit.register
+def _close_open_backends() -> None:
+    """At interpreter exit, stop the workers of backends nobody closed, quickly and quietly."""
+    for backend in list(_open_backends):
+        backend.close(timeout=5.0)

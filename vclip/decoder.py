@@ -9,9 +9,10 @@ from typing import Sequence
 import numpy as np
 
 from ._backends import JobRunner, make_backend
-from ._pipeline import ClipTarget, DecodeStats, VideoJob, clip_shape
+from ._device import resolve_device
+from ._pipeline import ClipTarget, DecodeStats, VideoJob, resolve_transform
 from .index import VideoIndex, index_video
-from .sampling import ClipSampler, check_scaling_factor, scaled_size
+from .sampling import ClipSampler, check_scaling_factor
 from .transforms import TransformSpec
 
 __all__ = ["VideoDecoder", "Frames"]
@@ -77,10 +78,11 @@ class VideoDecoder:
         cache_dir: str | os.PathLike | None = None,
         skip_non_reference: bool = True,
     ):
+        resolved = resolve_device(device)
         self.index: VideoIndex = index_video(path, stream_index=stream_index, cache_dir=cache_dir)
-        backend, self._device_fell_back = make_backend(device, skip_non_reference=skip_non_reference)
-        self._runner = JobRunner(backend, num_workers=1)
-        self.device: str = backend.device
+        self._runner = JobRunner(make_backend(resolved.device, skip_non_reference=skip_non_reference), num_workers=1)
+        self.device: str = str(resolved.device)
+        self.fell_back_to_cpu: bool = resolved.fell_back_to_cpu
         self.stats = DecodeStats()
 
     def __len__(self) -> int:
@@ -132,29 +134,25 @@ class VideoDecoder:
 
     def _decode(self, clips: list[np.ndarray], transform: TransformSpec | None, scaling_factor: float, seed) -> Frames:
         index = self.index
-        base_size = scaled_size(index.width, index.height, scaling_factor)
-        spec = transform
-        if spec is None and scaling_factor != 1.0:
-            spec = TransformSpec(resize=(base_size[1], base_size[0]))
+        conversion = resolve_transform(transform, scaling_factor)
         rng = np.random.default_rng(seed)
-        targets = []
-        for slot, frames in enumerate(clips):
-            geometry = (spec or TransformSpec()).geometry(index.width, index.height, rng, base_size=base_size)
-            targets.append(ClipTarget(np.asarray(frames, dtype=np.int64), geometry, slot))
-        shape = clip_shape(spec, clips[0].size, targets[0].geometry)
-        dtype = spec.dtype if spec is not None else "uint8"
-        output = self._runner.backend.empty((len(clips),) + shape, dtype)
+        targets = [
+            ClipTarget(np.asarray(frames, dtype=np.int64), conversion.geometry(index.width, index.height, rng), slot)
+            for slot, frames in enumerate(clips)
+        ]
+        shape = conversion.clip_shape(clips[0].size, targets[0].geometry)
+        output = self._runner.backend.empty((len(clips),) + shape, conversion.dtype)
         fallbacks_before = self.stats.fallback_videos
-        result = self._runner.run([VideoJob(index, tuple(targets))], spec, output, self.stats)
+        result = self._runner.run([VideoJob(index, tuple(targets))], conversion, output, self.stats)
         if result.errors[0] is not None:
             raise result.errors[0]
-        for event in result.events:
-            event.synchronize()
+        for completion in result.completions:
+            completion.synchronize()
         frame_indices = np.stack([np.asarray(c, dtype=np.int64) for c in clips])
         return Frames(
             data=output,
             frame_indices=frame_indices,
             pts_seconds=index.pts_seconds[frame_indices],
             device=self.device,
-            fell_back_to_cpu=self._device_fell_back or self.stats.fallback_videos > fallbacks_before,
+            fell_back_to_cpu=self.fell_back_to_cpu or self.stats.fallback_videos > fallbacks_before,
         )

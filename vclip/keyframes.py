@@ -152,8 +152,9 @@ def extract_keyframes(
     if chosen.size == 0:  # a stream that flags no keyframe at all
         width, height = scaled_size(index.width, index.height, scaling_factor)
         empty = np.empty((0, height, width, 3), np.uint8)
-        fell_back = device.startswith("cuda") and decoder.device == "cpu"
-        return Keyframes(index.path, method, chosen, index.pts_seconds[chosen], empty, decoder.device, fell_back, 0)
+        return Keyframes(
+            index.path, method, chosen, index.pts_seconds[chosen], empty, decoder.device, decoder.fell_back_to_cpu, 0
+        )
     frames = decoder.get_frames(chosen, scaling_factor=scaling_factor)
     return Keyframes(
         path=index.path,

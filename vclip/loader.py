@@ -23,11 +23,12 @@ import torch
 from torch.utils.data import IterableDataset, get_worker_info
 
 from ._backends import JobRunner, make_backend
+from ._device import Device, resolve_device
 from ._dataset import VideoSource, load_videos
 from ._epoch import ClipRef, EvenShards, epoch_clip_refs, replacement_order, shard_videos
 from ._handoff import BufferRing, make_handoff
 from ._loader_stats import LoaderCounters, epoch_summary
-from ._pipeline import ClipTarget, VideoJob, clip_shape
+from ._pipeline import ClipTarget, VideoJob, resolve_transform
 from .errors import VideoError
 from .index import VideoIndex, index_video
 from .memory import LoaderMemoryEstimate, estimate_loader_memory, format_bytes, parse_bytes
@@ -313,9 +314,7 @@ class ClipLoader(IterableDataset):
         self.verbose = bool(verbose)
         self.frames_per_clip = _frames_per_clip(sampler)
         self._clip_sampler, self._clips_per_video = _clip_plan(sampler, clips_per_video)
-        # Without a transform, downscaled clips still need the resampling pass (at each video's own size).
-        self._spec = transform if transform is not None or sampler.scaling_factor == 1.0 else TransformSpec()
-        self._geometry_spec = self._spec or TransformSpec()
+        self._conversion = resolve_transform(transform, sampler.scaling_factor)
         self.videos, self.class_names = load_videos(videos)
         self.shard_id, self.num_shards = _process_shard(shard_id, num_shards)
         if self.num_shards > len(self.videos):
@@ -323,9 +322,9 @@ class ClipLoader(IterableDataset):
         self._epoch = 0
         self._unusable: dict[int, str] = {}
         self._reset_process_state()
-        backend = self._make_backend(device)
-        self.device: str = backend.device
-        self._start_runtime(backend)
+        self._device: Device = resolve_device(device).device
+        self.device: str = str(self._device)
+        self._start_runtime()
         self.decode_workers: int = self._runner.num_workers
         try:
             self._finish_setup(budget, memory_budget)
@@ -355,9 +354,9 @@ class ClipLoader(IterableDataset):
         self._memory_baseline: dict[str, int] = {}
         self._runtime_pid: int | None = None
 
-    def _start_runtime(self, backend=None) -> None:
+    def _start_runtime(self) -> None:
         """Decode workers, batch builders and the buffer ring of this process."""
-        backend = backend or self._make_backend(self.device)
+        backend = make_backend(self._device, processes=self.decode_processes, threads=self.num_threads)
         # With worker processes the threads here only wait for them: one per decode thread there.
         self._runner = JobRunner(backend, 0 if self.decode_processes else self.num_threads, dedicated_threads=True)
         self._handoff = make_handoff(backend.device)
@@ -366,12 +365,8 @@ class ClipLoader(IterableDataset):
         self._memory_baseline = self._handoff.memory_sample()
         self._runtime_pid = os.getpid()
 
-    def _make_backend(self, device: str):
-        return make_backend(device, processes=self.decode_processes, threads=self.num_threads)[0]
-
     def _allocate_buffer(self):
-        dtype = self._spec.dtype if self._spec is not None else "uint8"
-        return self._runner.backend.empty((self.batch_size,) + self.clip_shape, dtype)
+        return self._runner.backend.empty((self.batch_size,) + self.clip_shape, self._conversion.dtype)
 
     _PROCESS_STATE = ("_runner", "_handoff", "_builders", "_ring", "_counters", "_lock", "_active", "_held",
                       "_memory_baseline", "_runtime_pid")
@@ -398,17 +393,14 @@ class ClipLoader(IterableDataset):
                 )
             if clips[0].size != self.frames_per_clip:
                 raise ValueError(f"has {clips[0].size} keyframes, fewer than max_frames={self.frames_per_clip}")
-            base_size = self.sampler.output_size(index.width, index.height)
-            geometry = self._geometry_spec.geometry(
-                index.width, index.height, np.random.default_rng(0), base_size=base_size
-            )
+            geometry = self._conversion.geometry(index.width, index.height, np.random.default_rng(0))
         except (ValueError, IndexError) as error:
             return VideoError(path, str(error).removeprefix(f"{path}: "))
         return _VideoFacts(
             width=index.width, height=index.height, bit_depth=index.bit_depth,
             clip_count=len(clips) if self._clips_per_video is None else self._clips_per_video,
             output_size=(geometry.output_width, geometry.output_height),
-            clip_shape=clip_shape(self._spec, self.frames_per_clip, geometry),
+            clip_shape=self._conversion.clip_shape(self.frames_per_clip, geometry),
         )
 
     def _scan(self) -> list[_VideoFacts | VideoError]:
@@ -436,7 +428,7 @@ class ClipLoader(IterableDataset):
         largest = max(usable, key=lambda f: f.width * f.height * (1 if f.bit_depth <= 8 else 2))
         return estimate_loader_memory(
             width=usable[0].output_size[0], height=usable[0].output_size[1], batch_size=self.batch_size,
-            sequence_length=self.frames_per_clip, dtype=self._spec.dtype if self._spec is not None else "uint8",
+            sequence_length=self.frames_per_clip, dtype=self._conversion.dtype,
             augmentation_factor=self.augmentation_factor, buffers=self._ring.count,
             decoders=self.decode_workers, video_width=largest.width, video_height=largest.height,
             video_bit_depth=largest.bit_depth, on_gpu=self.device != "cpu", processes=self.decode_processes,
@@ -582,8 +574,8 @@ class ClipLoader(IterableDataset):
         try:
             while todo:
                 videos, jobs = self._jobs(clips, todo)
-                result = self._runner.run(jobs, self._spec, output, self._counters)
-                events.extend(result.events)
+                result = self._runner.run(jobs, self._conversion, output, self._counters)
+                events.extend(result.completions)
                 failed = [(video, job, error) for video, job, error in zip(videos, jobs, result.errors) if error]
                 if not failed:
                     break
@@ -652,8 +644,7 @@ class ClipLoader(IterableDataset):
             return None
         rng = ref.rng(self.seed, epoch)
         clips = self._clip_sampler.sample(index, seed=rng)
-        base_size = self.sampler.output_size(index.width, index.height)
-        geometry = self._geometry_spec.geometry(index.width, index.height, rng, base_size=base_size)
+        geometry = self._conversion.geometry(index.width, index.height, rng)
         return _Clip(ref, index, clips[ref.clip % len(clips)], geometry)
 
     def _mark_unusable(self, video: int, error: BaseException) -> None:
@@ -749,8 +740,7 @@ class ClipLoader(IterableDataset):
             self._active = None
         self._builders.shutdown(wait=True)
         self._runner.close()
-        if self.decode_processes:
-            self._runner.backend.close()
+        self._runner.backend.close()
         self._runner = None
 
     def __repr__(self) -> str:

@@ -1,4 +1,5 @@
-// Host harness: runs the kernels of nv12_transform.cu over an emulated grid, one thread at a time.
+// Host harness: runs the kernel of nv12_transform.cu over an emulated grid, one thread at a time,
+// one launch per frame as the NVDEC backend launches it.
 #include <cstddef>
 
 #include "cuda_host_shim.h"
@@ -8,17 +9,15 @@ template <typename In, typename Out>
 static void launch(const TransformParams* params, const FrameJob* jobs, int job_count) {
     blockDim = {32, 8, 1};
     unsigned columns = 32u * (unsigned)params->pixels_per_thread;
-    gridDim = {((unsigned)params->output_width + columns - 1) / columns, (unsigned)(params->output_height + 7) / 8,
-               (unsigned)job_count};
-    for (unsigned z = 0; z < gridDim.z; ++z)
+    gridDim = {((unsigned)params->output_width + columns - 1) / columns, (unsigned)(params->output_height + 7) / 8, 1};
+    for (int job = 0; job < job_count; ++job)
         for (unsigned by = 0; by < gridDim.y; ++by)
             for (unsigned bx = 0; bx < gridDim.x; ++bx)
                 for (unsigned ty = 0; ty < blockDim.y; ++ty)
                     for (unsigned tx = 0; tx < blockDim.x; ++tx) {
-                        blockIdx = {bx, by, z};
+                        blockIdx = {bx, by, 0};
                         threadIdx = {tx, ty, 0};
-                        if (job_count == 1) transform_frame<In, Out>(*params, jobs[0]);
-                        else transform_frames<In, Out>(*params, jobs);
+                        transform_frame<In, Out>(*params, jobs[job]);
                     }
 }
 
