@@ -342,37 +342,33 @@ def _run_keyframes(args: argparse.Namespace) -> int:
     records, videos, errors, taken = [], [], [], set()
     with _refused_arguments():
         check_integer("thumbnail_width", args.thumbnail_width, minimum=16)
-    with _progress_bar(args, total=len(args.files), unit="video") as files_bar:
-        for path in args.files:
-            started = time.perf_counter()
-            try:
-                with _refused_arguments(), _progress_bar(args, desc=Path(path).name, unit="frame",
-                                                         leave=False) as frames_bar:
-                    result = extract_keyframes(path, method=args.method, max_frames=args.max, device=args.device,
-                                               stream_index=args.stream, scaling_factor=args.scaling_factor,
-                                               scene_threshold=args.scene_threshold,
-                                               on_progress=_following(frames_bar))
-            except VideoError as error:
-                _skipped("keyframes", error)
-                errors.append({"file": path, "problem": error.problem})
-                files_bar.update()
-                continue
-            folder = out / _unique_folder_name(path, taken)
-            saved = result.save(folder, image_format=args.format, thumbnail_width=args.thumbnail_width)
-            for record in saved:
-                record["image"] = os.path.relpath(record["image"], out)
-            records.extend(saved)
-            videos.append({
-                "file": result.path, "method": result.method, "keyframes": len(result),
-                "folder": os.path.relpath(folder, out),
-                "contact_sheet": os.path.relpath(folder / f"contact_sheet.{args.format}", out) if saved else None,
-                "packets_decoded": result.packets_decoded, "device": result.device,
-                "seconds": round(time.perf_counter() - started, 4),
-            })
-            noun = "keyframe" if len(result) == 1 else "keyframes"
-            tqdm.write(f"{path}: {len(result)} {args.method} {noun} "
-                       f"(frames {format_numbers(result.frame_indices.tolist())}) -> {folder}{os.sep}", file=sys.stdout)
-            files_bar.update()
+    for path in _progress_bar(args, iterable=args.files, unit="video"):
+        started = time.perf_counter()
+        try:
+            with _refused_arguments(), _progress_bar(args, desc=Path(path).name, unit="frame", leave=False) as bar:
+                result = extract_keyframes(path, method=args.method, max_frames=args.max, device=args.device,
+                                           stream_index=args.stream, scaling_factor=args.scaling_factor,
+                                           scene_threshold=args.scene_threshold, on_progress=_following(bar))
+        except VideoError as error:
+            _skipped("keyframes", error)
+            errors.append({"file": path, "problem": error.problem})
+            continue
+        folder = out / _unique_folder_name(path, taken)
+        saved = result.save(folder, image_format=args.format, thumbnail_width=args.thumbnail_width)
+        for record in saved:
+            record["image"] = os.path.relpath(record["image"], out)
+        records.extend(saved)
+        videos.append({
+            "file": result.path, "method": result.method, "keyframes": len(result),
+            "folder": os.path.relpath(folder, out),
+            "contact_sheet": os.path.relpath(folder / f"contact_sheet.{args.format}", out) if saved else None,
+            "packets_decoded": result.packets_decoded, "device": result.device,
+            "seconds": round(time.perf_counter() - started, 4),
+        })
+        noun = "keyframe" if len(result) == 1 else "keyframes"
+        frames = format_numbers(result.frame_indices.tolist())
+        tqdm.write(f"{path}: {len(result)} {args.method} {noun} (frames {frames}) -> {folder}{os.sep}",
+                   file=sys.stdout)  # above the progress bars
     manifest = {"method": args.method, "keyframes": records, "videos": videos, "errors": errors}
     out.mkdir(parents=True, exist_ok=True)
     (out / "manifest.json").write_text(json.dumps(manifest, indent=2))
@@ -408,10 +404,10 @@ def _variants(args: argparse.Namespace, width: int, height: int) -> list[tuple[s
 def _budget_chart(args: argparse.Namespace, budget: int | None,
                   lines: Sequence[tuple[str, Callable[[int], int], int | None]]) -> str:
     """Write ``args.chart``: memory against batch size, one line per ``(label, bytes of a batch size,
-    largest batch that fits)``, with the budget and ``--batch`` marked."""
-    top = max(args.batch, *(largest or 0 for _, _, largest in lines), 2) * 5 // 4 + 1
-    batches = {args.batch} | {largest for _, _, largest in lines if largest}
-    batches = sorted(batches | set(np.linspace(1, top, min(top, 64)).round().astype(int).tolist()))
+    largest batch that fits)``, with the budget and ``--batch`` (when given) marked."""
+    marked = {batch for batch in (args.batch, *(largest for _, _, largest in lines)) if batch}
+    top = max(*marked, 2) * 5 // 4 + 1
+    batches = sorted(marked | set(np.linspace(1, top, min(top, 64)).round().astype(int).tolist()))
     series = [ChartSeries(label, [bytes_of(batch) for batch in batches], largest)
               for label, bytes_of, largest in lines]
     title = f"{args.width}x{args.height}x{args.channels} {args.dtype}, {args.seq} frames per clip"
