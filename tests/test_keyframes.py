@@ -212,3 +212,15 @@ def test_gpu_finds_the_same_keyframes(shots_video, method):
     assert gpu.device.startswith("cuda") and not gpu.fell_back_to_cpu
     assert gpu.frame_indices.tolist() == cpu.frame_indices.tolist()
     assert barcodes(gpu.frames.get()) == cpu.frame_indices.tolist()
+
+
+@pytest.mark.gpu
+def test_gpu_scene_progress_and_contact_sheet(shots_video, tmp_path):
+    calls = []
+    result = extract_keyframes(shots_video, method="scene", device="cuda",
+                               on_progress=lambda done, total: calls.append((done, total)))
+    assert calls[0] == (0, sum(SHOT_LENGTHS)) and calls[-1] == (sum(SHOT_LENGTHS), sum(SHOT_LENGTHS))
+    result.save(tmp_path / "gpu", image_format="png", thumbnail_width=96)
+    extract_keyframes(shots_video, method="scene").save(tmp_path / "cpu", image_format="png", thumbnail_width=96)
+    gpu_sheet, cpu_sheet = (decoded_image(tmp_path / name / "contact_sheet.png") for name in ("gpu", "cpu"))
+    assert gpu_sheet.shape == cpu_sheet.shape

@@ -240,7 +240,7 @@ def memory_chart(
     gib = float(2**30)
     for line in series:
         values = np.asarray(line.bytes, dtype=np.float64) / gib
-        (drawn,) = axes.plot(batch_sizes, values, marker=".", markersize=4, label=line.label)
+        (drawn,) = axes.plot(batch_sizes, values, label=line.label)
         if line.largest_batch is not None and line.largest_batch > 0:
             y = float(np.interp(line.largest_batch, batch_sizes, values))
             axes.plot([line.largest_batch], [y], "o", color=drawn.get_color(), markersize=8)
