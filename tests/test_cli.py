@@ -3,6 +3,7 @@
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -10,6 +11,7 @@ from pathlib import Path
 import av
 import numpy as np
 import pytest
+from PIL import Image
 
 import vclip
 from vclip._demo import make_shots_video
@@ -25,6 +27,16 @@ def run(capsys, *argv):
     status = main([str(a) for a in argv])
     captured = capsys.readouterr()
     return status, captured.out, captured.err
+
+
+def run_process(*argv, prelude="", **environment):
+    """``vclip ARGV`` in a new Python process whose stdout and stderr are pipes, not terminals,
+    after the Python statements of ``prelude``, with ``environment`` added."""
+    script = f"import sys\n{prelude}\nfrom vclip.cli import main\nsys.exit(main(sys.argv[1:]))"
+    environment = dict(os.environ, PYTHONPATH=str(PACKAGE_ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+                       **environment)
+    return subprocess.run([sys.executable, "-c", script, *map(str, argv)], capture_output=True, text=True,
+                          env=environment, timeout=120)
 
 
 def decoded_frames(path):
@@ -260,13 +272,15 @@ def test_sample_bad_file(capsys, bad_files, tmp_path):
         (["keyframes", "{v}", "--out", "k", "--max", "0"], "max_frames (0) must be an integer >= 1"),
         (["keyframes", "{v}", "--out", "k", "--method", "shots"], "argument --method: invalid choice: 'shots'"),
         (["keyframes", "{v}", "--out", "k", "--scene-threshold", "0.5"], "scene_threshold (0.5) must be a number > 1"),
+        (["keyframes", "{v}", "--out", "k", "--thumbnail-width", "8"], "thumbnail_width (8) must be an integer >= 16"),
         (["budget", "--width", "0", "--height", "1080", "--batch", "32", "--seq", "16"],
          "width (0) must be an integer >= 1"),
         (["budget", *REFERENCE, "--budget", "8 gigs"], "memory size ('8 gigs') must be bytes or a number with a unit"),
         (["budget", *REFERENCE, "--dtype", "int4"], "argument --dtype: invalid choice: 'int4'"),
         (["budget", *REFERENCE, "--aug", "-1"], "augmentation_factor (-1.0) must be a number >= 0"),
         (["budget", *REFERENCE, "--scaling-factor", "2"], "scaling_factor (2.0) must be in (0, 1]"),
-        (["budget", *REFERENCE, "--chart", "chart.svg"], "--chart ('chart.svg') must end in .png or .jpg"),
+        (["budget", *REFERENCE, "--chart", "chart.gif"],
+         "--chart ('chart.gif') must end in .png, .jpg, .jpeg, .svg, .pdf"),
         (["budget", "--width", "1920"], "the following arguments are required: --height, --batch, --seq"),
         (["transcode", "{v}"], "argument COMMAND: invalid choice: 'transcode'"),
         ([], "the following arguments are required: COMMAND"),
@@ -359,17 +373,73 @@ def test_keyframes_same_name_in_two_folders(capsys, videos, tmp_path):
     assert folders == ["odd_size", "odd_size_2"]
 
 
-def test_keyframes_progress_bar_on_a_terminal(capsys, videos, tmp_path, monkeypatch):
-    class Terminal(io.StringIO):
-        def isatty(self):
-            return True
+def test_keyframes_thumbnail_width(capsys, videos, tmp_path):
+    status, _, _ = run(capsys, "keyframes", videos["h264"], "--thumbnail-width", 80, "--format", "png",
+                       "--out", tmp_path)
+    video, = json.loads((tmp_path / "manifest.json").read_text())["videos"]
+    sheet, = decoded_frames(tmp_path / video["contact_sheet"])
+    assert status == 0 and 5 * 80 < sheet.shape[1] < 5 * 80 + 40  # five 80x60 thumbnails in a row
+    assert 60 < sheet.shape[0] < 60 + 40
 
+
+def test_keyframes_of_another_video_stream(capsys, shared_videos, tmp_path):
+    """nasa_13013.mp4: stream 0 is 320x180, stream 3 is 480x270 with its own keyframes."""
+    video = shared_videos / "nasa_13013.mp4"
+    status, _, _ = run(capsys, "keyframes", video, "--stream", 3, "--format", "png", "--out", tmp_path)
+    manifest = json.loads((tmp_path / "manifest.json").read_text())
+    assert status == 0
+    expected = vclip.index_video(video, stream_index=3).keyframe_indices.tolist()
+    assert [r["frame_index"] for r in manifest["keyframes"]] == expected
+    assert decoded_frames(tmp_path / manifest["keyframes"][0]["image"])[0].shape == (270, 480, 3)
+    status, _, err = run(capsys, "keyframes", video, "--stream", 1, "--out", tmp_path / "audio")
+    assert status == 1 and "stream 1 is not a video stream; video streams: 0, 3" in err
+
+
+# -- progress --------------------------------------------------------------------------------------
+class Terminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+def test_progress_bars_on_a_terminal_and_not_with_no_progress(videos, tmp_path, monkeypatch):
     terminal = Terminal()
     monkeypatch.setattr(sys, "stderr", terminal)
-    assert main(["keyframes", videos["hevc"], videos["odd"], "--out", str(tmp_path)]) == 0
-    assert "[" + "." * 24 + "] 0/2" in terminal.getvalue()
-    assert "[" + "#" * 12 + "." * 12 + "] 1/2" in terminal.getvalue()
-    assert "[" + "#" * 24 + "] 2/2 done" in terminal.getvalue()
+    assert main(["keyframes", videos["hevc"], videos["odd"], "--out", str(tmp_path / "a")]) == 0
+    drawn = terminal.getvalue()
+    assert "0/2 [" in drawn and "2/2 [" in drawn and "video/s" in drawn  # the bar over files
+    assert "frame/s" in drawn  # a bar within each file
+    quiet = Terminal()
+    monkeypatch.setattr(sys, "stderr", quiet)
+    assert main(["keyframes", videos["hevc"], "--out", str(tmp_path / "b"), "--no-progress"]) == 0
+    assert quiet.getvalue() == ""
+
+
+def test_progress_is_off_when_stderr_is_not_a_terminal(capsys, videos, tmp_path):
+    status, out, err = run(capsys, "info", "--json", videos["hevc"], videos["odd"])
+    assert (status, err) == (0, "") and len(json.loads(out)) == 2
+
+
+def test_forced_progress_advances_within_one_file(videos, tmp_path):
+    """A scene scan moves its bar frame by frame (here GOP by GOP: chunks cut small), on stderr."""
+    completed = run_process("keyframes", videos["h264"], "--method", "scene", "--progress", "--out", tmp_path,
+                            prelude="import vclip.keyframes; vclip.keyframes._CHUNK_FRAMES = 7", TQDM_MININTERVAL="0")
+    assert completed.returncode == 0, completed.stderr
+    frames_done = {int(done) for done in re.findall(r"(\d+)/150 \[", completed.stderr)}
+    assert {0, 150} < frames_done and len(frames_done) >= 4
+    assert "1/1 [" in completed.stderr
+    assert completed.stdout.splitlines() == [
+        f"{videos['h264']}: 1 scene keyframe (frames 0) -> {tmp_path / 'h264_bframes'}{os.sep}",
+        f"1 of 1 videos, 1 images; manifest: {tmp_path / 'manifest.json'}"]
+
+
+def test_forced_progress_keeps_json_on_stdout(videos, bad_files):
+    files = [videos["h264"], bad_files["text"], videos["odd"]]
+    completed = run_process("info", "--json", "--progress", *files, TQDM_MININTERVAL="0")
+    assert completed.returncode == 3
+    assert [report["file"] for report in json.loads(completed.stdout)] == files
+    assert "3/3 [" in completed.stderr and "file/s" in completed.stderr
+    skipped = f"\nvclip info: skipped {bad_files['text']}: not a video container"  # on a line of its own
+    assert skipped in completed.stderr
 
 
 # -- budget ----------------------------------------------------------------------------------------
@@ -415,10 +485,32 @@ def test_budget_chart(capsys, tmp_path):
     chart = tmp_path / "chart.png"
     status, out, _ = run(capsys, "budget", *REFERENCE, "--budget", "8GiB", "--chart", chart)
     assert status == 0 and f"chart: {chart}" in out
-    image, = decoded_frames(chart)
-    assert image.shape == (420, 800, 3)
-    colours = {tuple(c) for c in image.reshape(-1, 3)}
-    assert {(80, 190, 90), (220, 70, 60), (70, 130, 230), (240, 200, 40)} <= colours  # fit, over, this batch, budget
+    image = Image.open(chart)
+    assert image.format == "PNG" and image.size == (800, 420)
+    pixels = np.asarray(image.convert("RGB")).astype(int)
+    for colour in ((31, 119, 180), (214, 39, 40)):  # the formula's line, the budget's line
+        assert (np.abs(pixels - colour).max(axis=-1) <= 12).sum() > 400
+    status, out, _ = run(capsys, "budget", *REFERENCE, "--chart", tmp_path / "chart.svg", "--json")
+    assert status == 0 and json.loads(out)["chart"] == str(tmp_path / "chart.svg")
+    assert (tmp_path / "chart.svg").read_text().lstrip().startswith("<?xml")
+
+
+def test_budget_chart_without_matplotlib_names_the_extra(tmp_path):
+    """matplotlib blocked: Python raises ImportError with the pip hint, the command exits 2 with it."""
+    hint = "the memory chart needs matplotlib, which is not installed: pip install 'vclip[chart]'"
+    prelude = "\n".join([
+        "sys.modules['matplotlib'] = None",
+        "from vclip._images import ChartSeries, memory_chart",
+        "try:",
+        "    memory_chart('unused.png', [1], [ChartSeries('formula', [1])], title='t')",
+        "except ImportError as error:",
+        "    print(f'ImportError: {error}')",
+    ])
+    chart = tmp_path / "chart.png"
+    completed = run_process("budget", *REFERENCE, "--chart", chart, prelude=prelude)
+    assert (completed.returncode, completed.stdout) == (2, f"ImportError: {hint}\n")
+    assert completed.stderr == f"vclip budget: error: --chart: {hint}\n"
+    assert not chart.exists()
 
 
 # -- demo ------------------------------------------------------------------------------------------

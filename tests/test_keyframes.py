@@ -31,6 +31,11 @@ def decoded_image(path):
         return next(container.decode(video=0)).to_ndarray(format="rgb24")
 
 
+def ink(region, background):
+    """How many pixels of ``region`` differ from the ``background`` colour."""
+    return int((region != background).any(axis=-1).sum())
+
+
 @pytest.mark.parametrize("name", ["h264", "hevc", "long_gop", "odd", "offset"])
 def test_codec_method_is_the_index_keyframes_and_decodes_only_their_packets(videos, name):
     index = vclip.index_video(videos[name])
@@ -113,6 +118,59 @@ def test_save_as_jpeg_keeps_the_barcodes(videos, tmp_path):
     assert (tmp_path / "contact_sheet.jpg").read_bytes()[:2] == b"\xff\xd8"
 
 
+def test_contact_sheet_thumbnails_follow_thumbnail_width(videos, tmp_path):
+    """Five 320x240 keyframes in a row: the sheet grows by five tile widths and one tile height."""
+    keyframes = extract_keyframes(videos["h264"])
+    sheets = {}
+    for width in (64, 160):
+        keyframes.save(tmp_path / str(width), image_format="png", thumbnail_width=width)
+        sheets[width] = decoded_image(tmp_path / str(width) / "contact_sheet.png")
+    assert sheets[160].shape[1] - sheets[64].shape[1] == 5 * (160 - 64)
+    assert sheets[160].shape[0] - sheets[64].shape[0] == 120 - 48  # 240 * width / 320
+    assert 5 * 64 < sheets[64].shape[1] < 5 * 64 + 40  # the tiles and small gaps
+
+
+def test_contact_sheet_thumbnails_never_enlarge_frames(shots_video, tmp_path):
+    extract_keyframes(shots_video, method="scene").save(tmp_path, image_format="png", thumbnail_width=1000)
+    small = decoded_image(tmp_path / "contact_sheet.png")
+    extract_keyframes(shots_video, method="scene").save(tmp_path, image_format="png", thumbnail_width=192)
+    assert np.array_equal(decoded_image(tmp_path / "contact_sheet.png"), small)  # 192 is the frames' width
+
+
+def test_contact_sheet_captions_are_drawn(videos, tmp_path):
+    """Under each tile, the frame number and time in Pillow's font: ink on the background, a
+    different picture for each caption."""
+    extract_keyframes(videos["h264"], max_frames=3).save(tmp_path, image_format="png", thumbnail_width=96)
+    sheet = decoded_image(tmp_path / "contact_sheet.png")
+    background = sheet[0, 0]
+    tile_bottom = 4 + 72  # the gap, then 96x72 tiles
+    captions = [sheet[tile_bottom:, left:left + 96] for left in (4, 4 + 100, 4 + 200)]  # "0: 0.00s", "60: 2.00s", ...
+    assert all(ink(caption, background) > 40 for caption in captions)
+    assert not np.array_equal(captions[0], captions[1]) and not np.array_equal(captions[1], captions[2])
+    assert ink(sheet[:, 100:104], background) == 0  # the gap between the first two tiles and captions
+
+
+def test_save_refuses_tiny_thumbnails(videos, tmp_path):
+    with pytest.raises(ValueError, match=r"thumbnail_width \(8\) must be an integer >= 16"):
+        extract_keyframes(videos["h264"], max_frames=1).save(tmp_path, thumbnail_width=8)
+
+
+def test_scene_progress_advances_within_the_file(videos, monkeypatch):
+    """on_progress follows the frames analysed, chunk by chunk, from 0 to the frame count."""
+    monkeypatch.setattr(keyframes_module, "_CHUNK_FRAMES", 7)  # a chunk per 30-frame GOP of the 150 frames
+    calls = []
+    extract_keyframes(videos["h264"], method="scene", on_progress=lambda done, total: calls.append((done, total)))
+    done = [d for d, _ in calls]
+    assert calls[0] == (0, 150) and calls[-1] == (150, 150) and {total for _, total in calls} == {150}
+    assert len(calls) >= 4 and done == sorted(set(done))  # advanced more than once, never back
+
+
+def test_codec_progress_counts_the_keyframes_decoded(videos):
+    calls = []
+    extract_keyframes(videos["h264"], max_frames=3, on_progress=lambda done, total: calls.append((done, total)))
+    assert calls == [(0, 3), (3, 3)]
+
+
 @pytest.mark.parametrize(
     "options, message",
     [
@@ -154,3 +212,15 @@ def test_gpu_finds_the_same_keyframes(shots_video, method):
     assert gpu.device.startswith("cuda") and not gpu.fell_back_to_cpu
     assert gpu.frame_indices.tolist() == cpu.frame_indices.tolist()
     assert barcodes(gpu.frames.get()) == cpu.frame_indices.tolist()
+
+
+@pytest.mark.gpu
+def test_gpu_scene_progress_and_contact_sheet(shots_video, tmp_path):
+    calls = []
+    result = extract_keyframes(shots_video, method="scene", device="cuda",
+                               on_progress=lambda done, total: calls.append((done, total)))
+    assert calls[0] == (0, sum(SHOT_LENGTHS)) and calls[-1] == (sum(SHOT_LENGTHS), sum(SHOT_LENGTHS))
+    result.save(tmp_path / "gpu", image_format="png", thumbnail_width=96)
+    extract_keyframes(shots_video, method="scene").save(tmp_path / "cpu", image_format="png", thumbnail_width=96)
+    gpu_sheet, cpu_sheet = (decoded_image(tmp_path / name / "contact_sheet.png") for name in ("gpu", "cpu"))
+    assert gpu_sheet.shape == cpu_sheet.shape

@@ -102,7 +102,8 @@ def run_demo(folder: str | os.PathLike, *, device: str = "cpu", stream: TextIO |
         rows.append(list(data[0]))
         row_labels.append(name if sampler.scaling_factor == 1 else f"{name} x{sampler.scaling_factor:g}")
         tile_labels.append([str(i) for i in wanted])
-    sheet = write_image(folder / "clips.png", contact_sheet(rows, row_labels=row_labels, tile_labels=tile_labels))
+    clips_sheet = contact_sheet(rows, tile_height=96, row_labels=row_labels, tile_labels=tile_labels)
+    sheet = write_image(folder / "clips.png", clips_sheet)
     say()
 
     say("keyframes:")

@@ -1,52 +1,43 @@
-"""Pictures a person looks at, with no dependency beyond NumPy and PyAV: PNG and JPEG files,
-quick-look MP4s, contact sheets, labels in a tiny bitmap font, and bar charts.
+"""Pictures a person looks at: PNG and JPEG files and captioned contact sheets (Pillow), quick-look
+MP4s (PyAV), and the memory chart of ``vclip budget --chart`` (matplotlib, the ``chart`` extra).
 
-Every image here is RGB uint8 ``[height, width, 3]`` on the host.
+Every image here is RGB uint8 ``[height, width, 3]`` on the host. Pillow and matplotlib are
+imported where they are used, so importing this module costs neither.
 """
 
 from __future__ import annotations
 
+import math
 import os
+from dataclasses import dataclass
 from fractions import Fraction
-from typing import Iterable, Sequence
+from typing import TYPE_CHECKING, Iterable, Sequence
 
 import av
 import numpy as np
 
+if TYPE_CHECKING:
+    from PIL import ImageFont
+
 __all__ = [
     "IMAGE_FORMATS",
+    "CHART_FORMATS",
+    "ChartSeries",
     "to_numpy",
-    "encode_image",
     "write_image",
     "write_video",
-    "resize_image",
-    "draw_text",
-    "text_width",
     "contact_sheet",
-    "bar_chart",
+    "columns_for",
+    "memory_chart",
 ]
 
 IMAGE_FORMATS = ("png", "jpg")
-_JPEG_QUANTIZER = 3  # FFmpeg's -q:v for MJPEG: 2 (best) to 31 (worst)
+CHART_FORMATS = (".png", ".jpg", ".jpeg", ".svg", ".pdf")
+_JPEG_QUALITY = 95  # high enough that the synthetic videos' barcodes survive
 _BACKGROUND = (24, 24, 24)
 _INK = (235, 235, 235)
-
-# 3x5 bitmap glyphs, rows top to bottom; text is drawn upper-case.
-_GLYPHS = {
-    "0": "111101101101111", "1": "010110010010111", "2": "111001111100111", "3": "111001111001111",
-    "4": "101101111001001", "5": "111100111001111", "6": "111100111101111", "7": "111001001010010",
-    "8": "111101111101111", "9": "111101111001111", "A": "010101111101101", "B": "110101110101110",
-    "C": "011100100100011", "D": "110101101101110", "E": "111100110100111", "F": "111100110100100",
-    "G": "011100101101011", "H": "101101111101101", "I": "111010010010111", "J": "001001001101010",
-    "K": "101101110101101", "L": "100100100100111", "M": "101111111101101", "N": "110101101101101",
-    "O": "010101101101010", "P": "110101110100100", "Q": "010101101110011", "R": "110101110101101",
-    "S": "011100010001110", "T": "111010010010010", "U": "101101101101111", "V": "101101101101010",
-    "W": "101101111111101", "X": "101101010101101", "Y": "101101010010010", "Z": "111001010100111",
-    " ": "000000000000000", ".": "000000000000010", ",": "000000000010100", "-": "000000111000000",
-    ":": "000010000010000", "/": "001001010100100", "(": "001010010010001", ")": "100010010010100",
-    "=": "000111000111000", "_": "000000000000111", "#": "101111101111101", "%": "101001010100101",
-    "+": "000010111010000", "?": "111001011000010",
-}
+_SHEET_WIDTH = 1920  # contact sheets are laid out to about this many pixels across
+_CHART_EXTRA_HINT = "pip install 'vclip[chart]'"
 
 
 def to_numpy(array) -> np.ndarray:
@@ -54,40 +45,30 @@ def to_numpy(array) -> np.ndarray:
     return array if isinstance(array, np.ndarray) else array.get()
 
 
-def _rgb_frame(image: np.ndarray) -> av.VideoFrame:
+def _check_rgb(image) -> np.ndarray:
     image = np.asarray(image)
     if image.dtype != np.uint8 or image.ndim != 3 or image.shape[2] != 3:
         raise ValueError(f"image must be RGB uint8 [height, width, 3], not {image.dtype} {list(image.shape)}")
-    return av.VideoFrame.from_ndarray(np.ascontiguousarray(image), format="rgb24")
-
-
-def encode_image(image: np.ndarray, image_format: str = "png") -> bytes:
-    """The bytes of a PNG (lossless) or JPEG file of an RGB uint8 image.
-
-    Raises:
-        ValueError: ``image_format`` is not ``"png"`` or ``"jpg"``; the image is not RGB uint8.
-    """
-    if image_format not in IMAGE_FORMATS:
-        raise ValueError(f"image format ({image_format!r}) must be one of {', '.join(map(repr, IMAGE_FORMATS))}")
-    frame = _rgb_frame(image)
-    codec, pixel_format = ("png", "rgb24") if image_format == "png" else ("mjpeg", "yuvj420p")
-    context = av.CodecContext.create(codec, "w")
-    context.width, context.height, context.pix_fmt = frame.width, frame.height, pixel_format
-    context.time_base = Fraction(1, 1)
-    if codec == "mjpeg":
-        context.qmin = context.qmax = _JPEG_QUANTIZER
-        frame = frame.reformat(format=pixel_format)
-    return b"".join(bytes(packet) for packet in context.encode(frame) + context.encode(None))
+    return np.ascontiguousarray(image)
 
 
 def write_image(path: str | os.PathLike, image: np.ndarray) -> str:
-    """Write ``image`` as PNG or JPEG, chosen by the file's extension (.png, .jpg, .jpeg)."""
+    """Write ``image`` as PNG (lossless) or JPEG (quality 95), chosen by the extension (.png, .jpg, .jpeg).
+
+    Raises:
+        ValueError: Another extension; the image is not RGB uint8.
+    """
+    from PIL import Image
+
     path = os.fspath(path)
-    extension = os.path.splitext(path)[1].lower().lstrip(".")
-    image_format = "jpg" if extension == "jpeg" else extension
-    data = encode_image(image, image_format)
-    with open(path, "wb") as file:
-        file.write(data)
+    extension = os.path.splitext(path)[1].lower()
+    if extension not in (".png", ".jpg", ".jpeg"):
+        raise ValueError(f"image file ({path!r}) must end in .png, .jpg or .jpeg")
+    picture = Image.fromarray(_check_rgb(image))
+    if extension == ".png":
+        picture.save(path, format="PNG")
+    else:
+        picture.save(path, format="JPEG", quality=_JPEG_QUALITY)
     return path
 
 
@@ -101,145 +82,180 @@ def write_video(path: str | os.PathLike, frames: Iterable[np.ndarray], *, fps: f
     with av.open(path, "w") as container:
         stream = None
         for image in frames:
-            image = np.asarray(image)
+            image = _check_rgb(image)
             height, width = image.shape[:2]
             image = np.pad(image, ((0, height % 2), (0, width % 2), (0, 0)), mode="edge")
             if stream is None:
                 stream = container.add_stream("libx264", rate=rate, options={"crf": str(crf), "preset": "veryfast"})
                 stream.width, stream.height, stream.pix_fmt = image.shape[1], image.shape[0], "yuv420p"
-            container.mux(stream.encode(_rgb_frame(image)))
+            container.mux(stream.encode(av.VideoFrame.from_ndarray(image, format="rgb24")))
         if stream is None:
             raise ValueError(f"{path}: no frames to write")
         container.mux(stream.encode(None))
     return path
 
 
-def resize_image(image: np.ndarray, width: int, height: int) -> np.ndarray:
-    """``image`` at ``width`` x ``height`` (area average when shrinking, FFmpeg's swscale)."""
-    if image.shape[1] == width and image.shape[0] == height:
-        return image
-    return _rgb_frame(image).reformat(width=width, height=height, interpolation="AREA").to_ndarray(format="rgb24")
+def _font(size: int) -> ImageFont.FreeTypeFont | ImageFont.ImageFont:
+    """Pillow's bundled font at ``size`` pixels (its fixed bitmap font where FreeType is missing)."""
+    from PIL import ImageFont
+
+    return ImageFont.load_default(size=size)
 
 
-def text_width(text: str, scale: int = 2) -> int:
-    """Pixels ``text`` takes across in :func:`draw_text`."""
-    return max(len(text) * 4 * scale - scale, 0)
-
-
-def draw_text(image: np.ndarray, text: str, x: int, y: int, *, scale: int = 2,
-              color: Sequence[int] = _INK) -> None:
-    """Draw ``text`` (upper-cased) into ``image`` in place; its top left corner at (x, y), 5*scale tall."""
-    for number, character in enumerate(text.upper()):
-        bits = _GLYPHS.get(character, _GLYPHS["?"])
-        glyph = np.array([bit == "1" for bit in bits], dtype=bool).reshape(5, 3)
-        glyph = glyph.repeat(scale, axis=0).repeat(scale, axis=1)
-        left = x + number * 4 * scale
-        window = image[y:y + glyph.shape[0], left:left + glyph.shape[1]]
-        window[glyph[: window.shape[0], : window.shape[1]]] = color
+def columns_for(tile_width: int, count: int, *, gap: int = 4) -> int:
+    """How many tiles of ``tile_width`` fit a sheet about 1920 pixels across (1 to ``count``)."""
+    return max(1, min(count, (_SHEET_WIDTH - gap) // (tile_width + gap)))
 
 
 def contact_sheet(
     rows: Sequence[Sequence[np.ndarray]],
     *,
+    tile_width: int | None = None,
+    tile_height: int | None = None,
     row_labels: Sequence[str] | None = None,
     tile_labels: Sequence[Sequence[str]] | None = None,
-    tile_height: int = 96,
     gap: int = 4,
-    scale: int = 2,
+    font_size: int = 14,
 ) -> np.ndarray:
-    """Tile images into one picture: one line per row, every tile ``tile_height`` tall (aspect kept).
+    """Tile images into one picture, one line per row, with captions drawn by Pillow.
+
+    Each tile is resized (area average) to ``tile_width`` or ``tile_height`` pixels, the other
+    side following its aspect ratio; never enlarged past its own size. With neither, tiles keep
+    their size. Tiles of a row are top-aligned; a row is as tall as its tallest tile.
 
     Args:
         rows: Rows of RGB uint8 images (any sizes).
+        tile_width: Width of every tile in pixels.
+        tile_height: Height of every tile in pixels (when ``tile_width`` is None).
         row_labels: One caption per row, drawn at its left.
         tile_labels: One caption per tile, drawn under it.
-        tile_height: Height of every tile in pixels.
         gap: Pixels between tiles and around the sheet.
-        scale: Pixel size of the caption font.
+        font_size: Caption height in pixels.
+
+    Returns:
+        The sheet, RGB uint8 ``[height, width, 3]``.
     """
-    text_height = 5 * scale
-    label_column = max((text_width(label, scale) for label in row_labels), default=0) + gap if row_labels else 0
-    caption_height = text_height + gap if tile_labels else 0
-    tiles = [
-        [resize_image(image, max(1, round(image.shape[1] * tile_height / image.shape[0])), tile_height)
-         for image in row]
-        for row in rows
-    ]
-    row_widths = [sum(tile.shape[1] + gap for tile in row) for row in tiles]
-    width = gap + label_column + max(row_widths, default=0)
-    row_height = tile_height + caption_height + gap
-    sheet = np.empty((gap + row_height * len(tiles), width, 3), dtype=np.uint8)
-    sheet[...] = _BACKGROUND
-    for row_number, row in enumerate(tiles):
-        top = gap + row_number * row_height
+    from PIL import Image, ImageDraw
+
+    font = _font(font_size)
+    measure = ImageDraw.Draw(Image.new("RGB", (1, 1)))
+
+    def text_width(text: str) -> int:
+        return math.ceil(measure.textlength(text, font=font))
+
+    tiles = [[_thumbnail(Image.fromarray(_check_rgb(image)), tile_width, tile_height) for image in row]
+             for row in rows]
+    label_column = max(map(text_width, row_labels), default=0) + 3 * gap if row_labels else 0
+    caption_height = font_size + gap if tile_labels else 0
+    row_heights = [max((tile.height for tile in row), default=0) + caption_height + gap for row in tiles]
+    width = gap + label_column + max((sum(tile.width + gap for tile in row) for row in tiles), default=0)
+    sheet = Image.new("RGB", (width, gap + sum(row_heights)), _BACKGROUND)
+    draw = ImageDraw.Draw(sheet)
+    top = gap
+    for row_number, (row, row_height) in enumerate(zip(tiles, row_heights)):
         if row_labels:
-            draw_text(sheet, row_labels[row_number], gap, top + (tile_height - text_height) // 2, scale=scale)
+            draw.text((gap, top + (row_height - gap - caption_height) // 2), row_labels[row_number], fill=_INK,
+                      font=font, anchor="lm")
         left = gap + label_column
         for tile_number, tile in enumerate(row):
-            sheet[top:top + tile_height, left:left + tile.shape[1]] = tile
+            sheet.paste(tile, (left, top))
             if tile_labels:
-                draw_text(sheet, tile_labels[row_number][tile_number], left, top + tile_height + gap // 2, scale=scale)
-            left += tile.shape[1] + gap
-    return sheet
+                draw.text((left, top + tile.height + gap // 2), tile_labels[row_number][tile_number], fill=_INK,
+                          font=font)
+            left += tile.width + gap
+        top += row_height
+    return np.asarray(sheet)
 
 
-def _round_step(span: float) -> float:
-    """The smallest 1, 2 or 5 times a power of ten at or above ``span`` (axis tick spacing)."""
-    power = 10.0 ** np.floor(np.log10(span)) if span > 0 else 1.0
-    return next(step * power for step in (1.0, 2.0, 5.0, 10.0) if step * power >= span)
+def _thumbnail(image, width: int | None, height: int | None):
+    """``image`` (a Pillow image) at ``width`` or else ``height`` pixels, aspect kept, never enlarged."""
+    from PIL import Image
+
+    if width is not None and width < image.width:
+        size = (width, max(1, round(image.height * width / image.width)))
+    elif width is None and height is not None and height < image.height:
+        size = (max(1, round(image.width * height / image.height)), height)
+    else:
+        return image
+    return image.resize(size, Image.Resampling.BOX)
 
 
-def bar_chart(
-    values: Sequence[float],
-    bar_labels: Sequence[str],
+@dataclass(frozen=True)
+class ChartSeries:
+    """One line of :func:`memory_chart`.
+
+    Attributes:
+        label: The legend entry (e.g. ``"formula"``, ``"loader (prefetch 2, 8 decoders)"``).
+        bytes: Memory at each batch size of the chart.
+        largest_batch: The largest batch size that fits the budget, marked on the line (None: no mark).
+    """
+
+    label: str
+    bytes: Sequence[float]
+    largest_batch: int | None = None
+
+
+def memory_chart(
+    path: str | os.PathLike,
+    batch_sizes: Sequence[int],
+    series: Sequence[ChartSeries],
     *,
     title: str,
-    value_unit: float = 1.0,
-    value_unit_name: str = "",
-    limit: float | None = None,
-    highlight: int | None = None,
-    width: int = 800,
-    height: int = 420,
-    scale: int = 2,
-) -> np.ndarray:
-    """A bar chart image: bars at or under ``limit`` green, above it red, a yellow line at ``limit``.
+    budget: int | None = None,
+    batch_size: int | None = None,
+    size: tuple[int, int] = (800, 420),
+) -> str:
+    """Draw memory (GiB) against batch size, one line per series, and write it to ``path``.
+
+    The budget is a horizontal line; ``batch_size`` (the configuration asked about) a vertical
+    one; each series' ``largest_batch`` a labelled point on its line.
 
     Args:
-        values: Bar heights.
-        bar_labels: A caption under each bar (drawn where there is room).
-        title: Drawn across the top.
-        value_unit, value_unit_name: Axis ticks show ``value / value_unit`` followed by the name.
-        limit: A horizontal line (the budget); None for none.
-        highlight: Index of a bar to draw in blue (the current choice).
+        path: Output file; its extension picks the format (.png, .jpg, .jpeg, .svg, .pdf).
+        batch_sizes: The x values, ascending.
+        series: The lines; each has one value per batch size.
+        title: Drawn above the plot.
+        budget: Bytes available, or None for no budget line.
+        batch_size: The batch size asked about, or None.
+        size: ``(width, height)`` of a PNG or JPEG in pixels.
+
+    Raises:
+        ImportError: matplotlib is not installed (the message names the ``chart`` extra).
+        ValueError: Unknown extension; a series without one value per batch size.
     """
-    text_height = 5 * scale
-    top, bottom, left, right = 3 * text_height, 3 * text_height, 12 * 4 * scale, 2 * scale * 4
-    image = np.empty((height, width, 3), dtype=np.uint8)
-    image[...] = _BACKGROUND
-    draw_text(image, title, left, text_height, scale=scale)
-    plot_height, plot_width = height - top - bottom, width - left - right
-    peak = max(max(values, default=0.0), limit or 0.0) * 1.05 or 1.0
+    path = os.fspath(path)
+    if os.path.splitext(path)[1].lower() not in CHART_FORMATS:
+        raise ValueError(f"chart file ({path!r}) must end in {', '.join(CHART_FORMATS)}")
+    for line in series:
+        if len(line.bytes) != len(batch_sizes):
+            raise ValueError(f"series {line.label!r} has {len(line.bytes)} values for {len(batch_sizes)} batch sizes")
+    try:
+        from matplotlib.figure import Figure
+    except ImportError as error:
+        raise ImportError(f"the memory chart needs matplotlib, which is not installed: {_CHART_EXTRA_HINT}") from error
 
-    def y_of(value: float) -> int:
-        return top + plot_height - round(plot_height * value / peak)
-
-    for tick in np.arange(0.0, peak, _round_step(peak / value_unit / 5) * value_unit):
-        y = y_of(tick)
-        image[y, left - scale:left + plot_width] = (70, 70, 70)
-        label = f"{tick / value_unit:.3g}{value_unit_name}"
-        draw_text(image, label, left - 2 * scale - text_width(label, scale), y - text_height // 2, scale=scale)
-    slot = plot_width / max(len(values), 1)
-    label_every = max(1, int(np.ceil((text_width("0000", scale) + 2 * scale) / slot)))
-    for number, value in enumerate(values):
-        x0, x1 = left + round(number * slot + slot * 0.15), left + round((number + 1) * slot - slot * 0.15)
-        over = limit is not None and value > limit
-        color = (70, 130, 230) if number == highlight else ((220, 70, 60) if over else (80, 190, 90))
-        image[y_of(value):top + plot_height, x0:max(x1, x0 + 1)] = color
-        if number % label_every == 0:
-            draw_text(image, bar_labels[number], x0, top + plot_height + scale * 2, scale=scale)
-    image[top:top + plot_height + 1, left - 1] = _INK
-    image[top + plot_height, left:left + plot_width] = _INK
-    if limit is not None:
-        line = y_of(limit)
-        image[max(line - scale // 2, top):line + (scale + 1) // 2, left:left + plot_width] = (240, 200, 40)
-    return image
+    dpi = 100
+    figure = Figure(figsize=(size[0] / dpi, size[1] / dpi), dpi=dpi, layout="constrained")
+    axes = figure.subplots()
+    gib = float(2**30)
+    for line in series:
+        values = np.asarray(line.bytes, dtype=np.float64) / gib
+        (drawn,) = axes.plot(batch_sizes, values, label=line.label)
+        if line.largest_batch is not None and line.largest_batch > 0:
+            y = float(np.interp(line.largest_batch, batch_sizes, values))
+            axes.plot([line.largest_batch], [y], "o", color=drawn.get_color(), markersize=8)
+            axes.annotate(f"largest batch {line.largest_batch}", (line.largest_batch, y), xytext=(6, -14),
+                          textcoords="offset points", color=drawn.get_color())
+    if budget is not None:
+        axes.axhline(budget / gib, color="tab:red", linestyle="--", label=f"budget {budget / gib:.3g} GiB")
+    if batch_size is not None:
+        axes.axvline(batch_size, color="0.4", linestyle=":", label=f"batch size {batch_size}")
+    axes.set_title(title)
+    axes.set_xlabel("batch size (clips)")
+    axes.set_ylabel("memory (GiB)")
+    axes.set_xlim(0, max(batch_sizes) * 1.02)
+    axes.set_ylim(bottom=0)
+    axes.grid(True, alpha=0.3)
+    axes.legend(loc="upper left")
+    figure.savefig(path)
+    return path

@@ -18,17 +18,19 @@ import time
 import warnings
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
+from tqdm import tqdm
 
 from . import __version__
 from ._demo import format_numbers, run_demo
-from ._images import bar_chart, to_numpy, write_image, write_video
+from ._images import CHART_FORMATS, ChartSeries, memory_chart, to_numpy, write_image, write_video
+from ._validation import check_integer
 from .decoder import Frames, VideoDecoder
 from .errors import VideoError
 from .index import VideoIndex, index_video, open_container
-from .keyframes import KEYFRAME_METHODS, extract_keyframes
+from .keyframes import KEYFRAME_METHODS, THUMBNAIL_WIDTH, ProgressCallback, extract_keyframes
 from .memory import (
     BYTES_PER_ELEMENT,
     MemoryEstimate,
@@ -114,13 +116,18 @@ def _add_device(parser: argparse.ArgumentParser) -> None:
                         help="cpu, cuda, cuda:N or auto (default: auto, the GPU when one is usable)")
 
 
+def _add_progress(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--progress", action=argparse.BooleanOptionalAction,
+                        help="progress bars on stderr (default: only when stderr is a terminal)")
+
+
 # -- output helpers ----------------------------------------------------------------------------
 def _error(command: str, message: str) -> None:
     print(f"vclip {command}: error: {message}", file=sys.stderr)
 
 
 def _skipped(command: str, error: VideoError) -> None:
-    print(f"vclip {command}: skipped {error}", file=sys.stderr)
+    tqdm.write(f"vclip {command}: skipped {error}", file=sys.stderr)  # above any progress bar
 
 
 def _exit_status(files: int, failures: int) -> int:
@@ -129,27 +136,22 @@ def _exit_status(files: int, failures: int) -> int:
     return EXIT_FAILED if failures == files else EXIT_PARTIAL
 
 
-class _Progress:
-    """A one-line progress bar over files on stderr, drawn only when stderr is a terminal."""
+def _progress_bar(args: argparse.Namespace, **options) -> tqdm:
+    """A tqdm bar on stderr: drawn with ``--progress``, never with ``--no-progress``, and otherwise
+    only when stderr is a terminal. Print lines while it is open with ``tqdm.write``."""
+    return tqdm(file=sys.stderr, disable=None if args.progress is None else not args.progress,
+                dynamic_ncols=True, **options)
 
-    _WIDTH = 24
 
-    def __init__(self, total: int):
-        self.total = total
-        self.stream = sys.stderr
-        self.enabled = self.stream.isatty()
+def _following(bar: tqdm) -> ProgressCallback:
+    """An ``on_progress(done, total)`` callback that moves ``bar``."""
+    def on_progress(done: int, total: int) -> None:
+        if bar.total != total:
+            bar.total = total
+            bar.refresh()
+        bar.update(done - bar.n)
 
-    def show(self, done: int, label: str) -> None:
-        if self.enabled:
-            filled = round(self._WIDTH * done / max(self.total, 1))
-            bar = "#" * filled + "." * (self._WIDTH - filled)
-            self.stream.write(f"\r[{bar}] {done}/{self.total} {label[-48:]}\x1b[K")
-            self.stream.flush()
-
-    def clear(self) -> None:
-        if self.enabled:
-            self.stream.write("\r\x1b[K")
-            self.stream.flush()
+    return on_progress
 
 
 # -- vclip info --------------------------------------------------------------------------------
@@ -215,7 +217,7 @@ def _info_table(report: dict) -> str:
 
 def _run_info(args: argparse.Namespace) -> int:
     reports, failures = [], 0
-    for path in args.files:
+    for path in _progress_bar(args, iterable=args.files, unit="file", leave=False):
         try:
             reports.append(_describe(path, args.stream))
         except VideoError as error:
@@ -338,21 +340,21 @@ def _unique_folder_name(path: str, taken: set[str]) -> str:
 def _run_keyframes(args: argparse.Namespace) -> int:
     out = Path(args.out)
     records, videos, errors, taken = [], [], [], set()
-    progress = _Progress(len(args.files))
-    for number, path in enumerate(args.files):
-        progress.show(number, path)
+    with _refused_arguments():
+        check_integer("thumbnail_width", args.thumbnail_width, minimum=16)
+    for path in _progress_bar(args, iterable=args.files, unit="video"):
         started = time.perf_counter()
         try:
-            with _refused_arguments():
+            with _refused_arguments(), _progress_bar(args, desc=Path(path).name, unit="frame", leave=False) as bar:
                 result = extract_keyframes(path, method=args.method, max_frames=args.max, device=args.device,
-                                           scaling_factor=args.scaling_factor, scene_threshold=args.scene_threshold)
+                                           stream_index=args.stream, scaling_factor=args.scaling_factor,
+                                           scene_threshold=args.scene_threshold, on_progress=_following(bar))
         except VideoError as error:
-            progress.clear()
             _skipped("keyframes", error)
             errors.append({"file": path, "problem": error.problem})
             continue
         folder = out / _unique_folder_name(path, taken)
-        saved = result.save(folder, image_format=args.format)
+        saved = result.save(folder, image_format=args.format, thumbnail_width=args.thumbnail_width)
         for record in saved:
             record["image"] = os.path.relpath(record["image"], out)
         records.extend(saved)
@@ -363,12 +365,10 @@ def _run_keyframes(args: argparse.Namespace) -> int:
             "packets_decoded": result.packets_decoded, "device": result.device,
             "seconds": round(time.perf_counter() - started, 4),
         })
-        progress.clear()
         noun = "keyframe" if len(result) == 1 else "keyframes"
-        print(f"{path}: {len(result)} {args.method} {noun} (frames {format_numbers(result.frame_indices.tolist())}) "
-              f"-> {folder}{os.sep}")
-    progress.show(len(args.files), "done")
-    progress.clear()
+        frames = format_numbers(result.frame_indices.tolist())
+        tqdm.write(f"{path}: {len(result)} {args.method} {noun} (frames {frames}) -> {folder}{os.sep}",
+                   file=sys.stdout)  # above the progress bars
     manifest = {"method": args.method, "keyframes": records, "videos": videos, "errors": errors}
     out.mkdir(parents=True, exist_ok=True)
     (out / "manifest.json").write_text(json.dumps(manifest, indent=2))
@@ -401,15 +401,19 @@ def _variants(args: argparse.Namespace, width: int, height: int) -> list[tuple[s
     return variants
 
 
-def _budget_chart(args: argparse.Namespace, width: int, height: int, budget: int | None,
-                  largest: int | None) -> np.ndarray:
-    options = dict(width=width, height=height, channels=args.channels, dtype=args.dtype, augmentation_factor=args.aug)
-    top = max(args.batch, largest or 0, 2) * 5 // 4 + 1
-    batches = sorted(set(np.linspace(1, top, min(top, 32)).round().astype(int).tolist()) | {args.batch, largest or 1})
-    values = [estimate_memory(batch_size=b, sequence_length=args.seq, **options).bytes for b in batches]
-    title = f"memory vs batch size: {width}x{height}x{args.channels} {args.dtype}, T={args.seq}"
-    return bar_chart(values, [str(b) for b in batches], title=title, value_unit=2**30, value_unit_name=" GiB",
-                     limit=budget, highlight=batches.index(args.batch))
+def _budget_chart(args: argparse.Namespace, budget: int | None,
+                  lines: Sequence[tuple[str, Callable[[int], int], int | None]]) -> str:
+    """Write ``args.chart``: memory against batch size, one line per ``(label, bytes of a batch size,
+    largest batch that fits)``, with the budget and ``--batch`` (when given) marked."""
+    marked = {batch for batch in (args.batch, *(largest for _, _, largest in lines)) if batch}
+    top = max(*marked, 2) * 5 // 4 + 1
+    batches = sorted(marked | set(np.linspace(1, top, min(top, 64)).round().astype(int).tolist()))
+    series = [ChartSeries(label, [bytes_of(batch) for batch in batches], largest)
+              for label, bytes_of, largest in lines]
+    title = f"{args.width}x{args.height}x{args.channels} {args.dtype}, {args.seq} frames per clip"
+    if args.scaling_factor != 1:
+        title += f", scaling factor {args.scaling_factor:g}"
+    return memory_chart(args.chart, batches, series, title=title, budget=budget, batch_size=args.batch)
 
 
 def _run_budget(args: argparse.Namespace) -> int:
@@ -418,8 +422,8 @@ def _run_budget(args: argparse.Namespace) -> int:
         estimate_memory(width=args.width, height=args.height, batch_size=args.batch, sequence_length=args.seq, **base)
         check_scaling_factor(args.scaling_factor)
         budget = parse_bytes(args.budget) if args.budget is not None else None
-    if args.chart is not None and Path(args.chart).suffix.lower() not in (".png", ".jpg", ".jpeg"):
-        raise _UsageError(f"--chart ({args.chart!r}) must end in .png or .jpg")
+    if args.chart is not None and Path(args.chart).suffix.lower() not in CHART_FORMATS:
+        raise _UsageError(f"--chart ({args.chart!r}) must end in {', '.join(CHART_FORMATS)}")
     width, height = scaled_size(args.width, args.height, args.scaling_factor)
     current = estimate_memory(width=width, height=height, batch_size=args.batch, sequence_length=args.seq, **base)
     variants = _variants(args, width, height)
@@ -427,7 +431,15 @@ def _run_budget(args: argparse.Namespace) -> int:
     if budget is not None:
         largest_batch = largest_batch_size(budget, width=width, height=height, sequence_length=args.seq, **base)
         largest_sequence = largest_sequence_length(budget, width=width, height=height, batch_size=args.batch, **base)
-    chart = write_image(args.chart, _budget_chart(args, width, height, budget, largest_batch)) if args.chart else None
+    chart = None
+    if args.chart:
+        def formula(batch: int) -> int:
+            return estimate_memory(width=width, height=height, batch_size=batch, sequence_length=args.seq, **base).bytes
+
+        try:
+            chart = _budget_chart(args, budget, [("formula", formula, largest_batch)])
+        except ImportError as error:
+            raise _UsageError(f"--chart: {error}") from None
     if args.json:
         print(json.dumps({
             "width": width, "height": height, "channels": args.channels, "dtype": args.dtype,
@@ -480,6 +492,7 @@ def build_parser() -> argparse.ArgumentParser:
     info.add_argument("files", nargs="+", metavar="FILE")
     info.add_argument("--json", action="store_true", help="print a JSON list, one object per file")
     _add_stream(info)
+    _add_progress(info)
     info.set_defaults(handler=_run_info)
 
     sample = commands.add_parser(
@@ -535,7 +548,12 @@ def build_parser() -> argparse.ArgumentParser:
                            help="image size factor, 0 < F <= 1 (default 1)")
     keyframes.add_argument("--scene-threshold", type=float, default=2.0, metavar="X",
                            help="scene: a cut changes this many times more than the frames around it (default 2)")
+    keyframes.add_argument("--thumbnail-width", type=int, default=THUMBNAIL_WIDTH, metavar="PX",
+                           help=f"width of the contact sheet's thumbnails (default {THUMBNAIL_WIDTH}; narrower "
+                                f"frames keep their size)")
+    _add_stream(keyframes)
     _add_device(keyframes)
+    _add_progress(keyframes)
     keyframes.set_defaults(handler=_run_keyframes)
 
     budget = commands.add_parser(
@@ -553,7 +571,9 @@ def build_parser() -> argparse.ArgumentParser:
     budget.add_argument("--scaling-factor", type=float, default=1.0, metavar="F",
                         help="frames downscaled by F, 0 < F <= 1 (default 1)")
     budget.add_argument("--budget", metavar="SIZE", help="memory available, e.g. 8GiB, 80GB, 512MiB")
-    budget.add_argument("--chart", metavar="PATH", help="write a PNG chart of memory against batch size here")
+    budget.add_argument("--chart", metavar="PATH",
+                        help="draw memory against batch size into PATH (.png, .jpg, .svg or .pdf; needs "
+                             "matplotlib: pip install 'vclip[chart]')")
     budget.add_argument("--json", action="store_true", help="print the numbers as JSON")
     budget.set_defaults(handler=_run_budget)
 

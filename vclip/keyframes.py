@@ -13,16 +13,17 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Callable, Literal
 
 import numpy as np
 
-from ._images import IMAGE_FORMATS, contact_sheet, to_numpy, write_image
+from ._images import IMAGE_FORMATS, columns_for, contact_sheet, to_numpy, write_image
+from ._validation import check_integer
 from .decoder import VideoDecoder
 from .index import VideoIndex
 from .sampling import check_scaling_factor, scaled_size
 
-__all__ = ["KEYFRAME_METHODS", "Keyframes", "extract_keyframes"]
+__all__ = ["KEYFRAME_METHODS", "THUMBNAIL_WIDTH", "Keyframes", "ProgressCallback", "extract_keyframes"]
 
 KeyframeMethod = Literal["codec", "scene"]
 KEYFRAME_METHODS = ("codec", "scene")
@@ -32,7 +33,11 @@ KEYFRAME_METHODS = ("codec", "scene")
 _MIN_CUT_DIFFERENCE = 12.0
 _LOCAL_WINDOW = 7  # frames each side whose median difference is the "usual" change
 _CHUNK_FRAMES = 1024  # frames analysed per decode call (chunks start at keyframes) and per float block
-_CONTACT_SHEET_COLUMNS = 6
+THUMBNAIL_WIDTH = 320
+"""Default width of contact-sheet thumbnails: a 1080p frame at 1/6, five across a 1920-pixel sheet."""
+
+ProgressCallback = Callable[[int, int], None]
+"""``on_progress(frames_done, frames_total)``: called as a video's frames are read."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -69,19 +74,30 @@ class Keyframes:
             f"device={self.device!r}, packets_decoded={self.packets_decoded})"
         )
 
-    def save(self, folder: str | os.PathLike, *, image_format: Literal["jpg", "png"] = "jpg") -> list[dict]:
+    def save(
+        self,
+        folder: str | os.PathLike,
+        *,
+        image_format: Literal["jpg", "png"] = "jpg",
+        thumbnail_width: int = THUMBNAIL_WIDTH,
+    ) -> list[dict]:
         """Write each frame as ``frame_NNNNNN.<format>`` and a ``contact_sheet.<format>`` into ``folder``
         (no contact sheet when there are no frames).
+
+        The contact sheet shows every frame as a thumbnail ``thumbnail_width`` pixels wide (frames
+        narrower than that keep their size), captioned with its frame number and time, as many
+        across as fit about 1920 pixels.
 
         Returns:
             One manifest record per frame: ``file``, ``frame_index``, ``pts_seconds``, ``method``,
             ``image`` (the path written).
 
         Raises:
-            ValueError: ``image_format`` is not ``"jpg"`` or ``"png"``.
+            ValueError: ``image_format`` is not ``"jpg"`` or ``"png"``; ``thumbnail_width`` below 16.
         """
         if image_format not in IMAGE_FORMATS:
             raise ValueError(f"image_format ({image_format!r}) must be one of {', '.join(map(repr, IMAGE_FORMATS))}")
+        thumbnail_width = check_integer("thumbnail_width", thumbnail_width, minimum=16)
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
         frames = to_numpy(self.frames)
@@ -92,10 +108,12 @@ class Keyframes:
                             "method": self.method, "image": image})
         if not records:
             return records
-        rows = [list(frames[i:i + _CONTACT_SHEET_COLUMNS]) for i in range(0, len(frames), _CONTACT_SHEET_COLUMNS)]
+        columns = columns_for(min(thumbnail_width, frames.shape[2]), len(frames))
         labels = [f"{i}: {t:.2f}s" for i, t in zip(self.frame_indices.tolist(), self.pts_seconds.tolist())]
-        tile_labels = [labels[i:i + _CONTACT_SHEET_COLUMNS] for i in range(0, len(labels), _CONTACT_SHEET_COLUMNS)]
-        write_image(folder / f"contact_sheet.{image_format}", contact_sheet(rows, tile_labels=tile_labels))
+        sheet = contact_sheet([list(frames[i:i + columns]) for i in range(0, len(frames), columns)],
+                              tile_width=thumbnail_width,
+                              tile_labels=[labels[i:i + columns] for i in range(0, len(labels), columns)])
+        write_image(folder / f"contact_sheet.{image_format}", sheet)
         return records
 
 
@@ -110,6 +128,7 @@ def extract_keyframes(
     scene_threshold: float = 2.0,
     analysis_width: int = 64,
     cache_dir: str | os.PathLike | None = None,
+    on_progress: ProgressCallback | None = None,
 ) -> Keyframes:
     """The keyframes of one video stream, decoded.
 
@@ -127,6 +146,9 @@ def extract_keyframes(
             pixel changed by at least 12 of 255 levels. Larger finds fewer, clearer cuts.
         analysis_width: Width in pixels the scene method compares frames at.
         cache_dir: Folder for an on-disk cache of the video's index.
+        on_progress: Called as ``on_progress(frames_done, frames_total)`` while the video is
+            read: for ``"scene"`` after each chunk of frames analysed (``frames_total`` is the
+            stream's frame count), for ``"codec"`` before and after the keyframes are decoded.
 
     Raises:
         ValueError: Unknown ``method``; ``max_frames`` below 1; ``scaling_factor`` outside (0, 1];
@@ -147,8 +169,12 @@ def extract_keyframes(
     if method == "codec":
         found = index.keyframe_indices
     else:
-        found = _shot_starts(_frame_differences(decoder, analysis_width), scene_threshold)
+        if on_progress is not None:
+            on_progress(0, index.num_frames)
+        found = _shot_starts(_frame_differences(decoder, analysis_width, on_progress), scene_threshold)
     chosen = _evenly_spread(found, max_frames)
+    if method == "codec" and on_progress is not None:
+        on_progress(0, chosen.size)
     if chosen.size == 0:  # a stream that flags no keyframe at all
         width, height = scaled_size(index.width, index.height, scaling_factor)
         empty = np.empty((0, height, width, 3), np.uint8)
@@ -156,6 +182,8 @@ def extract_keyframes(
             index.path, method, chosen, index.pts_seconds[chosen], empty, decoder.device, decoder.fell_back_to_cpu, 0
         )
     frames = decoder.get_frames(chosen, scaling_factor=scaling_factor)
+    if method == "codec" and on_progress is not None:
+        on_progress(chosen.size, chosen.size)
     return Keyframes(
         path=index.path,
         method=method,
@@ -187,10 +215,11 @@ def _keyframe_chunks(index: VideoIndex, chunk_frames: int) -> list[tuple[int, in
     return [(start, stop) for start, stop in zip(boundaries[:-1], boundaries[1:]) if stop > start]
 
 
-def _frame_differences(decoder: VideoDecoder, analysis_width: int) -> np.ndarray:
+def _frame_differences(decoder: VideoDecoder, analysis_width: int,
+                       on_progress: ProgressCallback | None = None) -> np.ndarray:
     """How much the typical pixel of each frame changed from the previous frame, at ``analysis_width``
     pixels across: the median over pixels of the absolute difference averaged over R, G, B (0-255);
-    0 for frame 0 (float32 ``[num_frames]``)."""
+    0 for frame 0 (float32 ``[num_frames]``). ``on_progress(stop, num_frames)`` follows each chunk."""
     index = decoder.index
     scaling_factor = min(1.0, analysis_width / index.width)
     differences = np.zeros(index.num_frames, dtype=np.float32)
@@ -207,6 +236,8 @@ def _frame_differences(decoder: VideoDecoder, analysis_width: int) -> np.ndarray
             change = to_numpy(xp.median(per_pixel, axis=1))
             differences[first_frame + first:first_frame + first + change.size] = change
         previous = frames[-1]
+        if on_progress is not None:
+            on_progress(stop, index.num_frames)
     return differences
 
 
