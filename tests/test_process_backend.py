@@ -151,3 +151,27 @@ def test_freed_buffers_are_released(backend):
 def test_buffers_must_come_from_the_backend(backend, clips_videos):
     with pytest.raises(ValueError, match="must come from its empty"):
         backend.decode_job(jobs_for(clips_videos[:1])[0], CONVERSION, np.empty((2, FRAMES, 48, 64, 3), np.uint8), DecodeStats())
+
+
+def test_a_stuck_video_times_out_and_the_others_are_sent_again(clips_videos, tmp_path):
+    long_video = make_video(tmp_path / "slow.mp4", num_frames=240, width=320, height=240, keyframe_interval=240, seed=8)
+    index = vclip.index_video(long_video)
+    slow = VideoJob(index, (ClipTarget(np.arange(200, 240), SPEC.geometry(index.width, index.height), 0),))
+    backend = cpu_processes(1, 1, decode_timeout=0.05)  # one thread: the quick job waits behind the slow one
+    try:
+        output = backend.empty((2, 40, 48, 64, 3), "uint8")
+        quick = VideoJob(jobs_for(clips_videos[:1])[0].index,
+                         (ClipTarget(np.arange(5), SPEC.geometry(128, 96), 1),))
+        stuck = backend._workers[0]
+        with ThreadPoolExecutor(2) as pool:
+            slow_result = pool.submit(backend.decode_job, slow, CONVERSION, output, DecodeStats())
+            while not stuck.outstanding:
+                time.sleep(0.001)
+            quick_result = pool.submit(backend.decode_job, quick, CONVERSION, output, DecodeStats())
+            with pytest.raises(vclip.CorruptVideoError, match=r"slow.mp4: decoding took longer than 0.05 s"):
+                slow_result.result(timeout=60)
+            quick_result.result(timeout=60)  # sent again to the replacement worker, decoded there
+        assert backend._workers[0] is not stuck and not stuck.process.is_alive()
+        assert [read_barcode(frame) for frame in output[1, :5]] == list(range(5))
+    finally:
+        backend.close()

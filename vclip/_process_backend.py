@@ -54,8 +54,8 @@ INDEXES_PER_WORKER = 512
 """Video indexes each worker process keeps (most recently used)."""
 
 DECODE_TIMEOUT_SECONDS = 120.0
-"""Default seconds a video may spend in a worker process (queued and decoding) before the worker
-is considered stuck, killed and replaced."""
+"""Default seconds one video's decode may take in a worker process before the worker is considered
+stuck, killed and replaced."""
 
 
 class RecentKeys:
@@ -175,6 +175,13 @@ class _Request:
     conversion: Conversion
 
 
+@dataclass(frozen=True)
+class _Started:
+    """A worker began decoding request ``number`` (its decode timeout runs from now)."""
+
+    number: int
+
+
 @dataclass
 class _Reply:
     number: int
@@ -216,6 +223,11 @@ def _serve(factory: Callable[[], Backend], threads: int, index_capacity: int, pa
                 os._exit(0)
 
     def run(request: _Request, index: VideoIndex, output) -> None:
+        with reply_lock:
+            try:
+                replies.send(_Started(request.number))
+            except OSError:  # the parent is gone
+                os._exit(0)
         stats = DecodeStats()
         reply = _Reply(request.number)
         try:
@@ -264,7 +276,7 @@ class _Pending:
     index_key: int
     buffer: BufferHandle
     conversion: Conversion
-    sent_at: float = field(default_factory=time.monotonic)
+    started_at: float | None = None
     timed_out: bool = False
 
 
@@ -301,8 +313,9 @@ class ProcessBackend:
         processes: Worker processes.
         threads: Decode threads per worker (default 4 on the GPU, 2 on the CPU).
         indexes_per_worker: Video indexes a worker keeps.
-        decode_timeout: Seconds a video may take in a worker (queued and decoding) before the
-            worker is killed and replaced; the video is reported as a CorruptVideoError.
+        decode_timeout: Seconds one video's decode may take in a worker before the worker is
+            killed and replaced; the video is reported as a CorruptVideoError, the other videos
+            that worker held are sent to another.
     """
 
     def __init__(self, factory: Callable[[], Backend], device: Device, processes: int, threads: int = 0, *,
@@ -402,7 +415,7 @@ class ProcessBackend:
                 opened = pending.buffer.number in worker.opened
                 worker.opened.add(pending.buffer.number)
                 number = next(self._numbers)
-                pending.sent_at = time.monotonic()
+                pending.started_at = None
                 worker.outstanding[number] = pending
                 request = _Request(number, pending.index_key, None if known else pending.job.index,
                                    pending.buffer.number, None if opened else pending.buffer, pending.job.targets,
@@ -448,7 +461,10 @@ class ProcessBackend:
         now = time.monotonic()
         for worker in workers:
             with worker.lock:
-                stuck = [p for p in worker.outstanding.values() if now - p.sent_at > self.decode_timeout]
+                stuck = [
+                    p for p in worker.outstanding.values()
+                    if p.started_at is not None and now - p.started_at > self.decode_timeout
+                ]
                 for pending in stuck:
                     pending.timed_out = True
             if stuck:
@@ -459,9 +475,14 @@ class ProcessBackend:
     def _receive(self, worker: _WorkerProcess) -> None:
         try:
             while worker.replies.poll():
-                reply: _Reply = worker.replies.recv()
+                reply: _Reply | _Started = worker.replies.recv()
                 worker.replied = True
                 with worker.lock:
+                    if isinstance(reply, _Started):
+                        started = worker.outstanding.get(reply.number)
+                        if started is not None:
+                            started.started_at = time.monotonic()
+                        continue
                     pending = worker.outstanding.pop(reply.number)
                 pending.future.set_result(reply)
         except (EOFError, OSError):  # it died mid-reply: the sentinel says so next
