@@ -3,6 +3,7 @@
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -225,7 +226,8 @@ def test_sample_to_torch_file_without_torch(capsys, videos, tmp_path, monkeypatc
 def test_sample_bad_file(capsys, bad_files, tmp_path):
     status, _, err = run(capsys, "sample", bad_files["truncated"], "--mode", "keyframe", "--out", tmp_path / "c.npz")
     assert status == 1
-    assert err.startswith(f"vclip sample: error: {bad_files['truncated']}: ")
+    assert err.startswith(f"vclip sample: skipped {bad_files['truncated']}: ")
+    assert not (tmp_path / "c.npz").exists()
 
 
 # -- bad arguments ---------------------------------------------------------------------------------
@@ -251,7 +253,14 @@ def test_sample_bad_file(capsys, bad_files, tmp_path):
          "--sequence-length does not apply to --mode keyframe"),
         (["sample", "{v}", "--mode", "slowmo", "--out", "c.npz"], "argument --mode: invalid choice: 'slowmo'"),
         (["sample", "{v}", "--mode", "strided", "--out", "c.avi"],
-         "--out ('c.avi') must end in .npz, .pt, .mp4, or name a folder for PNG files"),
+         "--out ('c.avi') must end in .npz, .pt, .mp4, or name a folder (end it in '/' or leave out the suffix)"),
+        (["sample", "{v}", "--mode", "strided", "--out", "e.jpg"], "--out ('e.jpg') must end in .npz, .pt, .mp4"),
+        (["sample", "{v}", "--mode", "strided", "--out", "missing/c.npz"],
+         "--out ('missing/c.npz'): its folder 'missing' does not exist"),
+        (["sample", "{v}", "{v}", "--mode", "strided", "--out", "c.mp4"],
+         "--out ('c.mp4') takes the clips of one video; for 2 videos name a folder and pass --format mp4"),
+        (["sample", "{v}", "--mode", "strided", "--out", "c.npz", "--format", "pt"],
+         "--format pt does not match --out ('c.npz')"),
         (["sample", "{v}", "--mode", "strided"], "the following arguments are required: --out"),
         (["sample", "{v}", "--mode", "strided", "--out", "c.npz", "--device", "gpu"],
          "argument --device: 'gpu' must be 'cpu', 'cuda', 'cuda:N' or 'auto'"),
@@ -267,7 +276,11 @@ def test_sample_bad_file(capsys, bad_files, tmp_path):
         (["budget", *REFERENCE, "--aug", "-1"], "augmentation_factor (-1.0) must be a number >= 0"),
         (["budget", *REFERENCE, "--scaling-factor", "2"], "scaling_factor (2.0) must be in (0, 1]"),
         (["budget", *REFERENCE, "--chart", "chart.svg"], "--chart ('chart.svg') must end in .png or .jpg"),
-        (["budget", "--width", "1920"], "the following arguments are required: --height, --batch, --seq"),
+        (["budget", "--width", "1920"], "the following arguments are required: --height, --seq"),
+        (["budget", "--width", "1920", "--height", "1080", "--seq", "16"],
+         "--batch is needed, unless --budget asks for the largest batch that fits"),
+        (["budget", *REFERENCE, "--prefetch", "0"], "prefetch (0) must be an integer >= 1"),
+        (["check", "{v}", "--workers", "0"], "workers (0) must be an integer >= 1"),
         (["transcode", "{v}"], "argument COMMAND: invalid choice: 'transcode'"),
         ([], "the following arguments are required: COMMAND"),
     ],
@@ -356,7 +369,14 @@ def test_keyframes_same_name_in_two_folders(capsys, videos, tmp_path):
     copy.write_bytes(Path(videos["odd"]).read_bytes())
     run(capsys, "keyframes", videos["odd"], copy, "--out", tmp_path / "keys")
     folders = [v["folder"] for v in json.loads((tmp_path / "keys" / "manifest.json").read_text())["videos"]]
-    assert folders == ["odd_size", "odd_size_2"]
+    assert len(set(folders)) == 2 and all(re.fullmatch(r"odd_size-[0-9a-f]{8}", f) for f in folders)
+    run(capsys, "keyframes", copy, videos["odd"], "--out", tmp_path / "again")  # the name follows the file
+    again = [v["folder"] for v in json.loads((tmp_path / "again" / "manifest.json").read_text())["videos"]]
+    assert again == folders[::-1]
+    keyframes = vclip.index_video(videos["odd"]).keyframe_indices.tolist()
+    for folder in folders:
+        assert sorted(os.listdir(tmp_path / "keys" / folder)) == ["contact_sheet.jpg"] + [
+            f"frame_{k:06d}.jpg" for k in keyframes]
 
 
 def test_keyframes_progress_bar_on_a_terminal(capsys, videos, tmp_path, monkeypatch):

@@ -1,0 +1,274 @@
+"""Check a dataset before training: decode every frame of every video and say which are bad.
+
+On the CPU each video gets one plain PyAV pass over all its packets, with FFmpeg's error
+concealment reporting on, and every frame that comes out is matched to the index by its pts. A
+frame is bad when decoding its packet failed, when FFmpeg flagged it as damaged (concealed), or
+when it never came out. Videos are checked in parallel, one process per core.
+
+On the GPU (``device="cuda"``, or ``"auto"`` with a usable GPU) every frame goes through
+:class:`~vclip.VideoDecoder`, group of pictures by group of pictures, at a small output size:
+decode failures and frames NVDEC never returned are found; pictures NVDEC conceals without an
+error are not (check on the CPU for those).
+
+A video that cannot be opened or indexed is unreadable, with the reason.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Literal, Sequence
+
+import av
+import numpy as np
+
+from ._device import resolve_device
+from ._validation import check_integer, check_optional_integer
+from .errors import CorruptVideoError, VideoError
+from .index import VideoIndex, index_video, open_container
+
+__all__ = ["CheckResult", "check_video", "check_videos"]
+
+CheckStatus = Literal["ok", "corrupt", "unreadable"]
+_GPU_FILES_AT_ONCE = 4  # videos decoded at once on the GPU (NVDEC has several engines)
+_GPU_CHUNK_FRAMES = 256  # frames per decode call on the GPU
+_GPU_CHECK_WIDTH = 64  # output width of the GPU pass: every frame is decoded, little is kept
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """What decoding every frame of one video found.
+
+    Attributes:
+        path: The video file.
+        status: ``"ok"``; ``"corrupt"`` (some frames bad, see ``bad_frames``); ``"unreadable"``
+            (the file cannot be opened or indexed, see ``error``).
+        num_frames: Frames the index lists (0 when unreadable).
+        bad_frames: Frame numbers that failed to decode, came out damaged, or never came out.
+        problems: One line per kind of damage, naming the frames (``"frames 45-47: decode
+            error (Invalid data found when processing input)"``).
+        error: Why the video is unreadable, else None.
+        device: Where it was decoded (``"cpu"`` or ``"cuda:N"``).
+        seconds: Wall-clock time of the check.
+    """
+
+    path: str
+    status: CheckStatus
+    num_frames: int = 0
+    bad_frames: tuple[int, ...] = ()
+    problems: tuple[str, ...] = ()
+    error: str | None = None
+    device: str = "cpu"
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    def to_dict(self) -> dict:
+        """The result as JSON-ready values."""
+        return {"file": self.path, "status": self.status, "num_frames": self.num_frames,
+                "bad_frames": list(self.bad_frames), "problems": list(self.problems), "error": self.error,
+                "device": self.device, "seconds": round(self.seconds, 4)}
+
+
+@dataclass
+class _Damage:
+    """Bad frames by kind, in the order kinds were first seen."""
+
+    kinds: dict[str, set[int]] = field(default_factory=dict)
+
+    def add(self, kind: str, frames: Iterable[int]) -> None:
+        self.kinds.setdefault(kind, set()).update(int(f) for f in frames)
+
+    def result(self, path: str, num_frames: int, device: str, started: float) -> CheckResult:
+        bad = sorted(set().union(*self.kinds.values())) if self.kinds else []
+        problems = tuple(f"{_frame_ranges(sorted(frames))}: {kind}" for kind, frames in self.kinds.items() if frames)
+        return CheckResult(path, "corrupt" if bad else "ok", num_frames, tuple(bad), problems,
+                           device=device, seconds=time.perf_counter() - started)
+
+
+def _frame_ranges(frames: Sequence[int], limit: int = 8) -> str:
+    """``"frame 4"``, ``"frames 3-5, 9"``; long lists end in ``"... (N frames)"``."""
+    runs: list[list[int]] = []
+    for frame in frames:
+        if runs and frame == runs[-1][1] + 1:
+            runs[-1][1] = frame
+        else:
+            runs.append([frame, frame])
+    text = ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs[:limit])
+    if len(runs) > limit:
+        text += f", ... ({len(frames)} frames)"
+    return ("frame " if len(frames) == 1 else "frames ") + text
+
+
+def check_video(
+    path: str | os.PathLike,
+    *,
+    device: str = "cpu",
+    stream_index: int | None = None,
+    threads: int = 1,
+) -> CheckResult:
+    """Decode every frame of one video stream and report what is bad.
+
+    Args:
+        path: The video file.
+        device: ``"cpu"``, ``"cuda"``, ``"cuda:N"`` or ``"auto"`` (see the module docstring for
+            what each finds).
+        stream_index: Container index of the video stream; default: the first video stream.
+        threads: FFmpeg decode threads on the CPU (0: as many as FFmpeg likes).
+
+    Returns:
+        A :class:`CheckResult`; problems of the video never raise.
+
+    Raises:
+        ArgumentError: A bad ``device``, ``stream_index`` or ``threads``.
+    """
+    check_optional_integer("stream_index", stream_index, minimum=0)
+    check_integer("threads", threads, minimum=0)
+    resolved = resolve_device(device).device
+    path = os.fsdecode(path)
+    started = time.perf_counter()
+    try:
+        index = index_video(path, stream_index=stream_index)
+        if index.num_frames == 0:
+            raise CorruptVideoError(path, "the stream has no frames to show")
+        if resolved.is_cuda:
+            return _check_on_gpu(index, str(resolved), started)
+        return _check_on_cpu(index, threads, started)
+    except VideoError as error:
+        return CheckResult(path, "unreadable", error=error.problem, device=str(resolved),
+                           seconds=time.perf_counter() - started)
+
+
+def check_videos(
+    paths: Sequence[str | os.PathLike],
+    *,
+    device: str = "auto",
+    stream_index: int | None = None,
+    workers: int | None = None,
+    on_result: Callable[[CheckResult], None] | None = None,
+) -> list[CheckResult]:
+    """:func:`check_video` for many videos, in parallel: on the CPU a process per core (or
+    ``workers``), on the GPU a few videos at once on threads.
+
+    Args:
+        paths: Video files.
+        device: ``"auto"`` (default: the GPU when one is usable), ``"cpu"``, ``"cuda"``, ``"cuda:N"``.
+        stream_index: As :func:`check_video`, for every video.
+        workers: Videos checked at once; default: the CPU cores (CPU), 4 (GPU).
+        on_result: Called with each result as it is ready (in completion order), e.g. for progress.
+
+    Returns:
+        One :class:`CheckResult` per path, in the order of ``paths``.
+    """
+    check_optional_integer("workers", workers, minimum=1)
+    resolved = resolve_device(device).device
+    paths = [os.fsdecode(p) for p in paths]
+    if resolved.is_cuda:
+        count = min(workers or _GPU_FILES_AT_ONCE, max(len(paths), 1))
+        pool: Executor = ThreadPoolExecutor(count, thread_name_prefix="vclip-check")
+        options = dict(device=str(resolved), stream_index=stream_index)
+    else:
+        count = min(workers or os.cpu_count() or 1, max(len(paths), 1))
+        cores = os.cpu_count() or 1
+        options = dict(device="cpu", stream_index=stream_index, threads=max(1, cores // count))
+        if count == 1:
+            pool = ThreadPoolExecutor(1)
+        else:
+            import multiprocessing
+
+            pool = ProcessPoolExecutor(count, mp_context=multiprocessing.get_context("spawn"))
+    results: list[CheckResult | None] = [None] * len(paths)
+    with pool:
+        futures = {pool.submit(check_video, path, **options): number for number, path in enumerate(paths)}
+        for future in as_completed(futures):
+            number = futures[future]
+            try:
+                result = future.result()
+            except Exception as error:  # a crashed worker, or a bug: reported for this file, the rest go on
+                result = CheckResult(paths[number], "unreadable", error=f"internal error ({type(error).__name__}: "
+                                     f"{error})", device=str(resolved))
+            results[number] = result
+            if on_result is not None:
+                on_result(result)
+    return results  # type: ignore[return-value]
+
+
+def _check_on_cpu(index: VideoIndex, threads: int, started: float) -> CheckResult:
+    """One PyAV pass over every packet; frames matched to the index by pts."""
+    frame_of_pts = dict(zip(index.pts.tolist(), range(index.num_frames)))
+    frame_of_packet_pts = dict(zip(index.packet_pts.tolist(), index.packet_frame.tolist()))
+    seen = np.zeros(index.num_frames, dtype=bool)
+    damage = _Damage()
+    with av.logging.Capture(local=True), open_container(index.path) as container:  # FFmpeg's own log: not shown
+        stream = container.streams[index.stream_index]
+        context = stream.codec_context
+        # Slice threads turn FFmpeg's error concealment (and so its damage flags) off; frame threads keep it.
+        context.thread_type = "FRAME" if threads != 1 else "SLICE"
+        context.thread_count = threads
+        packets = container.demux(stream)
+        while True:
+            try:
+                packet = next(packets)
+            except StopIteration:
+                break
+            except av.error.FFmpegError as error:
+                damage.add(f"demuxing stopped ({error.strerror})", np.flatnonzero(~seen))
+                break
+            if not packet.size:  # the demuxer's end-of-stream packet; the decoder is flushed below
+                continue
+            try:
+                frames = context.decode(packet)
+            except av.error.FFmpegError as error:
+                frame = frame_of_packet_pts.get(packet.pts, -1)
+                damage.add(f"decode error ({error.strerror})", [frame] if frame >= 0 else [])
+                continue
+            for frame in frames:
+                number = frame_of_pts.get(frame.pts)
+                if number is None:
+                    continue
+                seen[number] = True
+                if frame.is_corrupt:
+                    damage.add("damaged, concealed by the decoder", [number])
+        try:
+            for frame in context.decode(None):
+                number = frame_of_pts.get(frame.pts)
+                if number is not None:
+                    seen[number] = True
+                    if frame.is_corrupt:
+                        damage.add("damaged, concealed by the decoder", [number])
+        except av.error.FFmpegError as error:
+            damage.add(f"decode error at the end ({error.strerror})", [])
+    already = set().union(*damage.kinds.values()) if damage.kinds else set()
+    missing = [int(f) for f in np.flatnonzero(~seen) if int(f) not in already]
+    if missing:
+        damage.add("never came out of the decoder", missing)
+    return damage.result(index.path, index.num_frames, "cpu", started)
+
+
+def _check_on_gpu(index: VideoIndex, device: str, started: float) -> CheckResult:
+    """Every frame through VideoDecoder, chunk by chunk; a chunk that fails is retried group of
+    pictures by group of pictures so that only the bad ones are reported."""
+    from .decoder import VideoDecoder
+    from .keyframes import _keyframe_chunks
+
+    decoder = VideoDecoder(index.path, stream_index=index.stream_index, device=device)
+    scaling_factor = min(1.0, _GPU_CHECK_WIDTH / index.width)
+    damage = _Damage()
+    for start, stop in _keyframe_chunks(index, _GPU_CHUNK_FRAMES):
+        try:
+            decoder.get_frames(np.arange(start, stop), scaling_factor=scaling_factor)
+            continue
+        except CorruptVideoError:
+            pass
+        for group_start, group_stop in _keyframe_chunks(index, 1):
+            if group_stop <= start or group_start >= stop:
+                continue
+            try:
+                decoder.get_frames(np.arange(group_start, group_stop), scaling_factor=scaling_factor)
+            except CorruptVideoError as error:
+                damage.add(error.problem, range(group_start, group_stop))
+    return damage.result(index.path, index.num_frames, decoder.device, started)
