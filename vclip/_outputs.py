@@ -59,8 +59,8 @@ def safe_name(path: str | os.PathLike, fallback: str = "video") -> str:
 def unique_names(paths: Sequence[str | os.PathLike], *, taken: Iterable[str] = ()) -> list[str]:
     """One safe name per path (:func:`safe_name`), unique without regard to case and distinct from
     ``taken``. Deterministic: a name shared by different files gets ``-`` and 8 hex digits of a hash
-    of the file's absolute path, whatever the order of the inputs; the same file listed again
-    gets ``-2``, ``-3``, ... in order."""
+    of the file's absolute path, whatever the order of the inputs; so does a name in ``taken``, or
+    the same file listed again (then with ``-2``, ``-3``, ... where still needed)."""
     bases = [safe_name(path) for path in paths]
     counts: dict[str, set[str]] = {}
     for base, path in zip(bases, paths):

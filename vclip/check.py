@@ -25,7 +25,7 @@ import av
 import numpy as np
 
 from ._device import resolve_device
-from ._validation import check_integer, check_optional_integer
+from ._validation import check_optional_integer
 from .errors import CorruptVideoError, VideoError
 from .index import VideoIndex, index_video, open_container
 
@@ -79,14 +79,19 @@ class _Damage:
     """Bad frames by kind, in the order kinds were first seen."""
 
     kinds: dict[str, set[int]] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)  # damage that no frame number names (frames past the end)
 
     def add(self, kind: str, frames: Iterable[int]) -> None:
         self.kinds.setdefault(kind, set()).update(int(f) for f in frames)
 
+    def frames(self) -> set[int]:
+        return set().union(*self.kinds.values()) if self.kinds else set()
+
     def result(self, path: str, num_frames: int, device: str, started: float) -> CheckResult:
-        bad = sorted(set().union(*self.kinds.values())) if self.kinds else []
-        problems = tuple(f"{_frame_ranges(sorted(frames))}: {kind}" for kind, frames in self.kinds.items() if frames)
-        return CheckResult(path, "corrupt" if bad else "ok", num_frames, tuple(bad), problems,
+        bad = sorted(self.frames())
+        problems = tuple(f"{_frame_ranges(sorted(frames))}: {kind}" if frames else kind
+                         for kind, frames in self.kinds.items()) + tuple(self.notes)
+        return CheckResult(path, "corrupt" if problems else "ok", num_frames, tuple(bad), problems,
                            device=device, seconds=time.perf_counter() - started)
 
 
@@ -109,7 +114,6 @@ def check_video(
     *,
     device: str = "cpu",
     stream_index: int | None = None,
-    threads: int = 1,
 ) -> CheckResult:
     """Decode every frame of one video stream and report what is bad.
 
@@ -118,16 +122,14 @@ def check_video(
         device: ``"cpu"``, ``"cuda"``, ``"cuda:N"`` or ``"auto"`` (see the module docstring for
             what each finds).
         stream_index: Container index of the video stream; default: the first video stream.
-        threads: FFmpeg decode threads on the CPU (0: as many as FFmpeg likes).
 
     Returns:
         A :class:`CheckResult`; problems of the video never raise.
 
     Raises:
-        ArgumentError: A bad ``device``, ``stream_index`` or ``threads``.
+        ArgumentError: A bad ``device`` or ``stream_index``.
     """
     check_optional_integer("stream_index", stream_index, minimum=0)
-    check_integer("threads", threads, minimum=0)
     resolved = resolve_device(device).device
     path = os.fsdecode(path)
     started = time.perf_counter()
@@ -137,7 +139,7 @@ def check_video(
             raise CorruptVideoError(path, "the stream has no frames to show")
         if resolved.is_cuda:
             return _check_on_gpu(index, str(resolved), started)
-        return _check_on_cpu(index, threads, started)
+        return _check_on_cpu(index, started)
     except VideoError as error:
         return CheckResult(path, "unreadable", error=error.problem, device=str(resolved),
                            seconds=time.perf_counter() - started)
@@ -173,8 +175,7 @@ def check_videos(
         options = dict(device=str(resolved), stream_index=stream_index)
     else:
         count = min(workers or os.cpu_count() or 1, max(len(paths), 1))
-        cores = os.cpu_count() or 1
-        options = dict(device="cpu", stream_index=stream_index, threads=max(1, cores // count))
+        options = dict(device="cpu", stream_index=stream_index)
         if count == 1:
             pool = ThreadPoolExecutor(1)
         else:
@@ -197,8 +198,12 @@ def check_videos(
     return results  # type: ignore[return-value]
 
 
-def _check_on_cpu(index: VideoIndex, threads: int, started: float) -> CheckResult:
-    """One PyAV pass over every packet; frames matched to the index by pts."""
+def _check_on_cpu(index: VideoIndex, started: float) -> CheckResult:
+    """One single-threaded PyAV pass over every packet; frames matched to the index by pts.
+
+    One thread: FFmpeg's slice threads turn its error concealment (and so its damage flags) off,
+    and its frame threads were seen to lose decode errors; parallelism comes from checking
+    several videos at once."""
     frame_of_pts = dict(zip(index.pts.tolist(), range(index.num_frames)))
     frame_of_packet_pts = dict(zip(index.packet_pts.tolist(), index.packet_frame.tolist()))
     seen = np.zeros(index.num_frames, dtype=bool)
@@ -206,9 +211,8 @@ def _check_on_cpu(index: VideoIndex, threads: int, started: float) -> CheckResul
     with av.logging.Capture(local=True), open_container(index.path) as container:  # FFmpeg's own log: not shown
         stream = container.streams[index.stream_index]
         context = stream.codec_context
-        # Slice threads turn FFmpeg's error concealment (and so its damage flags) off; frame threads keep it.
-        context.thread_type = "FRAME" if threads != 1 else "SLICE"
-        context.thread_count = threads
+        context.thread_type = "SLICE"
+        context.thread_count = 1
         packets = container.demux(stream)
         while True:
             try:
@@ -242,11 +246,32 @@ def _check_on_cpu(index: VideoIndex, threads: int, started: float) -> CheckResul
                         damage.add("damaged, concealed by the decoder", [number])
         except av.error.FFmpegError as error:
             damage.add(f"decode error at the end ({error.strerror})", [])
-    already = set().union(*damage.kinds.values()) if damage.kinds else set()
+        _check_length(index, container, stream, damage)
+    already = damage.frames()
     missing = [int(f) for f in np.flatnonzero(~seen) if int(f) not in already]
     if missing:
         damage.add("never came out of the decoder", missing)
     return damage.result(index.path, index.num_frames, "cpu", started)
+
+
+def _check_length(index: VideoIndex, container, stream, damage: _Damage) -> None:
+    """Note frames the container announces but the file no longer holds (a cut-off end)."""
+    if index.header_frame_count and index.header_frame_count > index.num_frames:
+        damage.notes.append(f"the container lists {index.header_frame_count} frames, the file holds "
+                            f"{index.num_frames} (truncated?)")
+        return
+    if stream.duration:
+        announced = float(stream.duration * stream.time_base)
+    elif container.duration and len(container.streams) == 1:  # the container's length is this stream's
+        announced = container.duration / 1_000_000
+    else:
+        return
+    frame_seconds = 1 / index.average_fps if index.average_fps else 0.0
+    covered = index.end_seconds - index.start_seconds
+    if announced - covered > 2 * frame_seconds + 0.001:
+        damage.notes.append(f"the container says the stream lasts {announced:.3f} s, its frames cover "
+                            f"{covered:.3f} s: about {round((announced - covered) * index.average_fps)} frames "
+                            "after the last one are missing (truncated?)")
 
 
 def _check_on_gpu(index: VideoIndex, device: str, started: float) -> CheckResult:
@@ -271,4 +296,6 @@ def _check_on_gpu(index: VideoIndex, device: str, started: float) -> CheckResult
                 decoder.get_frames(np.arange(group_start, group_stop), scaling_factor=scaling_factor)
             except CorruptVideoError as error:
                 damage.add(error.problem, range(group_start, group_stop))
+    with open_container(index.path) as container:
+        _check_length(index, container, container.streams[index.stream_index], damage)
     return damage.result(index.path, index.num_frames, decoder.device, started)
