@@ -124,7 +124,8 @@ def check_video(
         stream_index: Container index of the video stream; default: the first video stream.
 
     Returns:
-        A :class:`CheckResult`; problems of the video never raise.
+        A :class:`CheckResult`; a problem of the video never raises (one that trips vclip itself
+        is reported as unreadable, "vclip failed on it").
 
     Raises:
         ArgumentError: A bad ``device`` or ``stream_index``.
@@ -141,8 +142,10 @@ def check_video(
             return _check_on_gpu(index, str(resolved), started)
         return _check_on_cpu(index, started)
     except VideoError as error:
-        return CheckResult(path, "unreadable", error=error.problem, device=str(resolved),
-                           seconds=time.perf_counter() - started)
+        problem = error.problem
+    except Exception as error:  # a file that trips vclip itself is still a file the dataset cannot use
+        problem = f"vclip failed on it ({type(error).__name__}: {error}); please report it"
+    return CheckResult(path, "unreadable", error=problem, device=str(resolved), seconds=time.perf_counter() - started)
 
 
 def check_videos(

@@ -86,6 +86,8 @@ def _refused_arguments():
     """Turn the library's ValueError/TypeError/IndexError on user input into a usage error."""
     try:
         yield
+    except UnicodeError:  # a ValueError, but from a file's bytes, not from the user's values
+        raise
     except (ValueError, TypeError, IndexError) as error:
         raise _UsageError(str(error)) from None
 
@@ -139,8 +141,12 @@ def _skipped(command: str, error: VideoError) -> None:
 
 
 def _internal_error(command: str, path: str, error: Exception) -> str:
-    """Report an unexpected exception on one file (a bug in vclip); returns the problem text."""
-    problem = f"internal error ({type(error).__name__}: {error}); please report it"
+    """Report an unexpected exception on one file; returns the problem text. An OSError is the
+    system's (a write that failed, a full disk); anything else is a bug in vclip."""
+    if isinstance(error, OSError):
+        problem = f"failed ({type(error).__name__}: {error})"
+    else:
+        problem = f"internal error ({type(error).__name__}: {error}); please report it"
     _say(f"vclip {command}: skipped {path}: {problem}", sys.stderr)
     return problem
 
@@ -420,9 +426,11 @@ def _all_dropped(sampler: ClipSampler, num_frames: int) -> bool:
 def _write_clips(output_format: str, out: Path, clips: Frames, data: np.ndarray, padded: np.ndarray,
                  index: VideoIndex, mode: str) -> None:
     if output_format in ("npz", "pt"):
+        out.parent.mkdir(parents=True, exist_ok=True)
         _write_arrays(output_format, out, data, clips.frame_indices, clips.pts_seconds, padded,
                       np.zeros(len(data), dtype=np.int64), [index.path], mode)
     elif output_format == "mp4":
+        out.parent.mkdir(parents=True, exist_ok=True)
         write_video(out, (frame for clip in data for frame in clip), fps=index.average_fps)
     else:
         out.mkdir(parents=True, exist_ok=True)
@@ -601,10 +609,8 @@ def _run_keyframes(args: argparse.Namespace) -> int:
             progress.show(number, printable(path, sys.stderr))
             started = time.perf_counter()
             try:
-                with _refused_arguments():
-                    result = extract_keyframes(path, method=args.method, max_frames=args.max, device=args.device,
-                                               scaling_factor=args.scaling_factor,
-                                               scene_threshold=args.scene_threshold)
+                result = extract_keyframes(path, method=args.method, max_frames=args.max, device=args.device,
+                                           scaling_factor=args.scaling_factor, scene_threshold=args.scene_threshold)
                 folder = out / folder_name
                 saved = result.save(folder, image_format=args.format)
             except VideoError as error:
@@ -612,8 +618,6 @@ def _run_keyframes(args: argparse.Namespace) -> int:
                 _skipped("keyframes", error)
                 errors.append({"file": path, "problem": error.problem})
                 continue
-            except _UsageError:
-                raise
             except Exception as error:  # a bug, or writing the images failed: reported, the others go on
                 progress.clear()
                 errors.append({"file": path, "problem": _internal_error("keyframes", path, error)})
