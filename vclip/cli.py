@@ -598,14 +598,15 @@ def _run_keyframes(args: argparse.Namespace) -> int:
         check_scaling_factor(args.scaling_factor)
         check_optional_integer("max_frames", args.max, minimum=1, none_means="for all")
         check_number("scene_threshold", args.scene_threshold, minimum=1, minimum_inclusive=False)
+    files = _expand_inputs(args.files)
     out = Path(args.out)
     taken = _prepare_keyframes_out(out, args.overwrite)
-    folders = unique_names(args.files, taken=taken)
+    folders = unique_names(files, taken=taken)
     records, videos, errors = [], [], []
     out.mkdir(parents=True, exist_ok=True)
-    progress = _Progress(len(args.files))
+    progress = _Progress(len(files))
     try:
-        for number, (path, folder_name) in enumerate(zip(args.files, folders)):
+        for number, (path, folder_name) in enumerate(zip(files, folders)):
             progress.show(number, printable(path, sys.stderr))
             started = time.perf_counter()
             try:
@@ -635,13 +636,13 @@ def _run_keyframes(args: argparse.Namespace) -> int:
             noun = "keyframe" if len(result) == 1 else "keyframes"
             _say(f"{path}: {len(result)} {args.method} {noun} (frames {format_numbers(result.frame_indices.tolist())}) "
                  f"-> {folder}{os.sep}")
-        progress.show(len(args.files), "done")
+        progress.show(len(files), "done")
         progress.clear()
     finally:  # the manifest of what was written, also when the run stops early
         manifest = {"method": args.method, "keyframes": records, "videos": videos, "errors": errors}
         (out / MANIFEST).write_text(json.dumps(manifest, indent=2), encoding="utf-8")
-    _say(f"{len(videos)} of {len(args.files)} videos, {len(records)} images; manifest: {out / MANIFEST}")
-    return _exit_status(len(args.files), len(errors))
+    _say(f"{len(videos)} of {len(files)} videos, {len(records)} images; manifest: {out / MANIFEST}")
+    return _exit_status(len(files), len(errors))
 
 
 # -- vclip check -------------------------------------------------------------------------------
@@ -667,10 +668,10 @@ def _run_check(args: argparse.Namespace) -> int:
 
     def done(result: CheckResult) -> None:
         progress.update()
-        if not result.ok:
-            progress.clear()
+        if not result.ok and not progress.disable:  # on a terminal, bad videos show as they are found
             detail = result.error or "; ".join(result.problems)
-            _say(f"vclip check: {result.path}: {result.status}: {detail}", sys.stderr)
+            progress.write(printable(f"vclip check: {result.path}: {result.status}: {detail}", sys.stderr),
+                           file=sys.stderr)
 
     with _refused_arguments():
         results = check_videos(inputs, device=args.device, stream_index=args.stream, workers=args.workers,
@@ -900,7 +901,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "name shared by files of different folders gets a hash of the full path). Bad files are "
                     "reported and skipped. A DIR holding an earlier run's manifest is refused unless "
                     "--overwrite, which first removes the files that manifest lists (nothing else).")
-    keyframes.add_argument("files", nargs="+", metavar="FILE")
+    keyframes.add_argument("files", nargs="+", metavar="PATH", help="video files, folders of videos, or list files")
     keyframes.add_argument("--out", required=True, metavar="DIR")
     keyframes.add_argument("--method", choices=KEYFRAME_METHODS, default="codec",
                            help="codec: the stream's keyframes; scene: shot boundaries (default codec)")
