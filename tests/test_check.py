@@ -93,7 +93,7 @@ def test_check_videos_in_parallel_keeps_the_order(dataset):
 
 def test_cli_check_table_json_and_exit_status(capsys, dataset, tmp_path):
     files = [dataset[n] for n in ("good", "zeroed", "text", "missing")]
-    status = main(["check", *files, "--device", "cpu"])
+    status = main(["check", *files, "--device", "cpu", "--workers", "1"])
     out, err = capsys.readouterr()
     assert status == 3
     lines = out.splitlines()
@@ -106,13 +106,13 @@ def test_cli_check_table_json_and_exit_status(capsys, dataset, tmp_path):
     assert lines[-2].strip() == "file does not exist"
     assert err == ""  # stderr is no terminal here: no progress bar, and the table says it all
 
-    assert main(["check", *files, "--device", "cpu", "--json"]) == 3
+    assert main(["check", *files, "--device", "cpu", "--json", "--workers", "1"]) == 3
     reports = json.loads(capsys.readouterr().out)
     assert [r["status"] for r in reports] == ["ok", "corrupt", "unreadable", "unreadable"]
     assert DAMAGED_FRAME in reports[1]["bad_frames"] and reports[3]["error"] == "file does not exist"
 
     assert main(["check", dataset["good"], "--device", "cpu"]) == 0
-    assert main(["check", dataset["text"], dataset["missing"], "--device", "cpu"]) == 1
+    assert main(["check", dataset["text"], dataset["missing"], "--device", "cpu", "--workers", "1"]) == 1
     capsys.readouterr()
 
 
@@ -120,7 +120,7 @@ def test_cli_check_takes_folders_and_list_files(capsys, dataset, tmp_path):
     listing = tmp_path / "videos.txt"
     relative = os.path.relpath(dataset["good"], tmp_path)
     listing.write_text(f"# my dataset\n{relative},3\n\n{dataset['zeroed']} 1\n")
-    assert main(["check", str(listing), "--json", "--device", "cpu"]) == 3
+    assert main(["check", str(listing), "--json", "--device", "cpu", "--workers", "1"]) == 3
     reports = json.loads(capsys.readouterr().out)
     assert [Path(r["file"]).resolve() for r in reports] == [Path(dataset["good"]).resolve(),
                                                           Path(dataset["zeroed"]).resolve()]

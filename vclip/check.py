@@ -157,7 +157,8 @@ def check_videos(
     on_result: Callable[[CheckResult], None] | None = None,
 ) -> list[CheckResult]:
     """:func:`check_video` for many videos, in parallel: on the CPU a process per core (or
-    ``workers``), on the GPU a few videos at once on threads.
+    ``workers``), on the GPU a few videos at once on threads. The CPU's processes are started with
+    ``spawn``: in a script, call this under ``if __name__ == "__main__":``.
 
     Args:
         paths: Video files.

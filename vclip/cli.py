@@ -170,7 +170,8 @@ def _expand_inputs(sources: Sequence[str]) -> list[str]:
     for source in sources:
         path = Path(source)
         if path.is_dir():
-            found = sorted(os.fspath(p) for p in path.rglob("*") if p.is_file() and p.suffix.lower() in VIDEO_EXTENSIONS)
+            found = sorted(os.fspath(p) for p in path.rglob("*")
+                           if p.is_file() and p.suffix.lower() in VIDEO_EXTENSIONS)
             if not found:
                 _say(f"vclip: warning: {source} holds no video files ({', '.join(VIDEO_EXTENSIONS)})", sys.stderr)
             paths.extend(found)
@@ -538,14 +539,18 @@ def _run_sample(args: argparse.Namespace) -> int:
         _say("\n".join(_clip_lines(clips, padded, sampler, num_frames)))
     progress.close()
     if combined:
-        used = [number for number, *_ in combined]
-        _write_arrays(
-            output_format, out, np.concatenate([c[2] for c in combined]),
-            np.concatenate([c[1].frame_indices for c in combined]), np.concatenate([c[1].pts_seconds for c in combined]),
-            np.concatenate([c[3] for c in combined]),
-            np.concatenate([np.full(len(c[2]), position, dtype=np.int64) for position, c in enumerate(combined)]),
-            [inputs[number] for number in used], args.mode,
-        )
+        try:
+            _write_arrays(
+                output_format, out, np.concatenate([c[2] for c in combined]),
+                np.concatenate([c[1].frame_indices for c in combined]),
+                np.concatenate([c[1].pts_seconds for c in combined]),
+                np.concatenate([c[3] for c in combined]),
+                np.concatenate([np.full(len(c[2]), position, dtype=np.int64) for position, c in enumerate(combined)]),
+                [inputs[number] for number, *_ in combined], args.mode,
+            )
+        except OSError as error:
+            _error("sample", f"writing {out} failed ({error})")
+            return EXIT_FAILED
         if len(inputs) > 1:
             clips_written = sum(len(c[2]) for c in combined)
             _say(f"{len(combined)} of {len(inputs)} videos, {clips_written} clips -> {out} (video_ids index paths)")
@@ -650,7 +655,8 @@ def _check_table(results: list[CheckResult]) -> str:
     lines = [f"{'status':<11} {'frames':>7} {'bad':>6} {'seconds':>8}  file"]
     for result in results:
         frames = str(result.num_frames) if result.status != "unreadable" else "-"
-        lines.append(f"{result.status:<11} {frames:>7} {len(result.bad_frames):>6} {result.seconds:>8.2f}  {result.path}")
+        lines.append(f"{result.status:<11} {frames:>7} {len(result.bad_frames):>6} {result.seconds:>8.2f}  "
+                     f"{result.path}")
         lines += [f"{'':<36}{problem}" for problem in result.problems]
         if result.error:
             lines.append(f"{'':<36}{result.error}")
