@@ -237,7 +237,8 @@ def test_sample_to_torch_file_without_torch(capsys, videos, tmp_path, monkeypatc
 def test_sample_bad_file(capsys, bad_files, tmp_path):
     status, _, err = run(capsys, "sample", bad_files["truncated"], "--mode", "keyframe", "--out", tmp_path / "c.npz")
     assert status == 1
-    assert err.startswith(f"vclip sample: error: {bad_files['truncated']}: ")
+    assert err.startswith(f"vclip sample: skipped {bad_files['truncated']}: ")
+    assert not (tmp_path / "c.npz").exists()
 
 
 # -- bad arguments ---------------------------------------------------------------------------------
@@ -263,7 +264,14 @@ def test_sample_bad_file(capsys, bad_files, tmp_path):
          "--sequence-length does not apply to --mode keyframe"),
         (["sample", "{v}", "--mode", "slowmo", "--out", "c.npz"], "argument --mode: invalid choice: 'slowmo'"),
         (["sample", "{v}", "--mode", "strided", "--out", "c.avi"],
-         "--out ('c.avi') must end in .npz, .pt, .mp4, or name a folder for PNG files"),
+         "--out ('c.avi') must end in .npz, .pt, .mp4, or name a folder (end it in '/' or leave out the suffix)"),
+        (["sample", "{v}", "--mode", "strided", "--out", "e.jpg"], "--out ('e.jpg') must end in .npz, .pt, .mp4"),
+        (["sample", "{v}", "--mode", "strided", "--out", "missing/c.npz"],
+         "--out ('missing/c.npz'): its folder 'missing' does not exist"),
+        (["sample", "{v}", "{v}", "--mode", "strided", "--out", "c.mp4"],
+         "--out ('c.mp4') takes the clips of one video; for 2 videos name a folder and pass --format mp4"),
+        (["sample", "{v}", "--mode", "strided", "--out", "c.npz", "--format", "pt"],
+         "--format pt does not match --out ('c.npz')"),
         (["sample", "{v}", "--mode", "strided"], "the following arguments are required: --out"),
         (["sample", "{v}", "--mode", "strided", "--out", "c.npz", "--device", "gpu"],
          "argument --device: 'gpu' must be 'cpu', 'cuda', 'cuda:N' or 'auto'"),
@@ -281,7 +289,11 @@ def test_sample_bad_file(capsys, bad_files, tmp_path):
         (["budget", *REFERENCE, "--scaling-factor", "2"], "scaling_factor (2.0) must be in (0, 1]"),
         (["budget", *REFERENCE, "--chart", "chart.gif"],
          "--chart ('chart.gif') must end in .png, .jpg, .jpeg, .svg, .pdf"),
-        (["budget", "--width", "1920"], "the following arguments are required: --height, --batch, --seq"),
+        (["budget", "--width", "1920"], "the following arguments are required: --height, --seq"),
+        (["budget", "--width", "1920", "--height", "1080", "--seq", "16"],
+         "--batch is needed, unless --budget asks for the largest batch that fits"),
+        (["budget", *REFERENCE, "--prefetch", "0"], "prefetch (0) must be an integer >= 1"),
+        (["check", "{v}", "--workers", "0"], "workers (0) must be an integer >= 1"),
         (["transcode", "{v}"], "argument COMMAND: invalid choice: 'transcode'"),
         ([], "the following arguments are required: COMMAND"),
     ],
@@ -370,7 +382,14 @@ def test_keyframes_same_name_in_two_folders(capsys, videos, tmp_path):
     copy.write_bytes(Path(videos["odd"]).read_bytes())
     run(capsys, "keyframes", videos["odd"], copy, "--out", tmp_path / "keys")
     folders = [v["folder"] for v in json.loads((tmp_path / "keys" / "manifest.json").read_text())["videos"]]
-    assert folders == ["odd_size", "odd_size_2"]
+    assert len(set(folders)) == 2 and all(re.fullmatch(r"odd_size-[0-9a-f]{8}", f) for f in folders)
+    run(capsys, "keyframes", copy, videos["odd"], "--out", tmp_path / "again")  # the name follows the file
+    again = [v["folder"] for v in json.loads((tmp_path / "again" / "manifest.json").read_text())["videos"]]
+    assert again == folders[::-1]
+    keyframes = vclip.index_video(videos["odd"]).keyframe_indices.tolist()
+    for folder in folders:
+        assert sorted(os.listdir(tmp_path / "keys" / folder)) == ["contact_sheet.jpg"] + [
+            f"frame_{k:06d}.jpg" for k in keyframes]
 
 
 def test_keyframes_thumbnail_width(capsys, videos, tmp_path):
@@ -539,3 +558,267 @@ def test_sample_on_the_gpu(capsys, videos, tmp_path):
     assert status == 0 and "on cuda:0" in out
     with np.load(tmp_path / "c.npz") as stored:
         assert barcodes(stored["clips"][0]) == [5, 90, 3]
+
+
+# -- outputs you can trust -------------------------------------------------------------------------
+def manifest_of(folder):
+    return json.loads((Path(folder) / "manifest.json").read_text())
+
+
+def all_files(folder):
+    return sorted(os.path.relpath(p, folder) for p in Path(folder).rglob("*") if p.is_file())
+
+
+def test_keyframes_names_never_escape_out_or_hit_the_manifest(capsys, videos, tmp_path):
+    source = Path(videos["hevc"]).read_bytes()
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    names = ["manifest.json.mp4", "...mp4", "..mp4", "a b&c.mp4"]
+    for name in names:
+        (inputs / name).write_bytes(source)
+    out = tmp_path / "work" / "out"
+    status, stdout, err = run(capsys, "keyframes", *(inputs / n for n in names), "--out", out)
+    assert status == 0, err
+    manifest = manifest_of(out)
+    folders = [v["folder"] for v in manifest["videos"]]
+    assert [v["file"] for v in manifest["videos"]] == [str(inputs / n) for n in names]
+    assert len(set(folders)) == 4 and "manifest.json" not in folders
+    assert all(os.sep not in f and not f.startswith(".") for f in folders)
+    assert sorted(os.listdir(tmp_path / "work")) == ["out"]  # nothing beside --out
+    keyframes = len(vclip.index_video(videos["hevc"]).keyframe_indices)
+    assert len(manifest["keyframes"]) == 4 * keyframes
+    assert all((out / r["image"]).is_file() for r in manifest["keyframes"])
+
+
+def test_keyframes_out_is_checked_before_decoding(capsys, videos, tmp_path):
+    (tmp_path / "file").write_text("mine")
+    status, _, err = run(capsys, "keyframes", videos["h264"], "--out", tmp_path / "file")
+    assert status == 2 and "is an existing file, not a folder" in err
+    status, _, err = run(capsys, "keyframes", videos["h264"], "--out", tmp_path / "file" / "below")
+    assert status == 2 and "is a file, not a folder" in err
+    assert os.listdir(tmp_path) == ["file"] and (tmp_path / "file").read_text() == "mine"
+
+
+def test_keyframes_rerun_refuses_or_replaces_only_its_own_outputs(capsys, videos, tmp_path):
+    out = tmp_path / "keys"
+    assert run(capsys, "keyframes", videos["h264"], videos["hevc"], "--out", out)[0] == 0
+    first = all_files(out)
+    (out / "notes.txt").write_text("mine")
+    status, _, err = run(capsys, "keyframes", videos["h264"], "--out", out, "--max", 2)
+    assert status == 2 and "holds an earlier run (manifest.json); pass --overwrite" in err
+    assert all_files(out) == sorted(first + ["notes.txt"])
+    status, _, _ = run(capsys, "keyframes", videos["h264"], "--out", out, "--max", 2, "--overwrite")
+    assert status == 0
+    assert all_files(out) == ["h264_bframes/contact_sheet.jpg", "h264_bframes/frame_000000.jpg",
+                              "h264_bframes/frame_000120.jpg", "manifest.json", "notes.txt"]
+    assert [r["frame_index"] for r in manifest_of(out)["keyframes"]] == [0, 120]
+
+
+def test_keyframes_manifest_is_written_when_writing_images_fails(capsys, videos, tmp_path, monkeypatch):
+    import vclip.keyframes
+
+    real_write_image = vclip.keyframes.write_image
+
+    def disk_full_for_hevc(path, image):  # the file system refuses one video's images
+        if "hevc" in str(path):
+            raise OSError(28, "No space left on device")
+        return real_write_image(path, image)
+
+    monkeypatch.setattr(vclip.keyframes, "write_image", disk_full_for_hevc)
+    status, stdout, err = run(capsys, "keyframes", videos["hevc"], videos["h264"], "--out", tmp_path)
+    assert status == 3
+    manifest = manifest_of(tmp_path)
+    assert [v["file"] for v in manifest["videos"]] == [videos["h264"]]
+    assert manifest["errors"][0]["file"] == videos["hevc"]
+    assert manifest["errors"][0]["problem"] == "failed (OSError: [Errno 28] No space left on device)"
+    assert f"vclip keyframes: skipped {videos['hevc']}: failed (OSError" in err
+    assert "1 of 2 videos" in stdout
+
+
+def test_names_that_are_not_utf8_print_on_a_strict_terminal(videos, tmp_path):
+    folder = os.fsencode(tmp_path)
+    strange = os.path.join(folder, b"caf\xe9.mp4")  # Latin-1 bytes
+    with open(strange, "wb") as file:
+        file.write(Path(videos["hevc"]).read_bytes())
+    environment = dict(os.environ, PYTHONIOENCODING="utf-8:strict",
+                       PYTHONPATH=str(PACKAGE_ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    completed = subprocess.run(
+        [sys.executable, "-m", "vclip", "keyframes", strange, os.path.join(folder, b"gone\xff.mp4"),
+         "--out", os.path.join(folder, b"out")], capture_output=True, env=environment, timeout=120)
+    assert completed.returncode == 3, completed.stderr
+    assert b"caf\\xe9.mp4: 2 codec keyframes" in completed.stdout
+    assert b"skipped " + folder + b"/gone\\xff.mp4: file does not exist" in completed.stderr
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    assert manifest["videos"][0]["file"] == os.fsdecode(strange)
+    assert manifest["videos"][0]["folder"] == "caf_"
+
+
+# -- sample over many videos -----------------------------------------------------------------------
+def test_sample_many_videos_into_one_npz(capsys, videos, bad_files, tmp_path):
+    folder = tmp_path / "in"
+    folder.mkdir()
+    (folder / "one.mp4").write_bytes(Path(videos["h264"]).read_bytes())
+    listing = tmp_path / "list.txt"
+    listing.write_text(f"{videos['long_gop']}\n{bad_files['missing']}\n")
+    out = tmp_path / "all.npz"
+    status, stdout, err = run(capsys, "sample", folder, listing, "--mode", "strided", "--sequence-length", 4,
+                              "--stride", 3, "--starts", "even", "--clips-per-video", 2, "--resize", "96x64",
+                              "--out", out, "--device", "cpu")
+    assert status == 3
+    assert f"vclip sample: skipped {bad_files['missing']}: file does not exist" in err
+    assert f"2 of 3 videos, 4 clips -> {out}" in stdout
+    with np.load(out) as stored:
+        assert stored["paths"].tolist() == [str(folder / "one.mp4"), videos["long_gop"]]
+        assert stored["video_ids"].tolist() == [0, 0, 1, 1]
+        assert stored["clips"].shape == (4, 4, 64, 96, 3) and not stored["padded"].any()
+        sampler = vclip.strided(4, 3, starts="even", clips_per_video=2)
+        expected = [c.tolist() for name in ("h264", "long_gop")
+                    for c in sampler.sample(vclip.index_video(videos[name]))]
+        assert stored["frame_indices"].tolist() == expected
+        assert [barcodes(clip) for clip in stored["clips"]] == expected
+
+
+def test_sample_many_videos_one_output_each(capsys, videos, tmp_path):
+    copy = tmp_path / "copy" / Path(videos["odd"]).name
+    copy.parent.mkdir()
+    copy.write_bytes(Path(videos["odd"]).read_bytes())
+    out = tmp_path / "out"
+    argv = ["sample", videos["odd"], copy, videos["hevc"], "--mode", "keyframe", "--out", out, "--format", "npz"]
+    status, stdout, _ = run(capsys, *argv)
+    assert status == 0
+    names = sorted(os.listdir(out))
+    assert len(names) == 3 and "hevc.npz" in names and all(n.startswith("odd_size-") for n in names if n != "hevc.npz")
+    with np.load(out / "hevc.npz") as stored:
+        keyframes = vclip.index_video(videos["hevc"]).keyframe_indices.tolist()
+        assert stored["frame_indices"].tolist() == [keyframes] and barcodes(stored["clips"][0]) == keyframes
+    status, _, err = run(capsys, *argv)
+    assert status == 2 and "3 of the outputs already exist" in err and "--overwrite" in err
+    assert run(capsys, *argv, "--overwrite")[0] == 0 and sorted(os.listdir(out)) == names
+    status, _, _ = run(capsys, "sample", videos["odd"], videos["hevc"], "--mode", "indexed", "--frame-indices", "3",
+                       "--out", tmp_path / "png")
+    assert status == 0
+    assert sorted(os.listdir(tmp_path / "png")) == ["hevc", "odd_size"]
+    assert os.listdir(tmp_path / "png" / "hevc") == ["clip000_000_frame000003.png"]
+
+
+def test_sample_png_rerun_never_mixes_old_and_new_files(capsys, videos, tmp_path):
+    out = tmp_path / "frames"
+    assert run(capsys, "sample", videos["h264"], "--mode", "indexed", "--frame-indices", "1,2,3", "--out", out)[0] == 0
+    (out / "mine.txt").write_text("kept")
+    status, _, err = run(capsys, "sample", videos["h264"], "--mode", "indexed", "--frame-indices", "9", "--out", out)
+    assert status == 2 and "already holds 3 clip PNGs of an earlier run; pass --overwrite" in err
+    assert run(capsys, "sample", videos["h264"], "--mode", "indexed", "--frame-indices", "9", "--out", out,
+               "--overwrite")[0] == 0
+    assert sorted(os.listdir(out)) == ["clip000_000_frame000009.png", "mine.txt"]
+
+
+def test_sample_out_forms(capsys, videos, tmp_path):
+    status, stdout, _ = run(capsys, "sample", videos["h264"], "--mode", "indexed", "--frame-indices", "4",
+                            "--out", f"{tmp_path / 'e.jpg'}{os.sep}")
+    assert status == 0 and os.listdir(tmp_path / "e.jpg") == ["clip000_000_frame000004.png"]
+    status, _, err = run(capsys, "sample", videos["h264"], "--mode", "indexed", "--frame-indices", "4",
+                         "--out", tmp_path / "f.jpg")
+    assert status == 2 and "must end in .npz, .pt, .mp4, or name a folder" in err
+
+
+# -- what the end policy did -----------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def short_video(tmp_path_factory):
+    return make_video_file(tmp_path_factory.mktemp("short") / "short.mp4", num_frames=6)
+
+
+def make_video_file(path, num_frames):
+    from vclip.synthetic import make_video
+
+    return make_video(path, num_frames=num_frames, width=96, height=64, keyframe_interval=30)
+
+
+@pytest.mark.parametrize("policy, frames", [("repeat_last", [0, 2, 4, 5, 5]), ("wrap", [0, 2, 4, 0, 2])])
+def test_sample_says_which_clips_were_padded(capsys, short_video, tmp_path, policy, frames):
+    status, stdout, _ = run(capsys, "sample", short_video, "--mode", "strided", "--sequence-length", 5, "--stride", 2,
+                            "--end-policy", policy, "--out", tmp_path / "c.npz")
+    assert status == 0
+    assert (f"clip 0: frames {', '.join(map(str, frames))} (2 of 5 frames padded by end policy {policy}: "
+            "the video has 6 frames, a clip spans 9)") in stdout
+    with np.load(tmp_path / "c.npz") as stored:
+        assert stored["frame_indices"].tolist() == [frames]
+        assert stored["padded"].tolist() == [[False, False, False, True, True]]
+        assert barcodes(stored["clips"][0]) == frames
+
+
+def test_sample_drop_that_drops_everything_is_reported(capsys, short_video, videos, tmp_path):
+    argv = ["--mode", "contiguous", "--sequence-length", 8, "--end-policy", "drop", "--starts", "even"]
+    status, stdout, err = run(capsys, "sample", short_video, videos["hevc"], *argv, "--out", tmp_path / "c.npz")
+    assert status == 3
+    assert (f"vclip sample: skipped {short_video}: no clip fits (a clip spans 8 frames, the video has 6; "
+            "--end-policy drop drops them all)") in err
+    with np.load(tmp_path / "c.npz") as stored:
+        assert stored["paths"].tolist() == [videos["hevc"]] and stored["clips"].shape[:2] == (1, 8)
+    status, _, _ = run(capsys, "sample", short_video, *argv, "--out", tmp_path / "d.npz")
+    assert status == 1 and not (tmp_path / "d.npz").exists()
+
+
+# -- budget: the formula and the loader ------------------------------------------------------------
+@pytest.mark.parametrize("options, settings", [
+    ([], dict(buffers=4, decoders=12, processes=0, on_gpu=True)),
+    (["--prefetch", "3", "--processes", "4"], dict(buffers=5, decoders=16, processes=4, on_gpu=True)),
+    (["--threads", "6", "--device", "cpu"], dict(buffers=4, decoders=6, processes=0, on_gpu=False)),
+])
+def test_budget_loader_figure_is_the_loaders(capsys, options, settings):
+    argv = ["--width", "1280", "--height", "720", "--seq", "16", "--dtype", "float16", "--budget", "24GiB", "--json"]
+    status, out, _ = run(capsys, "budget", *argv, "--batch", 32, *options)
+    report = json.loads(out)
+    assert status == 0
+    expected = vclip.memory.estimate_loader_memory(
+        width=1280, height=720, batch_size=32, sequence_length=16, dtype="float16", video_width=1280,
+        video_height=720, **settings)
+    loader = report["loader"]
+    assert loader["bytes"] == expected.total and loader["decoders"] == expected.decoders
+    assert (loader["output_buffers"], loader["decode_surfaces"], loader["cuda_context"]) == (
+        expected.output_buffers, expected.decode_surfaces, expected.cuda_context)
+    largest = loader["largest_batch_size"]
+    fits = lambda batch: vclip.memory.estimate_loader_memory(  # noqa: E731
+        width=1280, height=720, batch_size=batch, sequence_length=16, dtype="float16", video_width=1280,
+        video_height=720, **settings).total <= 24 * 2**30
+    assert fits(largest) and not fits(largest + 1)
+    assert report["largest_batch_size"] == 24 * 2**30 // (1280 * 720 * 3 * 2 * 16) == 291  # the formula, unchanged
+    assert largest < 291
+
+
+def test_budget_without_batch_answers_the_largest_batch(capsys):
+    status, out, _ = run(capsys, "budget", "--width", "1280", "--height", "720", "--seq", "16", "--dtype", "float16",
+                         "--budget", "24GiB")
+    assert status == 0
+    assert "one clip (no --batch)" in out
+    assert "largest batch size at 16 frames                        291" in out
+    loader_line = next(line for line in out.splitlines() if "largest batch size the loader fits" in line)
+    expected = vclip.memory.estimate_loader_memory(width=1280, height=720, batch_size=1, sequence_length=16,
+                                                   dtype="float16", video_width=1280, video_height=720)
+    assert loader_line.endswith(f"largest batch size the loader fits: {expected.largest_batch_size('24GiB'):,}")
+    assert "largest sequence length" not in out
+
+
+def test_a_file_that_trips_vclip_never_stops_the_other_files(capsys, videos, tmp_path):
+    """A title that is not UTF-8 made PyAV raise UnicodeDecodeError (issue 10, D3): whatever the
+    error's type, the file is named, the others are done, the status is 3."""
+    import av
+
+    path = tmp_path / "title.mkv"
+    with av.open(str(path), "w") as container:
+        container.metadata["title"] = "TITLEMARK"
+        stream = container.add_stream("libx264", rate=30)
+        stream.width, stream.height, stream.pix_fmt = 64, 64, "yuv420p"
+        for value in range(3):
+            frame = av.VideoFrame.from_ndarray(np.full((64, 64, 3), value * 60, np.uint8), format="rgb24")
+            container.mux(stream.encode(frame))
+        container.mux(stream.encode(None))
+    path.write_bytes(path.read_bytes().replace(b"TITLEMARK", b"TITL\xff\xfeARK"))
+    files = [videos["hevc"], path, videos["odd"]]
+    status, out, err = run(capsys, "info", "--json", *files)
+    assert status == 3 and [r["file"] for r in json.loads(out)] == list(map(str, files))
+    assert f"vclip info: skipped {path}: " in err
+    status, out, err = run(capsys, "keyframes", *files, "--out", tmp_path / "keys")
+    assert status == 3 and f"vclip keyframes: skipped {path}: " in err
+    assert [v["file"] for v in manifest_of(tmp_path / "keys")["videos"]] == [videos["hevc"], videos["odd"]]
+    status, out, err = run(capsys, "check", "--json", "--device", "cpu", "--workers", 1, *files)
+    assert status == 3 and [r["status"] for r in json.loads(out)] == ["ok", "unreadable", "ok"]

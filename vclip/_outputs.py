@@ -1,0 +1,128 @@
+"""Outputs the command line can trust: safe, unique names inside ``--out``, an ``--out`` checked
+before any decoding, and text that prints whatever the terminal's encoding.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+from pathlib import Path
+from typing import Iterable, Sequence, TextIO
+
+__all__ = ["OutputError", "printable", "safe_name", "unique_names", "check_output_file", "check_output_folder",
+           "inside"]
+
+_MAX_NAME_BYTES = 120  # well under the 255 bytes most file systems allow, leaving room for suffixes
+_WINDOWS_RESERVED = {"CON", "PRN", "AUX", "NUL", *(f"COM{i}" for i in range(1, 10)), *(f"LPT{i}" for i in range(1, 10))}
+
+
+class OutputError(Exception):
+    """``--out`` cannot be used as asked; the message says why (exit status 2)."""
+
+
+def printable(text: str, stream: TextIO | None = None) -> str:
+    """``text`` as ``stream`` (default stdout) can print it: bytes of a file name that are not valid
+    UTF-8 as ``\\xNN``, characters the stream's encoding lacks as backslash escapes."""
+    try:  # undecodable file-name bytes arrive as surrogate escapes (os.fsdecode)
+        text = text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:
+        text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    encoding = getattr(stream or sys.stdout, "encoding", None) or "utf-8"
+    try:
+        return text.encode(encoding, "backslashreplace").decode(encoding)
+    except LookupError:
+        return text.encode("ascii", "backslashreplace").decode("ascii")
+
+
+def safe_name(path: str | os.PathLike, fallback: str = "video") -> str:
+    """A file name made from ``path``'s stem that stays inside the folder it is joined to.
+
+    Letters, digits, ``.``, ``-``, ``_`` and ``+`` are kept (any script); everything else,
+    undecodable bytes included, becomes ``_``. No leading dots (never ``.``, ``..`` or hidden),
+    no leading dash, no trailing dots or spaces, at most 120 bytes; ``fallback`` when nothing is left.
+    """
+    stem = os.fsdecode(Path(os.fsdecode(path)).name)
+    stem = stem[: -len(Path(stem).suffix)] if Path(stem).suffix else stem
+    name = "".join(c if (c.isalnum() and c.isprintable() and not 0xDC80 <= ord(c) <= 0xDCFF) or c in ".-_+"
+                   else "_" for c in stem)
+    name = name.lstrip(".-").rstrip(". ")
+    while len(name.encode("utf-8")) > _MAX_NAME_BYTES:
+        name = name[:-1]
+    if not name.strip("_"):
+        name = fallback
+    if name.split(".")[0].upper() in _WINDOWS_RESERVED:
+        name = "_" + name
+    return name
+
+
+def unique_names(paths: Sequence[str | os.PathLike], *, taken: Iterable[str] = ()) -> list[str]:
+    """One safe name per path (:func:`safe_name`), unique without regard to case and distinct from
+    ``taken``. Deterministic: a name shared by different files gets ``-`` and 8 hex digits of a hash
+    of the file's absolute path, whatever the order of the inputs; so does a name in ``taken``, or
+    the same file listed again (then with ``-2``, ``-3``, ... where still needed)."""
+    bases = [safe_name(path) for path in paths]
+    counts: dict[str, set[str]] = {}
+    for base, path in zip(bases, paths):
+        counts.setdefault(base.lower(), set()).add(os.path.abspath(os.fsdecode(path)))
+    used = {name.lower() for name in taken}
+    names = []
+    for base, path in zip(bases, paths):
+        full = os.path.abspath(os.fsdecode(path))
+        name = base
+        if len(counts[base.lower()]) > 1 or base.lower() in used:
+            digest = hashlib.sha1(full.encode("utf-8", "surrogateescape")).hexdigest()[:8]
+            name = f"{base}-{digest}"
+        candidate, number = name, 1
+        while candidate.lower() in used:
+            number += 1
+            candidate = f"{name}-{number}"
+        used.add(candidate.lower())
+        names.append(candidate)
+    return names
+
+
+def inside(folder: Path, path: Path) -> bool:
+    """Whether ``path`` (resolved) lies inside ``folder`` (resolved)."""
+    try:
+        path.resolve().relative_to(folder.resolve())
+    except ValueError:
+        return False
+    return True
+
+
+def check_output_file(out: Path, option: str = "--out") -> None:
+    """Refuse a file ``out`` that cannot be written: its folder missing or not a folder, or
+    ``out`` itself an existing folder.
+
+    Raises:
+        OutputError: Naming ``out`` and the problem.
+    """
+    parent = out.parent if str(out.parent) else Path(".")
+    if out.is_dir():
+        raise OutputError(f"{option} ({os.fsdecode(out)!r}) is an existing folder; name a file")
+    if not parent.is_dir():
+        what = "is a file, not a folder" if parent.exists() else "does not exist"
+        raise OutputError(f"{option} ({os.fsdecode(out)!r}): its folder {os.fsdecode(parent)!r} {what}")
+    if not os.access(parent, os.W_OK):
+        raise OutputError(f"{option} ({os.fsdecode(out)!r}): its folder {os.fsdecode(parent)!r} is not writable")
+
+
+def check_output_folder(out: Path, option: str = "--out") -> None:
+    """Refuse a folder ``out`` that cannot be made or written: an existing file, or below one, or
+    in a folder this user cannot write.
+
+    Raises:
+        OutputError: Naming ``out`` and the problem.
+    """
+    if out.exists() and not out.is_dir():
+        raise OutputError(f"{option} ({os.fsdecode(out)!r}) is an existing file, not a folder")
+    existing = out
+    while not existing.exists():
+        if existing.parent == existing:
+            break
+        existing = existing.parent
+    if existing.exists() and not existing.is_dir():
+        raise OutputError(f"{option} ({os.fsdecode(out)!r}): {os.fsdecode(existing)!r} is a file, not a folder")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise OutputError(f"{option} ({os.fsdecode(out)!r}): {os.fsdecode(existing)!r} is not writable")

@@ -1,0 +1,305 @@
+"""Check a dataset before training: decode every frame of every video and say which are bad.
+
+On the CPU each video gets one plain PyAV pass over all its packets, with FFmpeg's error
+concealment reporting on, and every frame that comes out is matched to the index by its pts. A
+frame is bad when decoding its packet failed, when FFmpeg flagged it as damaged (concealed), or
+when it never came out. Videos are checked in parallel, one process per core.
+
+On the GPU (``device="cuda"``, or ``"auto"`` with a usable GPU) every frame goes through
+:class:`~vclip.VideoDecoder`, group of pictures by group of pictures, at a small output size:
+decode failures and frames NVDEC never returned are found; pictures NVDEC conceals without an
+error are not (check on the CPU for those).
+
+A video that cannot be opened or indexed is unreadable, with the reason.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Literal, Sequence
+
+import av
+import numpy as np
+
+from ._device import resolve_device
+from ._validation import check_optional_integer
+from .errors import CorruptVideoError, VideoError
+from .index import VideoIndex, index_video, open_container
+
+__all__ = ["CheckResult", "check_video", "check_videos"]
+
+CheckStatus = Literal["ok", "corrupt", "unreadable"]
+_GPU_FILES_AT_ONCE = 4  # videos decoded at once on the GPU (NVDEC has several engines)
+_GPU_CHUNK_FRAMES = 256  # frames per decode call on the GPU
+_GPU_CHECK_WIDTH = 64  # output width of the GPU pass: every frame is decoded, little is kept
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """What decoding every frame of one video found.
+
+    Attributes:
+        path: The video file.
+        status: ``"ok"``; ``"corrupt"`` (some frames bad, see ``bad_frames``); ``"unreadable"``
+            (the file cannot be opened or indexed, see ``error``).
+        num_frames: Frames the index lists (0 when unreadable).
+        bad_frames: Frame numbers that failed to decode, came out damaged, or never came out.
+        problems: One line per kind of damage, naming the frames (``"frames 45-47: decode
+            error (Invalid data found when processing input)"``).
+        error: Why the video is unreadable, else None.
+        device: Where it was decoded (``"cpu"`` or ``"cuda:N"``).
+        seconds: Wall-clock time of the check.
+    """
+
+    path: str
+    status: CheckStatus
+    num_frames: int = 0
+    bad_frames: tuple[int, ...] = ()
+    problems: tuple[str, ...] = ()
+    error: str | None = None
+    device: str = "cpu"
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    def to_dict(self) -> dict:
+        """The result as JSON-ready values."""
+        return {"file": self.path, "status": self.status, "num_frames": self.num_frames,
+                "bad_frames": list(self.bad_frames), "problems": list(self.problems), "error": self.error,
+                "device": self.device, "seconds": round(self.seconds, 4)}
+
+
+@dataclass
+class _Damage:
+    """Bad frames by kind, in the order kinds were first seen."""
+
+    kinds: dict[str, set[int]] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)  # damage that no frame number names (frames past the end)
+
+    def add(self, kind: str, frames: Iterable[int]) -> None:
+        self.kinds.setdefault(kind, set()).update(int(f) for f in frames)
+
+    def frames(self) -> set[int]:
+        return set().union(*self.kinds.values()) if self.kinds else set()
+
+    def result(self, path: str, num_frames: int, device: str, started: float) -> CheckResult:
+        bad = sorted(self.frames())
+        problems = tuple(f"{_frame_ranges(sorted(frames))}: {kind}" if frames else kind
+                         for kind, frames in self.kinds.items()) + tuple(self.notes)
+        return CheckResult(path, "corrupt" if problems else "ok", num_frames, tuple(bad), problems,
+                           device=device, seconds=time.perf_counter() - started)
+
+
+def _frame_ranges(frames: Sequence[int], limit: int = 8) -> str:
+    """``"frame 4"``, ``"frames 3-5, 9"``; long lists end in ``"... (N frames)"``."""
+    runs: list[list[int]] = []
+    for frame in frames:
+        if runs and frame == runs[-1][1] + 1:
+            runs[-1][1] = frame
+        else:
+            runs.append([frame, frame])
+    text = ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs[:limit])
+    if len(runs) > limit:
+        text += f", ... ({len(frames)} frames)"
+    return ("frame " if len(frames) == 1 else "frames ") + text
+
+
+def check_video(
+    path: str | os.PathLike,
+    *,
+    device: str = "cpu",
+    stream_index: int | None = None,
+) -> CheckResult:
+    """Decode every frame of one video stream and report what is bad.
+
+    Args:
+        path: The video file.
+        device: ``"cpu"``, ``"cuda"``, ``"cuda:N"`` or ``"auto"`` (see the module docstring for
+            what each finds).
+        stream_index: Container index of the video stream; default: the first video stream.
+
+    Returns:
+        A :class:`CheckResult`; a problem of the video never raises (one that trips vclip itself
+        is reported as unreadable, "vclip failed on it").
+
+    Raises:
+        ArgumentError: A bad ``device`` or ``stream_index``.
+    """
+    check_optional_integer("stream_index", stream_index, minimum=0)
+    resolved = resolve_device(device).device
+    path = os.fsdecode(path)
+    started = time.perf_counter()
+    try:
+        index = index_video(path, stream_index=stream_index)
+        if index.num_frames == 0:
+            raise CorruptVideoError(path, "the stream has no frames to show")
+        if resolved.is_cuda:
+            return _check_on_gpu(index, str(resolved), started)
+        return _check_on_cpu(index, started)
+    except VideoError as error:
+        problem = error.problem
+    except Exception as error:  # a file that trips vclip itself is still a file the dataset cannot use
+        problem = f"vclip failed on it ({type(error).__name__}: {error}); please report it"
+    return CheckResult(path, "unreadable", error=problem, device=str(resolved), seconds=time.perf_counter() - started)
+
+
+def check_videos(
+    paths: Sequence[str | os.PathLike],
+    *,
+    device: str = "auto",
+    stream_index: int | None = None,
+    workers: int | None = None,
+    on_result: Callable[[CheckResult], None] | None = None,
+) -> list[CheckResult]:
+    """:func:`check_video` for many videos, in parallel: on the CPU a process per core (or
+    ``workers``), on the GPU a few videos at once on threads. The CPU's processes are started with
+    ``spawn``: in a script, call this under ``if __name__ == "__main__":``.
+
+    Args:
+        paths: Video files.
+        device: ``"auto"`` (default: the GPU when one is usable), ``"cpu"``, ``"cuda"``, ``"cuda:N"``.
+        stream_index: As :func:`check_video`, for every video.
+        workers: Videos checked at once; default: the CPU cores (CPU), 4 (GPU).
+        on_result: Called with each result as it is ready (in completion order), e.g. for progress.
+
+    Returns:
+        One :class:`CheckResult` per path, in the order of ``paths``.
+    """
+    check_optional_integer("workers", workers, minimum=1)
+    resolved = resolve_device(device).device
+    paths = [os.fsdecode(p) for p in paths]
+    if resolved.is_cuda:
+        count = min(workers or _GPU_FILES_AT_ONCE, max(len(paths), 1))
+        pool: Executor = ThreadPoolExecutor(count, thread_name_prefix="vclip-check")
+        options = dict(device=str(resolved), stream_index=stream_index)
+    else:
+        count = min(workers or os.cpu_count() or 1, max(len(paths), 1))
+        options = dict(device="cpu", stream_index=stream_index)
+        if count == 1:
+            pool = ThreadPoolExecutor(1)
+        else:
+            import multiprocessing
+
+            pool = ProcessPoolExecutor(count, mp_context=multiprocessing.get_context("spawn"))
+    results: list[CheckResult | None] = [None] * len(paths)
+    with pool:
+        futures = {pool.submit(check_video, path, **options): number for number, path in enumerate(paths)}
+        for future in as_completed(futures):
+            number = futures[future]
+            try:
+                result = future.result()
+            except Exception as error:  # a crashed worker, or a bug: reported for this file, the rest go on
+                result = CheckResult(paths[number], "unreadable", error=f"internal error ({type(error).__name__}: "
+                                     f"{error})", device=str(resolved))
+            results[number] = result
+            if on_result is not None:
+                on_result(result)
+    return results  # type: ignore[return-value]
+
+
+def _check_on_cpu(index: VideoIndex, started: float) -> CheckResult:
+    """One single-threaded PyAV pass over every packet; frames matched to the index by pts.
+
+    One thread: FFmpeg's slice threads turn its error concealment (and so its damage flags) off,
+    and its frame threads were seen to lose decode errors; parallelism comes from checking
+    several videos at once."""
+    frame_of_pts = dict(zip(index.pts.tolist(), range(index.num_frames)))
+    frame_of_packet_pts = dict(zip(index.packet_pts.tolist(), index.packet_frame.tolist()))
+    seen = np.zeros(index.num_frames, dtype=bool)
+    damage = _Damage()
+    with av.logging.Capture(local=True), open_container(index.path) as container:  # FFmpeg's own log: not shown
+        stream = container.streams[index.stream_index]
+        context = stream.codec_context
+        context.thread_type = "SLICE"
+        context.thread_count = 1
+        packets = container.demux(stream)
+        while True:
+            try:
+                packet = next(packets)
+            except StopIteration:
+                break
+            except av.error.FFmpegError as error:
+                damage.add(f"demuxing stopped ({error.strerror})", np.flatnonzero(~seen))
+                break
+            if not packet.size:  # the demuxer's end-of-stream packet; the decoder is flushed below
+                continue
+            try:
+                frames = context.decode(packet)
+            except av.error.FFmpegError as error:
+                frame = frame_of_packet_pts.get(packet.pts, -1)
+                damage.add(f"decode error ({error.strerror})", [frame] if frame >= 0 else [])
+                continue
+            for frame in frames:
+                number = frame_of_pts.get(frame.pts)
+                if number is None:
+                    continue
+                seen[number] = True
+                if frame.is_corrupt:
+                    damage.add("damaged, concealed by the decoder", [number])
+        try:
+            for frame in context.decode(None):
+                number = frame_of_pts.get(frame.pts)
+                if number is not None:
+                    seen[number] = True
+                    if frame.is_corrupt:
+                        damage.add("damaged, concealed by the decoder", [number])
+        except av.error.FFmpegError as error:
+            damage.add(f"decode error at the end ({error.strerror})", [])
+        _check_length(index, container, stream, damage)
+    already = damage.frames()
+    missing = [int(f) for f in np.flatnonzero(~seen) if int(f) not in already]
+    if missing:
+        damage.add("never came out of the decoder", missing)
+    return damage.result(index.path, index.num_frames, "cpu", started)
+
+
+def _check_length(index: VideoIndex, container, stream, damage: _Damage) -> None:
+    """Note frames the container announces but the file no longer holds (a cut-off end)."""
+    if index.header_frame_count and index.header_frame_count > index.num_frames:
+        damage.notes.append(f"the container lists {index.header_frame_count} frames, the file holds "
+                            f"{index.num_frames} (truncated?)")
+        return
+    if stream.duration:
+        announced = float(stream.duration * stream.time_base)
+    elif container.duration and len(container.streams) == 1:  # the container's length is this stream's
+        announced = container.duration / 1_000_000
+    else:
+        return
+    frame_seconds = 1 / index.average_fps if index.average_fps else 0.0
+    covered = index.end_seconds - index.start_seconds
+    if announced - covered > 2 * frame_seconds + 0.001:
+        damage.notes.append(f"the container says the stream lasts {announced:.3f} s, its frames cover "
+                            f"{covered:.3f} s: about {round((announced - covered) * index.average_fps)} frames "
+                            "after the last one are missing (truncated?)")
+
+
+def _check_on_gpu(index: VideoIndex, device: str, started: float) -> CheckResult:
+    """Every frame through VideoDecoder, chunk by chunk; a chunk that fails is retried group of
+    pictures by group of pictures so that only the bad ones are reported."""
+    from .decoder import VideoDecoder
+    from .keyframes import _keyframe_chunks
+
+    decoder = VideoDecoder(index.path, stream_index=index.stream_index, device=device)
+    scaling_factor = min(1.0, _GPU_CHECK_WIDTH / index.width)
+    damage = _Damage()
+    for start, stop in _keyframe_chunks(index, _GPU_CHUNK_FRAMES):
+        try:
+            decoder.get_frames(np.arange(start, stop), scaling_factor=scaling_factor)
+            continue
+        except CorruptVideoError:
+            pass
+        for group_start, group_stop in _keyframe_chunks(index, 1):
+            if group_stop <= start or group_start >= stop:
+                continue
+            try:
+                decoder.get_frames(np.arange(group_start, group_stop), scaling_factor=scaling_factor)
+            except CorruptVideoError as error:
+                damage.add(error.problem, range(group_start, group_stop))
+    with open_container(index.path) as container:
+        _check_length(index, container, container.streams[index.stream_index], damage)
+    return damage.result(index.path, index.num_frames, decoder.device, started)
