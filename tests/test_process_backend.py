@@ -154,10 +154,10 @@ def test_buffers_must_come_from_the_backend(backend, clips_videos):
 
 
 def test_a_stuck_video_times_out_and_the_others_are_sent_again(clips_videos, tmp_path):
-    long_video = make_video(tmp_path / "slow.mp4", num_frames=240, width=320, height=240, keyframe_interval=240, seed=8)
-    index = vclip.index_video(long_video)
-    slow = VideoJob(index, (ClipTarget(np.arange(200, 240), SPEC.geometry(index.width, index.height), 0),))
-    backend = cpu_processes(1, 1, decode_timeout=0.05)  # one thread: the quick job waits behind the slow one
+    long_video = make_video(tmp_path / "slow.mp4", num_frames=300, width=640, height=480, keyframe_interval=300, seed=8)
+    index = vclip.index_video(long_video)  # 300 pictures of 640x480 to decode: seconds, where the quick job takes ms
+    slow = VideoJob(index, (ClipTarget(np.arange(260, 300), SPEC.geometry(index.width, index.height), 0),))
+    backend = cpu_processes(1, 1, decode_timeout=0.5)  # one thread: the quick job waits behind the slow one
     try:
         output = backend.empty((2, 40, 48, 64, 3), "uint8")
         quick = VideoJob(jobs_for(clips_videos[:1])[0].index,
@@ -168,7 +168,7 @@ def test_a_stuck_video_times_out_and_the_others_are_sent_again(clips_videos, tmp
             while not stuck.outstanding:
                 time.sleep(0.001)
             quick_result = pool.submit(backend.decode_job, quick, CONVERSION, output, DecodeStats())
-            with pytest.raises(vclip.CorruptVideoError, match=r"slow.mp4: decoding took longer than 0.05 s"):
+            with pytest.raises(vclip.CorruptVideoError, match=r"slow.mp4: decoding took longer than 0.5 s"):
                 slow_result.result(timeout=60)
             quick_result.result(timeout=60)  # sent again to the replacement worker, decoded there
         assert backend._workers[0] is not stuck and not stuck.process.is_alive()
