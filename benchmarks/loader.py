@@ -60,7 +60,7 @@ def _make_loader(paths: list[str], clips: int, *, device: str, workers: int, dep
 
 def _check(batch: vclip.ClipBatch) -> None:
     """The frames of every clip are the ones the batch names (barcodes)."""
-    clips = batch.clips.cpu().numpy().transpose(0, 1, 3, 4, 2) * STD + MEAN
+    clips = batch.data.cpu().numpy().transpose(0, 1, 3, 4, 2) * STD + MEAN
     for clip, frames in zip(clips, batch.frame_indices.tolist()):
         found = [read_barcode(np.clip(frame, 0, 1)) for frame in clip]
         if found != frames:

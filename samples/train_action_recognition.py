@@ -79,7 +79,7 @@ def main() -> None:
         loader.set_epoch(epoch)
         started, clips, losses = time.perf_counter(), 0, []
         for batch in loader:
-            loss = nn.functional.cross_entropy(model(batch.clips), batch.labels)
+            loss = nn.functional.cross_entropy(model(batch.data), batch.labels)
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()

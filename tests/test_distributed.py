@@ -29,7 +29,7 @@ def _rank_main(rank: int, videos: list, rendezvous: str, results: str) -> None:
                 loader.set_epoch(epoch)
                 batches = []
                 for batch in loader:
-                    for clip, frames in zip(batch.clips.numpy(), batch.frame_indices.tolist()):
+                    for clip, frames in zip(batch.data.numpy(), batch.frame_indices.tolist()):
                         assert [read_barcode(frame) for frame in clip] == frames
                     batches.append(batch.video_ids.tolist())
                 counts = torch.tensor([len(batches)])

@@ -1,8 +1,12 @@
 """ClipLoader on the CPU: inputs, exact frames, seeding, sharding, buffer reuse, bad videos,
 memory budget and stats. (The 2-process sharding run is in test_distributed.py.)"""
 
+import json
 import logging
+import os
 import shutil
+import subprocess
+import sys
 import threading
 import time
 
@@ -70,7 +74,7 @@ def barcodes(clip_thwc, flipped=False) -> list[int]:
 def epoch_of(loader) -> list[dict]:
     """Every batch of one pass, copied out of the pooled buffers."""
     return [
-        {"clips": b.clips.clone(), "labels": b.labels.tolist(), "video_ids": b.video_ids.tolist(),
+        {"data": b.data.clone(), "labels": b.labels.tolist(), "video_ids": b.video_ids.tolist(),
          "frame_indices": b.frame_indices.tolist(), "skipped": b.skipped_videos}
         for b in loader
     ]
@@ -121,15 +125,17 @@ def test_inputs_are_checked(videos, message):
 @pytest.mark.parametrize(
     "options, error, message",
     [
-        (dict(batch_size=0), ValueError, r"batch_size \(0\) must be >= 1"),
+        (dict(batch_size=0), ValueError, r"batch_size \(0\) must be an integer >= 1"),
+        (dict(batch_size=2.0), TypeError, r"batch_size \(2.0\) must be an integer >= 1"),
+        (dict(mixed_sizes="crop"), ValueError, r"mixed_sizes \('crop'\) must be one of 'error', 'skip'"),
         (dict(on_error="ignore"), ValueError, r"on_error \('ignore'\) must be one of 'skip', 'raise'"),
         (dict(even_shards="spread"), ValueError, r"even_shards \('spread'\) must be one of 'pad', 'drop'"),
         (dict(device="tpu"), ValueError, r"device \('tpu'\) must be"),
         (dict(shard_id=1), ValueError, r"shard_id \(1\) and num_shards \(None\) must be given together"),
         (dict(shard_id=2, num_shards=2), ValueError, r"shard_id \(2\) must be < num_shards \(2\)"),
         (dict(num_shards=7, shard_id=0), ValueError, r"num_shards \(7\) must be <= the number of videos \(6\)"),
-        (dict(prefetch_queue_depth=0), ValueError, r"prefetch_queue_depth \(0\) must be >= 1"),
-        (dict(seed=-1), ValueError, r"seed \(-1\) must be >= 0"),
+        (dict(prefetch_queue_depth=0), ValueError, r"prefetch_queue_depth \(0\) must be an integer >= 1"),
+        (dict(seed=-1), ValueError, r"seed \(-1\) must be an integer >= 0"),
         (dict(memory_budget="lots"), ValueError, r"memory size \('lots'\)"),
         (dict(sampler=vclip.keyframe()), ValueError, "keyframe sampling without max_frames"),
         (dict(sampler=vclip.strided(4, 2, starts="step", step=8), clips_per_video=2), ValueError,
@@ -177,10 +183,10 @@ def test_every_mode_delivers_exactly_the_sampled_frames(dataset, mode):
     length = loader.frames_per_clip
     seen = []
     for batch in loader:
-        assert batch.clips.shape[1:] == (length, height, width, 3) and batch.clips.dtype == torch.uint8
+        assert batch.data.shape[1:] == (length, height, width, 3) and batch.data.dtype == torch.uint8
         assert batch.labels.tolist() == [dataset[v][1] for v in batch.video_ids.tolist()]
         assert torch.allclose(batch.pts_seconds, torch.from_numpy(index.pts_seconds)[batch.frame_indices])
-        for clip, frames in zip(batch.clips.numpy(), batch.frame_indices.tolist()):
+        for clip, frames in zip(batch.data.numpy(), batch.frame_indices.tolist()):
             assert barcodes(clip) == frames
             seen.append(frames)
     per_video = {"keyframe": 1, "indexed": 1, "downscaled": 1}.get(mode, sampler.clips_per_video)
@@ -202,8 +208,8 @@ def test_transform_resize_flip_normalize_layout(dataset):
     loader = make_loader(dataset, transform=spec)
     assert loader.clip_shape == (4, 3, 112, 112)
     for batch in loader:
-        assert batch.clips.shape == (len(batch), 4, 3, 112, 112) and batch.clips.dtype == torch.float32
-        for clip, frames in zip(batch.clips.numpy(), batch.frame_indices.tolist()):
+        assert batch.data.shape == (len(batch), 4, 3, 112, 112) and batch.data.dtype == torch.float32
+        for clip, frames in zip(batch.data.numpy(), batch.frame_indices.tolist()):
             rgb = clip.transpose(0, 2, 3, 1) * STD + MEAN
             assert barcodes(np.clip(rgb, 0, 1), flipped=True) == frames
 
@@ -212,7 +218,7 @@ def test_random_crops_and_flips_are_drawn_per_clip(dataset):
     spec = vclip.TransformSpec(resize=(96, 128), crop=(64, 64), crop_mode="random", flip_probability=0.5)
     loader = make_loader(dataset, vclip.indexed([0, 1]), transform=spec, clips_per_video=4, batch_size=24)
     (batch,) = list(loader)
-    clips = batch.clips.reshape(NUM_VIDEOS, 4, -1)
+    clips = batch.data.reshape(NUM_VIDEOS, 4, -1)
     # Same frames of one video, four different random crops/flips; the whole batch differs clip to clip.
     assert all(len({bytes(c.numpy()) for c in video_clips}) == 4 for video_clips in clips)
 
@@ -228,7 +234,7 @@ def test_same_seed_and_epoch_give_the_same_batches(dataset):
     a, b = epoch_of(first), epoch_of(second)
     assert [x["frame_indices"] for x in a] == [x["frame_indices"] for x in b]
     assert [x["video_ids"] for x in a] == [x["video_ids"] for x in b]
-    assert all(torch.equal(x["clips"], y["clips"]) for x, y in zip(a, b))
+    assert all(torch.equal(x["data"], y["data"]) for x, y in zip(a, b))
     assert [x["frame_indices"] for x in epoch_of(first)] == [x["frame_indices"] for x in a]  # repeatable
 
     first.set_epoch(3)
@@ -252,7 +258,7 @@ def test_shuffle_and_set_epoch(dataset):
         orders.append(sum((x["video_ids"] for x in batches), []))
     assert len({tuple(order) for order in orders}) == 3
     assert shuffled.epoch == 2
-    with pytest.raises(ValueError, match=r"epoch \(-1\) must be >= 0"):
+    with pytest.raises(ValueError, match=r"epoch \(-1\) must be an integer >= 0"):
         shuffled.set_epoch(-1)
 
 
@@ -289,7 +295,7 @@ def test_dataloader_workers_split_the_shard(dataset):
     assert len(batches) == 6 and len(clips) == 12
     assert sorted(v for v, _ in clips) == [v for v in range(NUM_VIDEOS) for _ in range(2)]
     for batch in batches:
-        for clip, frames in zip(batch.clips.numpy(), batch.frame_indices.tolist()):
+        for clip, frames in zip(batch.data.numpy(), batch.frame_indices.tolist()):
             assert barcodes(clip) == frames
 
 
@@ -300,16 +306,16 @@ def test_buffers_are_pooled_and_the_held_batch_stays_intact(dataset):
     for epoch in range(2):
         loader.set_epoch(epoch)
         for batch in loader:
-            pointers.add(batch.clips.data_ptr())
-            copy = batch.clips.clone()
+            pointers.add(batch.data.data_ptr())
+            copy = batch.data.clone()
             time.sleep(0.03)  # the builders fill every buffer they may meanwhile
-            assert torch.equal(batch.clips, copy)
-            for clip, frames in zip(batch.clips.numpy(), batch.frame_indices.tolist()):
+            assert torch.equal(batch.data, copy)
+            for clip, frames in zip(batch.data.numpy(), batch.frame_indices.tolist()):
                 assert barcodes(clip) == frames
             drawn += 1
     assert drawn == 18
     assert len(pointers) == depth + 2
-    assert loader.stats()["memory"]["peak_bytes"] == loader.memory_estimate.output_buffers
+    assert loader.stats().memory.peak_bytes == loader.memory_estimate.output_buffers
 
 
 @pytest.mark.parametrize("num_threads", [1, 2])
@@ -337,14 +343,14 @@ def test_one_pass_at_a_time(dataset):
 def test_break_and_restart(dataset):
     loader = make_loader(dataset, batch_size=2, shuffle=True)
     for held in loader:
-        copy = held.clips.clone()
+        copy = held.data.clone()
         break
     time.sleep(0.03)
-    assert torch.equal(held.clips, copy)  # still held: the abandoned pass wrote other buffers
+    assert torch.equal(held.data, copy)  # still held: the abandoned pass wrote other buffers
     restarted = epoch_of(loader)
     assert [x["frame_indices"] for x in restarted] == [x["frame_indices"] for x in epoch_of(loader)]
     for x in restarted:
-        for clip, frames in zip(x["clips"].numpy(), x["frame_indices"]):
+        for clip, frames in zip(x["data"].numpy(), x["frame_indices"]):
             assert barcodes(clip) == frames
 
 
@@ -367,14 +373,14 @@ def test_bad_videos_are_replaced_named_and_counted(dataset, bad_files, caplog):
         assert not bad_ids & {v for x in batches for v in x["video_ids"]}
         assert {path for x in batches for path in x["skipped"]} == set(bad_files.values())
         for x in batches:
-            for clip, frames in zip(x["clips"].numpy(), x["frame_indices"]):
+            for clip, frames in zip(x["data"].numpy(), x["frame_indices"]):
                 assert barcodes(clip) == frames
-    stats = loader.stats()
-    assert set(stats["skipped"]["videos"]) == set(bad_files.values())
-    assert stats["skipped"]["clips"] == 2 * len(bad_files) * 2
-    assert "file is empty" in stats["skipped"]["videos"][bad_files["empty"]]
-    assert "does not exist" in stats["skipped"]["videos"][bad_files["missing"]]
-    assert "decoding frames" in stats["skipped"]["videos"][bad_files["garbled"]]
+    skipped = loader.stats().skipped
+    assert set(skipped.videos) == set(bad_files.values())
+    assert skipped.clips == 2 * len(bad_files) * 2
+    assert "file is empty" in skipped.videos[bad_files["empty"]]
+    assert "does not exist" in skipped.videos[bad_files["missing"]]
+    assert "decoding frames" in skipped.videos[bad_files["garbled"]]
     warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert sorted(m.split()[2].rstrip(":") for m in warned) == sorted(bad_files.values())  # once per video
 
@@ -397,17 +403,33 @@ def test_on_error_raise(dataset, bad_files):
 
 def test_videos_that_cannot_give_a_clip(dataset, folder):
     short = make_video(folder / "short.mp4", num_frames=6, width=WIDTH, height=HEIGHT)
-    other_size = make_video(folder / "other_size.mp4", num_frames=NUM_FRAMES, width=160, height=120)
-    videos = dataset + [(short, 1), (other_size, 2)]
-    loader = make_loader(videos, vclip.strided(4, 3, end_policy="drop"))
-    skipped = loader.stats()["skipped"]["videos"]
-    assert "no clip of 10 frames fits in its 6 frames" in skipped[short]
-    assert "TransformSpec(resize=(height, width))" in skipped[other_size]
-    resized = make_loader(videos, vclip.strided(4, 3, end_policy="drop"),
-                          transform=vclip.TransformSpec(resize=(96, 128)))
-    assert list(resized.stats()["skipped"]["videos"]) == [short]
+    loader = make_loader(dataset + [(short, 1)], vclip.strided(4, 3, end_policy="drop"))
+    assert "no clip of 10 frames fits in its 6 frames" in loader.stats().skipped.videos[short]
     with pytest.raises(ValueError, match="none of the 1 videos can be used"):
         make_loader([(short, 0)], vclip.strided(4, 3, end_policy="drop"))
+
+
+def test_mixed_sizes_are_refused_before_the_first_batch(dataset, folder):
+    others = [make_video(folder / f"other_size_{i}.mp4", num_frames=NUM_FRAMES, width=160, height=120, seed=i)
+              for i in range(2)]
+    videos = dataset + [(path, 2) for path in others]
+    with pytest.raises(ValueError) as raised:
+        make_loader(videos)
+    message = str(raised.value)
+    assert "2 sizes" in message
+    assert f"128x96: 6 videos (e.g. {dataset[0][0]})" in message and f"160x120: 2 videos (e.g. {others[0]})" in message
+    assert "vclip.TransformSpec(resize=(96, 128))" in message and "mixed_sizes='skip'" in message
+
+    resized = make_loader(videos, transform=vclip.TransformSpec(resize=(96, 128)))  # the advice works
+    assert not resized.stats().skipped.videos
+    for batch in resized:
+        for clip, frames in zip(batch.data.numpy(), batch.frame_indices.tolist()):
+            assert barcodes(clip) == frames
+
+    skipping = make_loader(videos, mixed_sizes="skip")  # opt-in: the most common shape wins
+    assert sorted(skipping.stats().skipped.videos) == others
+    assert "mixed_sizes='skip'" in skipping.stats().skipped.videos[others[0]]
+    assert not {len(dataset), len(dataset) + 1} & {v for b in skipping for v in b.video_ids.tolist()}
 
 
 # -- distributed sharding (pure) --------------------------------------------------------------------
@@ -478,16 +500,28 @@ def test_stats_and_epoch_summary(dataset, caplog, capsys):
     with caplog.at_level(logging.INFO, logger="vclip"):
         batches = epoch_of(loader)
     stats = loader.stats()
-    assert set(stats) == {"device", "epoch", "batches", "clips", "seconds", "frames", "decode_workers",
-                          "nvdec_decoders", "decode_workers_busy", "fallback_videos", "skipped", "memory"}
-    assert set(stats["seconds"]) == {"index", "sample", "demux", "decode", "convert", "build", "queue",
-                                     "consumer_wait", "active"}
-    assert all(value >= 0 for value in stats["seconds"].values()) and stats["seconds"]["decode"] > 0
-    assert stats["batches"] == len(batches) == 3 and stats["clips"] == 12
-    assert stats["frames"]["delivered"] == 12 * 4 <= stats["frames"]["decoded"]
-    assert stats["decode_workers"] == 2 and stats["nvdec_decoders"] == 0 and 0 < stats["decode_workers_busy"] <= 1
-    assert stats["memory"]["estimate_bytes"] == loader.memory_estimate.total
-    assert stats["memory"]["in_use_bytes"] == stats["memory"]["peak_bytes"] == 3 * loader.memory_estimate.batch.bytes
+    seconds = stats.to_dict()["seconds"]
+    assert set(seconds) == {"index", "sample", "demux", "decode", "convert", "build", "queue", "consumer_wait", "active"}
+    assert all(value >= 0 for value in seconds.values()) and stats.seconds.decode > 0
+    assert stats.batches == len(batches) == 3 and stats.clips == 12 and stats.device == "cpu" and stats.epoch == 0
+    assert stats.frames.delivered == 12 * 4 <= stats.frames.decoded
+    assert stats.frames.decoded_per_delivered == stats.frames.decoded / stats.frames.delivered
+    assert stats.decode_workers == 2 and stats.nvdec_decoders == 0 and 0 < stats.decode_workers_busy <= 1
+    assert stats.memory.estimate_bytes == loader.memory_estimate.total and stats.memory.gpu == {}
+    assert stats.memory.in_use_bytes == stats.memory.peak_bytes == 3 * loader.memory_estimate.batch.bytes
+    assert stats.skipped.clips == 0 and stats.skipped.videos == {}
+
+    as_json = json.loads(json.dumps(stats.to_dict()))
+    assert as_json["frames"] == {"decoded": stats.frames.decoded, "delivered": 48,
+                                 "decoded_per_delivered": stats.frames.decoded_per_delivered}
+    assert as_json["memory"]["peak_bytes"] == stats.memory.peak_bytes and as_json["batches"] == 3
+    line = repr(stats)
+    assert "\n" not in line and len(line) < 250
+    assert line.startswith("LoaderStats(cpu, epoch 0: 3 batches, 12 clips in ") and "0 videos skipped" in line
+    summary_lines = stats.summary().splitlines()
+    assert len(summary_lines) == 6 and "2 decode workers (0 NVDEC)" in summary_lines[2]
+    assert f"{stats.frames.decoded} decoded for 48 delivered" in summary_lines[3]
+
     summary = [r.getMessage() for r in caplog.records if "epoch 0" in r.getMessage()]
     assert len(summary) == 1 and "3 batches, 12 clips" in summary[0]
     assert summary[0] in capsys.readouterr().err
@@ -500,7 +534,7 @@ def test_stats_and_epoch_summary(dataset, caplog, capsys):
 def test_repr(dataset):
     loader = make_loader(dataset, transform=vclip.TransformSpec(resize=(64, 64), dtype="float16", layout="CTHW"))
     batch = next(iter(loader))
-    assert repr(batch) == ("ClipBatch(clips=[4, 3, 4, 64, 64] float16 cpu, labels=[4], frame_indices=[4, 4], "
+    assert repr(batch) == ("ClipBatch(data=[4, 3, 4, 64, 64] float16 cpu, labels=[4], frame_indices=[4, 4], "
                            "epoch=0, batch_number=0, skipped_videos=0)")
     assert "clip_shape=[3, 4, 64, 64]" in repr(loader) and "device='cpu'" in repr(loader)
 
@@ -513,15 +547,15 @@ def test_gpu_batches_match_the_cpu(dataset):
     cpu = epoch_of(make_loader(dataset, device="cpu", **options))
     loader = make_loader(dataset, device="cuda", num_threads=3, **options)
     batch = next(iter(loader))
-    assert batch.clips.is_cuda and batch.labels.device == batch.clips.device
+    assert batch.data.is_cuda and batch.labels.device == batch.data.device
     gpu = epoch_of(loader)
     assert [x["frame_indices"] for x in gpu] == [x["frame_indices"] for x in cpu]
     assert [x["video_ids"] for x in gpu] == [x["video_ids"] for x in cpu]
     for x, y in zip(gpu, cpu):
-        assert (x["clips"].cpu().int() - y["clips"].int()).abs().float().mean() <= 1.5
-    memory = loader.stats()["memory"]
+        assert (x["data"].cpu().int() - y["data"].int()).abs().float().mean() <= 1.5
+    memory = loader.stats().memory
     allocated = min(len(gpu), loader.memory_estimate.buffers) * loader.memory_estimate.batch.bytes
-    assert memory["peak_bytes"] > 0 and memory["cupy_pool_total_bytes"] >= allocated
+    assert memory.peak_bytes > 0 and memory.gpu["cupy_pool_total_bytes"] >= allocated
 
 
 @pytest.mark.gpu
@@ -537,10 +571,9 @@ def test_gpu_decode_processes_match_the_cpu(dataset):
             gpu = epoch_of(loader)
             assert [x["frame_indices"] for x in gpu] == [x["frame_indices"] for x in cpu]
             for x, y in zip(gpu, cpu):
-                assert x["clips"].is_cuda
-                assert (x["clips"].cpu().int() - y["clips"].int()).abs().float().mean() <= 1.5
-        memory = loader.stats()["memory"]
-        assert memory["peak_bytes"] <= loader.memory_estimate.total
+                assert x["data"].is_cuda
+                assert (x["data"].cpu().int() - y["data"].int()).abs().float().mean() <= 1.5
+        assert loader.stats().memory.peak_bytes <= loader.memory_estimate.total
     finally:
         loader.close()
 
@@ -556,8 +589,8 @@ def test_gpu_consumer_stream_lagging_behind_sees_whole_batches(dataset):
     with torch.cuda.stream(stream):
         for batch in loader:
             torch.cuda._sleep(20_000_000)  # about 10 ms of GPU time before the copy, queued, not waited for
-            copies.append(batch.clips.clone())
+            copies.append(batch.data.clone())
     stream.synchronize()
     assert len(copies) == len(expected) == 12
     for copy, reference in zip(copies, expected):
-        assert (copy.cpu().int() - reference["clips"].int()).abs().float().mean() <= 1.5
+        assert (copy.cpu().int() - reference["data"].int()).abs().float().mean() <= 1.5

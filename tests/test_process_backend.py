@@ -79,13 +79,13 @@ def test_loader_with_decode_processes_gives_the_same_batches(clips_videos):
                    batch_size=3, shuffle=True, seed=3, device="cpu")
     videos = [(path, k % 2) for k, path in enumerate(clips_videos)]
     sampler = vclip.strided(4, 2, clips_per_video=2)
-    reference = [(b.clips.clone(), b.frame_indices.clone()) for b in vclip.ClipLoader(videos, sampler, **options)]
+    reference = [(b.data.clone(), b.frame_indices.clone()) for b in vclip.ClipLoader(videos, sampler, **options)]
     loader = vclip.ClipLoader(videos, sampler, decode_processes=2, **options)
     workers = list(loader._runner.backend._workers)
     try:
         assert loader.decode_workers == 4 and loader.memory_estimate.cuda_context == 0
         for epoch in range(2):  # the second epoch reuses the shared buffers
-            batches = [(b.clips.clone(), b.frame_indices.clone()) for b in loader]
+            batches = [(b.data.clone(), b.frame_indices.clone()) for b in loader]
             assert len(batches) == len(reference)
             for (clips, frames), (expected, expected_frames) in zip(batches, reference):
                 assert frames.equal(expected_frames) and clips.equal(expected)

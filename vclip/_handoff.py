@@ -16,6 +16,8 @@ from typing import Callable
 import numpy as np
 import torch
 
+from ._device import Device
+
 __all__ = ["BufferRing", "CpuHandoff", "CudaHandoff", "make_handoff"]
 
 
@@ -109,9 +111,9 @@ class CudaHandoff:
         }
 
 
-def make_handoff(device: str) -> CpuHandoff | CudaHandoff:
-    """The hand-over for a resolved device (``"cpu"`` or ``"cuda:N"``)."""
-    return CpuHandoff() if device == "cpu" else CudaHandoff(int(device.split(":")[1]))
+def make_handoff(device: Device) -> CpuHandoff | CudaHandoff:
+    """The hand-over for a resolved device."""
+    return CudaHandoff(device.index) if device.is_cuda else CpuHandoff()
 
 
 class BufferRing:
