@@ -75,7 +75,7 @@ def epoch_of(loader) -> list[dict]:
     """Every batch of one pass, copied out of the pooled buffers."""
     return [
         {"data": b.data.clone(), "labels": b.labels.tolist(), "video_ids": b.video_ids.tolist(),
-         "frame_indices": b.frame_indices.tolist(), "skipped": b.skipped_videos}
+         "frame_indices": b.frame_indices.tolist(), "skipped": b.skipped_videos, "batch_number": b.batch_number}
         for b in loader
     ]
 
@@ -401,6 +401,60 @@ def test_on_error_raise(dataset, bad_files):
         list(loader)
 
 
+@pytest.fixture(scope="module")
+def unreadable(folder, dataset) -> dict[str, str]:
+    """Real files that fail in ways other than a VideoError deep down: an AVI whose first index
+    entry claims 2 GiB (seeking to its first 18 frames fails in FFmpeg with EPERM), a symlink
+    loop (os.stat fails), a text file named .mp4 and a truncated copy of a good video."""
+    avi = make_video(folder / "huge_index_entry.avi", num_frames=NUM_FRAMES, width=WIDTH, height=HEIGHT,
+                     codec="mpeg4", keyframe_interval=16, seed=11)
+    data = bytearray(open(avi, "rb").read())
+    entry = data.find(b"idx1") + 8
+    data[entry + 12:entry + 16] = (0x7FFFFFFF).to_bytes(4, "little")
+    open(avi, "wb").write(data)
+    loop = str(folder / "loop.mp4")
+    if not os.path.lexists(loop):
+        os.symlink("loop.mp4", loop)
+    text = folder / "notes.mp4"
+    text.write_text("these are my notes, not a video\n" * 20)
+    good = open(dataset[1][0], "rb").read()
+    truncated = folder / "truncated_copy.mp4"
+    truncated.write_bytes(good[: len(good) * 2 // 3])
+    vclip.clear_index_cache()
+    return {"avi": avi, "loop": loop, "text": str(text), "truncated": str(truncated)}
+
+
+def test_on_error_skip_never_raises_for_one_video(dataset, unreadable, caplog):
+    """Bad files found at construction and mid-epoch are reported and replaced; epochs keep their length."""
+    videos = list(dataset)
+    for position, path in zip((0, 2, 5, 7), unreadable.values()):
+        videos.insert(position, (path, 1))
+    bad_ids = {i for i, (path, _) in enumerate(videos) if path in unreadable.values()}
+    with caplog.at_level(logging.WARNING, logger="vclip"):
+        loader = make_loader(videos, vclip.indexed([0, 20]), clips_per_video=2, batch_size=4, shuffle=True)
+        batches = epoch_of(loader)
+    assert len(batches) == len(loader) == 2 * len(videos) // 4 and all(len(x["video_ids"]) == 4 for x in batches)
+    assert not bad_ids & {v for x in batches for v in x["video_ids"]}
+    for x in batches:
+        for clip, frames in zip(x["data"].numpy(), x["frame_indices"]):
+            assert barcodes(clip) == frames == [0, 20]
+    assert {path for x in batches for path in x["skipped"]} == set(unreadable.values())
+    skipped = loader.stats().skipped
+    assert set(skipped.videos) == set(unreadable.values()) and skipped.clips == 2 * len(unreadable)
+    assert "indexing failed (OSError" in skipped.videos[unreadable["loop"]]  # found at construction
+    assert "decoding" in skipped.videos[unreadable["avi"]]  # found mid-epoch, whatever FFmpeg raised
+    warned = sorted(r.getMessage().split()[2].rstrip(":") for r in caplog.records if r.levelno == logging.WARNING)
+    assert warned == sorted(unreadable.values())  # one warning per video
+
+
+def test_on_error_raise_names_the_file_whatever_failed(dataset, unreadable):
+    with pytest.raises(vclip.CorruptVideoError, match=r"loop\.mp4: indexing failed \(OSError"):
+        make_loader(dataset + [(unreadable["loop"], 0)], on_error="raise")
+    loader = make_loader([(unreadable["avi"], 0)] + dataset, vclip.indexed([0, 20]), on_error="raise")
+    with pytest.raises(vclip.VideoError, match=r"huge_index_entry\.avi: "):
+        list(loader)
+
+
 def test_videos_that_cannot_give_a_clip(dataset, folder):
     short = make_video(folder / "short.mp4", num_frames=6, width=WIDTH, height=HEIGHT)
     loader = make_loader(dataset + [(short, 1)], vclip.strided(4, 3, end_policy="drop"))
@@ -459,6 +513,126 @@ def test_loader_shards_given_explicitly(dataset):
     assert not set(ids[0]) & set(ids[1]) and set(ids[0]) | set(ids[1]) == set(range(5))
     dropped = [make_loader(dataset[:5], shard_id=r, num_shards=2, even_shards="drop") for r in range(2)]
     assert [sum(len(b) for b in loader) for loader in dropped] == [4, 4]
+
+
+# -- resuming ---------------------------------------------------------------------------------------
+RESUME_SPEC = vclip.TransformSpec(resize=(96, 128), crop=80, crop_mode="random", flip_probability=0.5)
+
+
+def resume_loader(videos, **options) -> vclip.ClipLoader:
+    """Shuffled, jittered starts, random crops and flips: every seeded choice shows in the batches."""
+    options = dict(transform=RESUME_SPEC, shuffle=True, seed=3, batch_size=3) | options
+    return make_loader(videos, vclip.jittered(4, 3, 1, clips_per_video=2), **options)
+
+
+def same_batches(resumed: list[dict], expected: list[dict]) -> None:
+    assert [x["frame_indices"] for x in resumed] == [x["frame_indices"] for x in expected]
+    assert [x["video_ids"] for x in resumed] == [x["video_ids"] for x in expected]
+    assert [x["skipped"] for x in resumed] == [x["skipped"] for x in expected]
+    assert all(torch.equal(x["data"], y["data"]) for x, y in zip(resumed, expected))
+
+
+def stop_after(loader, batches: int) -> dict:
+    """Take ``batches`` batches of the loader's epoch, then its state, through JSON."""
+    iterator = iter(loader)
+    for _ in range(batches):
+        next(iterator)
+    state = json.loads(json.dumps(loader.state_dict()))
+    iterator.close()
+    return state
+
+
+@pytest.fixture(scope="module")
+def resume_videos(dataset, bad_files, unreadable) -> list[tuple[str, int]]:
+    """The dataset with a video found bad at construction, one whose every clip fails to decode,
+    and one whose clips fail only when they touch its first 18 frames."""
+    return (dataset[:3] + [(bad_files["garbled"], 1)] + dataset[3:] + [(bad_files["missing"], 2)]
+            + [(unreadable["avi"], 0)])
+
+
+@pytest.mark.parametrize("stop", [0, 1, 4, 6])
+def test_resumed_epoch_gives_the_batches_an_uninterrupted_one_would(resume_videos, stop):
+    whole = resume_loader(resume_videos)
+    expected = [epoch_of(whole)]
+    whole.set_epoch(1)
+    expected.append(epoch_of(whole))
+    assert len(expected[1]) == 6 and sum(len(x["skipped"]) > 0 for x in expected[1]) >= 2  # replacements
+
+    first = resume_loader(resume_videos, prefetch_queue_depth=3)
+    assert len(epoch_of(first)) == 6  # epoch 0 finds the bad videos that epoch 1 leaves out
+    first.set_epoch(1)
+    state = stop_after(first, stop)
+    assert state["epoch"] == 1 and state["batches_delivered"] == stop and state["seed"] == 3
+    assert len(json.dumps(state)) < 1000
+
+    fresh = resume_loader(resume_videos, num_threads=1)
+    fresh.load_state_dict(state)
+    assert fresh.epoch == 1 and fresh.state_dict() == state
+    resumed = epoch_of(fresh)
+    assert [x["batch_number"] for x in resumed] == list(range(stop, 6))
+    same_batches(resumed, expected[1][stop:])
+    assert fresh.state_dict()["batches_delivered"] == 6
+    fresh.set_epoch(2)  # another epoch starts from its first batch
+    assert len(epoch_of(fresh)) == 6
+
+
+def test_resume_with_shards(resume_videos):
+    for shard_id in range(2):
+        options = dict(shard_id=shard_id, num_shards=2)
+        expected = epoch_of(resume_loader(resume_videos, **options))
+        state = stop_after(resume_loader(resume_videos, **options), 2)
+        assert state["shard"] == [shard_id, 2]
+        fresh = resume_loader(resume_videos, **options)
+        fresh.load_state_dict(state)
+        same_batches(epoch_of(fresh), expected[2:])
+        other = resume_loader(resume_videos, shard_id=1 - shard_id, num_shards=2)
+        with pytest.raises(ValueError, match=rf"shard {shard_id} of 2\) was saved by another loader"):
+            other.load_state_dict(state)
+
+
+def test_resume_in_a_fresh_process(resume_videos, tmp_path):
+    expected = epoch_of(resume_loader(resume_videos))
+    state_file, out = tmp_path / "state.json", tmp_path / "resumed.pt"
+    state_file.write_text(json.dumps(stop_after(resume_loader(resume_videos), 2)))
+    code = (
+        "import json, sys, torch\n"
+        "sys.path.insert(0, sys.argv[1])\n"
+        "from test_loader import epoch_of, resume_loader\n"
+        "loader = resume_loader(json.loads(sys.argv[2]))\n"
+        "loader.load_state_dict(json.loads(open(sys.argv[3]).read()))\n"
+        "torch.save(epoch_of(loader), sys.argv[4])\n"
+    )
+    subprocess.run([sys.executable, "-c", code, os.path.dirname(__file__), json.dumps(resume_videos), str(state_file),
+                    str(out)], check=True, timeout=120)
+    same_batches(torch.load(out), expected[2:])
+
+
+def test_resume_through_torchdata_stateful_dataloader(resume_videos):
+    from torchdata.stateful_dataloader import StatefulDataLoader
+
+    expected = epoch_of(resume_loader(resume_videos))
+    running = StatefulDataLoader(resume_loader(resume_videos), batch_size=None)
+    iterator = iter(running)
+    for _ in range(3):
+        next(iterator)
+    state = running.state_dict()
+    resumed = StatefulDataLoader(resume_loader(resume_videos), batch_size=None)
+    resumed.load_state_dict(state)
+    same_batches(epoch_of(resumed), expected[3:])
+
+
+def test_state_from_another_run_is_refused(resume_videos, dataset):
+    state = stop_after(resume_loader(resume_videos), 1)
+    with pytest.raises(ValueError, match=r"another dataset or with other batch options"):
+        resume_loader(dataset).load_state_dict(state)
+    with pytest.raises(ValueError, match=r"another dataset or with other batch options"):
+        resume_loader(resume_videos, batch_size=2).load_state_dict(state)
+    with pytest.raises(ValueError, match=r"seed=3.*this one \(seed=4"):
+        resume_loader(resume_videos, seed=4).load_state_dict(state)
+    with pytest.raises(ValueError, match=r"must be a dict made by ClipLoader.state_dict\(\)"):
+        resume_loader(resume_videos).load_state_dict({"epoch": 1})
+    with pytest.raises(ValueError, match=r"is damaged"):
+        resume_loader(resume_videos).load_state_dict(state | {"batches_delivered": "many"})
 
 
 # -- memory -----------------------------------------------------------------------------------------

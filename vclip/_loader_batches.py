@@ -28,29 +28,40 @@ logger = logging.getLogger("vclip")
 
 OnError = Literal["skip", "raise"]
 
-SCAN = (-1, -1)  # "found at" of the videos found bad before the first epoch
+SCAN = -1  # the "epoch" in which the scan at construction found a video bad
 
 
 class BadVideos:
-    """The videos found unusable: the problem of each, and the (epoch, batch) whose building found
-    it (``SCAN`` for the scan at construction); thread-safe; each is logged once."""
+    """The videos found unusable: the problem of each and the epoch in which it was found (``SCAN``
+    for the scan at construction); thread-safe; each is logged once.
+
+    A video found bad mid-epoch is left out from the next epoch on; within the epoch in which it
+    was found, its later clips are still tried (and replaced when they fail). So which clips a
+    batch gets never depends on the order in which batches built at once happened to fail, and a
+    resumed epoch replaces exactly the clips an uninterrupted one would have replaced.
+    """
 
     def __init__(self, paths: list[str]):
         self._paths = paths
-        self._found: dict[int, tuple[str, tuple[int, int]]] = {}
+        self._found: dict[int, tuple[str, int]] = {}
         self._lock = threading.Lock()
 
-    def add(self, video: int, problem: str, found_at: tuple[int, int], *, log: bool = True) -> None:
+    def add(self, video: int, problem: str, epoch: int) -> None:
+        """Record that ``video`` failed in ``epoch`` (the earliest epoch is kept)."""
         with self._lock:
-            if video in self._found:
+            known = self._found.get(video)
+            if known is not None:
+                if epoch < known[1]:
+                    self._found[video] = (known[0], epoch)
                 return
-            self._found[video] = (problem, found_at)
-        if log:
-            logger.warning("vclip: skipping %s: %s; its clips are replaced by clips of other videos",
-                           self._paths[video], problem)
+            self._found[video] = (problem, epoch)
+        logger.warning("vclip: skipping %s: %s; its clips are replaced by clips of other videos",
+                       self._paths[video], problem)
 
-    def __contains__(self, video: int) -> bool:
-        return video in self._found
+    def excluded(self, video: int, epoch: int) -> bool:
+        """Whether ``video`` is left out of ``epoch`` (found bad in an earlier epoch or by the scan)."""
+        known = self._found.get(video)
+        return known is not None and known[1] < epoch
 
     def __len__(self) -> int:
         return len(self._found)
@@ -59,10 +70,10 @@ class BadVideos:
         with self._lock:
             return {video: problem for video, (problem, _) in self._found.items()}
 
-    def found_before(self, position: tuple[int, int]) -> dict[int, str]:
-        """The videos found bad before batch ``position = (epoch, batch)`` was built."""
+    def entries(self) -> list[tuple[int, int, str]]:
+        """``(video, epoch found, problem)`` of every bad video, by video."""
         with self._lock:
-            return {video: problem for video, (problem, found) in self._found.items() if found < position}
+            return sorted((video, epoch, problem) for video, (problem, epoch) in self._found.items())
 
     def __getstate__(self) -> dict:
         return {"_paths": self._paths, "_found": dict(self._found)}
@@ -107,9 +118,8 @@ class BatchBuilder:
               output, events: list) -> BuiltBatch:
         """Decode the clips ``refs`` (batch ``number`` of ``epoch``) into ``output``; the GPU work's
         events are appended to ``events``."""
-        found_at = (epoch, number)
         started = runtime.clock()
-        candidates = [self._candidates(epoch, shard, ref, found_at) for ref in refs]
+        candidates = [self._candidates(epoch, shard, ref) for ref in refs]
         clips = [next(candidate) for candidate in candidates]
         runtime.counters.add(sample_seconds=runtime.clock() - started)
         todo = list(range(len(clips)))
@@ -125,7 +135,7 @@ class BatchBuilder:
                 raise failed[0][2]
             todo = []
             for video, job, error in failed:
-                self.bad.add(video, error.problem if isinstance(error, VideoError) else str(error), found_at)
+                self.bad.add(video, error.problem if isinstance(error, VideoError) else str(error), epoch)
                 todo.extend(target.slot for target in job.targets)
             for position in todo:
                 clips[position] = next(candidates[position])
@@ -141,14 +151,14 @@ class BatchBuilder:
             skipped_videos=tuple(sorted({videos[video].path for video in replaced})),
         )
 
-    def _candidates(self, epoch: int, shard: np.ndarray, ref: ClipRef, found_at: tuple[int, int]) -> Iterator[_Clip]:
+    def _candidates(self, epoch: int, shard: np.ndarray, ref: ClipRef) -> Iterator[_Clip]:
         """The clip ``ref``, then, while they fail, its replacements from the shard (seeded order)."""
-        clip = self._clip(epoch, ref, found_at)
+        clip = self._clip(epoch, ref)
         if clip is not None:
             yield clip
         for video in replacement_order(self.seed, epoch, ref, shard):
             if video != ref.video:
-                clip = self._clip(epoch, ref._replace(video=int(video), replaces=ref.video), found_at)
+                clip = self._clip(epoch, ref._replace(video=int(video), replaces=ref.video))
                 if clip is not None:
                     yield clip
         raise RuntimeError(
@@ -156,9 +166,9 @@ class BatchBuilder:
             f"{len(self.bad)} of the {len(self.source.videos)} videos failed (see loader.stats().skipped)"
         )
 
-    def _clip(self, epoch: int, ref: ClipRef, found_at: tuple[int, int]) -> _Clip | None:
+    def _clip(self, epoch: int, ref: ClipRef) -> _Clip | None:
         """The frames and geometry of clip ``ref``; None when its video cannot be used."""
-        if ref.video in self.bad:
+        if self.bad.excluded(ref.video, epoch):
             return None
         try:
             index = self.source.index(ref.video)
@@ -167,7 +177,7 @@ class BatchBuilder:
             video_error = as_video_error(self.source.videos[ref.video].path, error, "indexing")
             if self.on_error == "raise":
                 raise video_error
-            self.bad.add(ref.video, video_error.problem, found_at)
+            self.bad.add(ref.video, video_error.problem, epoch)
             return None
         return _Clip(ref, index, frames, geometry)
 

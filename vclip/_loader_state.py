@@ -1,8 +1,8 @@
 """A ClipLoader's resumable state: where an epoch stopped, small and JSON-able.
 
-Every batch is a function of (seed, epoch, batch number, the videos known bad), so a loader that
-knows the epoch, the batches already delivered and the bad videos found before the next batch can
-build exactly the batches an uninterrupted epoch would have built. A fingerprint of the dataset
+Every batch is a function of (seed, epoch, batch number, the videos found bad in earlier epochs),
+so a loader that knows the epoch, the batches already delivered and the bad videos found so far
+(with their epochs) builds exactly the batches an uninterrupted epoch would have built. A fingerprint of the dataset
 and of the options that shape batches makes a state from another dataset or configuration refuse
 to load.
 """
@@ -41,7 +41,8 @@ class LoaderState:
         batches_delivered: Batches of that epoch already delivered (the pass resumes after them).
         seed: The loader's seed.
         shard: ``[shard_id, num_shards]`` of the process.
-        bad_videos: ``[video id, problem]`` of the videos found bad before the next batch.
+        bad_videos: ``[video id, epoch found (-1: at construction), problem]`` of the videos
+            found bad so far.
         fingerprint: :func:`dataset_fingerprint` of the loader that saved it.
     """
 
@@ -49,7 +50,7 @@ class LoaderState:
     batches_delivered: int
     seed: int
     shard: tuple[int, int]
-    bad_videos: tuple[tuple[int, str], ...]
+    bad_videos: tuple[tuple[int, int, str], ...]
     fingerprint: str
 
     def to_dict(self) -> dict[str, Any]:
@@ -76,7 +77,7 @@ class LoaderState:
                 batches_delivered=int(state["batches_delivered"]),
                 seed=int(state["seed"]),
                 shard=(shard_id, num_shards),
-                bad_videos=tuple((int(video), str(problem)) for video, problem in state["bad_videos"]),
+                bad_videos=tuple((int(video), int(epoch), str(problem)) for video, epoch, problem in state["bad_videos"]),
                 fingerprint=str(state["fingerprint"]),
             )
         except (KeyError, TypeError, ValueError) as error:

@@ -352,16 +352,15 @@ class ClipLoader(IterableDataset):
         """Where this loader's epoch stands, as a small JSON-able dict (torch convention).
 
         It holds the epoch, the batches of it already delivered, the seed, the shard, the videos
-        found bad before the next batch, and a fingerprint of the dataset and of the options that
+        found bad so far (and in which epoch), and a fingerprint of the dataset and of the options that
         shape batches. Taken while a pass is in progress it counts the batches that pass has
         handed over (those being built ahead are not counted).
         """
         run = self._runtime.active if self._runtime is not None else None
         epoch, delivered = (run.epoch, run.delivered) if run is not None else self._position
-        bad = self._bad.found_before((epoch, delivered))
         return LoaderState(
             epoch=epoch, batches_delivered=delivered, seed=self.seed, shard=(self.shard_id, self.num_shards),
-            bad_videos=tuple(sorted(bad.items())), fingerprint=self._fingerprint,
+            bad_videos=tuple(self._bad.entries()), fingerprint=self._fingerprint,
         ).to_dict()
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -386,8 +385,12 @@ class ClipLoader(IterableDataset):
                 f"batch options (this one: {self._fingerprint}); the videos, labels, sampler, transform, batch_size, "
                 "clips_per_video, shuffle, drop_last and even_shards must be those of the run that saved it"
             )
-        for video, problem in loaded.bad_videos:
-            self._bad.add(video, problem, (loaded.epoch, loaded.batches_delivered - 1))
+        count = len(self._source.videos)
+        unknown = [video for video, _, _ in loaded.bad_videos if not 0 <= video < count]
+        if unknown:
+            raise ArgumentError(f"state names bad video {unknown[0]}, which this dataset of {count} videos lacks")
+        for video, epoch, problem in loaded.bad_videos:
+            self._bad.add(video, problem, epoch)
         self._epoch = loaded.epoch
         self._position, self._resume_pending = (loaded.epoch, loaded.batches_delivered), True
 
