@@ -86,7 +86,7 @@ def main() -> None:
             losses.append(loss.item())
             clips += len(batch)
         seconds = time.perf_counter() - started
-        waited = loader.stats()["seconds"]["consumer_wait"]
+        waited = loader.stats().seconds.consumer_wait
         print(f"epoch {epoch}: loss {sum(losses) / len(losses):.3f} (last {losses[-1]:.3f}), "
               f"{clips / seconds:.1f} clips/s, {len(losses)} steps; waited {waited:.2f} s for data so far")
     loader.close()

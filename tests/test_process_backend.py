@@ -81,7 +81,7 @@ def test_loader_with_decode_processes_gives_the_same_batches(clips_videos):
     sampler = vclip.strided(4, 2, clips_per_video=2)
     reference = [(b.data.clone(), b.frame_indices.clone()) for b in vclip.ClipLoader(videos, sampler, **options)]
     loader = vclip.ClipLoader(videos, sampler, decode_processes=2, **options)
-    workers = list(loader._runner.backend._workers)
+    workers = list(loader._runtime.backend._workers)
     try:
         assert loader.decode_workers == 4 and loader.memory_estimate.cuda_context == 0
         for epoch in range(2):  # the second epoch reuses the shared buffers

@@ -11,7 +11,7 @@ finished before the buffer is refilled.
 from __future__ import annotations
 
 import threading
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 import torch
@@ -113,7 +113,10 @@ class CudaHandoff:
 
 def make_handoff(device: Device) -> CpuHandoff | CudaHandoff:
     """The hand-over for a resolved device."""
-    return CudaHandoff(device.index) if device.is_cuda else CpuHandoff()
+    if not device.is_cuda:
+        return CpuHandoff()
+    assert device.index is not None, "a resolved CUDA device has an index"
+    return CudaHandoff(device.index)
 
 
 class BufferRing:
@@ -123,12 +126,12 @@ class BufferRing:
     consumer's release); :meth:`prepare` waits for them before the buffer is written again.
     """
 
-    def __init__(self, count: int, allocate: Callable[[], object], handoff: CpuHandoff | CudaHandoff):
+    def __init__(self, count: int, allocate: Callable[[], Any], handoff: CpuHandoff | CudaHandoff):
         self.count = count
         self._allocate = allocate
         self._handoff = handoff
         self._arrays: list = [None] * count
-        self._tensors: list[torch.Tensor | None] = [None] * count
+        self._tensors: list = [None] * count
         self._waits: list[list] = [[] for _ in range(count)]
         self._next = 0
         self._lock = threading.Lock()

@@ -141,14 +141,14 @@ class BatchBuilder:
                 clips[position] = next(candidates[position])
         replaced = [clip.ref.replaces for clip in clips if clip.ref.replaces >= 0]
         runtime.counters.add(skipped_clips=len(replaced))
-        videos = self.source.videos
+        dataset = self.source.videos
         return BuiltBatch(
             number=number,
-            labels=np.array([videos[clip.ref.video].label for clip in clips], dtype=np.int64),
+            labels=np.array([dataset[clip.ref.video].label for clip in clips], dtype=np.int64),
             video_ids=np.array([clip.ref.video for clip in clips], dtype=np.int64),
             frame_indices=np.stack([clip.frames for clip in clips]),
             pts_seconds=np.stack([clip.index.pts_seconds[clip.frames] for clip in clips]),
-            skipped_videos=tuple(sorted({videos[video].path for video in replaced})),
+            skipped_videos=tuple(sorted({dataset[video].path for video in replaced})),
         )
 
     def _candidates(self, epoch: int, shard: np.ndarray, ref: ClipRef) -> Iterator[_Clip]:

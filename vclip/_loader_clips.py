@@ -90,7 +90,7 @@ class ClipDrawer:
 
 def _frames_per_clip(sampler: ClipSampler) -> int:
     if sampler.mode == "indexed":
-        return len(sampler.frame_indices)
+        return len(sampler.frame_indices or ())
     if sampler.mode == "keyframe":
         if sampler.max_frames is None:
             raise ArgumentError(
@@ -98,6 +98,7 @@ def _frames_per_clip(sampler: ClipSampler) -> int:
                 "use vclip.keyframe(max_frames=N)"
             )
         return sampler.max_frames
+    assert sampler.sequence_length is not None, "temporal samplers have a sequence length"
     return sampler.sequence_length
 
 

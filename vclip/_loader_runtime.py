@@ -13,6 +13,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor, wait
+from typing import Any
 
 import numpy as np
 import torch
@@ -84,8 +85,9 @@ class LoaderRuntime:
 
     clock = staticmethod(time.perf_counter)
 
-    def __init__(self, backend, device: Device, builder: BatchBuilder, allocate: Callable[[object], object], *,
+    def __init__(self, backend, device: Device, builder: BatchBuilder, allocate: Callable[[Any], Any], *,
                  num_threads: int, decode_processes: int, prefetch_queue_depth: int):
+        self.backend = backend
         self.runner = JobRunner(_GuardedBackend(backend), 0 if decode_processes else num_threads,
                                 dedicated_threads=True)
         self.builder = builder
@@ -189,4 +191,4 @@ class LoaderRuntime:
         self.builders.shutdown(wait=True)
         self.runner.close()
         if self.decode_processes:
-            self.runner.backend.close()
+            self.backend.close()

@@ -39,8 +39,11 @@ class DatasetSource(Protocol):
         class_names: Class names (label ``i`` is name ``i``), or None.
     """
 
-    videos: Sequence[LabeledVideo]
-    class_names: tuple[str, ...] | None
+    @property
+    def videos(self) -> Sequence[LabeledVideo]: ...
+
+    @property
+    def class_names(self) -> tuple[str, ...] | None: ...
 
     def index(self, number: int) -> VideoIndex:
         """The index of video ``number``.

@@ -77,7 +77,9 @@ class LoaderState:
                 batches_delivered=int(state["batches_delivered"]),
                 seed=int(state["seed"]),
                 shard=(shard_id, num_shards),
-                bad_videos=tuple((int(video), int(epoch), str(problem)) for video, epoch, problem in state["bad_videos"]),
+                bad_videos=tuple(
+                    (int(video), int(epoch), str(problem)) for video, epoch, problem in state["bad_videos"]
+                ),
                 fingerprint=str(state["fingerprint"]),
             )
         except (KeyError, TypeError, ValueError) as error:

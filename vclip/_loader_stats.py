@@ -169,12 +169,13 @@ class LoaderStats:
         return values
 
     def __repr__(self) -> str:
-        active = self.seconds.active
+        active, waited = self.seconds.active, self.seconds.consumer_wait
         return (
             f"LoaderStats({self.device}, epoch {self.epoch}: {self.batches} batches, {self.clips} clips in "
-            f"{active:.2f} s; waited {self.seconds.consumer_wait:.2f} s ({_percent(self.seconds.consumer_wait, active)}); "
+            f"{active:.2f} s; waited {waited:.2f} s ({_percent(waited, active)}); "
             f"decode workers {100 * self.decode_workers_busy:.0f}% busy; {len(self.skipped.videos)} videos skipped; "
-            f"memory peak {format_bytes(self.memory.peak_bytes)} of {format_bytes(self.memory.estimate_bytes)} estimated)"
+            f"memory peak {format_bytes(self.memory.peak_bytes)} of "
+            f"{format_bytes(self.memory.estimate_bytes)} estimated)"
         )
 
     def summary(self) -> str:
@@ -189,7 +190,8 @@ class LoaderStats:
             f"{100 * self.decode_workers_busy:.0f}% busy: demux {s.demux:.2f} s, decode {s.decode:.2f} s, "
             f"convert {s.convert:.2f} s; index {s.index:.2f} s, sample {s.sample:.2f} s, build {s.build:.2f} s",
             f"  frames: {self.frames.decoded} decoded for {self.frames.delivered} delivered "
-            f"({self.frames.decoded_per_delivered:.2f} per delivered); {self.fallback_videos} videos fell back to the CPU",
+            f"({self.frames.decoded_per_delivered:.2f} per delivered); "
+            f"{self.fallback_videos} videos fell back to the CPU",
             f"  skipped: {len(self.skipped.videos)} videos, {self.skipped.clips} clips replaced",
             f"  memory: in use {format_bytes(self.memory.in_use_bytes)}, peak {format_bytes(self.memory.peak_bytes)}, "
             f"estimate {format_bytes(self.memory.estimate_bytes)}",

@@ -18,6 +18,7 @@ import copy
 import logging
 import os
 import sys
+import time
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
@@ -35,8 +36,15 @@ from ._loader_clips import ClipDrawer, VideoFacts
 from ._loader_runtime import LoaderRuntime
 from ._loader_source import DatasetSource, MixedSizes, open_source, scan
 from ._loader_state import LoaderState, dataset_fingerprint
-from ._loader_stats import FrameCounts, LoaderCounters, LoaderMemory, LoaderStats, SkippedVideos, StageSeconds, \
-    epoch_summary
+from ._loader_stats import (
+    FrameCounts,
+    LoaderCounters,
+    LoaderMemory,
+    LoaderStats,
+    SkippedVideos,
+    StageSeconds,
+    epoch_summary,
+)
 from ._validation import ArgumentError, check_choice, check_integer, fail
 from .errors import FallbackWarning
 from .memory import LoaderMemoryEstimate, estimate_loader_memory, format_bytes, parse_bytes
@@ -224,9 +232,10 @@ class ClipLoader(IterableDataset):
         self.num_threads = check_integer("num_threads", num_threads, minimum=0)
         self.decode_processes = check_integer("decode_processes", decode_processes, minimum=0)
         self.prefetch_queue_depth = check_integer("prefetch_queue_depth", prefetch_queue_depth, minimum=1)
-        self.even_shards = check_choice("even_shards", even_shards, ("pad", "drop"))
-        self.on_error = check_choice("on_error", on_error, ("skip", "raise"))
-        self.mixed_sizes = check_choice("mixed_sizes", mixed_sizes, ("error", "skip"))
+        check_choice("even_shards", even_shards, ("pad", "drop"))
+        check_choice("on_error", on_error, ("skip", "raise"))
+        check_choice("mixed_sizes", mixed_sizes, ("error", "skip"))
+        self.even_shards, self.on_error, self.mixed_sizes = even_shards, on_error, mixed_sizes
         budget = parse_bytes(memory_budget) if memory_budget is not None else None
         self.augmentation_factor = augmentation_factor
         self.cache_dir = cache_dir
@@ -249,21 +258,21 @@ class ClipLoader(IterableDataset):
         runtime = self._runtime_here()
         self.decode_workers: int = runtime.decode_workers
         try:
-            self._setup(budget, memory_budget)
+            self._setup(runtime, budget, memory_budget)
         except BaseException:
             self.close()  # worker threads and processes must not outlive a loader that failed
             raise
 
-    def _setup(self, budget: int | None, memory_budget: int | str | None) -> None:
+    def _setup(self, runtime: LoaderRuntime, budget: int | None, memory_budget: int | str | None) -> None:
         found, seconds = scan(self._source, self._drawer, workers=self.decode_workers, mixed_sizes=self.mixed_sizes,
                               raise_errors=self.on_error == "raise")
-        self._runtime.counters.add(index_seconds=seconds)
+        runtime.counters.add(index_seconds=seconds)
         for number, error in found.problems.items():
             self._bad.add(number, error.problem, SCAN)
         self.clip_shape: tuple[int, ...] = found.clip_shape
         self._plan = EpochPlan(found.clip_counts, batch_size=self.batch_size, seed=self.seed, shuffle=self.shuffle,
                                drop_last=self.drop_last, even_shards=self.even_shards)
-        self.memory_estimate: LoaderMemoryEstimate = self._estimate_memory(found.usable)
+        self.memory_estimate: LoaderMemoryEstimate = self._estimate_memory(found.usable, runtime.ring.count)
         if budget is not None and self.memory_estimate.total > budget:
             raise ArgumentError(self._budget_refusal(memory_budget, budget))
         options = {
@@ -426,17 +435,17 @@ class ClipLoader(IterableDataset):
             self._runtime.close()
 
     # -- memory and monitoring --------------------------------------------------------------------
-    def _estimate_memory(self, usable: list[VideoFacts]) -> LoaderMemoryEstimate:
+    def _estimate_memory(self, usable: list[VideoFacts], buffers: int) -> LoaderMemoryEstimate:
         largest = max(usable, key=lambda f: f.width * f.height * (1 if f.bit_depth <= 8 else 2))
         return estimate_loader_memory(
             width=usable[0].output_size[0], height=usable[0].output_size[1], batch_size=self.batch_size,
             sequence_length=self.frames_per_clip, dtype=self._drawer.dtype,
-            augmentation_factor=self.augmentation_factor, buffers=self._runtime.ring.count,
+            augmentation_factor=self.augmentation_factor, buffers=buffers,
             decoders=self.decode_workers, video_width=largest.width, video_height=largest.height,
             video_bit_depth=largest.bit_depth, on_gpu=self._device.is_cuda, processes=self.decode_processes,
         )
 
-    def _budget_refusal(self, memory_budget: int | str, budget: int) -> str:
+    def _budget_refusal(self, memory_budget: int | str | None, budget: int) -> str:
         fits = self.memory_estimate.largest_batch_size(budget)
         advice = (
             f"the largest batch_size that fits is {fits}" if fits else
@@ -455,7 +464,7 @@ class ClipLoader(IterableDataset):
         runtime = self._runtime
         counters = (runtime.counters if runtime is not None else LoaderCounters()).snapshot()
         running = runtime.active if runtime is not None else None
-        active = counters["active_seconds"] + (runtime.clock() - running.started if running is not None else 0.0)
+        active = counters["active_seconds"] + (time.perf_counter() - running.started if running is not None else 0.0)
         working = counters["demux_seconds"] + counters["decode_seconds"] + counters["convert_seconds"]
         workers = self.decode_workers
         own = "device_used_bytes" if self._device.is_cuda else "buffers_bytes"
