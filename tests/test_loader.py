@@ -675,7 +675,8 @@ def test_stats_and_epoch_summary(dataset, caplog, capsys):
         batches = epoch_of(loader)
     stats = loader.stats()
     seconds = stats.to_dict()["seconds"]
-    assert set(seconds) == {"index", "sample", "demux", "decode", "convert", "build", "queue", "consumer_wait", "active"}
+    assert set(seconds) == {"index", "sample", "demux", "decode", "convert", "build", "queue", "consumer_wait",
+                            "active"}
     assert all(value >= 0 for value in seconds.values()) and stats.seconds.decode > 0
     assert stats.batches == len(batches) == 3 and stats.clips == 12
     assert stats.device == "cpu" and stats.epoch == 0
@@ -769,3 +770,15 @@ def test_gpu_consumer_stream_lagging_behind_sees_whole_batches(dataset):
     assert len(copies) == len(expected) == 12
     for copy, reference in zip(copies, expected):
         assert (copy.cpu().int() - reference["data"].int()).abs().float().mean() <= 1.5
+
+
+@pytest.mark.gpu
+def test_gpu_resumed_epoch_matches_the_uninterrupted_one(resume_videos):
+    """(NVDEC may conceal errors that the CPU reports, so the GPU is compared with itself.)"""
+    expected = epoch_of(resume_loader(resume_videos, device="cuda"))
+    state = stop_after(resume_loader(resume_videos, device="cuda"), 2)
+    fresh = resume_loader(resume_videos, device="cuda")
+    fresh.load_state_dict(state)
+    resumed = epoch_of(fresh)
+    assert all(x["data"].is_cuda for x in resumed)
+    same_batches(resumed, expected[2:])

@@ -20,7 +20,7 @@ import os
 import sys
 import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -284,9 +284,9 @@ class ClipLoader(IterableDataset):
 
     # -- the dataset ------------------------------------------------------------------------------
     @property
-    def videos(self) -> list[LabeledVideo]:
+    def videos(self) -> Sequence[LabeledVideo]:
         """The dataset (``LabeledVideo(path, label)`` each), in input order."""
-        return list(self._source.videos)
+        return self._source.videos
 
     @property
     def class_names(self) -> tuple[str, ...] | None:
