@@ -6,11 +6,12 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
+from ._device import Device
 from ._pipeline import DecodeStats
 from .memory import format_bytes
 
 __all__ = ["LoaderCounters", "LoaderStats", "StageSeconds", "FrameCounts", "SkippedVideos", "LoaderMemory",
-           "epoch_summary"]
+           "make_stats", "epoch_summary"]
 
 
 @dataclass
@@ -198,6 +199,50 @@ class LoaderStats:
         ]
         lines += [f"    {path}: {problem}" for path, problem in sorted(self.skipped.videos.items())]
         return "\n".join(lines)
+
+
+_GPU_FIGURES = ("device_used_bytes", "cupy_pool_used_bytes", "cupy_pool_total_bytes", "torch_allocated_bytes")
+
+
+def make_stats(counters: LoaderCounters, *, device: Device, epoch: int, decode_workers: int, running_seconds: float,
+               memory_baseline: dict[str, int], estimate_bytes: int, skipped_videos: dict[str, str]) -> LoaderStats:
+    """The loader's stats from its counters.
+
+    Args:
+        running_seconds: Wall time of the pass in progress so far (0 when none).
+        memory_baseline: The memory figures when the loader's runtime started (the loader's own
+            memory is what it uses above them).
+    """
+    values = counters.snapshot()
+    active = values["active_seconds"] + running_seconds
+    working = values["demux_seconds"] + values["decode_seconds"] + values["convert_seconds"]
+    own = "device_used_bytes" if device.is_cuda else "buffers_bytes"
+    base = memory_baseline.get(own, 0)
+    now, peak = values["memory_now"], values["memory_peak"]
+    return LoaderStats(
+        device=str(device),
+        epoch=epoch,
+        batches=values["batches"],
+        clips=values["clips"],
+        seconds=StageSeconds(
+            index=values["index_seconds"], sample=values["sample_seconds"], demux=values["demux_seconds"],
+            decode=values["decode_seconds"], convert=values["convert_seconds"], build=values["build_seconds"],
+            queue=values["queue_seconds"], consumer_wait=values["consumer_wait_seconds"], active=active,
+        ),
+        frames=FrameCounts(decoded=values["packets_sent"], delivered=values["frames_delivered"]),
+        decode_workers=decode_workers,
+        nvdec_decoders=decode_workers if device.is_cuda else 0,
+        decode_workers_busy=min(1.0, working / (active * decode_workers)) if active > 0 else 0.0,
+        fallback_videos=values["fallback_videos"],
+        skipped=SkippedVideos(clips=values["skipped_clips"], videos=skipped_videos),
+        memory=LoaderMemory(
+            estimate_bytes=estimate_bytes,
+            in_use_bytes=max(0, now.get(own, base) - base),
+            peak_bytes=max(0, peak.get(own, base) - base),
+            gpu={name: now[name] for name in _GPU_FIGURES if name in now},
+            gpu_peak={name: peak[name] for name in _GPU_FIGURES if name in peak},
+        ),
+    )
 
 
 def _percent(part: float, whole: float) -> str:

@@ -36,15 +36,7 @@ from ._loader_clips import ClipDrawer, VideoFacts
 from ._loader_runtime import LoaderRuntime
 from ._loader_source import DatasetSource, MixedSizes, open_source, scan
 from ._loader_state import LoaderState, dataset_fingerprint
-from ._loader_stats import (
-    FrameCounts,
-    LoaderCounters,
-    LoaderMemory,
-    LoaderStats,
-    SkippedVideos,
-    StageSeconds,
-    epoch_summary,
-)
+from ._loader_stats import LoaderCounters, LoaderStats, epoch_summary, make_stats
 from ._validation import ArgumentError, check_choice, check_integer, fail
 from .errors import FallbackWarning
 from .memory import LoaderMemoryEstimate, estimate_loader_memory, format_bytes, parse_bytes
@@ -462,42 +454,15 @@ class ClipLoader(IterableDataset):
         holds training back: see :class:`vclip._loader_stats.LoaderStats` (``print`` it for one
         line, ``.summary()`` for a few, ``.to_dict()`` for JSON)."""
         runtime = self._runtime
-        counters = (runtime.counters if runtime is not None else LoaderCounters()).snapshot()
         running = runtime.active if runtime is not None else None
-        active = counters["active_seconds"] + (time.perf_counter() - running.started if running is not None else 0.0)
-        working = counters["demux_seconds"] + counters["decode_seconds"] + counters["convert_seconds"]
-        workers = self.decode_workers
-        own = "device_used_bytes" if self._device.is_cuda else "buffers_bytes"
-        base = runtime.memory_baseline.get(own, 0) if runtime is not None else 0
-        now, peak = counters["memory_now"], counters["memory_peak"]
-        gpu_figures = ("device_used_bytes", "cupy_pool_used_bytes", "cupy_pool_total_bytes", "torch_allocated_bytes")
-        return LoaderStats(
-            device=self.device,
-            epoch=self._epoch,
-            batches=counters["batches"],
-            clips=counters["clips"],
-            seconds=StageSeconds(
-                index=counters["index_seconds"], sample=counters["sample_seconds"], demux=counters["demux_seconds"],
-                decode=counters["decode_seconds"], convert=counters["convert_seconds"],
-                build=counters["build_seconds"], queue=counters["queue_seconds"],
-                consumer_wait=counters["consumer_wait_seconds"], active=active,
-            ),
-            frames=FrameCounts(decoded=counters["packets_sent"], delivered=counters["frames_delivered"]),
-            decode_workers=workers,
-            nvdec_decoders=workers if self._device.is_cuda else 0,
-            decode_workers_busy=min(1.0, working / (active * workers)) if active > 0 else 0.0,
-            fallback_videos=counters["fallback_videos"],
-            skipped=SkippedVideos(
-                clips=counters["skipped_clips"],
-                videos={self._source.videos[video].path: problem for video, problem in self._bad.problems().items()},
-            ),
-            memory=LoaderMemory(
-                estimate_bytes=self.memory_estimate.total,
-                in_use_bytes=max(0, now.get(own, base) - base),
-                peak_bytes=max(0, peak.get(own, base) - base),
-                gpu={name: now[name] for name in gpu_figures if name in now},
-                gpu_peak={name: peak[name] for name in gpu_figures if name in peak},
-            ),
+        paths = self._source.videos
+        return make_stats(
+            runtime.counters if runtime is not None else LoaderCounters(),
+            device=self._device, epoch=self._epoch, decode_workers=self.decode_workers,
+            running_seconds=time.perf_counter() - running.started if running is not None else 0.0,
+            memory_baseline=runtime.memory_baseline if runtime is not None else {},
+            estimate_bytes=self.memory_estimate.total,
+            skipped_videos={paths[video].path: problem for video, problem in self._bad.problems().items()},
         )
 
     def __repr__(self) -> str:
