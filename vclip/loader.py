@@ -154,7 +154,9 @@ class ClipLoader(IterableDataset):
             mid-epoch, is reported once in a warning on the ``"vclip"`` logger, named in
             :attr:`ClipBatch.skipped_videos` and :meth:`stats`, and each of its clips is replaced
             by a clip of another video of the shard (seeded), so epochs keep their length and no
-            problem of one video raises. ``"raise"``: its VideoError is raised (any other error
+            problem of one video raises. A video that fails mid-epoch is left out from the next
+            epoch on (within its epoch its other clips are still tried), so batches never depend
+            on thread timing. ``"raise"``: its VideoError is raised (any other error
             of one video comes as a :class:`vclip.CorruptVideoError` naming the file).
         mixed_sizes: What to do when videos give clips of different shapes (different sizes and
             no resize), which cannot share a batch. ``"error"`` (default): raise at construction,
