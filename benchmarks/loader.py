@@ -62,7 +62,7 @@ def _make_loader(paths: list[str], clips: int, *, device: str, workers: int, dep
 
 def _check(batch: vclip.ClipBatch) -> None:
     """The frames of every clip are the ones the batch names (barcodes)."""
-    clips = batch.clips.cpu().numpy().transpose(0, 1, 3, 4, 2) * STD + MEAN
+    clips = batch.data.cpu().numpy().transpose(0, 1, 3, 4, 2) * STD + MEAN
     for clip, frames in zip(clips, batch.frame_indices.tolist()):
         found = [read_barcode(np.clip(frame, 0, 1)) for frame in clip]
         if found != frames:
@@ -132,13 +132,12 @@ def measure_set(paths: list[str], *, device: str, batches: int, warmup: int, rep
     _check(first)
     loader_rates, clips = _loader_passes(loader, warmup, batches, repeats)
     stats = loader.stats()
-    workers = stats["decode_workers"]
+    workers = stats.decode_workers
     loader.close()
     raw_rates = _raw_passes(paths, clips, device=device, workers=workers // max(processes, 1), processes=processes,
                             in_flight=depth + 1, warmup=warmup, repeats=repeats)
     loader_rate, raw_rate = statistics.median(loader_rates), statistics.median(raw_rates)
-    memory = stats["memory"]
-    measured = memory.get("peak_device_used_bytes", memory["peak_bytes"])
+    measured = stats.memory.gpu_peak.get("device_used_bytes", stats.memory.peak_bytes)
     return {
         "videos": len(paths),
         "batches": batches,
@@ -154,7 +153,7 @@ def measure_set(paths: list[str], *, device: str, batches: int, warmup: int, rep
         "memory_estimate_bytes": loader.memory_estimate.total,
         "memory_measured_peak_bytes": measured,
         "memory_estimate_error": (loader.memory_estimate.total - measured) / max(measured, 1),
-        "loader_stats": stats,
+        "loader_stats": stats.to_dict(),
     }
 
 
@@ -169,8 +168,8 @@ def measure_memory(paths: list[str], *, device: str, batches: int, every: int, w
         for _ in loader:
             drawn += 1
             if drawn % every == 0:
-                memory = loader.stats()["memory"]
-                figures = {name: value for name, value in memory.items() if name.endswith("bytes")}
+                memory = loader.stats().memory
+                figures = {"in_use_bytes": memory.in_use_bytes, "peak_bytes": memory.peak_bytes, **memory.gpu}
                 samples.append({"batch": drawn, "epoch": epoch, **figures})
             if drawn == batches:
                 break

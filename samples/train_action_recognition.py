@@ -79,14 +79,14 @@ def main() -> None:
         loader.set_epoch(epoch)
         started, clips, losses = time.perf_counter(), 0, []
         for batch in loader:
-            loss = nn.functional.cross_entropy(model(batch.clips), batch.labels)
+            loss = nn.functional.cross_entropy(model(batch.data), batch.labels)
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
             losses.append(loss.item())
             clips += len(batch)
         seconds = time.perf_counter() - started
-        waited = loader.stats()["seconds"]["consumer_wait"]
+        waited = loader.stats().seconds.consumer_wait
         print(f"epoch {epoch}: loss {sum(losses) / len(losses):.3f} (last {losses[-1]:.3f}), "
               f"{clips / seconds:.1f} clips/s, {len(losses)} steps; waited {waited:.2f} s for data so far")
     loader.close()

@@ -1,5 +1,6 @@
 """Two processes with torch.distributed (gloo, CPU): the loader takes rank and world size from the
-process group; shards are disjoint, cover the dataset, and give every rank as many batches."""
+process group; shards are disjoint, cover the dataset, and give every rank as many batches; an
+epoch stopped on every rank resumes from each rank's state with the batches it would have given."""
 
 import json
 
@@ -29,17 +30,49 @@ def _rank_main(rank: int, videos: list, rendezvous: str, results: str) -> None:
                 loader.set_epoch(epoch)
                 batches = []
                 for batch in loader:
-                    for clip, frames in zip(batch.clips.numpy(), batch.frame_indices.tolist()):
+                    for clip, frames in zip(batch.data.numpy(), batch.frame_indices.tolist()):
                         assert [read_barcode(frame) for frame in clip] == frames
                     batches.append(batch.video_ids.tolist())
                 counts = torch.tensor([len(batches)])
                 dist.all_reduce(counts, op=dist.ReduceOp.MAX)  # the ranks stay in step, as a training loop would
                 epochs.append({"batches": batches, "length": len(loader), "max_batches": int(counts)})
             report[even_shards] = {"shard": [loader.shard_id, loader.num_shards], "epochs": epochs}
+        report["resume"] = _stop_and_resume(videos)
         with open(f"{results}/rank{rank}.json", "w") as file:
             json.dump(report, file)
     finally:
         dist.destroy_process_group()
+
+
+def _stop_and_resume(videos: list, stop: int = 2) -> dict:
+    """Epoch 1 whole, and epoch 1 stopped after ``stop`` batches then resumed by a fresh loader
+    from the JSON of its state; the batches after ``stop`` must be the same."""
+
+    def make():
+        return vclip.ClipLoader(
+            videos, vclip.jittered(4, 2, 1, clips_per_video=2), batch_size=3, shuffle=True, seed=5, device="cpu",
+            num_threads=1, transform=vclip.TransformSpec(crop=48, crop_mode="random", flip_probability=0.5),
+        )
+
+    def batches(iterator):
+        return [(b.video_ids.tolist(), b.frame_indices.tolist(), b.data.clone()) for b in iterator]
+
+    whole = make()
+    whole.set_epoch(1)
+    expected = batches(whole)
+    stopped = make()
+    stopped.set_epoch(1)
+    iterator = iter(stopped)
+    for _ in range(stop):
+        next(iterator)
+    state = json.loads(json.dumps(stopped.state_dict()))
+    resumed = make()
+    resumed.load_state_dict(state)
+    rest = batches(resumed)
+    dist.barrier()
+    assert [b[:2] for b in rest] == [b[:2] for b in expected[stop:]]
+    assert all(torch.equal(got[2], want[2]) for got, want in zip(rest, expected[stop:]))
+    return {"state": state, "batches": len(expected), "resumed": [ids for ids, _, _ in rest]}
 
 
 @pytest.fixture(scope="module")
@@ -71,3 +104,9 @@ def test_two_ranks_get_disjoint_covering_equal_shards(videos, tmp_path):
                 assert sum(len(rank_clips) for rank_clips in clips) == 2 * NUM_VIDEOS - 2
         epoch_shards = [{v for batch in run["epochs"][e]["batches"] for v in batch} for run in runs for e in range(2)]
         assert epoch_shards[0] != epoch_shards[1]  # shuffling reshards every epoch
+    resumes = [report["resume"] for report in reports]
+    assert [resume["state"]["shard"] for resume in resumes] == [[0, 2], [1, 2]]  # from the process group
+    assert all(resume["state"]["epoch"] == 1 and resume["state"]["batches_delivered"] == 2 for resume in resumes)
+    assert all(len(resume["resumed"]) == resume["batches"] - 2 > 0 for resume in resumes)
+    resumed_videos = [{v for batch in resume["resumed"] for v in batch} for resume in resumes]
+    assert not resumed_videos[0] & resumed_videos[1]  # each rank resumed its own shard

@@ -1,8 +1,12 @@
 """ClipLoader on the CPU: inputs, exact frames, seeding, sharding, buffer reuse, bad videos,
 memory budget and stats. (The 2-process sharding run is in test_distributed.py.)"""
 
+import json
 import logging
+import os
 import shutil
+import subprocess
+import sys
 import threading
 import time
 
@@ -70,8 +74,8 @@ def barcodes(clip_thwc, flipped=False) -> list[int]:
 def epoch_of(loader) -> list[dict]:
     """Every batch of one pass, copied out of the pooled buffers."""
     return [
-        {"clips": b.clips.clone(), "labels": b.labels.tolist(), "video_ids": b.video_ids.tolist(),
-         "frame_indices": b.frame_indices.tolist(), "skipped": b.skipped_videos}
+        {"data": b.data.clone(), "labels": b.labels.tolist(), "video_ids": b.video_ids.tolist(),
+         "frame_indices": b.frame_indices.tolist(), "skipped": b.skipped_videos, "batch_number": b.batch_number}
         for b in loader
     ]
 
@@ -121,15 +125,17 @@ def test_inputs_are_checked(videos, message):
 @pytest.mark.parametrize(
     "options, error, message",
     [
-        (dict(batch_size=0), ValueError, r"batch_size \(0\) must be >= 1"),
+        (dict(batch_size=0), ValueError, r"batch_size \(0\) must be an integer >= 1"),
+        (dict(batch_size=2.0), TypeError, r"batch_size \(2.0\) must be an integer >= 1"),
+        (dict(mixed_sizes="crop"), ValueError, r"mixed_sizes \('crop'\) must be one of 'error', 'skip'"),
         (dict(on_error="ignore"), ValueError, r"on_error \('ignore'\) must be one of 'skip', 'raise'"),
         (dict(even_shards="spread"), ValueError, r"even_shards \('spread'\) must be one of 'pad', 'drop'"),
         (dict(device="tpu"), ValueError, r"device \('tpu'\) must be"),
         (dict(shard_id=1), ValueError, r"shard_id \(1\) and num_shards \(None\) must be given together"),
         (dict(shard_id=2, num_shards=2), ValueError, r"shard_id \(2\) must be < num_shards \(2\)"),
         (dict(num_shards=7, shard_id=0), ValueError, r"num_shards \(7\) must be <= the number of videos \(6\)"),
-        (dict(prefetch_queue_depth=0), ValueError, r"prefetch_queue_depth \(0\) must be >= 1"),
-        (dict(seed=-1), ValueError, r"seed \(-1\) must be >= 0"),
+        (dict(prefetch_queue_depth=0), ValueError, r"prefetch_queue_depth \(0\) must be an integer >= 1"),
+        (dict(seed=-1), ValueError, r"seed \(-1\) must be an integer >= 0"),
         (dict(memory_budget="lots"), ValueError, r"memory size \('lots'\)"),
         (dict(sampler=vclip.keyframe()), ValueError, "keyframe sampling without max_frames"),
         (dict(sampler=vclip.strided(4, 2, starts="step", step=8), clips_per_video=2), ValueError,
@@ -177,10 +183,10 @@ def test_every_mode_delivers_exactly_the_sampled_frames(dataset, mode):
     length = loader.frames_per_clip
     seen = []
     for batch in loader:
-        assert batch.clips.shape[1:] == (length, height, width, 3) and batch.clips.dtype == torch.uint8
+        assert batch.data.shape[1:] == (length, height, width, 3) and batch.data.dtype == torch.uint8
         assert batch.labels.tolist() == [dataset[v][1] for v in batch.video_ids.tolist()]
         assert torch.allclose(batch.pts_seconds, torch.from_numpy(index.pts_seconds)[batch.frame_indices])
-        for clip, frames in zip(batch.clips.numpy(), batch.frame_indices.tolist()):
+        for clip, frames in zip(batch.data.numpy(), batch.frame_indices.tolist()):
             assert barcodes(clip) == frames
             seen.append(frames)
     per_video = {"keyframe": 1, "indexed": 1, "downscaled": 1}.get(mode, sampler.clips_per_video)
@@ -202,8 +208,8 @@ def test_transform_resize_flip_normalize_layout(dataset):
     loader = make_loader(dataset, transform=spec)
     assert loader.clip_shape == (4, 3, 112, 112)
     for batch in loader:
-        assert batch.clips.shape == (len(batch), 4, 3, 112, 112) and batch.clips.dtype == torch.float32
-        for clip, frames in zip(batch.clips.numpy(), batch.frame_indices.tolist()):
+        assert batch.data.shape == (len(batch), 4, 3, 112, 112) and batch.data.dtype == torch.float32
+        for clip, frames in zip(batch.data.numpy(), batch.frame_indices.tolist()):
             rgb = clip.transpose(0, 2, 3, 1) * STD + MEAN
             assert barcodes(np.clip(rgb, 0, 1), flipped=True) == frames
 
@@ -212,7 +218,7 @@ def test_random_crops_and_flips_are_drawn_per_clip(dataset):
     spec = vclip.TransformSpec(resize=(96, 128), crop=(64, 64), crop_mode="random", flip_probability=0.5)
     loader = make_loader(dataset, vclip.indexed([0, 1]), transform=spec, clips_per_video=4, batch_size=24)
     (batch,) = list(loader)
-    clips = batch.clips.reshape(NUM_VIDEOS, 4, -1)
+    clips = batch.data.reshape(NUM_VIDEOS, 4, -1)
     # Same frames of one video, four different random crops/flips; the whole batch differs clip to clip.
     assert all(len({bytes(c.numpy()) for c in video_clips}) == 4 for video_clips in clips)
 
@@ -228,7 +234,7 @@ def test_same_seed_and_epoch_give_the_same_batches(dataset):
     a, b = epoch_of(first), epoch_of(second)
     assert [x["frame_indices"] for x in a] == [x["frame_indices"] for x in b]
     assert [x["video_ids"] for x in a] == [x["video_ids"] for x in b]
-    assert all(torch.equal(x["clips"], y["clips"]) for x, y in zip(a, b))
+    assert all(torch.equal(x["data"], y["data"]) for x, y in zip(a, b))
     assert [x["frame_indices"] for x in epoch_of(first)] == [x["frame_indices"] for x in a]  # repeatable
 
     first.set_epoch(3)
@@ -252,7 +258,7 @@ def test_shuffle_and_set_epoch(dataset):
         orders.append(sum((x["video_ids"] for x in batches), []))
     assert len({tuple(order) for order in orders}) == 3
     assert shuffled.epoch == 2
-    with pytest.raises(ValueError, match=r"epoch \(-1\) must be >= 0"):
+    with pytest.raises(ValueError, match=r"epoch \(-1\) must be an integer >= 0"):
         shuffled.set_epoch(-1)
 
 
@@ -289,7 +295,7 @@ def test_dataloader_workers_split_the_shard(dataset):
     assert len(batches) == 6 and len(clips) == 12
     assert sorted(v for v, _ in clips) == [v for v in range(NUM_VIDEOS) for _ in range(2)]
     for batch in batches:
-        for clip, frames in zip(batch.clips.numpy(), batch.frame_indices.tolist()):
+        for clip, frames in zip(batch.data.numpy(), batch.frame_indices.tolist()):
             assert barcodes(clip) == frames
 
 
@@ -300,16 +306,16 @@ def test_buffers_are_pooled_and_the_held_batch_stays_intact(dataset):
     for epoch in range(2):
         loader.set_epoch(epoch)
         for batch in loader:
-            pointers.add(batch.clips.data_ptr())
-            copy = batch.clips.clone()
+            pointers.add(batch.data.data_ptr())
+            copy = batch.data.clone()
             time.sleep(0.03)  # the builders fill every buffer they may meanwhile
-            assert torch.equal(batch.clips, copy)
-            for clip, frames in zip(batch.clips.numpy(), batch.frame_indices.tolist()):
+            assert torch.equal(batch.data, copy)
+            for clip, frames in zip(batch.data.numpy(), batch.frame_indices.tolist()):
                 assert barcodes(clip) == frames
             drawn += 1
     assert drawn == 18
     assert len(pointers) == depth + 2
-    assert loader.stats()["memory"]["peak_bytes"] == loader.memory_estimate.output_buffers
+    assert loader.stats().memory.peak_bytes == loader.memory_estimate.output_buffers
 
 
 @pytest.mark.parametrize("num_threads", [1, 2])
@@ -337,14 +343,14 @@ def test_one_pass_at_a_time(dataset):
 def test_break_and_restart(dataset):
     loader = make_loader(dataset, batch_size=2, shuffle=True)
     for held in loader:
-        copy = held.clips.clone()
+        copy = held.data.clone()
         break
     time.sleep(0.03)
-    assert torch.equal(held.clips, copy)  # still held: the abandoned pass wrote other buffers
+    assert torch.equal(held.data, copy)  # still held: the abandoned pass wrote other buffers
     restarted = epoch_of(loader)
     assert [x["frame_indices"] for x in restarted] == [x["frame_indices"] for x in epoch_of(loader)]
     for x in restarted:
-        for clip, frames in zip(x["clips"].numpy(), x["frame_indices"]):
+        for clip, frames in zip(x["data"].numpy(), x["frame_indices"]):
             assert barcodes(clip) == frames
 
 
@@ -367,14 +373,14 @@ def test_bad_videos_are_replaced_named_and_counted(dataset, bad_files, caplog):
         assert not bad_ids & {v for x in batches for v in x["video_ids"]}
         assert {path for x in batches for path in x["skipped"]} == set(bad_files.values())
         for x in batches:
-            for clip, frames in zip(x["clips"].numpy(), x["frame_indices"]):
+            for clip, frames in zip(x["data"].numpy(), x["frame_indices"]):
                 assert barcodes(clip) == frames
-    stats = loader.stats()
-    assert set(stats["skipped"]["videos"]) == set(bad_files.values())
-    assert stats["skipped"]["clips"] == 2 * len(bad_files) * 2
-    assert "file is empty" in stats["skipped"]["videos"][bad_files["empty"]]
-    assert "does not exist" in stats["skipped"]["videos"][bad_files["missing"]]
-    assert "decoding frames" in stats["skipped"]["videos"][bad_files["garbled"]]
+    skipped = loader.stats().skipped
+    assert set(skipped.videos) == set(bad_files.values())
+    assert skipped.clips == 2 * len(bad_files) * 2
+    assert "file is empty" in skipped.videos[bad_files["empty"]]
+    assert "does not exist" in skipped.videos[bad_files["missing"]]
+    assert "decoding frames" in skipped.videos[bad_files["garbled"]]
     warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert sorted(m.split()[2].rstrip(":") for m in warned) == sorted(bad_files.values())  # once per video
 
@@ -395,19 +401,89 @@ def test_on_error_raise(dataset, bad_files):
         list(loader)
 
 
+@pytest.fixture(scope="module")
+def unreadable(folder, dataset) -> dict[str, str]:
+    """Real files that fail in ways other than a VideoError deep down: an AVI whose first index
+    entry claims 2 GiB (seeking to its first 18 frames fails in FFmpeg with EPERM), a symlink
+    loop (os.stat fails), a text file named .mp4 and a truncated copy of a good video."""
+    avi = make_video(folder / "huge_index_entry.avi", num_frames=NUM_FRAMES, width=WIDTH, height=HEIGHT,
+                     codec="mpeg4", keyframe_interval=16, seed=11)
+    data = bytearray(open(avi, "rb").read())
+    entry = data.find(b"idx1") + 8
+    data[entry + 12:entry + 16] = (0x7FFFFFFF).to_bytes(4, "little")
+    open(avi, "wb").write(data)
+    loop = str(folder / "loop.mp4")
+    if not os.path.lexists(loop):
+        os.symlink("loop.mp4", loop)
+    text = folder / "notes.mp4"
+    text.write_text("these are my notes, not a video\n" * 20)
+    good = open(dataset[1][0], "rb").read()
+    truncated = folder / "truncated_copy.mp4"
+    truncated.write_bytes(good[: len(good) * 2 // 3])
+    vclip.clear_index_cache()
+    return {"avi": avi, "loop": loop, "text": str(text), "truncated": str(truncated)}
+
+
+def test_on_error_skip_never_raises_for_one_video(dataset, unreadable, caplog):
+    """Bad files found at construction and mid-epoch are reported and replaced; epochs keep their length."""
+    videos = list(dataset)
+    for position, path in zip((0, 2, 5, 7), unreadable.values()):
+        videos.insert(position, (path, 1))
+    bad_ids = {i for i, (path, _) in enumerate(videos) if path in unreadable.values()}
+    with caplog.at_level(logging.WARNING, logger="vclip"):
+        loader = make_loader(videos, vclip.indexed([0, 20]), clips_per_video=2, batch_size=4, shuffle=True)
+        batches = epoch_of(loader)
+    assert len(batches) == len(loader) == 2 * len(videos) // 4 and all(len(x["video_ids"]) == 4 for x in batches)
+    assert not bad_ids & {v for x in batches for v in x["video_ids"]}
+    for x in batches:
+        for clip, frames in zip(x["data"].numpy(), x["frame_indices"]):
+            assert barcodes(clip) == frames == [0, 20]
+    assert {path for x in batches for path in x["skipped"]} == set(unreadable.values())
+    skipped = loader.stats().skipped
+    assert set(skipped.videos) == set(unreadable.values()) and skipped.clips == 2 * len(unreadable)
+    assert "indexing failed (OSError" in skipped.videos[unreadable["loop"]]  # found at construction
+    assert "decoding" in skipped.videos[unreadable["avi"]]  # found mid-epoch, whatever FFmpeg raised
+    warned = sorted(r.getMessage().split()[2].rstrip(":") for r in caplog.records if r.levelno == logging.WARNING)
+    assert warned == sorted(unreadable.values())  # one warning per video
+
+
+def test_on_error_raise_names_the_file_whatever_failed(dataset, unreadable):
+    with pytest.raises(vclip.CorruptVideoError, match=r"loop\.mp4: indexing failed \(OSError"):
+        make_loader(dataset + [(unreadable["loop"], 0)], on_error="raise")
+    loader = make_loader([(unreadable["avi"], 0)] + dataset, vclip.indexed([0, 20]), on_error="raise")
+    with pytest.raises(vclip.VideoError, match=r"huge_index_entry\.avi: "):
+        list(loader)
+
+
 def test_videos_that_cannot_give_a_clip(dataset, folder):
     short = make_video(folder / "short.mp4", num_frames=6, width=WIDTH, height=HEIGHT)
-    other_size = make_video(folder / "other_size.mp4", num_frames=NUM_FRAMES, width=160, height=120)
-    videos = dataset + [(short, 1), (other_size, 2)]
-    loader = make_loader(videos, vclip.strided(4, 3, end_policy="drop"))
-    skipped = loader.stats()["skipped"]["videos"]
-    assert "no clip of 10 frames fits in its 6 frames" in skipped[short]
-    assert "TransformSpec(resize=(height, width))" in skipped[other_size]
-    resized = make_loader(videos, vclip.strided(4, 3, end_policy="drop"),
-                          transform=vclip.TransformSpec(resize=(96, 128)))
-    assert list(resized.stats()["skipped"]["videos"]) == [short]
+    loader = make_loader(dataset + [(short, 1)], vclip.strided(4, 3, end_policy="drop"))
+    assert "no clip of 10 frames fits in its 6 frames" in loader.stats().skipped.videos[short]
     with pytest.raises(ValueError, match="none of the 1 videos can be used"):
         make_loader([(short, 0)], vclip.strided(4, 3, end_policy="drop"))
+
+
+def test_mixed_sizes_are_refused_before_the_first_batch(dataset, folder):
+    others = [make_video(folder / f"other_size_{i}.mp4", num_frames=NUM_FRAMES, width=160, height=120, seed=i)
+              for i in range(2)]
+    videos = dataset + [(path, 2) for path in others]
+    with pytest.raises(ValueError) as raised:
+        make_loader(videos)
+    message = str(raised.value)
+    assert "2 sizes" in message
+    assert f"128x96: 6 videos (e.g. {dataset[0][0]})" in message and f"160x120: 2 videos (e.g. {others[0]})" in message
+    assert "vclip.TransformSpec(resize=(96, 128))" in message and "mixed_sizes='skip'" in message
+
+    resized = make_loader(videos, transform=vclip.TransformSpec(resize=(96, 128)))  # the advice works
+    assert not resized.stats().skipped.videos
+    for batch in resized:
+        for clip, frames in zip(batch.data.numpy(), batch.frame_indices.tolist()):
+            assert barcodes(clip) == frames
+
+    skipping = make_loader(videos, mixed_sizes="skip")  # opt-in: the most common shape wins
+    assert sorted(skipping.stats().skipped.videos) == others
+    assert "mixed_sizes='skip'" in skipping.stats().skipped.videos[others[0]]
+    assert not {len(dataset), len(dataset) + 1} & {v for b in skipping for v in b.video_ids.tolist()}
 
 
 # -- distributed sharding (pure) --------------------------------------------------------------------
@@ -437,6 +513,126 @@ def test_loader_shards_given_explicitly(dataset):
     assert not set(ids[0]) & set(ids[1]) and set(ids[0]) | set(ids[1]) == set(range(5))
     dropped = [make_loader(dataset[:5], shard_id=r, num_shards=2, even_shards="drop") for r in range(2)]
     assert [sum(len(b) for b in loader) for loader in dropped] == [4, 4]
+
+
+# -- resuming ---------------------------------------------------------------------------------------
+RESUME_SPEC = vclip.TransformSpec(resize=(96, 128), crop=80, crop_mode="random", flip_probability=0.5)
+
+
+def resume_loader(videos, **options) -> vclip.ClipLoader:
+    """Shuffled, jittered starts, random crops and flips: every seeded choice shows in the batches."""
+    options = dict(transform=RESUME_SPEC, shuffle=True, seed=3, batch_size=3) | options
+    return make_loader(videos, vclip.jittered(4, 3, 1, clips_per_video=2), **options)
+
+
+def same_batches(resumed: list[dict], expected: list[dict]) -> None:
+    assert [x["frame_indices"] for x in resumed] == [x["frame_indices"] for x in expected]
+    assert [x["video_ids"] for x in resumed] == [x["video_ids"] for x in expected]
+    assert [x["skipped"] for x in resumed] == [x["skipped"] for x in expected]
+    assert all(torch.equal(x["data"], y["data"]) for x, y in zip(resumed, expected))
+
+
+def stop_after(loader, batches: int) -> dict:
+    """Take ``batches`` batches of the loader's epoch, then its state, through JSON."""
+    iterator = iter(loader)
+    for _ in range(batches):
+        next(iterator)
+    state = json.loads(json.dumps(loader.state_dict()))
+    iterator.close()
+    return state
+
+
+@pytest.fixture(scope="module")
+def resume_videos(dataset, bad_files, unreadable) -> list[tuple[str, int]]:
+    """The dataset with a video found bad at construction, one whose every clip fails to decode,
+    and one whose clips fail only when they touch its first 18 frames."""
+    return (dataset[:3] + [(bad_files["garbled"], 1)] + dataset[3:] + [(bad_files["missing"], 2)]
+            + [(unreadable["avi"], 0)])
+
+
+@pytest.mark.parametrize("stop", [0, 1, 4, 6])
+def test_resumed_epoch_gives_the_batches_an_uninterrupted_one_would(resume_videos, stop):
+    whole = resume_loader(resume_videos)
+    expected = [epoch_of(whole)]
+    whole.set_epoch(1)
+    expected.append(epoch_of(whole))
+    assert len(expected[1]) == 6 and sum(len(x["skipped"]) > 0 for x in expected[1]) >= 2  # replacements
+
+    first = resume_loader(resume_videos, prefetch_queue_depth=3)
+    assert len(epoch_of(first)) == 6  # epoch 0 finds the bad videos that epoch 1 leaves out
+    first.set_epoch(1)
+    state = stop_after(first, stop)
+    assert state["epoch"] == 1 and state["batches_delivered"] == stop and state["seed"] == 3
+    assert len(json.dumps(state)) < 1000
+
+    fresh = resume_loader(resume_videos, num_threads=1)
+    fresh.load_state_dict(state)
+    assert fresh.epoch == 1 and fresh.state_dict() == state
+    resumed = epoch_of(fresh)
+    assert [x["batch_number"] for x in resumed] == list(range(stop, 6))
+    same_batches(resumed, expected[1][stop:])
+    assert fresh.state_dict()["batches_delivered"] == 6
+    fresh.set_epoch(2)  # another epoch starts from its first batch
+    assert len(epoch_of(fresh)) == 6
+
+
+def test_resume_with_shards(resume_videos):
+    for shard_id in range(2):
+        options = dict(shard_id=shard_id, num_shards=2)
+        expected = epoch_of(resume_loader(resume_videos, **options))
+        state = stop_after(resume_loader(resume_videos, **options), 2)
+        assert state["shard"] == [shard_id, 2]
+        fresh = resume_loader(resume_videos, **options)
+        fresh.load_state_dict(state)
+        same_batches(epoch_of(fresh), expected[2:])
+        other = resume_loader(resume_videos, shard_id=1 - shard_id, num_shards=2)
+        with pytest.raises(ValueError, match=rf"shard {shard_id} of 2\) was saved by another loader"):
+            other.load_state_dict(state)
+
+
+def test_resume_in_a_fresh_process(resume_videos, tmp_path):
+    expected = epoch_of(resume_loader(resume_videos))
+    state_file, out = tmp_path / "state.json", tmp_path / "resumed.pt"
+    state_file.write_text(json.dumps(stop_after(resume_loader(resume_videos), 2)))
+    code = (
+        "import json, sys, torch\n"
+        "sys.path.insert(0, sys.argv[1])\n"
+        "from test_loader import epoch_of, resume_loader\n"
+        "loader = resume_loader(json.loads(sys.argv[2]))\n"
+        "loader.load_state_dict(json.loads(open(sys.argv[3]).read()))\n"
+        "torch.save(epoch_of(loader), sys.argv[4])\n"
+    )
+    subprocess.run([sys.executable, "-c", code, os.path.dirname(__file__), json.dumps(resume_videos), str(state_file),
+                    str(out)], check=True, timeout=120)
+    same_batches(torch.load(out), expected[2:])
+
+
+def test_resume_through_torchdata_stateful_dataloader(resume_videos):
+    from torchdata.stateful_dataloader import StatefulDataLoader
+
+    expected = epoch_of(resume_loader(resume_videos))
+    running = StatefulDataLoader(resume_loader(resume_videos), batch_size=None)
+    iterator = iter(running)
+    for _ in range(3):
+        next(iterator)
+    state = running.state_dict()
+    resumed = StatefulDataLoader(resume_loader(resume_videos), batch_size=None)
+    resumed.load_state_dict(state)
+    same_batches(epoch_of(resumed), expected[3:])
+
+
+def test_state_from_another_run_is_refused(resume_videos, dataset):
+    state = stop_after(resume_loader(resume_videos), 1)
+    with pytest.raises(ValueError, match=r"another dataset or with other batch options"):
+        resume_loader(dataset).load_state_dict(state)
+    with pytest.raises(ValueError, match=r"another dataset or with other batch options"):
+        resume_loader(resume_videos, batch_size=2).load_state_dict(state)
+    with pytest.raises(ValueError, match=r"seed=3.*this one \(seed=4"):
+        resume_loader(resume_videos, seed=4).load_state_dict(state)
+    with pytest.raises(ValueError, match=r"must be a dict made by ClipLoader.state_dict\(\)"):
+        resume_loader(resume_videos).load_state_dict({"epoch": 1})
+    with pytest.raises(ValueError, match=r"is damaged"):
+        resume_loader(resume_videos).load_state_dict(state | {"batches_delivered": "many"})
 
 
 # -- memory -----------------------------------------------------------------------------------------
@@ -478,16 +674,30 @@ def test_stats_and_epoch_summary(dataset, caplog, capsys):
     with caplog.at_level(logging.INFO, logger="vclip"):
         batches = epoch_of(loader)
     stats = loader.stats()
-    assert set(stats) == {"device", "epoch", "batches", "clips", "seconds", "frames", "decode_workers",
-                          "nvdec_decoders", "decode_workers_busy", "fallback_videos", "skipped", "memory"}
-    assert set(stats["seconds"]) == {"index", "sample", "demux", "decode", "convert", "build", "queue",
-                                     "consumer_wait", "active"}
-    assert all(value >= 0 for value in stats["seconds"].values()) and stats["seconds"]["decode"] > 0
-    assert stats["batches"] == len(batches) == 3 and stats["clips"] == 12
-    assert stats["frames"]["delivered"] == 12 * 4 <= stats["frames"]["decoded"]
-    assert stats["decode_workers"] == 2 and stats["nvdec_decoders"] == 0 and 0 < stats["decode_workers_busy"] <= 1
-    assert stats["memory"]["estimate_bytes"] == loader.memory_estimate.total
-    assert stats["memory"]["in_use_bytes"] == stats["memory"]["peak_bytes"] == 3 * loader.memory_estimate.batch.bytes
+    seconds = stats.to_dict()["seconds"]
+    assert set(seconds) == {"index", "sample", "demux", "decode", "convert", "build", "queue", "consumer_wait",
+                            "active"}
+    assert all(value >= 0 for value in seconds.values()) and stats.seconds.decode > 0
+    assert stats.batches == len(batches) == 3 and stats.clips == 12
+    assert stats.device == "cpu" and stats.epoch == 0
+    assert stats.frames.delivered == 12 * 4 <= stats.frames.decoded
+    assert stats.frames.decoded_per_delivered == stats.frames.decoded / stats.frames.delivered
+    assert stats.decode_workers == 2 and stats.nvdec_decoders == 0 and 0 < stats.decode_workers_busy <= 1
+    assert stats.memory.estimate_bytes == loader.memory_estimate.total and stats.memory.gpu == {}
+    assert stats.memory.in_use_bytes == stats.memory.peak_bytes == 3 * loader.memory_estimate.batch.bytes
+    assert stats.skipped.clips == 0 and stats.skipped.videos == {}
+
+    as_json = json.loads(json.dumps(stats.to_dict()))
+    assert as_json["frames"] == {"decoded": stats.frames.decoded, "delivered": 48,
+                                 "decoded_per_delivered": stats.frames.decoded_per_delivered}
+    assert as_json["memory"]["peak_bytes"] == stats.memory.peak_bytes and as_json["batches"] == 3
+    line = repr(stats)
+    assert "\n" not in line and len(line) < 250
+    assert line.startswith("LoaderStats(cpu, epoch 0: 3 batches, 12 clips in ") and "0 videos skipped" in line
+    summary_lines = stats.summary().splitlines()
+    assert len(summary_lines) == 6 and "2 decode workers (0 NVDEC)" in summary_lines[2]
+    assert f"{stats.frames.decoded} decoded for 48 delivered" in summary_lines[3]
+
     summary = [r.getMessage() for r in caplog.records if "epoch 0" in r.getMessage()]
     assert len(summary) == 1 and "3 batches, 12 clips" in summary[0]
     assert summary[0] in capsys.readouterr().err
@@ -500,7 +710,7 @@ def test_stats_and_epoch_summary(dataset, caplog, capsys):
 def test_repr(dataset):
     loader = make_loader(dataset, transform=vclip.TransformSpec(resize=(64, 64), dtype="float16", layout="CTHW"))
     batch = next(iter(loader))
-    assert repr(batch) == ("ClipBatch(clips=[4, 3, 4, 64, 64] float16 cpu, labels=[4], frame_indices=[4, 4], "
+    assert repr(batch) == ("ClipBatch(data=[4, 3, 4, 64, 64] float16 cpu, labels=[4], frame_indices=[4, 4], "
                            "epoch=0, batch_number=0, skipped_videos=0)")
     assert "clip_shape=[3, 4, 64, 64]" in repr(loader) and "device='cpu'" in repr(loader)
 
@@ -513,15 +723,15 @@ def test_gpu_batches_match_the_cpu(dataset):
     cpu = epoch_of(make_loader(dataset, device="cpu", **options))
     loader = make_loader(dataset, device="cuda", num_threads=3, **options)
     batch = next(iter(loader))
-    assert batch.clips.is_cuda and batch.labels.device == batch.clips.device
+    assert batch.data.is_cuda and batch.labels.device == batch.data.device
     gpu = epoch_of(loader)
     assert [x["frame_indices"] for x in gpu] == [x["frame_indices"] for x in cpu]
     assert [x["video_ids"] for x in gpu] == [x["video_ids"] for x in cpu]
     for x, y in zip(gpu, cpu):
-        assert (x["clips"].cpu().int() - y["clips"].int()).abs().float().mean() <= 1.5
-    memory = loader.stats()["memory"]
+        assert (x["data"].cpu().int() - y["data"].int()).abs().float().mean() <= 1.5
+    memory = loader.stats().memory
     allocated = min(len(gpu), loader.memory_estimate.buffers) * loader.memory_estimate.batch.bytes
-    assert memory["peak_bytes"] > 0 and memory["cupy_pool_total_bytes"] >= allocated
+    assert memory.peak_bytes > 0 and memory.gpu["cupy_pool_total_bytes"] >= allocated
 
 
 @pytest.mark.gpu
@@ -537,10 +747,9 @@ def test_gpu_decode_processes_match_the_cpu(dataset):
             gpu = epoch_of(loader)
             assert [x["frame_indices"] for x in gpu] == [x["frame_indices"] for x in cpu]
             for x, y in zip(gpu, cpu):
-                assert x["clips"].is_cuda
-                assert (x["clips"].cpu().int() - y["clips"].int()).abs().float().mean() <= 1.5
-        memory = loader.stats()["memory"]
-        assert memory["peak_bytes"] <= loader.memory_estimate.total
+                assert x["data"].is_cuda
+                assert (x["data"].cpu().int() - y["data"].int()).abs().float().mean() <= 1.5
+        assert loader.stats().memory.peak_bytes <= loader.memory_estimate.total
     finally:
         loader.close()
 
@@ -556,8 +765,20 @@ def test_gpu_consumer_stream_lagging_behind_sees_whole_batches(dataset):
     with torch.cuda.stream(stream):
         for batch in loader:
             torch.cuda._sleep(20_000_000)  # about 10 ms of GPU time before the copy, queued, not waited for
-            copies.append(batch.clips.clone())
+            copies.append(batch.data.clone())
     stream.synchronize()
     assert len(copies) == len(expected) == 12
     for copy, reference in zip(copies, expected):
-        assert (copy.cpu().int() - reference["clips"].int()).abs().float().mean() <= 1.5
+        assert (copy.cpu().int() - reference["data"].int()).abs().float().mean() <= 1.5
+
+
+@pytest.mark.gpu
+def test_gpu_resumed_epoch_matches_the_uninterrupted_one(resume_videos):
+    """(NVDEC may conceal errors that the CPU reports, so the GPU is compared with itself.)"""
+    expected = epoch_of(resume_loader(resume_videos, device="cuda"))
+    state = stop_after(resume_loader(resume_videos, device="cuda"), 2)
+    fresh = resume_loader(resume_videos, device="cuda")
+    fresh.load_state_dict(state)
+    resumed = epoch_of(fresh)
+    assert all(x["data"].is_cuda for x in resumed)
+    same_batches(resumed, expected[2:])

@@ -2,6 +2,7 @@
 decoding, indexes and buffers sent once per worker, bad videos and dead workers reported per video."""
 
 import gc
+import os
 import time
 from functools import partial
 from concurrent.futures import ThreadPoolExecutor
@@ -86,13 +87,13 @@ def test_loader_with_decode_processes_gives_the_same_batches(clips_videos):
                    batch_size=3, shuffle=True, seed=3, device="cpu")
     videos = [(path, k % 2) for k, path in enumerate(clips_videos)]
     sampler = vclip.strided(4, 2, clips_per_video=2)
-    reference = [(b.clips.clone(), b.frame_indices.clone()) for b in vclip.ClipLoader(videos, sampler, **options)]
+    reference = [(b.data.clone(), b.frame_indices.clone()) for b in vclip.ClipLoader(videos, sampler, **options)]
     loader = vclip.ClipLoader(videos, sampler, decode_processes=2, **options)
-    workers = list(loader._runner.backend._workers)
+    workers = list(loader._runtime.backend._workers)
     try:
         assert loader.decode_workers == 4 and loader.memory_estimate.cuda_context == 0
         for epoch in range(2):  # the second epoch reuses the shared buffers
-            batches = [(b.clips.clone(), b.frame_indices.clone()) for b in loader]
+            batches = [(b.data.clone(), b.frame_indices.clone()) for b in loader]
             assert len(batches) == len(reference)
             for (clips, frames), (expected, expected_frames) in zip(batches, reference):
                 assert frames.equal(expected_frames) and clips.equal(expected)
@@ -153,25 +154,44 @@ def test_buffers_must_come_from_the_backend(backend, clips_videos):
         backend.decode_job(jobs_for(clips_videos[:1])[0], CONVERSION, np.empty((2, FRAMES, 48, 64, 3), np.uint8), DecodeStats())
 
 
+class HangsOnStuckVideos:
+    """The CPU backend, except that a video named ``stuck*`` never finishes decoding: a hang in a
+    decoder, which no real file makes on demand."""
+
+    def __init__(self):
+        self.backend = in_process_backend(CPU)
+        self.device, self.default_workers = self.backend.device, self.backend.default_workers
+
+    def empty(self, shape, dtype):
+        return self.backend.empty(shape, dtype)
+
+    def decode_job(self, job, conversion, output, stats):
+        if os.path.basename(job.index.path).startswith("stuck"):
+            time.sleep(3600)
+        return self.backend.decode_job(job, conversion, output, stats)
+
+    def close(self):
+        self.backend.close()
+
+
 def test_a_stuck_video_times_out_and_the_others_are_sent_again(clips_videos, tmp_path):
-    long_video = make_video(tmp_path / "slow.mp4", num_frames=300, width=640, height=480, keyframe_interval=300, seed=8)
-    index = vclip.index_video(long_video)  # 300 pictures of 640x480 to decode: seconds, where the quick job takes ms
-    slow = VideoJob(index, (ClipTarget(np.arange(260, 300), SPEC.geometry(index.width, index.height), 0),))
-    backend = cpu_processes(1, 1, decode_timeout=0.5)  # one thread: the quick job waits behind the slow one
+    stuck_video = make_video(tmp_path / "stuck.mp4", num_frames=10, width=128, height=96, seed=8)
+    stuck = VideoJob(vclip.index_video(stuck_video), (ClipTarget(np.arange(5), SPEC.geometry(128, 96), 0),))
+    quick = VideoJob(vclip.index_video(clips_videos[0]), (ClipTarget(np.arange(5), SPEC.geometry(128, 96), 1),))
+    # One thread: the quick job waits in the worker behind the stuck one, so its clock has not started.
+    backend = ProcessBackend(HangsOnStuckVideos, CPU, 1, 1, decode_timeout=1.0)
     try:
-        output = backend.empty((2, 40, 48, 64, 3), "uint8")
-        quick = VideoJob(jobs_for(clips_videos[:1])[0].index,
-                         (ClipTarget(np.arange(5), SPEC.geometry(128, 96), 1),))
-        stuck = backend._workers[0]
+        output = backend.empty((2, FRAMES, 48, 64, 3), "uint8")
+        worker = backend._workers[0]
         with ThreadPoolExecutor(2) as pool:
-            slow_result = pool.submit(backend.decode_job, slow, CONVERSION, output, DecodeStats())
-            while not stuck.outstanding:
+            stuck_result = pool.submit(backend.decode_job, stuck, CONVERSION, output, DecodeStats())
+            while not worker.outstanding:
                 time.sleep(0.001)
             quick_result = pool.submit(backend.decode_job, quick, CONVERSION, output, DecodeStats())
-            with pytest.raises(vclip.CorruptVideoError, match=r"slow.mp4: decoding took longer than 0.5 s"):
-                slow_result.result(timeout=60)
+            with pytest.raises(vclip.CorruptVideoError, match=r"stuck.mp4: decoding took longer than 1 s"):
+                stuck_result.result(timeout=60)
             quick_result.result(timeout=60)  # sent again to the replacement worker, decoded there
-        assert backend._workers[0] is not stuck and not stuck.process.is_alive()
-        assert [read_barcode(frame) for frame in output[1, :5]] == list(range(5))
+        assert backend._workers[0] is not worker and not worker.process.is_alive()
+        assert [read_barcode(frame) for frame in output[1]] == list(range(FRAMES))
     finally:
         backend.close()

@@ -17,7 +17,10 @@ from typing import Literal, NamedTuple, Sequence
 
 import numpy as np
 
-__all__ = ["ClipRef", "seeded_rng", "shard_videos", "epoch_clip_refs", "replacement_order"]
+from ._validation import ArgumentError, check_integer, fail
+
+__all__ = ["ClipRef", "EpochPlan", "seeded_rng", "shard_videos", "epoch_clip_refs", "replacement_order",
+           "process_shard"]
 
 EvenShards = Literal["pad", "drop"]
 
@@ -96,3 +99,60 @@ def epoch_clip_refs(
 def replacement_order(seed: int, epoch: int, failed: ClipRef, candidates: np.ndarray) -> np.ndarray:
     """The videos to try, in order, in place of the clip ``failed`` (a seeded permutation of ``candidates``)."""
     return seeded_rng(seed, _REPLACEMENT, epoch, *failed[:3], failed.replaces + 1).permutation(candidates)
+
+
+class EpochPlan:
+    """The batches of every epoch on every shard, from the clips of each video per epoch.
+
+    Args:
+        clip_counts: Clips of each video per epoch.
+        batch_size, seed, shuffle, drop_last, even_shards: As the loader's arguments.
+    """
+
+    def __init__(self, clip_counts: Sequence[int], *, batch_size: int, seed: int, shuffle: bool, drop_last: bool,
+                 even_shards: EvenShards):
+        self.clip_counts = np.asarray(clip_counts, dtype=np.int64)
+        self.batch_size = batch_size
+        self.seed = seed
+        self.shuffle = shuffle
+        self.drop_last = drop_last
+        self.even_shards = even_shards
+
+    def batches(self, epoch: int, shard_id: int, num_shards: int) -> list[list[ClipRef]]:
+        """The clips of each batch of shard ``shard_id`` in ``epoch``, in delivery order."""
+        refs = epoch_clip_refs(self.clip_counts, seed=self.seed, epoch=epoch, shuffle=self.shuffle,
+                               shard_id=shard_id, num_shards=num_shards, even_shards=self.even_shards)
+        batches = [refs[start:start + self.batch_size] for start in range(0, len(refs), self.batch_size)]
+        if self.drop_last and batches and len(batches[-1]) < self.batch_size:
+            batches.pop()
+        return batches
+
+    def shard(self, epoch: int, shard_id: int, num_shards: int) -> np.ndarray:
+        """The videos of shard ``shard_id`` in ``epoch`` (where replacements for failed videos come from)."""
+        return shard_videos(self.clip_counts.size, seed=self.seed, epoch=epoch, shuffle=self.shuffle,
+                            shard_id=shard_id, num_shards=num_shards)
+
+
+def process_shard(shard_id: int | None, num_shards: int | None, num_videos: int) -> tuple[int, int]:
+    """This process's ``(shard_id, num_shards)``: as given, else rank and world size of an
+    initialised ``torch.distributed``, else ``(0, 1)``.
+
+    Raises:
+        ArgumentError: Only one of the two given, or values out of range.
+    """
+    if shard_id is None and num_shards is None:
+        import torch.distributed as dist
+
+        if dist.is_available() and dist.is_initialized():
+            shard_id, num_shards = dist.get_rank(), dist.get_world_size()
+        else:
+            return 0, 1
+    elif shard_id is None or num_shards is None:
+        raise ArgumentError(f"shard_id ({shard_id!r}) and num_shards ({num_shards!r}) must be given together")
+    num_shards = check_integer("num_shards", num_shards, minimum=1)
+    if num_shards > num_videos:
+        raise fail("num_shards", num_shards, f"<= the number of videos ({num_videos})")
+    shard_id = check_integer("shard_id", shard_id, minimum=0)
+    if shard_id >= num_shards:
+        raise fail("shard_id", shard_id, f"< num_shards ({num_shards})")
+    return shard_id, num_shards

@@ -11,7 +11,7 @@ finished before the buffer is refilled.
 from __future__ import annotations
 
 import threading
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 import torch
@@ -123,12 +123,12 @@ class BufferRing:
     consumer's release); :meth:`prepare` waits for them before the buffer is written again.
     """
 
-    def __init__(self, count: int, allocate: Callable[[], object], handoff: CpuHandoff | CudaHandoff):
+    def __init__(self, count: int, allocate: Callable[[], Any], handoff: CpuHandoff | CudaHandoff):
         self.count = count
         self._allocate = allocate
         self._handoff = handoff
         self._arrays: list = [None] * count
-        self._tensors: list[torch.Tensor | None] = [None] * count
+        self._tensors: list = [None] * count
         self._waits: list[list] = [[] for _ in range(count)]
         self._next = 0
         self._lock = threading.Lock()

@@ -1,24 +1,24 @@
-"""What a ClipLoader measures while it runs, and its one-line summary of an epoch."""
+"""What a ClipLoader measures while it runs (:class:`LoaderCounters`), the typed report that
+:meth:`ClipLoader.stats` returns (:class:`LoaderStats`), and the one-line summary of an epoch."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
+from ._device import Device
 from ._pipeline import DecodeStats
 from .memory import format_bytes
 
-__all__ = ["LoaderCounters", "epoch_summary"]
+__all__ = ["LoaderCounters", "LoaderStats", "StageSeconds", "FrameCounts", "SkippedVideos", "LoaderMemory",
+           "make_stats", "epoch_summary"]
 
 
 @dataclass
 class LoaderCounters(DecodeStats):
-    """The decode counters plus the loader's own; thread-safe ``add``.
+    """The decode counters plus the loader's own, summed since the loader was created; thread-safe ``add``.
 
-    Seconds: ``index`` indexing videos, ``sample`` drawing clips and planning jobs, ``build``
-    batch assembly from the wait for a free buffer to the last write (wall time per batch,
-    summed), ``queue`` ready
-    batches waiting for the consumer, ``consumer_wait`` the consumer blocked on the next batch,
-    ``active`` wall time of the epochs.
+    The seconds are those of :class:`StageSeconds`.
     """
 
     batches: int = 0
@@ -48,19 +48,219 @@ class LoaderCounters(DecodeStats):
                 self.memory_peak[name] = max(value, self.memory_peak.get(name, 0))
 
 
-def epoch_summary(epoch: int, start: dict, end: dict) -> str:
-    """One line about an epoch from :meth:`ClipLoader.stats` taken at its start and its end."""
-    seconds = end["seconds"]["active"] - start["seconds"]["active"]
-    clips = end["clips"] - start["clips"]
-    waited = end["seconds"]["consumer_wait"] - start["seconds"]["consumer_wait"]
-    decoded = end["frames"]["decoded"] - start["frames"]["decoded"]
-    delivered = end["frames"]["delivered"] - start["frames"]["delivered"]
-    skipped = end["skipped"]["clips"] - start["skipped"]["clips"]
-    memory = end["memory"]
+@dataclass(frozen=True)
+class StageSeconds:
+    """Seconds spent per stage since the loader was created.
+
+    ``index``, ``sample``, ``demux``, ``decode`` and ``convert`` are summed over worker threads
+    (``convert``: the host conversion; GPU kernels run asynchronously on the decode streams);
+    ``build`` is the wall time of batch assembly, summed over batches.
+
+    Attributes:
+        index: Indexing videos (at construction, and re-indexing evicted ones).
+        sample: Drawing clips and planning decode jobs.
+        demux: Reading packets.
+        decode: Decoding them.
+        convert: Turning decoded frames into the output on the host.
+        build: Building batches, from the wait for a free buffer to the last write.
+        queue: Ready batches waiting for the training loop.
+        consumer_wait: The training loop blocked on the next batch (the figure to watch).
+        active: Wall time of the passes over epochs.
+    """
+
+    index: float
+    sample: float
+    demux: float
+    decode: float
+    convert: float
+    build: float
+    queue: float
+    consumer_wait: float
+    active: float
+
+
+@dataclass(frozen=True)
+class FrameCounts:
+    """Frames decoded (pictures sent to the decoder) and delivered (clip frames in batches)."""
+
+    decoded: int
+    delivered: int
+
+    @property
+    def decoded_per_delivered(self) -> float:
+        """Decode work per delivered frame (1.0: nothing decoded in vain)."""
+        return self.decoded / max(self.delivered, 1)
+
+
+@dataclass(frozen=True)
+class SkippedVideos:
+    """Videos that could not be used (``on_error="skip"``).
+
+    Attributes:
+        clips: Clips replaced by clips of other videos.
+        videos: Path -> the problem, for every video left out.
+    """
+
+    clips: int
+    videos: dict[str, str]
+
+
+@dataclass(frozen=True)
+class LoaderMemory:
+    """The loader's memory, in bytes.
+
+    Attributes:
+        estimate_bytes: The peak the loader plans for (``loader.memory_estimate.total``).
+        in_use_bytes: In use now: on the GPU the device's used memory above what it was when the
+            loader was created (so without the CUDA context), on the CPU the loader's buffers.
+        peak_bytes: The largest ``in_use_bytes`` seen.
+        gpu: On the GPU: ``device_used_bytes`` (all processes), CuPy's pool
+            (``cupy_pool_used_bytes``, ``cupy_pool_total_bytes``) and ``torch_allocated_bytes``;
+            empty on the CPU.
+        gpu_peak: The largest value seen of each figure of ``gpu``.
+    """
+
+    estimate_bytes: int
+    in_use_bytes: int
+    peak_bytes: int
+    gpu: dict[str, int]
+    gpu_peak: dict[str, int]
+
+
+@dataclass(frozen=True)
+class LoaderStats:
+    """What a ClipLoader has done since it was created, to tell whether it holds training back.
+
+    ``print(stats)`` gives one short line, :meth:`summary` a few readable lines, :meth:`to_dict`
+    plain values for JSON.
+
+    Attributes:
+        device: Where clips are decoded and delivered (``"cpu"``, ``"cuda:N"``).
+        epoch: The loader's current epoch.
+        batches: Batches delivered.
+        clips: Clips delivered.
+        seconds: Time per stage (:class:`StageSeconds`).
+        frames: Frames decoded and delivered (:class:`FrameCounts`).
+        decode_workers: Decode threads, in all processes.
+        nvdec_decoders: NVDEC decoders (one per decode worker on the GPU, 0 on the CPU).
+        decode_workers_busy: Share of the decode workers' time spent demuxing, decoding or
+            converting, in [0, 1].
+        fallback_videos: Videos decoded on the CPU although the loader runs on the GPU.
+        skipped: Videos left out and clips replaced (:class:`SkippedVideos`).
+        memory: Estimated and measured memory (:class:`LoaderMemory`).
+    """
+
+    device: str
+    epoch: int
+    batches: int
+    clips: int
+    seconds: StageSeconds
+    frames: FrameCounts
+    decode_workers: int
+    nvdec_decoders: int
+    decode_workers_busy: float
+    fallback_videos: int
+    skipped: SkippedVideos
+    memory: LoaderMemory
+
+    def to_dict(self) -> dict:
+        """Plain nested dicts, lists and numbers (JSON-ready); ``frames`` includes ``decoded_per_delivered``."""
+        values = dataclasses.asdict(self)
+        values["frames"]["decoded_per_delivered"] = self.frames.decoded_per_delivered
+        return values
+
+    def __repr__(self) -> str:
+        active, waited = self.seconds.active, self.seconds.consumer_wait
+        return (
+            f"LoaderStats({self.device}, epoch {self.epoch}: {self.batches} batches, {self.clips} clips in "
+            f"{active:.2f} s; waited {waited:.2f} s ({_percent(waited, active)}); "
+            f"decode workers {100 * self.decode_workers_busy:.0f}% busy; {len(self.skipped.videos)} videos skipped; "
+            f"memory peak {format_bytes(self.memory.peak_bytes)} of "
+            f"{format_bytes(self.memory.estimate_bytes)} estimated)"
+        )
+
+    def summary(self) -> str:
+        """A few lines for people: throughput, where the time went, frames, skipped videos, memory."""
+        s = self.seconds
+        lines = [
+            f"vclip loader on {self.device}, epoch {self.epoch}: {self.batches} batches, {self.clips} clips in "
+            f"{s.active:.2f} s ({self.clips / max(s.active, 1e-9):.1f} clips/s)",
+            f"  training loop waited {s.consumer_wait:.2f} s for batches ({_percent(s.consumer_wait, s.active)}); "
+            f"ready batches waited {s.queue:.2f} s for it",
+            f"  {self.decode_workers} decode workers ({self.nvdec_decoders} NVDEC), "
+            f"{100 * self.decode_workers_busy:.0f}% busy: demux {s.demux:.2f} s, decode {s.decode:.2f} s, "
+            f"convert {s.convert:.2f} s; index {s.index:.2f} s, sample {s.sample:.2f} s, build {s.build:.2f} s",
+            f"  frames: {self.frames.decoded} decoded for {self.frames.delivered} delivered "
+            f"({self.frames.decoded_per_delivered:.2f} per delivered); "
+            f"{self.fallback_videos} videos fell back to the CPU",
+            f"  skipped: {len(self.skipped.videos)} videos, {self.skipped.clips} clips replaced",
+            f"  memory: in use {format_bytes(self.memory.in_use_bytes)}, peak {format_bytes(self.memory.peak_bytes)}, "
+            f"estimate {format_bytes(self.memory.estimate_bytes)}",
+        ]
+        lines += [f"    {path}: {problem}" for path, problem in sorted(self.skipped.videos.items())]
+        return "\n".join(lines)
+
+
+_GPU_FIGURES = ("device_used_bytes", "cupy_pool_used_bytes", "cupy_pool_total_bytes", "torch_allocated_bytes")
+
+
+def make_stats(counters: LoaderCounters, *, device: Device, epoch: int, decode_workers: int, running_seconds: float,
+               memory_baseline: dict[str, int], estimate_bytes: int, skipped_videos: dict[str, str]) -> LoaderStats:
+    """The loader's stats from its counters.
+
+    Args:
+        running_seconds: Wall time of the pass in progress so far (0 when none).
+        memory_baseline: The memory figures when the loader's runtime started (the loader's own
+            memory is what it uses above them).
+    """
+    values = counters.snapshot()
+    active = values["active_seconds"] + running_seconds
+    working = values["demux_seconds"] + values["decode_seconds"] + values["convert_seconds"]
+    own = "device_used_bytes" if device.is_cuda else "buffers_bytes"
+    base = memory_baseline.get(own, 0)
+    now, peak = values["memory_now"], values["memory_peak"]
+    return LoaderStats(
+        device=str(device),
+        epoch=epoch,
+        batches=values["batches"],
+        clips=values["clips"],
+        seconds=StageSeconds(
+            index=values["index_seconds"], sample=values["sample_seconds"], demux=values["demux_seconds"],
+            decode=values["decode_seconds"], convert=values["convert_seconds"], build=values["build_seconds"],
+            queue=values["queue_seconds"], consumer_wait=values["consumer_wait_seconds"], active=active,
+        ),
+        frames=FrameCounts(decoded=values["packets_sent"], delivered=values["frames_delivered"]),
+        decode_workers=decode_workers,
+        nvdec_decoders=decode_workers if device.is_cuda else 0,
+        decode_workers_busy=min(1.0, working / (active * decode_workers)) if active > 0 else 0.0,
+        fallback_videos=values["fallback_videos"],
+        skipped=SkippedVideos(clips=values["skipped_clips"], videos=skipped_videos),
+        memory=LoaderMemory(
+            estimate_bytes=estimate_bytes,
+            in_use_bytes=max(0, now.get(own, base) - base),
+            peak_bytes=max(0, peak.get(own, base) - base),
+            gpu={name: now[name] for name in _GPU_FIGURES if name in now},
+            gpu_peak={name: peak[name] for name in _GPU_FIGURES if name in peak},
+        ),
+    )
+
+
+def _percent(part: float, whole: float) -> str:
+    return f"{100 * part / whole:.0f}%" if whole > 0 else "0%"
+
+
+def epoch_summary(epoch: int, start: LoaderStats, end: LoaderStats) -> str:
+    """One line about an epoch from the loader's stats taken at its start and its end."""
+    seconds = end.seconds.active - start.seconds.active
+    clips = end.clips - start.clips
+    waited = end.seconds.consumer_wait - start.seconds.consumer_wait
+    decoded = end.frames.decoded - start.frames.decoded
+    delivered = end.frames.delivered - start.frames.delivered
+    skipped = end.skipped.clips - start.skipped.clips
     return (
-        f"vclip loader epoch {epoch}: {end['batches'] - start['batches']} batches, {clips} clips in {seconds:.2f} s "
+        f"vclip loader epoch {epoch}: {end.batches - start.batches} batches, {clips} clips in {seconds:.2f} s "
         f"({clips / max(seconds, 1e-9):.1f} clips/s); waited {waited:.2f} s for batches "
-        f"({100 * waited / max(seconds, 1e-9):.0f}%); {decoded / max(delivered, 1):.2f} decoded frames per delivered "
-        f"frame; {skipped} clips replaced ({len(end['skipped']['videos'])} bad videos); "
-        f"memory peak {format_bytes(memory['peak_bytes'])}, estimate {format_bytes(memory['estimate_bytes'])}"
+        f"({_percent(waited, seconds)}); {decoded / max(delivered, 1):.2f} decoded frames per delivered "
+        f"frame; {skipped} clips replaced ({len(end.skipped.videos)} bad videos); "
+        f"memory peak {format_bytes(end.memory.peak_bytes)}, estimate {format_bytes(end.memory.estimate_bytes)}"
     )

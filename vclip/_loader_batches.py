@@ -1,0 +1,193 @@
+"""Building one batch of a ClipLoader: draw its clips, decode them (one job per video) into an
+output buffer, and replace the clips of videos that fail by clips of other videos (seeded)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
+import numpy as np
+
+from ._epoch import ClipRef, replacement_order
+from ._loader_clips import ClipDrawer
+from ._loader_source import DatasetSource, as_video_error
+from ._pipeline import ClipTarget, VideoJob
+from .errors import VideoError
+from .index import VideoIndex
+from .transforms import FrameGeometry
+
+if TYPE_CHECKING:
+    from ._loader_runtime import LoaderRuntime
+
+__all__ = ["BadVideos", "BatchBuilder", "BuiltBatch", "SCAN"]
+
+logger = logging.getLogger("vclip")
+
+OnError = Literal["skip", "raise"]
+
+SCAN = -1  # the "epoch" in which the scan at construction found a video bad
+
+
+class BadVideos:
+    """The videos found unusable: the problem of each and the epoch in which it was found (``SCAN``
+    for the scan at construction); thread-safe; each is logged once.
+
+    A video found bad mid-epoch is left out from the next epoch on; within the epoch in which it
+    was found, its later clips are still tried (and replaced when they fail). So which clips a
+    batch gets never depends on the order in which batches built at once happened to fail, and a
+    resumed epoch replaces exactly the clips an uninterrupted one would have replaced.
+    """
+
+    def __init__(self, paths: list[str]):
+        self._paths = paths
+        self._found: dict[int, tuple[str, int]] = {}
+        self._lock = threading.Lock()
+
+    def add(self, video: int, problem: str, epoch: int) -> None:
+        """Record that ``video`` failed in ``epoch`` (the earliest epoch is kept)."""
+        with self._lock:
+            known = self._found.get(video)
+            if known is not None:
+                if epoch < known[1]:
+                    self._found[video] = (known[0], epoch)
+                return
+            self._found[video] = (problem, epoch)
+        logger.warning("vclip: skipping %s: %s; its clips are replaced by clips of other videos",
+                       self._paths[video], problem)
+
+    def excluded(self, video: int, epoch: int) -> bool:
+        """Whether ``video`` is left out of ``epoch`` (found bad in an earlier epoch or by the scan)."""
+        known = self._found.get(video)
+        return known is not None and known[1] < epoch
+
+    def __len__(self) -> int:
+        return len(self._found)
+
+    def problems(self) -> dict[int, str]:
+        with self._lock:
+            return {video: problem for video, (problem, _) in self._found.items()}
+
+    def entries(self) -> list[tuple[int, int, str]]:
+        """``(video, epoch found, problem)`` of every bad video, by video."""
+        with self._lock:
+            return sorted((video, epoch, problem) for video, (problem, epoch) in self._found.items())
+
+    def __getstate__(self) -> dict:
+        return {"_paths": self._paths, "_found": dict(self._found)}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
+
+@dataclass(frozen=True, eq=False)
+class _Clip:
+    ref: ClipRef
+    index: VideoIndex
+    frames: np.ndarray
+    geometry: FrameGeometry
+
+
+@dataclass(frozen=True, eq=False)
+class BuiltBatch:
+    """A batch written into a buffer (the GPU writes may still be in flight: the runtime keeps the events)."""
+
+    number: int
+    labels: np.ndarray
+    video_ids: np.ndarray
+    frame_indices: np.ndarray
+    pts_seconds: np.ndarray
+    skipped_videos: tuple[str, ...]
+
+
+class BatchBuilder:
+    """Draws and decodes the clips of one batch; with ``on_error="skip"`` no problem of one video
+    ends the batch: the video is recorded in ``bad`` and its clips are replaced."""
+
+    def __init__(self, source: DatasetSource, drawer: ClipDrawer, bad: BadVideos, *, seed: int, on_error: OnError):
+        self.source = source
+        self.drawer = drawer
+        self.bad = bad
+        self.seed = seed
+        self.on_error = on_error
+
+    def build(self, runtime: LoaderRuntime, epoch: int, shard: np.ndarray, refs: list[ClipRef], number: int,
+              output, events: list) -> BuiltBatch:
+        """Decode the clips ``refs`` (batch ``number`` of ``epoch``) into ``output``; the GPU work's
+        events are appended to ``events``."""
+        started = runtime.clock()
+        candidates = [self._candidates(epoch, shard, ref) for ref in refs]
+        clips = [next(candidate) for candidate in candidates]
+        runtime.counters.add(sample_seconds=runtime.clock() - started)
+        todo = list(range(len(clips)))
+        while todo:
+            videos, jobs = _jobs(clips, todo)
+            result = runtime.runner.run(jobs, self.drawer.conversion, output, runtime.counters)
+            events.extend(result.completions)
+            failed = [(video, job, error) for video, job, error in zip(videos, jobs, result.errors) if error]
+            if not failed:
+                break
+            runtime.handoff.synchronize()  # a failed job may have left writes in flight
+            if self.on_error == "raise":
+                raise failed[0][2]
+            todo = []
+            for video, job, error in failed:
+                self.bad.add(video, error.problem if isinstance(error, VideoError) else str(error), epoch)
+                todo.extend(target.slot for target in job.targets)
+            for position in todo:
+                clips[position] = next(candidates[position])
+        replaced = [clip.ref.replaces for clip in clips if clip.ref.replaces >= 0]
+        runtime.counters.add(skipped_clips=len(replaced))
+        dataset = self.source.videos
+        return BuiltBatch(
+            number=number,
+            labels=np.array([dataset[clip.ref.video].label for clip in clips], dtype=np.int64),
+            video_ids=np.array([clip.ref.video for clip in clips], dtype=np.int64),
+            frame_indices=np.stack([clip.frames for clip in clips]),
+            pts_seconds=np.stack([clip.index.pts_seconds[clip.frames] for clip in clips]),
+            skipped_videos=tuple(sorted({dataset[video].path for video in replaced})),
+        )
+
+    def _candidates(self, epoch: int, shard: np.ndarray, ref: ClipRef) -> Iterator[_Clip]:
+        """The clip ``ref``, then, while they fail, its replacements from the shard (seeded order)."""
+        clip = self._clip(epoch, ref)
+        if clip is not None:
+            yield clip
+        for video in replacement_order(self.seed, epoch, ref, shard):
+            if video != ref.video:
+                clip = self._clip(epoch, ref._replace(video=int(video), replaces=ref.video))
+                if clip is not None:
+                    yield clip
+        raise RuntimeError(
+            f"no usable video is left in this shard to replace {self.source.videos[ref.video].path}: "
+            f"{len(self.bad)} of the {len(self.source.videos)} videos failed (see loader.stats().skipped)"
+        )
+
+    def _clip(self, epoch: int, ref: ClipRef) -> _Clip | None:
+        """The frames and geometry of clip ``ref``; None when its video cannot be used."""
+        if self.bad.excluded(ref.video, epoch):
+            return None
+        try:
+            index = self.source.index(ref.video)
+            frames, geometry = self.drawer.draw(index, ref, self.seed, epoch)
+        except Exception as error:  # one video's problem, whatever it is
+            video_error = as_video_error(self.source.videos[ref.video].path, error, "indexing")
+            if self.on_error == "raise":
+                raise video_error
+            self.bad.add(ref.video, video_error.problem, epoch)
+            return None
+        return _Clip(ref, index, frames, geometry)
+
+
+def _jobs(clips: list[_Clip], positions: list[int]) -> tuple[list[int], list[VideoJob]]:
+    """One job per video for the clips at ``positions`` (slot = position in the batch)."""
+    targets: dict[int, list[ClipTarget]] = {}
+    for position in positions:
+        clip = clips[position]
+        targets.setdefault(clip.ref.video, []).append(ClipTarget(clip.frames, clip.geometry, position))
+    videos = list(targets)
+    first = {clip.ref.video: clip for clip in reversed(clips)}
+    return videos, [VideoJob(first[video].index, tuple(targets[video])) for video in videos]

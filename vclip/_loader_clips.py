@@ -1,0 +1,118 @@
+"""How a ClipLoader draws the clips of one video: the sampler of one clip, clips per video and
+epoch, and each clip's frames and geometry (crop, flip) from its seeded generator."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from ._epoch import ClipRef
+from ._pipeline import resolve_transform
+from ._validation import ArgumentError, check_optional_integer
+from .index import VideoIndex
+from .sampling import ClipSampler
+from .transforms import FrameGeometry, TransformSpec
+
+__all__ = ["ClipDrawer", "VideoFacts"]
+
+
+@dataclass(frozen=True)
+class VideoFacts:
+    """What the loader keeps about a usable video (not its index, which may be large)."""
+
+    width: int
+    height: int
+    bit_depth: int
+    clip_count: int
+    output_size: tuple[int, int]
+    clip_shape: tuple[int, ...]
+
+
+class ClipDrawer:
+    """Draws the clips of a video for a sampler and transform.
+
+    Clip ``c`` of a video is ``sample(...)[c % n]`` of the per-clip sampler, drawn with the clip's
+    own generator, which also draws its crop and flip.
+
+    Attributes:
+        sampler: The loader's sampler.
+        frames_per_clip: Frames of every clip.
+        clips_per_video: Clips of each video per epoch; None with ``starts="step"``, where each
+            video gives every clip that fits.
+        conversion: How decoded frames become clips (the transform, resolved once).
+    """
+
+    def __init__(self, sampler: ClipSampler, transform: TransformSpec | None, clips_per_video: int | None):
+        self.sampler = sampler
+        self.frames_per_clip = _frames_per_clip(sampler)
+        self._clip_sampler, self.clips_per_video = _clip_plan(sampler, clips_per_video)
+        self.conversion = resolve_transform(transform, sampler.scaling_factor)
+
+    @property
+    def dtype(self) -> str:
+        return self.conversion.dtype
+
+    def inspect(self, index: VideoIndex) -> VideoFacts:
+        """The facts of a video whose clips can be drawn.
+
+        Raises:
+            ValueError: No clip fits in the video, or it has fewer keyframes than a clip needs.
+        """
+        clips = self._clip_sampler.sample(index, seed=0)
+        if not clips:
+            raise ValueError(
+                f"no clip of {self.sampler.span} frames fits in its {index.num_frames} frames "
+                f"(end_policy={self.sampler.end_policy!r})"
+            )
+        if clips[0].size != self.frames_per_clip:
+            raise ValueError(f"has {clips[0].size} keyframes, fewer than max_frames={self.frames_per_clip}")
+        geometry = self._geometry(index, np.random.default_rng(0))
+        return VideoFacts(
+            width=index.width, height=index.height, bit_depth=index.bit_depth,
+            clip_count=len(clips) if self.clips_per_video is None else self.clips_per_video,
+            output_size=(geometry.output_width, geometry.output_height),
+            clip_shape=self.conversion.clip_shape(self.frames_per_clip, geometry),
+        )
+
+    def draw(self, index: VideoIndex, ref: ClipRef, seed: int, epoch: int) -> tuple[np.ndarray, FrameGeometry]:
+        """The frames and the geometry of clip ``ref`` in ``epoch``."""
+        rng = ref.rng(seed, epoch)
+        clips = self._clip_sampler.sample(index, seed=rng)
+        return clips[ref.clip % len(clips)], self._geometry(index, rng)
+
+    def _geometry(self, index: VideoIndex, rng: np.random.Generator) -> FrameGeometry:
+        return self.conversion.geometry(index.width, index.height, rng)
+
+
+def _frames_per_clip(sampler: ClipSampler) -> int:
+    if sampler.mode == "indexed":
+        return len(sampler.frame_indices or ())
+    if sampler.mode == "keyframe":
+        if sampler.max_frames is None:
+            raise ArgumentError(
+                "keyframe sampling without max_frames gives clips of different lengths, which cannot share a batch; "
+                "use vclip.keyframe(max_frames=N)"
+            )
+        return sampler.max_frames
+    assert sampler.sequence_length is not None, "temporal samplers have a sequence length"
+    return sampler.sequence_length
+
+
+def _clip_plan(sampler: ClipSampler, clips_per_video: int | None) -> tuple[ClipSampler, int | None]:
+    """The sampler that draws one clip, and the clips per video and epoch (None: from each video's
+    length, for ``starts="step"``)."""
+    clips_per_video = check_optional_integer("clips_per_video", clips_per_video, minimum=1,
+                                             none_means="(the sampler's clips_per_video)")
+    if sampler.mode in ("keyframe", "indexed"):
+        return sampler, clips_per_video or 1
+    if sampler.starts == "step":
+        if clips_per_video is not None:
+            raise ArgumentError(
+                f"clips_per_video ({clips_per_video}) cannot be combined with starts='step', "
+                "where every video gives each clip that fits"
+            )
+        return sampler, None
+    count = sampler.clips_per_video if clips_per_video is None else clips_per_video
+    # Random starts: one independent draw per clip. Even starts: the c-th of `count` positions.
+    return replace(sampler, clips_per_video=1 if sampler.starts == "random" else count), count

@@ -1,0 +1,180 @@
+"""Where a ClipLoader's videos and their indexes come from, and the scan at construction that
+finds each video's clips and shape (and the videos that cannot be used).
+
+The seam for other sources (a dataset catalog): anything with ``videos``, ``class_names`` and
+``index(number)`` (:class:`DatasetSource`) can feed the loader; :class:`FileSource` indexes the
+files themselves. A source whose ``index`` returns stored indexes lets the loader start without
+opening any video.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Literal, Protocol, Sequence, runtime_checkable
+
+from ._dataset import LabeledVideo, VideoSource, load_videos
+from ._loader_clips import ClipDrawer, VideoFacts
+from ._validation import ArgumentError
+from .errors import CorruptVideoError, VideoError
+from .index import VideoIndex, index_video
+
+__all__ = ["DatasetSource", "FileSource", "open_source", "ScanResult", "scan", "as_video_error", "MixedSizes"]
+
+logger = logging.getLogger("vclip")
+
+MixedSizes = Literal["error", "skip"]
+
+
+@runtime_checkable
+class DatasetSource(Protocol):
+    """The videos of a dataset and their indexes.
+
+    Attributes:
+        videos: The dataset, in order (a video's id is its position).
+        class_names: Class names (label ``i`` is name ``i``), or None.
+    """
+
+    @property
+    def videos(self) -> Sequence[LabeledVideo]: ...
+
+    @property
+    def class_names(self) -> tuple[str, ...] | None: ...
+
+    def index(self, number: int) -> VideoIndex:
+        """The index of video ``number``.
+
+        Raises:
+            VideoError: The video cannot be indexed (any other exception is reported as a
+                :class:`CorruptVideoError` of that video).
+        """
+        ...
+
+
+class FileSource:
+    """Videos indexed from their files (cached in memory, and on disk with ``cache_dir``)."""
+
+    def __init__(self, videos: Sequence[LabeledVideo], class_names: tuple[str, ...] | None = None, *,
+                 cache_dir: str | os.PathLike | None = None):
+        self.videos = list(videos)
+        self.class_names = class_names
+        self.cache_dir = cache_dir
+
+    def index(self, number: int) -> VideoIndex:
+        return index_video(self.videos[number].path, cache_dir=self.cache_dir)
+
+
+def open_source(videos: VideoSource | DatasetSource, cache_dir: str | os.PathLike | None) -> DatasetSource:
+    """``videos`` itself when it is a :class:`DatasetSource`, else a :class:`FileSource` of it."""
+    if isinstance(videos, DatasetSource) and not isinstance(videos, (str, os.PathLike)):
+        return videos
+    listed, class_names = load_videos(videos)
+    return FileSource(listed, class_names, cache_dir=cache_dir)
+
+
+def as_video_error(path: str, error: Exception, doing: str) -> VideoError:
+    """``error`` if it is a VideoError, else a CorruptVideoError of ``path`` that names it."""
+    if isinstance(error, VideoError):
+        return error
+    return CorruptVideoError(path, f"{doing} failed ({type(error).__name__}: {error})")
+
+
+@dataclass(frozen=True)
+class ScanResult:
+    """What the scan found: per video its facts or its problem.
+
+    Attributes:
+        facts: Per video, its :class:`VideoFacts` or the :class:`VideoError` that excludes it.
+        clip_shape: The shape of one clip (the same for every usable video).
+        clip_counts: Clips per video and epoch (a video left out counts as the loader's
+            ``clips_per_video``, or 0 with ``starts="step"``, so that plans do not depend on
+            which videos failed).
+    """
+
+    facts: list[VideoFacts | VideoError]
+    clip_shape: tuple[int, ...]
+    clip_counts: list[int]
+
+    @property
+    def usable(self) -> list[VideoFacts]:
+        return [entry for entry in self.facts if isinstance(entry, VideoFacts)]
+
+    @property
+    def problems(self) -> dict[int, VideoError]:
+        return {number: entry for number, entry in enumerate(self.facts) if isinstance(entry, VideoError)}
+
+
+def scan(source: DatasetSource, drawer: ClipDrawer, *, workers: int, mixed_sizes: MixedSizes,
+         raise_errors: bool) -> tuple[ScanResult, float]:
+    """Index every video in parallel and check that its clips can be drawn and batched together.
+
+    Returns:
+        The result and the seconds it took.
+
+    Raises:
+        VideoError: ``raise_errors`` and a video cannot be used.
+        ArgumentError: No video can be used; or videos give clips of different shapes and
+            ``mixed_sizes="error"`` (the message names the sizes and the resize to pass).
+    """
+    started = time.perf_counter()
+    with ThreadPoolExecutor(workers, thread_name_prefix="vclip-index") as pool:
+        facts = list(pool.map(lambda number: _inspect(source, drawer, number), range(len(source.videos))))
+    if raise_errors:
+        error = next((entry for entry in facts if isinstance(entry, VideoError)), None)
+        if error is not None:
+            raise error
+    usable = [entry for entry in facts if isinstance(entry, VideoFacts)]
+    if not usable:
+        first = next(entry for entry in facts if isinstance(entry, VideoError))
+        raise ArgumentError(f"none of the {len(facts)} videos can be used; the first: {first}")
+    shapes = Counter(entry.clip_shape for entry in usable)
+    batch_shape = shapes.most_common(1)[0][0]
+    if len(shapes) > 1:
+        if mixed_sizes == "error":
+            raise ArgumentError(_mixed_sizes_message(source, facts))
+        for number, entry in enumerate(facts):
+            if isinstance(entry, VideoFacts) and entry.clip_shape != batch_shape:
+                facts[number] = VideoError(
+                    source.videos[number].path,
+                    f"its clips come out {list(entry.clip_shape)} but the batch holds {list(batch_shape)} "
+                    "(mixed_sizes='skip')",
+                )
+    counts = [entry.clip_count if isinstance(entry, VideoFacts) else drawer.clips_per_video or 0 for entry in facts]
+    return ScanResult(facts, batch_shape, counts), time.perf_counter() - started
+
+
+def _inspect(source: DatasetSource, drawer: ClipDrawer, number: int) -> VideoFacts | VideoError:
+    """Index one video and check that its clips can be drawn (worker thread); never raises."""
+    path = source.videos[number].path
+    try:
+        index = source.index(number)
+    except Exception as error:  # one video's problem, whatever it is, excludes that video only
+        return as_video_error(path, error, "indexing")
+    try:
+        return drawer.inspect(index)
+    except Exception as error:
+        return VideoError(path, str(error).removeprefix(f"{path}: "))
+
+
+def _mixed_sizes_message(source: DatasetSource, facts: list) -> str:
+    by_size: dict[tuple[int, int], list[int]] = {}
+    for number, entry in enumerate(facts):
+        if isinstance(entry, VideoFacts):
+            by_size.setdefault((entry.width, entry.height), []).append(number)
+    ranked = sorted(by_size.items(), key=lambda item: (-len(item[1]), item[1][0]))
+    sizes = "; ".join(
+        f"{width}x{height}: {len(numbers)} video{'s' if len(numbers) > 1 else ''} "
+        f"(e.g. {source.videos[numbers[0]].path})"
+        for (width, height), numbers in ranked
+    )
+    width, height = facts[ranked[0][1][0]].output_size
+    return (
+        f"the videos come in {len(ranked)} sizes whose clips cannot share a batch: {sizes}. "
+        f"Pass a transform that resizes every clip to one size, e.g. "
+        f"transform=vclip.TransformSpec(resize=({height}, {width})) (height, width), "
+        "or mixed_sizes='skip' to leave out the videos whose clips differ from the most common shape"
+    )
