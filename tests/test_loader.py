@@ -121,15 +121,15 @@ def test_inputs_are_checked(videos, message):
 @pytest.mark.parametrize(
     "options, error, message",
     [
-        (dict(batch_size=0), ValueError, r"batch_size \(0\) must be >= 1"),
+        (dict(batch_size=0), ValueError, r"batch_size \(0\) must be an integer >= 1"),
         (dict(on_error="ignore"), ValueError, r"on_error \('ignore'\) must be one of 'skip', 'raise'"),
         (dict(even_shards="spread"), ValueError, r"even_shards \('spread'\) must be one of 'pad', 'drop'"),
         (dict(device="tpu"), ValueError, r"device \('tpu'\) must be"),
         (dict(shard_id=1), ValueError, r"shard_id \(1\) and num_shards \(None\) must be given together"),
         (dict(shard_id=2, num_shards=2), ValueError, r"shard_id \(2\) must be < num_shards \(2\)"),
         (dict(num_shards=7, shard_id=0), ValueError, r"num_shards \(7\) must be <= the number of videos \(6\)"),
-        (dict(prefetch_queue_depth=0), ValueError, r"prefetch_queue_depth \(0\) must be >= 1"),
-        (dict(seed=-1), ValueError, r"seed \(-1\) must be >= 0"),
+        (dict(prefetch_queue_depth=0), ValueError, r"prefetch_queue_depth \(0\) must be an integer >= 1"),
+        (dict(seed=-1), ValueError, r"seed \(-1\) must be an integer >= 0"),
         (dict(memory_budget="lots"), ValueError, r"memory size \('lots'\)"),
         (dict(sampler=vclip.keyframe()), ValueError, "keyframe sampling without max_frames"),
         (dict(sampler=vclip.strided(4, 2, starts="step", step=8), clips_per_video=2), ValueError,
@@ -198,7 +198,7 @@ def test_every_mode_delivers_exactly_the_sampled_frames(dataset, mode):
 
 
 def test_transform_resize_flip_normalize_layout(dataset):
-    spec = vclip.TransformSpec.imagenet(112, layout="TCHW", flip_probability=1.0)
+    spec = vclip.TransformSpec.imagenet(112, resize_mode="squash", layout="TCHW", flip_probability=1.0)
     loader = make_loader(dataset, transform=spec)
     assert loader.clip_shape == (4, 3, 112, 112)
     for batch in loader:
@@ -252,7 +252,7 @@ def test_shuffle_and_set_epoch(dataset):
         orders.append(sum((x["video_ids"] for x in batches), []))
     assert len({tuple(order) for order in orders}) == 3
     assert shuffled.epoch == 2
-    with pytest.raises(ValueError, match=r"epoch \(-1\) must be >= 0"):
+    with pytest.raises(ValueError, match=r"epoch \(-1\) must be an integer >= 0"):
         shuffled.set_epoch(-1)
 
 

@@ -300,7 +300,7 @@ def _run_sample(args: argparse.Namespace) -> int:
         try:
             import torch  # noqa: F401
         except ImportError:
-            raise _UsageError("writing .pt needs PyTorch, which is not installed (pip install 'vclip[torch]'); "
+            raise _UsageError("writing .pt needs PyTorch, which is not installed (pip install 'vclip-nvdec[torch]'); "
                               "write .npz instead") from None
     _check_mode_options(args)
     with _refused_arguments():
