@@ -245,14 +245,14 @@ def test_sample_bad_file(capsys, bad_files, tmp_path):
 @pytest.mark.parametrize(
     "argv, message",
     [
-        (["sample", "{v}", "--mode", "strided", "--stride", "0", "--out", "c.npz"], "stride (0) must be >= 1"),
-        (["sample", "{v}", "--mode", "jittered", "--jitter", "-1", "--out", "c.npz"], "jitter (-1) must be >= 0"),
+        (["sample", "{v}", "--mode", "strided", "--stride", "0", "--out", "c.npz"], "stride (0) must be an integer >= 1"),
+        (["sample", "{v}", "--mode", "jittered", "--jitter", "-1", "--out", "c.npz"], "jitter (-1) must be an integer >= 0"),
         (["sample", "{v}", "--mode", "contiguous", "--sequence-length", "0", "--out", "c.npz"],
-         "sequence_length (0) must be >= 1"),
+         "sequence_length (0) must be an integer >= 1"),
         (["sample", "{v}", "--mode", "strided", "--scaling-factor", "0", "--out", "c.npz"],
-         "scaling_factor (0.0) must be in (0, 1]"),
+         "scaling_factor (0.0) must be a number in (0, 1]"),
         (["sample", "{v}", "--mode", "strided", "--scaling-factor", "1.5", "--out", "c.npz"],
-         "scaling_factor (1.5) must be in (0, 1]"),
+         "scaling_factor (1.5) must be a number in (0, 1]"),
         (["sample", "{v}", "--mode", "indexed", "--out", "c.npz"], "--mode indexed needs --frame-indices"),
         (["sample", "{v}", "--mode", "indexed", "--frame-indices", "3,150", "--out", "c.npz"],
          "frame index 150 is out of range [0, 149] (150 frames)"),
@@ -283,10 +283,10 @@ def test_sample_bad_file(capsys, bad_files, tmp_path):
         (["keyframes", "{v}", "--out", "k", "--thumbnail-width", "8"], "thumbnail_width (8) must be an integer >= 16"),
         (["budget", "--width", "0", "--height", "1080", "--batch", "32", "--seq", "16"],
          "width (0) must be an integer >= 1"),
-        (["budget", *REFERENCE, "--budget", "8 gigs"], "memory size ('8 gigs') must be bytes or a number with a unit"),
+        (["budget", *REFERENCE, "--budget", "8 gigs"], "memory size ('8 gigs') must be a number of bytes >= 0 or a number with a unit"),
         (["budget", *REFERENCE, "--dtype", "int4"], "argument --dtype: invalid choice: 'int4'"),
         (["budget", *REFERENCE, "--aug", "-1"], "augmentation_factor (-1.0) must be a number >= 0"),
-        (["budget", *REFERENCE, "--scaling-factor", "2"], "scaling_factor (2.0) must be in (0, 1]"),
+        (["budget", *REFERENCE, "--scaling-factor", "2"], "scaling_factor (2.0) must be a number in (0, 1]"),
         (["budget", *REFERENCE, "--chart", "chart.gif"],
          "--chart ('chart.gif') must end in .png, .jpg, .jpeg, .svg, .pdf"),
         (["budget", "--width", "1920"], "the following arguments are required: --height, --seq"),
@@ -516,7 +516,7 @@ def test_budget_chart(capsys, tmp_path):
 
 def test_budget_chart_without_matplotlib_names_the_extra(tmp_path):
     """matplotlib blocked: Python raises ImportError with the pip hint, the command exits 2 with it."""
-    hint = "the memory chart needs matplotlib, which is not installed: pip install 'vclip[chart]'"
+    hint = "the memory chart needs matplotlib, which is not installed: pip install 'vclip-nvdec[chart]'"
     prelude = "\n".join([
         "sys.modules['matplotlib'] = None",
         "from vclip._images import ChartSeries, memory_chart",

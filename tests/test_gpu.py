@@ -204,7 +204,7 @@ def test_decode_processes_write_the_same_clips_as_threads(shared_videos, videos)
     from vclip._device import Device
     from vclip._pipeline import ClipTarget, DecodeStats, VideoJob, resolve_transform
 
-    spec = vclip.TransformSpec.imagenet(112, layout="TCHW")
+    spec = vclip.TransformSpec.imagenet(112, resize_mode="squash", layout="TCHW")
     paths = [videos["h264"], videos["hevc"], videos["long_gop"], shared_videos / "av1_video.mkv"]
     jobs = []
     for number, path in enumerate(paths):

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from kernel_cases import CASES, assert_matches_twin, kernel_arguments, pack_semi_planar, random_planes, twin_clip
 
+import vclip
 from vclip._kernel_args import BLOCK, JOB_DTYPE, OUTPUT_KINDS, PARAMS_DTYPE, kernel_source_path
 
 HARNESS = Path(__file__).parent / "host_kernel"
@@ -80,3 +81,29 @@ def test_kernel_launch_bounds_match_the_block_it_is_launched_with():
     """The kernel caps its registers for VCLIP_BLOCK_THREADS threads per block: the launch must use as many."""
     declared = re.search(r"#define VCLIP_BLOCK_THREADS (\d+)", kernel_source_path().read_text())
     assert declared and int(declared.group(1)) == BLOCK[0] * BLOCK[1] * BLOCK[2]
+
+
+# Sources of three shapes through the training presets: the kernel takes the resized size and the
+# crop window from FrameGeometry, so keeping the aspect ratio is only a matter of geometry.
+ASPECT_SOURCES = {"16:9": (96, 54), "4:3": (64, 48), "portrait_9:16": (54, 96)}
+PRESETS = {
+    "eval": vclip.TransformSpec.imagenet(32),
+    "train": vclip.TransformSpec.imagenet(32, train=True, short_side=40),
+    "squash": vclip.TransformSpec.imagenet(32, resize_mode="squash", layout="CTHW"),
+}
+
+
+@pytest.mark.parametrize("shape", sorted(ASPECT_SOURCES))
+@pytest.mark.parametrize("preset", sorted(PRESETS))
+def test_host_kernel_matches_twin_for_aspect_keeping_presets(host_transform, shape, preset):
+    width, height = ASPECT_SOURCES[shape]
+    spec = PRESETS[preset]
+    case = (width, height, 8, "bt709", "limited", spec, None)
+    geometry = spec.geometry(width, height, np.random.default_rng(3))
+    short = spec.resize if isinstance(spec.resize, int) else None
+    if short is not None:  # aspect kept: the short side is `short`, the long side follows
+        scale = short / min(width, height)
+        assert (geometry.resized_width, geometry.resized_height) == (round(width * scale), round(height * scale))
+    planes = [random_planes(width, height, 8, seed=t) for t in range(2)]
+    result = run_on_host(host_transform, case, geometry, planes)
+    assert_matches_twin(result, twin_clip(planes, case, geometry), spec.dtype)

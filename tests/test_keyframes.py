@@ -177,7 +177,7 @@ def test_codec_progress_counts_the_keyframes_decoded(videos):
         (dict(method="shots"), r"method \('shots'\) must be one of 'codec', 'scene'"),
         (dict(max_frames=0), r"max_frames \(0\) must be an integer >= 1"),
         (dict(scene_threshold=1), r"scene_threshold \(1\) must be a number > 1"),
-        (dict(scaling_factor=1.5), r"scaling_factor \(1.5\) must be in \(0, 1\]"),
+        (dict(scaling_factor=1.5), r"scaling_factor \(1.5\) must be a number in \(0, 1\]"),
         (dict(analysis_width=0), r"analysis_width \(0\) must be an integer >= 1"),
     ],
 )

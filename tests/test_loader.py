@@ -204,7 +204,7 @@ def test_every_mode_delivers_exactly_the_sampled_frames(dataset, mode):
 
 
 def test_transform_resize_flip_normalize_layout(dataset):
-    spec = vclip.TransformSpec.imagenet(112, layout="TCHW", flip_probability=1.0)
+    spec = vclip.TransformSpec.imagenet(112, resize_mode="squash", layout="TCHW", flip_probability=1.0)
     loader = make_loader(dataset, transform=spec)
     assert loader.clip_shape == (4, 3, 112, 112)
     for batch in loader:

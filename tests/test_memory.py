@@ -1,7 +1,15 @@
+import numpy as np
 import pytest
 
 import vclip
-from vclip.memory import BYTES_PER_ELEMENT
+from vclip.memory import (
+    BYTES_PER_ELEMENT,
+    CUDA_CONTEXT_BYTES,
+    LOADER_WORKSPACE_BYTES,
+    NVDEC_DEFAULT_THREADS,
+    PROCESS_DEFAULT_THREADS,
+    loader_decode_workers,
+)
 
 
 def test_formula_reference_figure():
@@ -61,3 +69,129 @@ def test_estimate_refuses_bad_inputs(options, message):
     inputs = dict(width=64, height=64, batch_size=1, sequence_length=1) | options
     with pytest.raises(ValueError, match=message):
         vclip.estimate_memory(**inputs)
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        (dict(width=1.5), r"width \(1.5\) must be an integer >= 1"),
+        (dict(height=True), r"height \(True\) must be an integer >= 1"),
+        (dict(sequence_length="16"), r"sequence_length \('16'\) must be an integer >= 1"),
+        (dict(augmentation_factor="0.5"), r"augmentation_factor \('0.5'\) must be a number >= 0"),
+        (dict(dtype=0), r"dtype \(0\) must be one of 'uint8', .* or a number of bytes per element >= 1"),
+    ],
+)
+def test_wrong_types_are_argument_errors(options, message):
+    inputs = dict(width=64, height=64, batch_size=1, sequence_length=1) | options
+    for error in (ValueError, TypeError, vclip.ArgumentError):
+        with pytest.raises(error, match=message):
+            vclip.estimate_memory(**inputs)
+
+
+def test_numpy_numbers_are_accepted():
+    """Sizes often come from arrays (``frames.shape``): NumPy integers are integers."""
+    estimate = vclip.estimate_memory(width=np.int64(1920), height=np.int32(1080), batch_size=np.uint16(32),
+                                     sequence_length=np.int64(16), augmentation_factor=np.float32(0.5))
+    assert estimate.bytes == 3_185_049_600 * 3 // 2 and type(estimate.width) is int
+    assert vclip.parse_bytes(np.int64(4096)) == 4096
+    assert vclip.largest_batch_size(np.int64(3_185_049_600), width=np.int64(1920), height=1080,
+                                    sequence_length=np.int8(16)) == 32
+
+
+# -- the loader's answer -----------------------------------------------------------------------------
+ISSUE_EXAMPLE = dict(width=1280, height=720, sequence_length=16, dtype="float16")  # issue 15: 291 by the formula
+
+
+def test_formula_and_loader_answers_for_the_issue_example():
+    assert vclip.largest_batch_size("24GiB", **ISSUE_EXAMPLE) == 291  # the formula, unchanged
+    # The CPU loader holds prefetch_queue_depth + 2 = 4 batches of host memory: 291 // 4.
+    assert vclip.largest_loader_batch_size("24GiB", device="cpu", **ISSUE_EXAMPLE) == 72
+    gpu = vclip.plan_loader_memory(batch_size=1, **ISSUE_EXAMPLE)  # default device "cuda", 12 NVDEC threads
+    assert gpu.buffers == 4 and gpu.decoders == NVDEC_DEFAULT_THREADS
+    assert gpu.cuda_context == CUDA_CONTEXT_BYTES and gpu.workspace == LOADER_WORKSPACE_BYTES
+    budget = 24 * 2**30
+    fits = vclip.largest_loader_batch_size(budget, **ISSUE_EXAMPLE)
+    assert fits == (budget - gpu.fixed_bytes) // 4 // (1280 * 720 * 3 * 2 * 16) == 70
+    assert vclip.plan_loader_memory(batch_size=fits, **ISSUE_EXAMPLE).total <= budget
+    assert vclip.plan_loader_memory(batch_size=fits + 1, **ISSUE_EXAMPLE).total > budget
+    processes = vclip.plan_loader_memory(batch_size=1, decode_processes=4, prefetch_queue_depth=1, **ISSUE_EXAMPLE)
+    assert processes.buffers == 3 and processes.decoders == 4 * PROCESS_DEFAULT_THREADS["cuda"]
+    assert processes.cuda_context == 5 * CUDA_CONTEXT_BYTES
+
+
+def test_loader_plan_defaults_and_checks():
+    assert loader_decode_workers(device="cuda") == NVDEC_DEFAULT_THREADS
+    assert loader_decode_workers(device="cuda:1", num_threads=5, decode_processes=3) == 15
+    assert loader_decode_workers(device="cpu", decode_processes=2) == 2 * PROCESS_DEFAULT_THREADS["cpu"]
+    plan = vclip.plan_loader_memory(width=224, height=224, batch_size=8, sequence_length=16,
+                                    video_width=1920, video_height=1080, video_bit_depth=10)
+    assert plan.decode_surfaces == NVDEC_DEFAULT_THREADS * 24 * 3 * 1920 * 1080  # P016 surfaces at the video size
+    with pytest.raises(vclip.ArgumentError, match=r"prefetch_queue_depth \(0\) must be an integer >= 1"):
+        vclip.plan_loader_memory(width=8, height=8, batch_size=1, sequence_length=1, prefetch_queue_depth=0)
+    with pytest.raises(vclip.ArgumentError, match=r"device \('tpu'\) must be 'cpu', 'cuda', 'cuda:N' or 'auto'"):
+        vclip.largest_loader_batch_size("1GiB", width=8, height=8, sequence_length=1, device="tpu")
+
+
+def test_nvdec_default_threads_match_the_backend():
+    from vclip._nvdec_backend import NvdecBackend
+
+    assert NvdecBackend.default_workers == NVDEC_DEFAULT_THREADS
+
+
+@pytest.fixture(scope="module")
+def small_video(tmp_path_factory):
+    from vclip.synthetic import make_video
+
+    return make_video(tmp_path_factory.mktemp("memory") / "v.mp4", num_frames=20, width=160, height=96)
+
+
+LOADER_SETTINGS = [
+    dict(prefetch_queue_depth=2),
+    dict(prefetch_queue_depth=5, num_threads=3),
+    dict(prefetch_queue_depth=1, num_threads=1),
+]
+
+
+def _loader_and_plan(video, device, settings, budget=None):
+    torch = pytest.importorskip("torch")  # noqa: F841
+    transform = vclip.TransformSpec(resize=(48, 80), dtype="float16")
+    loader = vclip.ClipLoader([(video, 0)], vclip.strided(4, 2), transform=transform, batch_size=3,
+                              device=device, augmentation_factor=0.25, memory_budget=budget, **settings)
+    try:
+        options = dict(width=80, height=48, sequence_length=4, dtype="float16", augmentation_factor=0.25,
+                       device=loader.device, video_width=160, video_height=96, **settings)
+        return loader.memory_estimate, loader.decode_workers, options
+    finally:
+        loader.close()
+
+
+@pytest.mark.parametrize("settings", LOADER_SETTINGS)
+def test_loader_and_plan_agree_on_the_cpu(small_video, settings):
+    estimate, decode_workers, options = _loader_and_plan(small_video, "cpu", settings)
+    assert estimate == vclip.plan_loader_memory(batch_size=3, **options)
+    assert decode_workers == loader_decode_workers(device="cpu", num_threads=settings.get("num_threads", 0))
+    budget = estimate.total * 3
+    assert estimate.largest_batch_size(budget) == vclip.largest_loader_batch_size(budget, **options) == 9
+
+
+def test_a_refused_budget_names_the_planned_batch(small_video):
+    options = dict(width=80, height=48, sequence_length=4, dtype="float16", augmentation_factor=0.25,
+                   device="cpu", video_width=160, video_height=96, prefetch_queue_depth=2)
+    budget = vclip.plan_loader_memory(batch_size=2, **options).total  # room for 2, the loader asks for 3
+    with pytest.raises(ValueError, match="the largest batch_size that fits is 2"):
+        _loader_and_plan(small_video, "cpu", dict(prefetch_queue_depth=2), budget=budget)
+    assert vclip.largest_loader_batch_size(budget, **options) == 2
+
+
+WITH_PROCESSES = dict(decode_processes=2, num_threads=2, prefetch_queue_depth=3)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("settings", [*LOADER_SETTINGS, WITH_PROCESSES])
+def test_loader_and_plan_agree_on_the_gpu(small_video, settings):
+    estimate, decode_workers, options = _loader_and_plan(small_video, "cuda", settings)
+    assert estimate == vclip.plan_loader_memory(batch_size=3, **options)
+    assert decode_workers == loader_decode_workers(device="cuda", num_threads=settings.get("num_threads", 0),
+                                                   decode_processes=settings.get("decode_processes", 0))
+    budget = estimate.total + 5 * estimate.batch.bytes * estimate.buffers
+    assert estimate.largest_batch_size(budget) == vclip.largest_loader_batch_size(budget, **options) == 8

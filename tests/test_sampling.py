@@ -104,25 +104,87 @@ def test_downscaled_combines_with_any_mode():
 @pytest.mark.parametrize(
     "make, message",
     [
-        (lambda: vclip.strided(4, 0), r"stride \(0\) must be >= 1"),
-        (lambda: vclip.contiguous(0), r"sequence_length \(0\) must be >= 1"),
-        (lambda: vclip.jittered(4, 2, -1), r"jitter \(-1\) must be >= 0"),
-        (lambda: vclip.downscaled(vclip.contiguous(4), 0), r"scaling_factor \(0\) must be in \(0, 1\]"),
-        (lambda: vclip.downscaled(vclip.contiguous(4), 1.5), r"scaling_factor \(1.5\) must be in \(0, 1\]"),
-        (lambda: vclip.indexed([]), "frame_indices must not be empty"),
-        (lambda: vclip.contiguous(4, clips_per_video=0), r"clips_per_video \(0\) must be >= 1"),
-        (lambda: vclip.contiguous(4, starts="step"), "step is required"),
+        (lambda: vclip.strided(4, 0), r"stride \(0\) must be an integer >= 1"),
+        (lambda: vclip.contiguous(0), r"sequence_length \(0\) must be an integer >= 1"),
+        (lambda: vclip.jittered(4, 2, -1), r"jitter \(-1\) must be an integer >= 0"),
+        (lambda: vclip.downscaled(vclip.contiguous(4), 0), r"scaling_factor \(0\) must be a number in \(0, 1\]"),
+        (lambda: vclip.downscaled(vclip.contiguous(4), 1.5), r"scaling_factor \(1.5\) must be a number in \(0, 1\]"),
+        (lambda: vclip.downscaled(vclip.contiguous(4), "half"), r"scaling_factor \('half'\) must be a number in"),
+        (lambda: vclip.indexed([]), r"frame_indices \(\[\]\) must be a non-empty sequence of integers"),
+        (lambda: vclip.indexed([1, 2.5]), r"frame_indices \(\[1, 2.5\]\) must be a non-empty sequence of integers"),
+        (lambda: vclip.indexed(7), r"frame_indices \(7\) must be a non-empty sequence of integers"),
+        (lambda: vclip.contiguous(4, clips_per_video=0), r"clips_per_video \(0\) must be an integer >= 1"),
+        (lambda: vclip.contiguous(4, starts="step"),
+         r"step \(None\) must be an integer >= 1 \(frames between clip starts"),
         (lambda: vclip.contiguous(4, starts="often"), r"starts \('often'\) must be one of 'random', 'even', 'step'"),
         (lambda: vclip.contiguous(4, end_policy="loop"), r"end_policy \('loop'\) must be one of"),
-        (lambda: vclip.keyframe(0), r"max_frames \(0\) must be >= 1"),
+        (lambda: vclip.contiguous(4, seed=-1), r"seed \(-1\) must be an integer >= 0"),
+        (lambda: vclip.keyframe(0), r"max_frames \(0\) must be an integer >= 1"),
         (lambda: ClipSampler("slowmo"), r"mode \('slowmo'\) must be one of"),
+        (lambda: ClipSampler("strided"), r"sequence_length \(None\) must be an integer >= 1"),
+        (lambda: vclip.contiguous(4).sample(10, seed=1.5), r"seed \(1.5\) must be an integer >= 0"),
+        (lambda: vclip.contiguous(4).sample("clip.mp4"), r"video \('clip.mp4'\) must be a VideoIndex or a frame count"),
     ],
 )
 def test_impossible_parameters(make, message):
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(vclip.ArgumentError, match=message):
         make()
 
 
-def test_non_integer_parameters_are_refused():
-    with pytest.raises(TypeError, match=r"stride \(1.5\) must be an integer"):
-        vclip.strided(4, 1.5)
+@pytest.mark.parametrize("value", [1.5, True, "2"])
+def test_non_integer_parameters_are_refused_as_value_and_type_errors(value):
+    for error in (TypeError, ValueError, vclip.ArgumentError):
+        with pytest.raises(error, match=rf"stride \({value!r}\) must be an integer >= 1"):
+            vclip.strided(4, value)
+
+
+def test_numpy_integers_are_accepted_and_stored_as_ints():
+    sampler = vclip.strided(np.int64(4), np.int32(2), clips_per_video=np.uint8(3), seed=np.int64(5))
+    assert sampler == vclip.strided(4, 2, clips_per_video=3, seed=5)
+    assert all(type(v) is int for v in (sampler.sequence_length, sampler.stride, sampler.clips_per_video, sampler.seed))
+    plain = vclip.strided(4, 2, clips_per_video=3, seed=5)
+    assert positions(sampler.sample(np.int64(40))) == positions(plain.sample(40))
+    assert vclip.indexed(np.array([3, -1])).frame_indices == (3, -1)
+    assert vclip.keyframe(np.int16(2)).max_frames == 2
+
+
+# -- padding by the end policy ------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "policy, frames, padded",
+    [
+        ("repeat_last", [0, 2, 4, 4, 4], [False, False, False, True, True]),
+        ("wrap", [0, 2, 4, 1, 3], [False, False, False, True, True]),
+    ],
+)
+def test_padded_positions_are_marked(policy, frames, padded):
+    (clip,) = vclip.strided(5, 2, end_policy=policy).sample_with_padding(5)
+    assert clip.frame_indices.tolist() == frames and clip.padded.tolist() == padded
+    assert clip.padded.dtype == bool and clip.padded.shape == clip.frame_indices.shape
+
+
+def test_clips_that_fit_are_not_marked_and_drop_leaves_none():
+    clips = vclip.strided(4, 3, clips_per_video=20, seed=2).sample_with_padding(50)
+    assert len(clips) == 20 and not any(clip.padded.any() for clip in clips)
+    assert vclip.strided(5, 2, end_policy="drop").sample_with_padding(5) == []
+    (clip,) = vclip.indexed([4, 4, 0]).sample_with_padding(5)
+    assert clip.padded.tolist() == [False, False, False]
+
+
+@pytest.mark.parametrize(
+    "sampler",
+    [
+        vclip.strided(6, 3, clips_per_video=5, seed=11),
+        vclip.jittered(6, 3, 2, clips_per_video=5, seed=11, end_policy="wrap"),
+        vclip.contiguous(8, starts="even", clips_per_video=3, end_policy="repeat_last"),
+    ],
+)
+@pytest.mark.parametrize("num_frames", [4, 12, 100])
+def test_sample_with_padding_draws_exactly_the_clips_of_sample(sampler, num_frames):
+    """The loader keeps calling sample(); the flags must not change a single draw."""
+    marked = sampler.sample_with_padding(num_frames, seed=3)
+    assert positions(sampler.sample(num_frames, seed=3)) == [clip.frame_indices.tolist() for clip in marked]
+    generator_a, generator_b = np.random.default_rng(9), np.random.default_rng(9)
+    assert positions(sampler.sample(num_frames, seed=generator_a)) == positions(
+        [clip.frame_indices for clip in sampler.sample_with_padding(num_frames, seed=generator_b)]
+    )
+    assert generator_a.random() == generator_b.random()  # the same random numbers were used up

@@ -2,8 +2,35 @@
 
 ``import vclip`` needs only NumPy and PyAV; the GPU backend imports PyNvVideoCodec and CuPy
 when a CUDA device is asked for, and ``vclip.ClipLoader`` imports torch when first used.
+
+Frames and clips of one video:
+    VideoDecoder (get_frames, get_frames_played_at, get_clips) -> Frames
+
+Samplers (which frames make a clip), in ``vclip.sampling``:
+    contiguous, strided, jittered, keyframe, indexed, downscaled -> ClipSampler
+
+Transforms (resize, crop, flip, normalize, dtype, layout), in ``vclip.transforms``:
+    TransformSpec, TransformSpec.imagenet, FrameGeometry
+
+Training batches (needs torch), in ``vclip.loader``:
+    ClipLoader -> ClipBatch
+
+Memory budgeting, in ``vclip.memory``:
+    estimate_memory, largest_batch_size, largest_sequence_length (the formula);
+    plan_loader_memory, largest_loader_batch_size (what a ClipLoader needs); parse_bytes, format_bytes
+
+Indexes and decode plans: index_video, VideoIndex, plan_decode (``vclip.index``, ``vclip.plan``).
+Keyframes and shots: ``vclip.keyframes.extract_keyframes``. Test videos: ``vclip.synthetic.make_video``.
+Errors (``vclip.errors``): VideoError and its kinds, FallbackWarning; ArgumentError for a bad argument.
 """
 
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from . import decoder, errors, index, keyframes, memory, plan, sampling, synthetic, transforms  # noqa: F401 (public)
+from ._validation import ArgumentError
 from .decoder import Frames, VideoDecoder
 from .errors import (
     CorruptVideoError,
@@ -21,8 +48,10 @@ from .memory import (
     estimate_memory,
     format_bytes,
     largest_batch_size,
+    largest_loader_batch_size,
     largest_sequence_length,
     parse_bytes,
+    plan_loader_memory,
 )
 from .plan import DecodePlan, DecodeSegment, plan_decode
 from .sampling import ClipSampler, contiguous, downscaled, indexed, jittered, keyframe, strided
@@ -30,7 +59,10 @@ from .transforms import IMAGENET_MEAN, IMAGENET_STD, FrameGeometry, TransformSpe
 
 __version__ = "0.1.0"
 
+_DISTRIBUTION = "vclip-nvdec"  # the name on the package index (pip install vclip-nvdec); the import name is vclip
+
 __all__ = [
+    "ArgumentError",
     "ClipBatch",
     "ClipLoader",
     "ClipSampler",
@@ -51,6 +83,7 @@ __all__ = [
     "VideoError",
     "VideoIndex",
     "VideoNotFoundError",
+    "__version__",
     "clear_index_cache",
     "contiguous",
     "downscaled",
@@ -62,18 +95,49 @@ __all__ = [
     "jittered",
     "keyframe",
     "largest_batch_size",
+    "largest_loader_batch_size",
     "largest_sequence_length",
     "parse_bytes",
     "plan_decode",
+    "plan_loader_memory",
     "strided",
-    "__version__",
 ]
 
+_SUBMODULES = ("decoder", "errors", "index", "keyframes", "memory", "plan", "sampling", "synthetic", "transforms")
+"""Public submodules, imported with the package."""
+_LAZY_SUBMODULES = ("loader", "cli")
+"""Public submodules imported on first use: ``loader`` needs torch, ``cli`` is the command."""
+_LOADER_NAMES = ("ClipLoader", "ClipBatch")
 
-def __getattr__(name: str):
-    """Import the loader (which needs torch) on first use, so ``import vclip`` works without torch."""
-    if name in ("ClipLoader", "ClipBatch"):
-        from . import loader
 
-        return getattr(loader, name)
+def __getattr__(name: str) -> Any:
+    """Import the loader (which needs torch) and the CLI on first use, so ``import vclip`` works without torch."""
+    if name in _LOADER_NAMES or name == "loader":
+        try:
+            loader = importlib.import_module(".loader", __name__)
+        except ModuleNotFoundError as error:
+            if error.name != "torch":
+                raise
+            raise ModuleNotFoundError(
+                f"vclip.{name} needs PyTorch, which is not installed: pip install '{_DISTRIBUTION}[torch]'",
+                name="torch",
+            ) from error
+        return loader if name == "loader" else getattr(loader, name)
+    if name == "cli":
+        return importlib.import_module(".cli", __name__)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _torch_installed() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("torch") is not None
+
+
+def __dir__() -> list[str]:
+    """Everything public: ``__all__``, the submodules, and the loader's names (listed when torch is
+    installed, so that ``help(vclip)`` works without it; ``dir`` itself never imports torch)."""
+    names = set(__all__) | set(_SUBMODULES) | set(_LAZY_SUBMODULES) | {n for n in globals() if n.startswith("__")}
+    if not _torch_installed():
+        names -= set(_LOADER_NAMES) | {"loader"}
+    return sorted(names)

@@ -37,7 +37,7 @@ _JPEG_QUALITY = 95  # high enough that the synthetic videos' barcodes survive
 _BACKGROUND = (24, 24, 24)
 _INK = (235, 235, 235)
 _SHEET_WIDTH = 1920  # contact sheets are laid out to about this many pixels across
-_CHART_EXTRA_HINT = "pip install 'vclip[chart]'"
+_CHART_EXTRA_HINT = "pip install 'vclip-nvdec[chart]'"
 
 
 def to_numpy(array) -> np.ndarray:

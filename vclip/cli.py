@@ -38,7 +38,7 @@ from .keyframes import KEYFRAME_METHODS, THUMBNAIL_WIDTH, ProgressCallback, extr
 from .memory import (
     BYTES_PER_ELEMENT,
     MemoryEstimate,
-    estimate_loader_memory,
+    plan_loader_memory,
     estimate_memory,
     format_bytes,
     largest_batch_size,
@@ -479,7 +479,7 @@ def _run_sample(args: argparse.Namespace) -> int:
         try:
             import torch  # noqa: F401
         except ImportError:
-            raise _UsageError("writing .pt needs PyTorch, which is not installed (pip install 'vclip[torch]'); "
+            raise _UsageError("writing .pt needs PyTorch, which is not installed (pip install 'vclip-nvdec[torch]'); "
                               "write .npz instead") from None
     combined: list[tuple[int, Frames, np.ndarray, np.ndarray]] = []  # (input number, clips, data, padded)
     skipped = 0
@@ -719,22 +719,13 @@ def _budget_chart(args: argparse.Namespace, budget: int | None,
     return memory_chart(args.chart, batches, series, title=title, budget=budget, batch_size=args.batch)
 
 
-def _loader_decoders(args: argparse.Namespace) -> int:
-    """NVDEC decoders of a ClipLoader with these options (its defaults: 12 decode threads in its own
-    process on the GPU; 4 per decode process with ``--processes``)."""
-    if args.device == "cpu":
-        return 0
-    if args.processes:
-        return args.processes * (args.threads or 4)
-    return args.threads or 12
-
-
 def _loader_estimate(args: argparse.Namespace, width: int, height: int, batch: int):
     """What a ClipLoader with the given prefetch depth, decode threads and processes needs."""
-    return estimate_loader_memory(
+    return plan_loader_memory(
         width=width, height=height, batch_size=batch, sequence_length=args.seq, channels=args.channels,
-        dtype=args.dtype, augmentation_factor=args.aug, buffers=args.prefetch + 2, decoders=_loader_decoders(args),
-        video_width=args.width, video_height=args.height, on_gpu=args.device != "cpu", processes=args.processes,
+        dtype=args.dtype, augmentation_factor=args.aug, prefetch_queue_depth=args.prefetch,
+        num_threads=args.threads, decode_processes=args.processes, device=args.device,
+        video_width=args.width, video_height=args.height,
     )
 
 
@@ -970,7 +961,7 @@ def build_parser() -> argparse.ArgumentParser:
     budget.add_argument("--budget", metavar="SIZE", help="memory available, e.g. 8GiB, 80GB, 512MiB")
     budget.add_argument("--chart", metavar="PATH",
                         help="draw memory against batch size into PATH (.png, .jpg, .svg or .pdf; needs "
-                             "matplotlib: pip install 'vclip[chart]')")
+                             "matplotlib: pip install 'vclip-nvdec[chart]')")
     budget.add_argument("--prefetch", type=int, default=2, metavar="N",
                         help="the loader's prefetch_queue_depth (default 2: 4 output buffers)")
     budget.add_argument("--threads", type=int, default=0, metavar="N",

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
-from typing import Sequence
+from dataclasses import dataclass, replace
+from typing import Any, NoReturn, Sequence
 
 import numpy as np
 
 from ._backends import JobRunner, make_backend
 from ._device import resolve_device
 from ._pipeline import ClipTarget, DecodeStats, VideoJob, resolve_transform
+from ._validation import check_optional_integer, fail
 from .index import VideoIndex, index_video
 from .sampling import ClipSampler, check_scaling_factor
 from .transforms import TransformSpec
@@ -26,23 +27,32 @@ class Frames:
         data: NumPy array on the CPU, CuPy array on the GPU. ``get_frames`` gives ``[N, H, W, 3]``
             (or the transform's layout), ``get_clips`` gives ``[clips, ...one clip...]``.
             Without a transform: RGB uint8, 0-255; see :class:`TransformSpec` otherwise.
-        frame_indices: Frame numbers, shaped like the leading (frame/clip) axes of ``data``.
+        frame_indices: Frame numbers, shaped like the leading (frame/clip) axes of ``data``:
+            ``[N]`` from ``get_frames``, ``[clips, T]`` from ``get_clips``.
         pts_seconds: Presentation time of each of those frames.
         device: ``"cpu"`` or ``"cuda:N"``.
         fell_back_to_cpu: A GPU request was decoded on the CPU (no GPU, or a stream NVDEC lacks).
+        padded: bool, shaped like ``frame_indices``: True where a clip ran past the last frame
+            and the sampler's ``end_policy`` filled the position (``"repeat_last"``: the last
+            frame again, ``"wrap"``: a frame from the start). All False from ``get_frames``.
     """
 
-    data: object
+    data: Any
     frame_indices: np.ndarray
     pts_seconds: np.ndarray
     device: str
     fell_back_to_cpu: bool = False
+    padded: np.ndarray = None  # type: ignore[assignment]  # filled in: all False, shaped like frame_indices
+
+    def __post_init__(self):
+        if self.padded is None:
+            object.__setattr__(self, "padded", np.zeros(np.shape(self.frame_indices), dtype=bool))
 
     def __repr__(self) -> str:
         return (
             f"Frames(data={type(self.data).__module__.split('.')[0]}[{', '.join(map(str, self.data.shape))}] "
             f"{self.data.dtype}, frame_indices={list(self.frame_indices.shape)}, device={self.device!r}, "
-            f"fell_back_to_cpu={self.fell_back_to_cpu})"
+            f"fell_back_to_cpu={self.fell_back_to_cpu}, padded={int(np.count_nonzero(self.padded))})"
         )
 
     def torch(self):
@@ -78,6 +88,8 @@ class VideoDecoder:
         cache_dir: str | os.PathLike | None = None,
         skip_non_reference: bool = True,
     ):
+        check_optional_integer("stream_index", stream_index, minimum=0, none_means="(the first video stream)")
+        _check_flag("skip_non_reference", skip_non_reference)
         resolved = resolve_device(device)
         self.index: VideoIndex = index_video(path, stream_index=stream_index, cache_dir=cache_dir)
         self._runner = JobRunner(make_backend(resolved.device, skip_non_reference=skip_non_reference), num_workers=1)
@@ -103,36 +115,80 @@ class VideoDecoder:
 
         Without a transform or scaling, CPU frames are FFmpeg's rgb24 conversion bit for bit.
 
+        Args:
+            indices: Frame numbers (presentation order). For times, see :meth:`get_frames_played_at`.
+            transform: Resize, crop, flip, normalization, dtype and layout (:class:`TransformSpec`).
+            scaling_factor: Frames come out at ``round(W*f) x round(H*f)``, ``0 < f <= 1``.
+            seed: Seed of the transform's random crop and flip.
+
         Raises:
             IndexError: An index is out of range. ValueError: The list is empty.
+            ArgumentError: An argument of the wrong type or value.
         """
-        indices = self.index.check_frame_indices(indices)
-        check_scaling_factor(scaling_factor)
+        indices = self.index.check_frame_indices(_frame_numbers(indices))
+        scaling_factor = _check_options(transform, scaling_factor, seed)
         clips = self._decode([indices], transform, scaling_factor, seed)
         return Frames(clips.data[0], clips.frame_indices[0], clips.pts_seconds[0], clips.device, clips.fell_back_to_cpu)
 
-    def get_frames_at(self, seconds: Sequence[float] | float, **options) -> Frames:
-        """The frames a player shows at these times (pts seconds); options as :meth:`get_frames`."""
-        times = np.atleast_1d(np.asarray(seconds, dtype=np.float64))
-        return self.get_frames([self.index.frame_at(float(t)) for t in times], **options)
+    def get_frames_played_at(
+        self,
+        seconds: Sequence[float] | np.ndarray | float,
+        *,
+        transform: TransformSpec | None = None,
+        scaling_factor: float = 1.0,
+        seed: int | None = None,
+    ) -> Frames:
+        """The frames a player shows at these times (presentation time in seconds, not ``i / fps``).
 
-    def get_clips(self, sampler: ClipSampler, *, transform: TransformSpec | None = None, seed: int | None = None) -> Frames:
+        The name and meaning of torchcodec's method. Options as :meth:`get_frames`.
+
+        Raises:
+            ValueError: A time before the first frame or at/after the end of the stream; no time.
+            ArgumentError: ``seconds`` is not a number or a sequence of numbers.
+        """
+        times = _times(seconds)
+        return self.get_frames([self.index.frame_at(float(t)) for t in times], transform=transform,
+                               scaling_factor=scaling_factor, seed=seed)
+
+    def get_frames_at(self, *args: Any, **kwargs: Any) -> NoReturn:
+        """Removed: use :meth:`get_frames` for frame numbers, :meth:`get_frames_played_at` for times.
+
+        It took seconds, while torchcodec's method of the same name takes frame indices: a
+        torchcodec user asking for ``[0, 5]`` got the frames shown at 0 s and 5 s. Calling it
+        raises :class:`TypeError` naming both replacements.
+        """
+        raise TypeError(
+            "VideoDecoder.get_frames_at is ambiguous and no longer exists: use get_frames(indices) for frame "
+            "numbers (what torchcodec's get_frames_at takes) or get_frames_played_at(seconds) for times in seconds"
+        )
+
+    def get_clips(
+        self, sampler: ClipSampler, *, transform: TransformSpec | None = None, seed: int | None = None
+    ) -> Frames:
         """The clips ``sampler`` picks, ``data`` shaped ``[clips, ...]``.
 
         ``seed`` drives the sampler (default: its own seed) and the transform's random crop/flip.
+        ``padded`` marks the positions the sampler's end policy filled. When the end policy
+        drops every clip (``end_policy="drop"`` on a video shorter than one clip) the result is
+        empty: ``data`` of shape ``[0, ...one clip...]``, ``frame_indices`` ``[0, T]``.
 
         Raises:
-            ValueError: No clip fits (``end_policy="drop"`` on a short video gives none).
+            ValueError: ``end_policy="error"`` and the video is shorter than one clip.
+            ArgumentError: An argument of the wrong type or value.
         """
-        clips = sampler.sample(self.index, seed=seed)
-        if not clips:
-            raise ValueError(
-                f"{self.index.path}: no clip of {sampler.span} frames fits in {self.index.num_frames} frames "
-                f"(end_policy={sampler.end_policy!r})"
-            )
-        return self._decode(clips, transform, sampler.scaling_factor, seed)
+        if not isinstance(sampler, ClipSampler):
+            raise fail("sampler", sampler, "a ClipSampler, e.g. vclip.strided(16, 2)")
+        _check_options(transform, sampler.scaling_factor, seed)
+        clips = sampler.sample_with_padding(self.index, seed=seed)
+        result = self._decode([clip.frame_indices for clip in clips], transform, sampler.scaling_factor, seed,
+                              frames_per_clip=sampler.sequence_length or 0)
+        return replace(result, padded=np.asarray([clip.padded for clip in clips], bool).reshape(result.frame_indices.shape))
 
-    def _decode(self, clips: list[np.ndarray], transform: TransformSpec | None, scaling_factor: float, seed) -> Frames:
+    def _decode(
+        self, clips: list[np.ndarray], transform: TransformSpec | None, scaling_factor: float, seed,
+        frames_per_clip: int = 0,
+    ) -> Frames:
+        """Decode ``clips`` (an empty list gives an empty result of ``frames_per_clip`` frames a clip)."""
         index = self.index
         conversion = resolve_transform(transform, scaling_factor)
         rng = np.random.default_rng(seed)
@@ -140,15 +196,19 @@ class VideoDecoder:
             ClipTarget(np.asarray(frames, dtype=np.int64), conversion.geometry(index.width, index.height, rng), slot)
             for slot, frames in enumerate(clips)
         ]
-        shape = conversion.clip_shape(clips[0].size, targets[0].geometry)
-        output = self._runner.backend.empty((len(clips),) + shape, conversion.dtype)
+        frames_per_clip = clips[0].size if clips else frames_per_clip
+        geometry = targets[0].geometry if targets else conversion.geometry(index.width, index.height, rng)
+        output = self._runner.backend.empty(
+            (len(clips),) + conversion.clip_shape(frames_per_clip, geometry), conversion.dtype
+        )
         fallbacks_before = self.stats.fallback_videos
-        result = self._runner.run([VideoJob(index, tuple(targets))], conversion, output, self.stats)
-        if result.errors[0] is not None:
-            raise result.errors[0]
-        for completion in result.completions:
-            completion.synchronize()
-        frame_indices = np.stack([np.asarray(c, dtype=np.int64) for c in clips])
+        if targets:
+            result = self._runner.run([VideoJob(index, tuple(targets))], conversion, output, self.stats)
+            if result.errors[0] is not None:
+                raise result.errors[0]
+            for completion in result.completions:
+                completion.synchronize()
+        frame_indices = np.asarray(clips, dtype=np.int64).reshape(len(clips), frames_per_clip)
         return Frames(
             data=output,
             frame_indices=frame_indices,
@@ -156,3 +216,43 @@ class VideoDecoder:
             device=self.device,
             fell_back_to_cpu=self.fell_back_to_cpu or self.stats.fallback_videos > fallbacks_before,
         )
+
+
+def _check_flag(name: str, value: Any) -> bool:
+    if not isinstance(value, (bool, np.bool_)):
+        raise fail(name, value, "True or False")
+    return bool(value)
+
+
+def _check_options(transform: Any, scaling_factor: Any, seed: Any) -> float:
+    """Check the options shared by the frame methods; ``scaling_factor`` as a float."""
+    if transform is not None and not isinstance(transform, TransformSpec):
+        raise fail("transform", transform, "a TransformSpec or None, e.g. vclip.TransformSpec.imagenet(224)")
+    check_optional_integer("seed", seed, minimum=0)
+    return check_scaling_factor(scaling_factor)
+
+
+def _frame_numbers(indices: Any) -> np.ndarray:
+    """``indices`` as an int64 array; floats, booleans and strings are refused (they are not frame numbers)."""
+    expected = "a frame number or a sequence of frame numbers (integers); for times use get_frames_played_at"
+    if isinstance(indices, (str, bytes)):
+        raise fail("indices", indices, expected)
+    try:
+        array = np.asarray(indices)
+    except (TypeError, ValueError):
+        raise fail("indices", indices, expected) from None
+    if array.size and array.dtype.kind not in "iu":
+        raise fail("indices", indices, expected)
+    return array.astype(np.int64).reshape(-1)
+
+
+def _times(seconds: Any) -> np.ndarray:
+    """``seconds`` as a float64 array of finite times."""
+    expected = "a time in seconds or a sequence of times (finite numbers)"
+    try:
+        array = np.atleast_1d(np.asarray(seconds)).reshape(-1)
+    except (TypeError, ValueError):
+        raise fail("seconds", seconds, expected) from None
+    if array.dtype.kind not in "iuf" or not np.isfinite(array.astype(np.float64)).all():
+        raise fail("seconds", seconds, expected)
+    return array.astype(np.float64)

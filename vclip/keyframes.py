@@ -18,7 +18,7 @@ from typing import Callable, Literal
 import numpy as np
 
 from ._images import IMAGE_FORMATS, columns_for, contact_sheet, to_numpy, write_image
-from ._validation import check_integer
+from ._validation import check_choice, check_integer, check_number, check_optional_integer
 from .decoder import VideoDecoder
 from .index import VideoIndex
 from .sampling import check_scaling_factor, scaled_size
@@ -95,8 +95,7 @@ class Keyframes:
         Raises:
             ValueError: ``image_format`` is not ``"jpg"`` or ``"png"``; ``thumbnail_width`` below 16.
         """
-        if image_format not in IMAGE_FORMATS:
-            raise ValueError(f"image_format ({image_format!r}) must be one of {', '.join(map(repr, IMAGE_FORMATS))}")
+        check_choice("image_format", image_format, IMAGE_FORMATS)
         thumbnail_width = check_integer("thumbnail_width", thumbnail_width, minimum=16)
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
@@ -155,15 +154,11 @@ def extract_keyframes(
             ``scene_threshold`` not above 1; ``analysis_width`` below 1.
         VideoNotFoundError, NotAVideoError, CorruptVideoError, UnsupportedCodecError: The file.
     """
-    if method not in KEYFRAME_METHODS:
-        raise ValueError(f"method ({method!r}) must be one of {', '.join(map(repr, KEYFRAME_METHODS))}")
-    if max_frames is not None and (isinstance(max_frames, bool) or not isinstance(max_frames, int) or max_frames < 1):
-        raise ValueError(f"max_frames ({max_frames!r}) must be an integer >= 1, or None for all")
-    if not isinstance(scene_threshold, (int, float)) or isinstance(scene_threshold, bool) or scene_threshold <= 1:
-        raise ValueError(f"scene_threshold ({scene_threshold!r}) must be a number > 1")
-    check_scaling_factor(scaling_factor)
-    if isinstance(analysis_width, bool) or not isinstance(analysis_width, int) or analysis_width < 1:
-        raise ValueError(f"analysis_width ({analysis_width!r}) must be an integer >= 1")
+    check_choice("method", method, KEYFRAME_METHODS)
+    max_frames = check_optional_integer("max_frames", max_frames, minimum=1, none_means="for all")
+    scene_threshold = check_number("scene_threshold", scene_threshold, minimum=1, minimum_inclusive=False)
+    scaling_factor = check_scaling_factor(scaling_factor)
+    analysis_width = check_integer("analysis_width", analysis_width, minimum=1)
     decoder = VideoDecoder(path, stream_index=stream_index, device=device, cache_dir=cache_dir)
     index = decoder.index
     if method == "codec":

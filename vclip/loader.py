@@ -37,7 +37,7 @@ from ._loader_source import DatasetSource, MixedSizes, open_source, scan
 from ._loader_state import LoaderState, dataset_fingerprint
 from ._loader_stats import LoaderCounters, LoaderStats, epoch_summary, make_stats
 from ._validation import ArgumentError, check_choice, check_integer, fail
-from .memory import LoaderMemoryEstimate, estimate_loader_memory, format_bytes, parse_bytes
+from .memory import LoaderMemoryEstimate, format_bytes, parse_bytes, plan_loader_memory
 from .sampling import ClipSampler
 from .transforms import TransformSpec
 
@@ -260,7 +260,7 @@ class ClipLoader(IterableDataset):
         self.clip_shape: tuple[int, ...] = found.clip_shape
         self._plan = EpochPlan(found.clip_counts, batch_size=self.batch_size, seed=self.seed, shuffle=self.shuffle,
                                drop_last=self.drop_last, even_shards=self.even_shards)
-        self.memory_estimate: LoaderMemoryEstimate = self._estimate_memory(found.usable, runtime.ring.count)
+        self.memory_estimate: LoaderMemoryEstimate = self._estimate_memory(found.usable)
         if budget is not None and self.memory_estimate.total > budget:
             raise ArgumentError(self._budget_refusal(memory_budget, budget))
         options = {
@@ -423,14 +423,14 @@ class ClipLoader(IterableDataset):
             self._runtime.close()
 
     # -- memory and monitoring --------------------------------------------------------------------
-    def _estimate_memory(self, usable: list[VideoFacts], buffers: int) -> LoaderMemoryEstimate:
+    def _estimate_memory(self, usable: list[VideoFacts]) -> LoaderMemoryEstimate:
         largest = max(usable, key=lambda f: f.width * f.height * (1 if f.bit_depth <= 8 else 2))
-        return estimate_loader_memory(
+        return plan_loader_memory(
             width=usable[0].output_size[0], height=usable[0].output_size[1], batch_size=self.batch_size,
             sequence_length=self.frames_per_clip, dtype=self._drawer.dtype,
-            augmentation_factor=self.augmentation_factor, buffers=buffers,
-            decoders=self.decode_workers, video_width=largest.width, video_height=largest.height,
-            video_bit_depth=largest.bit_depth, on_gpu=self._device.is_cuda, processes=self.decode_processes,
+            augmentation_factor=self.augmentation_factor, prefetch_queue_depth=self.prefetch_queue_depth,
+            num_threads=self.num_threads, decode_processes=self.decode_processes, device=self._device,
+            video_width=largest.width, video_height=largest.height, video_bit_depth=largest.bit_depth,
         )
 
     def _budget_refusal(self, memory_budget: int | str | None, budget: int) -> str:

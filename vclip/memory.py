@@ -2,14 +2,26 @@
 and the planner of a ClipLoader's peak (the formula plus what it leaves out).
 
     bytes = width x height x channels x bytes_per_element x batch_size x sequence_length x (1 + augmentation_factor)
+
+Two answers to "how large a batch fits in this budget":
+
+- :func:`largest_batch_size`: by the formula alone (one batch of clips, nothing else).
+- :func:`largest_loader_batch_size`: what a :class:`~vclip.ClipLoader` with these settings can
+  take: it also holds ``prefetch_queue_depth + 2`` pooled batches, the decode surfaces of every
+  NVDEC decoder, a workspace and a CUDA context per process. :func:`plan_loader_memory` gives the
+  parts; the loader checks ``memory_budget`` with the same plan, so both give the same number.
 """
 
 from __future__ import annotations
 
 import math
+import os
 import re
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import Any
+
+from ._validation import check_integer, check_number, fail
 
 __all__ = [
     "MemoryEstimate",
@@ -20,12 +32,17 @@ __all__ = [
     "format_bytes",
     "BYTES_PER_ELEMENT",
     "LoaderMemoryEstimate",
+    "plan_loader_memory",
+    "largest_loader_batch_size",
+    "loader_decode_workers",
     "estimate_loader_memory",
     "NVDEC_DECODE_SURFACES",
     "NVDEC_OUTPUT_SURFACES",
     "NVDEC_BYTES_PER_PIXEL",
     "LOADER_WORKSPACE_BYTES",
     "CUDA_CONTEXT_BYTES",
+    "NVDEC_DEFAULT_THREADS",
+    "PROCESS_DEFAULT_THREADS",
 ]
 
 BYTES_PER_ELEMENT = {"uint8": 1, "float16": 2, "bfloat16": 2, "float32": 4, "float64": 8}
@@ -36,26 +53,41 @@ _UNITS = {
 }
 
 
-def parse_bytes(value: int | float | str) -> int:
+def parse_bytes(value: int | float | str, *, name: str = "memory size") -> int:
     """Bytes from ``8589934592``, ``"8GiB"``, ``"1.5 GB"``, ``"512MiB"`` (decimal and binary units).
 
+    Args:
+        name: What the value is, for the error message (e.g. ``"memory_budget"``).
+
     Raises:
-        ValueError: Unknown unit, negative or malformed value.
+        ArgumentError: (a ValueError) Unknown unit, negative or malformed value.
     """
+    expected = "a number of bytes >= 0 or a number with a unit: B, KB, MB, GB, TB, KiB, MiB, GiB, TiB (e.g. '8GiB')"
     if isinstance(value, bool):
-        raise ValueError(f"memory size ({value!r}) must be a number of bytes or a string like '8GiB'")
-    if isinstance(value, (int, float)):
-        number, unit = Fraction(str(value)), ""
-    else:
-        match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([A-Za-z]*)\s*", str(value))
+        raise fail(name, value, expected)
+    if isinstance(value, str):
+        match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([A-Za-z]*)\s*", value)
         if not match or match.group(2).lower() not in _UNITS:
-            raise ValueError(
-                f"memory size ({value!r}) must be bytes or a number with a unit: B, KB, MB, GB, TB, KiB, MiB, GiB, TiB"
-            )
+            raise fail(name, value, expected)
         number, unit = Fraction(match.group(1)), match.group(2).lower()
+    else:
+        try:
+            number = Fraction(check_integer(name, value)) if _is_integral(value) else Fraction(
+                str(check_number(name, value)))
+        except ValueError:
+            raise fail(name, value, expected) from None
+        unit = ""
     if number < 0:
-        raise ValueError(f"memory size ({value!r}) must be >= 0")
+        raise fail(name, value, expected)
     return math.floor(number * _UNITS[unit])
+
+
+def _is_integral(value: Any) -> bool:
+    try:
+        check_integer("value", value)
+    except ValueError:
+        return False
+    return True
 
 
 def format_bytes(count: int) -> str:
@@ -88,18 +120,13 @@ class MemoryEstimate:
         return format_bytes(self.bytes)
 
 
-def _positive(name: str, value) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} ({value!r}) must be an integer >= 1")
-    return value
-
-
 def _element_bytes(dtype: str | int) -> int:
-    if isinstance(dtype, int) and not isinstance(dtype, bool):
-        return _positive("bytes_per_element", dtype)
-    if dtype not in BYTES_PER_ELEMENT:
-        raise ValueError(f"dtype ({dtype!r}) must be one of {', '.join(BYTES_PER_ELEMENT)} or a byte count")
-    return BYTES_PER_ELEMENT[dtype]
+    if isinstance(dtype, str) and dtype in BYTES_PER_ELEMENT:
+        return BYTES_PER_ELEMENT[dtype]
+    if not isinstance(dtype, str) and _is_integral(dtype) and dtype >= 1:
+        return int(dtype)
+    names = ", ".join(map(repr, BYTES_PER_ELEMENT))
+    raise fail("dtype", dtype, f"one of {names} or a number of bytes per element >= 1")
 
 
 def estimate_memory(
@@ -121,17 +148,19 @@ def estimate_memory(
         dtype: ``"uint8"``, ``"float16"``, ``"bfloat16"``, ``"float32"``, ``"float64"`` or bytes per element.
 
     Raises:
-        ValueError: A size or count below 1, a negative augmentation factor, an unknown dtype.
+        ArgumentError: (a ValueError) A size or count that is not an integer >= 1 (NumPy
+            integers are fine), a negative augmentation factor, an unknown dtype.
     """
-    for name, value in (("width", width), ("height", height), ("channels", channels),
-                        ("batch_size", batch_size), ("sequence_length", sequence_length)):
-        _positive(name, value)
+    width, height, channels, batch_size, sequence_length = (
+        check_integer(name, value, minimum=1) for name, value in (
+            ("width", width), ("height", height), ("channels", channels),
+            ("batch_size", batch_size), ("sequence_length", sequence_length),
+        )
+    )
     element = _element_bytes(dtype)
-    if isinstance(augmentation_factor, bool) or not isinstance(augmentation_factor, (int, float)) or augmentation_factor < 0:
-        raise ValueError(f"augmentation_factor ({augmentation_factor!r}) must be a number >= 0")
-    exact = width * height * channels * element * batch_size * sequence_length * (1 + Fraction(str(augmentation_factor)))
-    return MemoryEstimate(width, height, channels, element, batch_size, sequence_length,
-                          float(augmentation_factor), math.ceil(exact))
+    augmentation = check_number("augmentation_factor", augmentation_factor, minimum=0)
+    exact = width * height * channels * element * batch_size * sequence_length * (1 + Fraction(str(augmentation)))
+    return MemoryEstimate(width, height, channels, element, batch_size, sequence_length, augmentation, math.ceil(exact))
 
 
 def _exact_bytes(**inputs) -> Fraction:
@@ -147,13 +176,13 @@ def largest_batch_size(budget: int | str, *, width: int, height: int, sequence_l
     Options as :func:`estimate_memory` (``channels``, ``dtype``, ``augmentation_factor``).
     """
     per_clip = _exact_bytes(width=width, height=height, batch_size=1, sequence_length=sequence_length, **options)
-    return math.floor(parse_bytes(budget) / per_clip)
+    return math.floor(parse_bytes(budget, name="budget") / per_clip)
 
 
 def largest_sequence_length(budget: int | str, *, width: int, height: int, batch_size: int, **options) -> int:
     """The largest clip length whose formula bytes fit ``budget`` (0 when not even one frame fits)."""
     per_frame = _exact_bytes(width=width, height=height, batch_size=batch_size, sequence_length=1, **options)
-    return math.floor(parse_bytes(budget) / per_frame)
+    return math.floor(parse_bytes(budget, name="budget") / per_frame)
 
 
 # What the formula leaves out. Starting values, to be calibrated against the measured peak on the GPU.
@@ -169,6 +198,13 @@ CUDA_CONTEXT_BYTES = 500 * 2**20
 """The CUDA context of the process (shared by CuPy and torch)."""
 
 
+NVDEC_DEFAULT_THREADS = 12
+"""Decode threads (hence NVDEC decoders) of a GPU loader decoding in its own process, when
+``num_threads=0`` (the NVDEC backend's default; a test holds the two together)."""
+PROCESS_DEFAULT_THREADS = {"cuda": 4, "cpu": 2}
+"""Decode threads per decode process when ``num_threads=0``, on the GPU and on the CPU."""
+
+
 @dataclass(frozen=True)
 class LoaderMemoryEstimate:
     """Peak GPU memory of a ClipLoader, part by part (bytes; on the CPU, host bytes of the buffers).
@@ -177,7 +213,7 @@ class LoaderMemoryEstimate:
         batch: One output batch by the formula (:class:`MemoryEstimate`).
         buffers: Output buffers in the loader's pool (``prefetch_queue_depth + 2``).
         output_buffers: ``batch.bytes x buffers``.
-        decoders: NVDEC decoders (one per decode worker; 0 on the CPU).
+        decoders: NVDEC decoders (one per decode thread, in all processes; 0 on the CPU).
         decode_surfaces: Surfaces of all decoders, at the largest video size:
             ``decoders x (NVDEC_DECODE_SURFACES + NVDEC_OUTPUT_SURFACES) x NVDEC_BYTES_PER_PIXEL x W x H``.
         workspace: :data:`LOADER_WORKSPACE_BYTES` per process on the GPU, 0 on the CPU.
@@ -202,7 +238,7 @@ class LoaderMemoryEstimate:
 
     def largest_batch_size(self, budget: int | str) -> int:
         """The largest batch size whose total fits ``budget`` (0 when not even one clip fits)."""
-        per_buffer = (parse_bytes(budget) - self.fixed_bytes) // self.buffers
+        per_buffer = (parse_bytes(budget, name="budget") - self.fixed_bytes) // self.buffers
         if per_buffer <= 0:
             return 0
         batch = self.batch
@@ -217,6 +253,89 @@ class LoaderMemoryEstimate:
             f"{self.decoders} decoders' surfaces {self.decode_surfaces:,}, workspace {self.workspace:,}, "
             f"CUDA context {self.cuda_context:,}"
         )
+
+
+def _plans_for_gpu(device: Any) -> bool:
+    """Whether a loader on ``device`` decodes on the GPU. ``"cuda"``/``"cuda:N"`` plan for a GPU
+    whether or not this machine has one; ``"auto"`` is resolved here (GPU when NVDEC is usable)."""
+    from ._device import _parse, resolve_device
+
+    kind, _ = _parse(device)
+    if kind == "auto":
+        return resolve_device("auto").device.is_cuda
+    return kind == "cuda"
+
+
+def loader_decode_workers(*, device: Any = "cuda", num_threads: int = 0, decode_processes: int = 0) -> int:
+    """Decode threads of a ClipLoader with these settings, in all its processes (its ``decode_workers``).
+
+    Each one holds an NVDEC decoder on the GPU. ``num_threads=0`` takes the defaults:
+    :data:`NVDEC_DEFAULT_THREADS` in the loader's process on the GPU (``min(8, CPUs)`` on the
+    CPU), :data:`PROCESS_DEFAULT_THREADS` per decode process.
+
+    Raises:
+        ArgumentError: A count below 0, an unknown device.
+    """
+    num_threads = check_integer("num_threads", num_threads, minimum=0)
+    decode_processes = check_integer("decode_processes", decode_processes, minimum=0)
+    gpu = _plans_for_gpu(device)
+    if decode_processes:
+        return decode_processes * (num_threads or PROCESS_DEFAULT_THREADS["cuda" if gpu else "cpu"])
+    return num_threads or (NVDEC_DEFAULT_THREADS if gpu else min(8, os.cpu_count() or 1))
+
+
+def plan_loader_memory(
+    *,
+    width: int,
+    height: int,
+    batch_size: int,
+    sequence_length: int,
+    channels: int = 3,
+    dtype: str | int = "uint8",
+    augmentation_factor: float = 0.0,
+    prefetch_queue_depth: int = 2,
+    num_threads: int = 0,
+    decode_processes: int = 0,
+    device: Any = "cuda",
+    video_width: int | None = None,
+    video_height: int | None = None,
+    video_bit_depth: int = 8,
+) -> LoaderMemoryEstimate:
+    """Peak memory of a ClipLoader with these settings (its ``memory_estimate``), in the loader's own terms.
+
+    Args:
+        width, height, batch_size, sequence_length, channels, dtype, augmentation_factor: One
+            output batch, as :func:`estimate_memory` (``width``/``height`` of the output clips).
+        prefetch_queue_depth, num_threads, decode_processes, device: As :class:`~vclip.ClipLoader`
+            (defaults too). ``device="cuda"`` plans for a GPU even on a machine without one.
+        video_width, video_height, video_bit_depth: The largest video the loader decodes (its
+            decode surfaces); default: the output size, as when clips are not resized.
+
+    Raises:
+        ArgumentError: As :func:`estimate_memory`; a count below its minimum; an unknown device.
+    """
+    prefetch_queue_depth = check_integer("prefetch_queue_depth", prefetch_queue_depth, minimum=1)
+    return estimate_loader_memory(
+        width=width, height=height, batch_size=batch_size, sequence_length=sequence_length, channels=channels,
+        dtype=dtype, augmentation_factor=augmentation_factor, buffers=prefetch_queue_depth + 2,
+        decoders=loader_decode_workers(device=device, num_threads=num_threads, decode_processes=decode_processes),
+        video_width=width if video_width is None else video_width,
+        video_height=height if video_height is None else video_height,
+        video_bit_depth=video_bit_depth, on_gpu=_plans_for_gpu(device), processes=decode_processes,
+    )
+
+
+def largest_loader_batch_size(budget: int | str, *, width: int, height: int, sequence_length: int, **settings) -> int:
+    """The largest ``batch_size`` a ClipLoader with these settings fits in ``budget`` (0 when none).
+
+    The number a loader names when it refuses ``memory_budget``. ``settings`` as
+    :func:`plan_loader_memory` (``channels``, ``dtype``, ``augmentation_factor``,
+    ``prefetch_queue_depth``, ``num_threads``, ``decode_processes``, ``device``, ``video_width``,
+    ``video_height``, ``video_bit_depth``). Compare :func:`largest_batch_size`, the formula's
+    answer for one batch alone.
+    """
+    plan = plan_loader_memory(width=width, height=height, batch_size=1, sequence_length=sequence_length, **settings)
+    return plan.largest_batch_size(budget)
 
 
 def estimate_loader_memory(
@@ -236,28 +355,33 @@ def estimate_loader_memory(
     on_gpu: bool = True,
     processes: int = 0,
 ) -> LoaderMemoryEstimate:
-    """Peak memory of a ClipLoader: the formula for each pooled output buffer, plus decode surfaces,
+    """Peak memory of a ClipLoader from its parts' counts (:func:`plan_loader_memory` takes the
+    loader's settings instead): the formula for each pooled output buffer, plus decode surfaces,
     workspace and CUDA context.
 
     Args:
         width, height, batch_size, sequence_length, channels, dtype, augmentation_factor: One
             output batch, as :func:`estimate_memory` (``width``/``height`` of the output clips).
         buffers: Output buffers in the pool (``prefetch_queue_depth + 2``).
-        decoders: NVDEC decoders (the loader's ``num_threads``).
+        decoders: NVDEC decoders (the loader's ``decode_workers``).
         video_width, video_height, video_bit_depth: The largest decoded video (surface size).
         on_gpu: False for the CPU path: only the output buffers count (host memory).
         processes: Decode worker processes; each adds a CUDA context and a workspace.
 
     Raises:
-        ValueError: As :func:`estimate_memory`; ``buffers`` below 1, ``decoders`` or video sizes below 0.
+        ArgumentError: As :func:`estimate_memory`; ``buffers`` below 1, ``decoders``,
+            ``processes`` or video sizes below 0.
     """
     batch = estimate_memory(width=width, height=height, batch_size=batch_size, sequence_length=sequence_length,
                             channels=channels, dtype=dtype, augmentation_factor=augmentation_factor)
-    _positive("buffers", buffers)
-    for name, value in (("decoders", decoders), ("video_width", video_width), ("video_height", video_height),
-                        ("processes", processes)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise ValueError(f"{name} ({value!r}) must be an integer >= 0")
+    buffers = check_integer("buffers", buffers, minimum=1)
+    decoders, video_width, video_height, processes = (
+        check_integer(name, value, minimum=0) for name, value in (
+            ("decoders", decoders), ("video_width", video_width), ("video_height", video_height),
+            ("processes", processes),
+        )
+    )
+    video_bit_depth = check_integer("video_bit_depth", video_bit_depth, minimum=1)
     decoders = decoders if on_gpu else 0
     surface_bytes = NVDEC_BYTES_PER_PIXEL[8 if video_bit_depth <= 8 else 16] * video_width * video_height
     decode_surfaces = math.ceil(decoders * (NVDEC_DECODE_SURFACES + NVDEC_OUTPUT_SURFACES) * surface_bytes)

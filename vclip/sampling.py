@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Literal, Sequence
+from typing import Literal, NamedTuple, Sequence
 
 import numpy as np
 
+from ._validation import check_choice, check_integer, check_number, check_optional_integer, fail
 from .index import VideoIndex
 
 __all__ = [
     "ClipSampler",
+    "SampledClip",
     "contiguous",
     "strided",
     "keyframe",
@@ -34,21 +36,32 @@ _END_POLICIES = ("repeat_last", "wrap", "drop", "error")
 
 
 def _one_of(name: str, value, allowed: Sequence[str]) -> None:
-    if value not in allowed:
-        raise ValueError(f"{name} ({value!r}) must be one of {', '.join(map(repr, allowed))}")
+    """Kept for callers outside this module (the loader); use ``_validation.check_choice``."""
+    check_choice(name, value, allowed)
 
 
 def _at_least(name: str, value, minimum: int) -> None:
-    if not isinstance(value, (int, np.integer)) or isinstance(value, bool):
-        raise TypeError(f"{name} ({value!r}) must be an integer")
-    if value < minimum:
-        raise ValueError(f"{name} ({value}) must be >= {minimum}")
+    """Kept for callers outside this module (the loader); use ``_validation.check_integer``."""
+    check_integer(name, value, minimum=minimum)
 
 
-def check_scaling_factor(scaling_factor) -> None:
-    """Raise ValueError unless ``0 < scaling_factor <= 1``."""
-    if isinstance(scaling_factor, bool) or not isinstance(scaling_factor, (int, float)) or not 0 < scaling_factor <= 1:
-        raise ValueError(f"scaling_factor ({scaling_factor!r}) must be in (0, 1]")
+def check_scaling_factor(scaling_factor) -> float:
+    """``scaling_factor`` as a float; raises :class:`~vclip.ArgumentError` unless ``0 < f <= 1``."""
+    return check_number("scaling_factor", scaling_factor, minimum=0, maximum=1, minimum_inclusive=False)
+
+
+class SampledClip(NamedTuple):
+    """One clip as :meth:`ClipSampler.sample_with_padding` draws it.
+
+    Attributes:
+        frame_indices: int64 ``[T]``: frame numbers in presentation order.
+        padded: bool ``[T]``: True where the clip ran past the last frame and the end policy
+            filled the position (``"repeat_last"``: the last frame again; ``"wrap"``: a frame
+            from the start). All False for clips that fit the video.
+    """
+
+    frame_indices: np.ndarray
+    padded: np.ndarray
 
 
 def scaled_size(width: int, height: int, scaling_factor: float) -> tuple[int, int]:
@@ -97,28 +110,33 @@ class ClipSampler:
     seed: int | None = None
 
     def __post_init__(self):
-        _one_of("mode", self.mode, _MODES)
-        _one_of("starts", self.starts, _START_POLICIES)
-        _one_of("end_policy", self.end_policy, _END_POLICIES)
-        _one_of("keyframe_selection", self.keyframe_selection, ("first", "even"))
-        if self.mode in ("contiguous", "strided", "jittered"):
+        check_choice("mode", self.mode, _MODES)
+        check_choice("starts", self.starts, _START_POLICIES)
+        check_choice("end_policy", self.end_policy, _END_POLICIES)
+        check_choice("keyframe_selection", self.keyframe_selection, ("first", "even"))
+        temporal = self.mode in ("contiguous", "strided", "jittered")
+        if temporal:
             if self.sequence_length is None:
-                raise ValueError(f"sequence_length is required for {self.mode} clips")
-            _at_least("sequence_length", self.sequence_length, 1)
-            _at_least("stride", self.stride, 1)
-            _at_least("jitter", self.jitter, 0)
-            _at_least("clips_per_video", self.clips_per_video, 1)
+                raise fail("sequence_length", None, f"an integer >= 1 (frames per clip; {self.mode} clips need one)")
+            self._set_integer("sequence_length", 1)
+            self._set_integer("stride", 1)
+            self._set_integer("jitter", 0)
+            self._set_integer("clips_per_video", 1)
             if self.starts == "step":
                 if self.step is None:
-                    raise ValueError("step is required when starts='step'")
-                _at_least("step", self.step, 1)
+                    raise fail("step", None, "an integer >= 1 (frames between clip starts; starts='step' needs one)")
+                self._set_integer("step", 1)
         if self.mode == "indexed":
-            if self.frame_indices is None or len(self.frame_indices) == 0:
-                raise ValueError("frame_indices must not be empty")
-            object.__setattr__(self, "frame_indices", tuple(int(i) for i in self.frame_indices))
+            object.__setattr__(self, "frame_indices", _frame_index_tuple(self.frame_indices))
         if self.max_frames is not None:
-            _at_least("max_frames", self.max_frames, 1)
-        check_scaling_factor(self.scaling_factor)
+            self._set_integer("max_frames", 1)
+        if self.seed is not None:
+            self._set_integer("seed", 0)
+        object.__setattr__(self, "scaling_factor", check_scaling_factor(self.scaling_factor))
+
+    def _set_integer(self, name: str, minimum: int) -> None:
+        """Check the field ``name`` and store it as a plain ``int`` (NumPy integers accepted)."""
+        object.__setattr__(self, name, check_integer(name, getattr(self, name), minimum=minimum))
 
     @property
     def span(self) -> int:
@@ -138,28 +156,54 @@ class ClipSampler:
 
         Raises:
             ValueError: ``end_policy="error"`` and the video is shorter than one clip; keyframe
-                mode without an index.
+                mode without an index; a video without frames.
+            ArgumentError: ``video`` or ``seed`` of the wrong type.
             IndexError: An indexed frame is out of range.
         """
-        num_frames = video.num_frames if isinstance(video, VideoIndex) else int(video)
-        name = video.path if isinstance(video, VideoIndex) else "video"
+        return [clip.frame_indices for clip in self.sample_with_padding(video, seed=seed)]
+
+    def sample_with_padding(
+        self, video: VideoIndex | int, *, seed: int | np.random.Generator | None = None
+    ) -> list[SampledClip]:
+        """The clips of :meth:`sample` (the same draws), each with which positions the end policy padded.
+
+        Returns:
+            One :class:`SampledClip` ``(frame_indices, padded)`` per clip; ``padded`` is True
+            where the clip ran past the last frame (``"repeat_last"`` and ``"wrap"`` fill those
+            positions; ``"drop"`` leaves such clips out, so the list may be empty).
+
+        Raises:
+            As :meth:`sample`.
+        """
+        if isinstance(video, VideoIndex):
+            num_frames, name = video.num_frames, video.path
+        else:
+            if not isinstance(video, (int, np.integer)) or isinstance(video, bool):
+                raise fail("video", video, "a VideoIndex or a frame count (an integer)")
+            num_frames, name = int(video), "video"
+        if not isinstance(seed, np.random.Generator):
+            seed = check_optional_integer("seed", seed, minimum=0, none_means="(the sampler's own seed)")
         if num_frames < 1:
             raise ValueError(f"{name}: has no frames to sample")
-        if self.mode == "indexed":
-            if isinstance(video, VideoIndex):
-                return [video.check_frame_indices(self.frame_indices)]
-            return [_check_indices(self.frame_indices, num_frames)]
-        if self.mode == "keyframe":
-            if not isinstance(video, VideoIndex):
+        if self.mode in ("indexed", "keyframe"):
+            if self.mode == "indexed":
+                wanted = self.frame_indices or ()
+                frames = (video.check_frame_indices(wanted) if isinstance(video, VideoIndex)
+                          else _check_indices(wanted, num_frames))
+            elif not isinstance(video, VideoIndex):
                 raise ValueError("keyframe sampling needs the video's VideoIndex, not a frame count")
-            return [self._select_keyframes(video.keyframe_indices)]
+            else:
+                frames = self._select_keyframes(video.keyframe_indices)
+            return [SampledClip(frames, np.zeros(frames.shape, dtype=bool))]
         rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(
             self.seed if seed is None else seed
         )
         clips = []
+        length = self.sequence_length or 0  # set for every temporal mode (checked when built)
         for start in self._clip_starts(num_frames, rng):
-            positions = start + np.arange(self.sequence_length, dtype=np.int64) * self.stride
-            if positions[-1] >= num_frames:
+            positions = start + np.arange(length, dtype=np.int64) * self.stride
+            padded = positions >= num_frames
+            if padded[-1]:
                 if self.end_policy == "drop":
                     continue
                 if self.end_policy == "error":
@@ -173,7 +217,7 @@ class ClipSampler:
             if self.jitter:
                 offsets = rng.integers(-self.jitter, self.jitter + 1, size=positions.size)
                 positions = np.sort(np.clip(positions + offsets, 0, num_frames - 1))
-            clips.append(positions)
+            clips.append(SampledClip(positions, padded))
         return clips
 
     def _clip_starts(self, num_frames: int, rng: np.random.Generator) -> np.ndarray:
@@ -194,6 +238,22 @@ class ClipSampler:
             return keyframes[: self.max_frames]
         chosen = np.floor(np.linspace(0, keyframes.size - 1, self.max_frames) + 0.5).astype(np.int64)
         return keyframes[chosen]
+
+
+def _frame_index_tuple(frame_indices) -> tuple[int, ...]:
+    """The frames of an indexed clip as a tuple of ints (NumPy integers accepted)."""
+    expected = "a non-empty sequence of integers (frame numbers; negative counts from the end)"
+    if frame_indices is None or isinstance(frame_indices, (str, bytes)):
+        raise fail("frame_indices", frame_indices, expected)
+    try:
+        if not isinstance(frame_indices, (np.ndarray, list, tuple, range)):
+            frame_indices = list(frame_indices)  # any other iterable, once
+        array = np.asarray(frame_indices)
+    except (TypeError, ValueError):
+        raise fail("frame_indices", frame_indices, expected) from None
+    if array.ndim != 1 or array.size == 0 or array.dtype.kind not in "iu":
+        raise fail("frame_indices", frame_indices, expected)
+    return tuple(int(i) for i in array.tolist())
 
 
 def _check_indices(indices: Sequence[int], num_frames: int) -> np.ndarray:
@@ -224,17 +284,19 @@ def jittered(sequence_length: int, stride: int, jitter: int, **options) -> ClipS
 
 
 for _factory in (contiguous, strided, jittered):
-    _factory.__doc__ = _factory.__doc__.format(_CLIP_OPTIONS)
+    _factory.__doc__ = (_factory.__doc__ or "").format(_CLIP_OPTIONS)
 
 
-def keyframe(max_frames: int | None = None, *, selection: KeyframeSelection = "even", scaling_factor: float = 1.0) -> ClipSampler:
+def keyframe(
+    max_frames: int | None = None, *, selection: KeyframeSelection = "even", scaling_factor: float = 1.0
+) -> ClipSampler:
     """One clip of the stream's keyframes; with ``max_frames``, the first ones or evenly chosen ones."""
     return ClipSampler("keyframe", max_frames=max_frames, keyframe_selection=selection, scaling_factor=scaling_factor)
 
 
-def indexed(frame_indices: Sequence[int], *, scaling_factor: float = 1.0) -> ClipSampler:
+def indexed(frame_indices: Sequence[int] | np.ndarray, *, scaling_factor: float = 1.0) -> ClipSampler:
     """One clip of exactly these frames, in this order, duplicates kept (negative counts from the end)."""
-    return ClipSampler("indexed", frame_indices=tuple(frame_indices), scaling_factor=scaling_factor)
+    return ClipSampler("indexed", frame_indices=frame_indices, scaling_factor=scaling_factor)  # type: ignore[arg-type]
 
 
 def downscaled(sampler: ClipSampler, scaling_factor: float) -> ClipSampler:

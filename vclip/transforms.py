@@ -8,30 +8,62 @@ crop and flip, on CPU and GPU alike.
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
-__all__ = ["TransformSpec", "FrameGeometry", "IMAGENET_MEAN", "IMAGENET_STD", "output_shape"]
+from ._validation import ArgumentError, check_choice, check_integer, check_number, check_size, fail
+
+__all__ = ["TransformSpec", "FrameGeometry", "IMAGENET_MEAN", "IMAGENET_STD", "RESIZE_MODES", "output_shape"]
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
 
 Layout = Literal["THWC", "TCHW", "CTHW"]
 OutputDtype = Literal["uint8", "float16", "float32"]
+ResizeMode = Literal["short_side", "squash"]
 _LAYOUTS = ("THWC", "TCHW", "CTHW")
 _DTYPES = ("uint8", "float16", "float32")
+RESIZE_MODES = ("short_side", "squash")
+"""How :meth:`TransformSpec.imagenet` fits a frame into a square: ``"short_side"`` resizes the
+shorter side and crops (aspect kept), ``"squash"`` resizes both sides (aspect changed)."""
 
 
-def _pair(name: str, value) -> tuple[int, int] | None:
-    """``None``, an int, or ``(height, width)`` of positive ints."""
+def _is_integer(value: Any) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+
+
+def _size_or_none(name: str, value: Any, meaning_of_int: str) -> int | tuple[int, int] | None:
+    """``None``, a positive int, or a ``(height, width)`` tuple of positive ints (NumPy integers accepted)."""
     if value is None:
         return None
-    pair = (value, value) if isinstance(value, (int, np.integer)) else tuple(value)
-    if len(pair) != 2 or not all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v >= 1 for v in pair):
-        raise ValueError(f"{name} ({value!r}) must be a positive int or a (height, width) pair of positive ints")
-    return int(pair[0]), int(pair[1])
+    expected = f"a positive integer ({meaning_of_int}), a (height, width) pair of positive integers, or None"
+    if _is_integer(value):
+        if value < 1:
+            raise fail(name, value, expected)
+        return int(value)
+    try:
+        return check_size(name, value)
+    except ArgumentError:
+        raise fail(name, value, expected) from None
+
+
+def _three_numbers(name: str, value: Any, *, positive: bool = False) -> tuple[float, float, float]:
+    expected = f"three {'positive ' if positive else ''}numbers (R, G, B)"
+    try:
+        numbers_ = tuple(value)
+    except TypeError:
+        raise fail(name, value, expected) from None
+    valid = len(numbers_) == 3 and all(
+        isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(float(v))
+        and (not positive or float(v) > 0)
+        for v in numbers_
+    )
+    if not valid:
+        raise fail(name, value, expected)
+    return tuple(float(v) for v in numbers_)  # type: ignore[return-value]
 
 
 @dataclass(frozen=True)
@@ -53,22 +85,22 @@ class FrameGeometry:
     output_height: int
     flip: bool
 
-    @property
-    def is_identity(self) -> bool:
-        return (
-            self.resized_width == self.source_width == self.output_width
-            and self.resized_height == self.source_height == self.output_height
-            and not self.flip
-        )
-
 
 @dataclass(frozen=True)
 class TransformSpec:
     """Spatial and value transform applied to every frame of a clip, in one pass.
 
+    The resize either keeps the picture's shape or sets both sides:
+
+    - ``resize=256``: the shorter side becomes 256 and the other follows the aspect ratio
+      (1920x1080 becomes 455x256, 1080x1920 becomes 256x455); add ``crop=224`` for a square
+      that is not squashed. :meth:`imagenet` does this by default.
+    - ``resize=(224, 224)``: exactly this height and width, whatever the source's shape (a 16:9
+      frame is squashed into the square).
+
     Args:
         resize: None (keep the size, or the downscaled size), an int (the shorter side becomes
-            this, aspect kept), or ``(height, width)``.
+            this, aspect kept), or ``(height, width)`` (exact size, aspect not kept).
         crop: None, an int (square) or ``(height, width)``, taken after the resize.
         crop_mode: ``"center"`` or ``"random"`` (seeded, one offset per clip).
         flip_probability: Chance that a clip is mirrored left-right (seeded, per clip).
@@ -78,7 +110,8 @@ class TransformSpec:
         antialias: Area-average when shrinking (otherwise bilinear, which aliases).
 
     Raises:
-        ValueError: Bad sizes, probabilities, normalization with uint8, unknown dtype or layout.
+        ArgumentError: (a ``ValueError`` and a ``TypeError``) A bad size, probability, choice,
+            normalization with uint8; the message echoes the value and names what is allowed.
     """
 
     resize: int | tuple[int, int] | None = None
@@ -92,40 +125,80 @@ class TransformSpec:
     antialias: bool = True
 
     def __post_init__(self):
-        if not (self.resize is None or isinstance(self.resize, (int, np.integer))):
-            _pair("resize", self.resize)
-        elif isinstance(self.resize, (int, np.integer)) and (isinstance(self.resize, bool) or self.resize < 1):
-            raise ValueError(f"resize ({self.resize!r}) must be a positive int or a (height, width) pair")
-        _pair("crop", self.crop)
-        if self.crop_mode not in ("center", "random"):
-            raise ValueError(f"crop_mode ({self.crop_mode!r}) must be one of 'center', 'random'")
-        if not 0.0 <= float(self.flip_probability) <= 1.0:
-            raise ValueError(f"flip_probability ({self.flip_probability}) must be in [0, 1]")
-        if self.dtype not in _DTYPES:
-            raise ValueError(f"dtype ({self.dtype!r}) must be one of {', '.join(map(repr, _DTYPES))}")
-        if self.layout not in _LAYOUTS:
-            raise ValueError(f"layout ({self.layout!r}) must be one of {', '.join(map(repr, _LAYOUTS))}")
+        set_field = lambda name, value: object.__setattr__(self, name, value)  # noqa: E731 (frozen)
+        set_field("resize", _size_or_none("resize", self.resize, "the shorter side, aspect kept"))
+        set_field("crop", _size_or_none("crop", self.crop, "a square"))
+        check_choice("crop_mode", self.crop_mode, ("center", "random"))
+        set_field("flip_probability", check_number("flip_probability", self.flip_probability, minimum=0, maximum=1))
+        check_choice("dtype", self.dtype, _DTYPES)
+        check_choice("layout", self.layout, _LAYOUTS)
+        if not isinstance(self.antialias, (bool, np.bool_)):
+            raise fail("antialias", self.antialias, "True or False")
+        set_field("antialias", bool(self.antialias))
         if (self.mean is None) != (self.std is None):
-            raise ValueError("mean and std must be given together")
+            given, missing = ("mean", "std") if self.std is None else ("std", "mean")
+            raise fail(missing, None, f"three numbers (R, G, B) when {given} is given: mean and std go together")
         if self.mean is not None:
+            set_field("mean", _three_numbers("mean", self.mean))
+            set_field("std", _three_numbers("std", self.std, positive=True))
             if self.dtype == "uint8":
-                raise ValueError("normalization (mean/std) needs dtype 'float16' or 'float32', not 'uint8'")
-            if len(self.mean) != 3 or len(self.std) != 3:
-                raise ValueError(f"mean ({self.mean}) and std ({self.std}) must have 3 values (R, G, B)")
-            if any(s <= 0 for s in self.std):
-                raise ValueError(f"std ({self.std}) must be > 0")
+                raise fail("dtype", self.dtype, "'float16' or 'float32' when mean and std normalize the values")
 
     @classmethod
-    def imagenet(cls, size: int = 224, *, dtype: OutputDtype = "float32", layout: Layout = "TCHW", **options):
-        """Resize to ``size`` x ``size`` and normalize with the ImageNet mean and std."""
-        return cls(resize=(size, size), mean=IMAGENET_MEAN, std=IMAGENET_STD, dtype=dtype, layout=layout, **options)
+    def imagenet(
+        cls,
+        size: int = 224,
+        *,
+        train: bool = False,
+        resize_mode: ResizeMode = "short_side",
+        short_side: int | None = None,
+        dtype: OutputDtype = "float32",
+        layout: Layout = "TCHW",
+        **options,
+    ) -> "TransformSpec":
+        """The usual video recipe: ``size`` x ``size`` clips normalized with the ImageNet mean and std.
+
+        With ``resize_mode="short_side"`` (default) the picture keeps its shape: the shorter side is
+        resized to ``short_side`` (default ``size``), then a ``size`` x ``size`` window is cropped:
+        in the center for evaluation, at a random place (seeded, per clip) with a left-right flip
+        half of the time for training (``train=True``). ``resize_mode="squash"`` resizes both sides
+        to ``size`` (a 16:9 frame is squashed into the square) and crops nothing; training adds
+        only the flip.
+
+        Args:
+            size: Side of the square output.
+            train: Random crop and flip (training) instead of center crop (evaluation).
+            resize_mode: ``"short_side"`` or ``"squash"`` (see above).
+            short_side: The shorter side after the resize, at least ``size`` (``"short_side"`` only),
+                e.g. 256 with ``size=224``: crop 224 out of a frame whose shorter side is 256.
+            dtype, layout: As the class. ``options``: any other field, overriding the recipe's
+                (e.g. ``flip_probability=0.0``).
+
+        Raises:
+            ArgumentError: ``size`` or ``short_side`` not a positive integer, ``short_side`` below
+                ``size`` or given with ``"squash"``, an unknown ``resize_mode``.
+        """
+        size = check_integer("size", size, minimum=1)
+        check_choice("resize_mode", resize_mode, RESIZE_MODES)
+        if not isinstance(train, (bool, np.bool_)):
+            raise fail("train", train, "True or False")
+        if resize_mode == "squash":
+            if short_side is not None:
+                raise fail("short_side", short_side, "None with resize_mode='squash' (both sides become size)")
+            recipe: dict[str, Any] = {"resize": (size, size)}
+        else:
+            short = size if short_side is None else check_integer("short_side", short_side, minimum=size)
+            recipe = {"resize": short, "crop": size, "crop_mode": "random" if train else "center"}
+        recipe.update(flip_probability=0.5 if train else 0.0, mean=IMAGENET_MEAN, std=IMAGENET_STD,
+                      dtype=dtype, layout=layout)
+        return cls(**{**recipe, **options})
 
     def resized_size(self, width: int, height: int) -> tuple[int, int]:
         """``(width, height)`` after the resize step for a ``width`` x ``height`` frame."""
         if self.resize is None:
             return width, height
-        if isinstance(self.resize, (int, np.integer)):
-            short = int(self.resize)
+        if isinstance(self.resize, int):
+            short = self.resize
             if width <= height:
                 return short, max(1, math.floor(height * short / width + 0.5))
             return max(1, math.floor(width * short / height + 0.5)), short
@@ -133,8 +206,10 @@ class TransformSpec:
 
     def output_size(self, width: int, height: int) -> tuple[int, int]:
         """``(width, height)`` of the output for a ``width`` x ``height`` frame."""
-        crop = _pair("crop", self.crop)
-        return (crop[1], crop[0]) if crop else self.resized_size(width, height)
+        if self.crop is None:
+            return self.resized_size(width, height)
+        crop_height, crop_width = (self.crop, self.crop) if isinstance(self.crop, int) else self.crop
+        return crop_width, crop_height
 
     def geometry(
         self,
@@ -162,16 +237,20 @@ class TransformSpec:
                 f"crop {output_height}x{output_width} (HxW) is larger than the resized frame "
                 f"{resized_height}x{resized_width}"
             )
-        needs_rng = self.crop_mode == "random" or 0.0 < self.flip_probability < 1.0
-        if needs_rng and rng is None:
+        random_flip = 0.0 < self.flip_probability < 1.0
+        if rng is None and (self.crop_mode == "random" or random_flip):
             raise ValueError("random crops and flips need a seeded generator (rng)")
         if self.crop_mode == "random":
+            assert rng is not None
             crop_x = int(rng.integers(0, resized_width - output_width + 1))
             crop_y = int(rng.integers(0, resized_height - output_height + 1))
         else:
             crop_x = (resized_width - output_width) // 2
             crop_y = (resized_height - output_height) // 2
-        flip = self.flip_probability >= 1.0 or (0.0 < self.flip_probability and bool(rng.random() < self.flip_probability))
+        flip = self.flip_probability >= 1.0
+        if random_flip:
+            assert rng is not None
+            flip = bool(rng.random() < self.flip_probability)
         return FrameGeometry(
             source_width, source_height, resized_width, resized_height,
             crop_x, crop_y, output_width, output_height, flip,
