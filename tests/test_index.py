@@ -323,6 +323,43 @@ def test_chmod_000_is_permission_denied(tmp_path):
         os.chmod(path, 0o600)
 
 
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="needs root to become another user")
+def test_real_permission_denied_as_another_user(tmp_path, clean_cache):
+    """As root, a forked child that becomes 'nobody' meets real EACCES: on the file and on its folder."""
+    readable = tiny(tmp_path / "open.mp4")
+    vclip.index_video(readable)  # every import done before the fork
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    inside = shutil.copy(readable, locked / "inside.mp4")
+    closed = shutil.copy(readable, tmp_path / "closed.mp4")
+    os.chmod(closed, 0)
+    os.chmod(locked, 0o700)
+    os.chmod(tmp_path, 0o755)
+    read_end, write_end = os.pipe()
+    child = os.fork()
+    if child == 0:  # pragma: no cover - runs in the child
+        try:
+            os.setgid(65534)
+            os.setuid(65534)
+            lines = []
+            for path in (closed, inside):
+                try:
+                    vclip.index_video(path)
+                    lines.append("indexed")
+                except Exception as error:
+                    lines.append(f"{type(error).__name__}: {error}")
+            os.write(write_end, "\n".join(lines).encode())
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    with os.fdopen(read_end) as pipe:
+        lines = pipe.read().splitlines()
+    os.waitpid(child, 0)
+    assert len(lines) == 2, lines
+    for line, path in zip(lines, (closed, inside)):
+        assert line.startswith(f"UnreadableVideoError: {path}: permission denied"), line
+
+
 def test_stream_without_codec_parameters(tmp_path):
     """D2: a vmhd box whose size byte is 0x8C swallows the sample description."""
     def patch(data):
