@@ -1,12 +1,13 @@
 """Deterministic mutation fuzzing of vclip's video readers.
 
-Mutants of small synthetic videos (64x48, 20 frames: H.264 and HEVC in MP4, H.264 in Matroska and
-MPEG-TS, MPEG-4 Part 2 in AVI) go through the API (``index_video``, ``VideoDecoder.get_frames`` and
-``get_clips``), optionally the CLI (``vclip info`` and ``vclip sample`` in-process) and a loader
-epoch. Every outcome must be a success with correctly shaped output, or a :class:`vclip.VideoError`
-naming the file: any other exception, a hang (past ``timeout`` seconds) or a wrongly shaped result
-is a failure. Every ``good_every`` mutants, a pristine video must still decode exactly (barcodes),
-so a decoder left broken by a bad file (a CUDA context, say) is caught.
+Mutants of small synthetic videos (64x48, 20 frames: H.264 and HEVC in MP4, H.264 in Matroska, one
+with negative timestamps, and in MPEG-TS, MPEG-4 Part 2 in AVI) go through the API
+(``index_video``, ``VideoDecoder.get_frames`` and ``get_clips``), optionally the CLI (``vclip info``
+and ``vclip sample`` in-process) and a loader epoch. Every outcome must be a success with correctly
+shaped output and a consistent index, or a :class:`vclip.VideoError` naming the file: any other
+exception, a hang (past ``timeout`` seconds) or a wrongly shaped result is a failure. Every
+``good_every`` mutants, a pristine video must still decode exactly (barcodes), so a decoder left
+broken by a bad file (a CUDA context, say) is caught.
 
 Mutations: truncation, bit flips in the header and in the payload, zeroed ranges, duplicated and
 shuffled chunks, and per container absurd sizes and counts: MP4 box sizes and table entry counts,
@@ -38,6 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
 
+import av
 import numpy as np
 
 if __package__ in (None, ""):  # python tests/fuzzing.py from a checkout
@@ -45,7 +47,8 @@ if __package__ in (None, ""):  # python tests/fuzzing.py from a checkout
 
 import vclip  # noqa: E402
 from vclip.errors import VideoError  # noqa: E402
-from vclip.synthetic import make_video, read_barcode  # noqa: E402
+from vclip.index import check_index  # noqa: E402
+from vclip.synthetic import _texture, make_video, read_barcode, render_frame  # noqa: E402
 
 WIDTH, HEIGHT, FRAMES = 64, 48, 20
 _BASE = dict(num_frames=FRAMES, width=WIDTH, height=HEIGHT, keyframe_interval=10)
@@ -55,14 +58,35 @@ SEEDS = {  # name: (file name, make_video options)
     "h264_mkv": ("h264.mkv", dict(b_frames=2)),
     "mpeg4_avi": ("mpeg4.avi", dict(codec="mpeg4")),
     "h264_ts": ("h264.ts", dict(b_frames=2)),
+    "negative_pts_mkv": ("negative_pts.mkv", None),  # first 5 frames before 0: the demuxer gives no pts
 }
+
+
+def make_negative_pts_mkv(path: str | os.PathLike, *, first_pts: int = -5) -> str:
+    """An H.264 Matroska file whose first timestamps are negative (muxed with
+    ``avoid_negative_ts=disabled``): FFmpeg hands those packets over without pts or dts."""
+    texture = _texture(2 * WIDTH, 2 * HEIGHT, np.random.default_rng(0))
+    with av.open(str(path), "w", container_options={"avoid_negative_ts": "disabled"}) as container:
+        stream = container.add_stream("libx264", rate=30)
+        stream.width, stream.height, stream.pix_fmt = WIDTH, HEIGHT, "yuv420p"
+        stream.options = {"bf": "2", "g": "10", "preset": "veryfast"}
+        for i in range(FRAMES):
+            frame = av.VideoFrame.from_ndarray(render_frame(i, texture, WIDTH, HEIGHT, FRAMES), format="rgb24")
+            frame.pts = first_pts + i
+            container.mux(stream.encode(frame))
+        container.mux(stream.encode(None))
+    return str(path)
 
 
 def make_seeds(folder: str | os.PathLike) -> dict[str, str]:
     """The pristine videos mutants are made from, by name (see SEEDS)."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    return {name: make_video(folder / file, **{**_BASE, **options}) for name, (file, options) in SEEDS.items()}
+    return {
+        name: make_video(folder / file, **{**_BASE, **options}) if options is not None
+        else make_negative_pts_mkv(folder / file)
+        for name, (file, options) in SEEDS.items()
+    }
 
 
 # -- container structure ------------------------------------------------------------------------
@@ -348,8 +372,10 @@ def _expect_shape(what: str, array, shape: tuple) -> None:
 def check_api(path: str, device: str = "cpu") -> None:
     """index_video, then get_frames and get_clips, each result's shape checked; raises what they raise."""
     index = vclip.index_video(path)
-    if index.num_frames < 1 or index.width < 1 or index.height < 1:
-        raise BadResult(f"index with {index.num_frames} frames of {index.width}x{index.height}")
+    try:
+        check_index(index)
+    except ValueError as error:
+        raise BadResult(f"inconsistent index: {error}") from None
     decoder = vclip.VideoDecoder(path, device=device)
     n, size = index.num_frames, (index.height, index.width, 3)
     frames = [0, n // 2, n - 1, -1]
@@ -384,9 +410,13 @@ def check_cli(path: str, device: str, folder: Path, api_outcome: str) -> None:
 
 
 def check_good(path: str, device: str) -> None:
-    """A pristine video decodes exactly: every frame's barcode is its number."""
+    """A pristine video decodes exactly on ``device``: every frame's barcode is its number (and a
+    GPU request is not quietly served by the CPU, which would hide a broken CUDA context)."""
     decoder = vclip.VideoDecoder(path, device=device)
-    data = host(decoder.get_frames(list(range(decoder.index.num_frames))).data)
+    frames = decoder.get_frames(list(range(decoder.index.num_frames)))
+    if device != "cpu" and frames.fell_back_to_cpu:
+        raise BadResult(f"good video {path} was decoded on the CPU, not on {device}")
+    data = host(frames.data)
     found = [read_barcode(frame) for frame in data]
     if found != list(range(decoder.index.num_frames)):
         raise BadResult(f"good video {path} decoded as frames {found}")
@@ -474,7 +504,8 @@ def run_campaign(
     work = folder / "mutants"
     work.mkdir(parents=True, exist_ok=True)
     summary = CampaignSummary(device=device)
-    good = list(seeds.values())
+    # pristine videos for the periodic check; on a GPU only those NVDEC decodes (H.264, HEVC)
+    good = [path for name, path in sorted(seeds.items()) if device == "cpu" or not name.startswith("mpeg4")]
     started = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # truncation and fallback warnings are expected here

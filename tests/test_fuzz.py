@@ -6,10 +6,14 @@ runs on its own (``python tests/fuzzing.py --device cuda``) for NVDEC."""
 from __future__ import annotations
 
 import os
+from fractions import Fraction
 
+import av
+import numpy as np
 import pytest
 
 import fuzzing
+import vclip
 
 FUZZ_COUNT = int(os.environ.get("VCLIP_FUZZ_COUNT", "1000"))
 
@@ -76,3 +80,35 @@ def test_fuzz_loader_epoch_skips_bad_videos(tmp_path, fuzz_report):
     ))
     assert result["batches"] >= 1 and result["clips"] >= 4
     assert result["skipped"] <= set(paths) and seeds["h264_mp4"] not in result["skipped"]
+
+
+# -- what the fuzzer found, kept as plain regressions ----------------------------------------------
+def test_picture_size_changing_mid_stream_is_corrupt_video_error(tmp_path):
+    """Bit flips in an in-band SPS gave 96x48 frames in a 64x48 stream: a ValueError on the copy.
+    Here a second encoder's 96x48 packets follow a 64x48 encoder's in one MPEG-TS stream."""
+    path = tmp_path / "joined.ts"
+    with av.open(str(path), "w") as container:
+        stream = container.add_stream("libx264", rate=30)
+        stream.width, stream.height, stream.pix_fmt = 64, 48, "yuv420p"
+        stream.codec_context.time_base = Fraction(1, 30)
+        stream.options = {"bf": "0", "g": "10"}
+        wider = av.CodecContext.create("libx264", "w")
+        wider.width, wider.height, wider.pix_fmt = 96, 48, "yuv420p"
+        wider.time_base, wider.options = Fraction(1, 30), {"bf": "0", "g": "10"}
+        for i in range(20):
+            frame = av.VideoFrame.from_ndarray(np.full((48, 64 if i < 10 else 96, 3), 10 * i, np.uint8),
+                                               format="rgb24")
+            frame.pts = i
+            if i == 10:
+                container.mux(stream.encode(None))
+            for packet in (stream if i < 10 else wider).encode(frame):
+                packet.stream = stream
+                container.mux(packet)
+        for packet in wider.encode(None):
+            packet.stream = stream
+            container.mux(packet)
+    decoder = vclip.VideoDecoder(path)
+    assert (decoder.index.width, decoder.index.num_frames) == (64, 20)
+    assert decoder.get_frames([0, 9]).data.shape == (2, 48, 64, 3)
+    with pytest.raises(vclip.CorruptVideoError, match=r"joined\.ts: frame 12 is 96x48, the stream 64x48"):
+        decoder.get_frames([12])

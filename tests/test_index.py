@@ -224,7 +224,6 @@ import builtins  # noqa: E402
 import os  # noqa: E402
 import struct  # noqa: E402
 import warnings  # noqa: E402
-from fractions import Fraction  # noqa: E402
 
 import vclip.cli  # noqa: E402
 import vclip.index as index_module  # noqa: E402
@@ -304,7 +303,10 @@ def test_unreadable_file_is_permission_denied(tmp_path, monkeypatch, clean_cache
     with pytest.raises(UnreadableVideoError, match=r"secret\.mp4: permission denied"):
         vclip.index_video(path)
     # FFmpeg's own refusal to open is diagnosed the same way
-    monkeypatch.setattr(av, "open", lambda *a, **k: (_ for _ in ()).throw(av.error.PermissionError(13, "Permission denied")))
+    def refuse(*args, **kwargs):
+        raise av.error.PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(av, "open", refuse)
     with pytest.raises(UnreadableVideoError, match="permission denied"):
         index_module.open_container(path)
     monkeypatch.setattr(builtins, "open", real_open)  # the file is readable: FFmpeg's EACCES is about the data

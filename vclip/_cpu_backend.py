@@ -122,7 +122,7 @@ class CpuBackend:
             nonlocal convert_seconds
             if (frame.width, frame.height) != (index.width, index.height):
                 raise CorruptVideoError(index.path, f"frame {number} is {frame.width}x{frame.height}, the stream "
-                                                    f"{index.width}x{index.height} (the picture size changes mid-stream)")
+                                                    f"{index.width}x{index.height} (the size changes mid-stream)")
             converting = time.perf_counter()
             if spec is None:
                 rgb = frame.to_ndarray(format="rgb24", interpolation="POINT")

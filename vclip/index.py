@@ -621,6 +621,8 @@ def _build_index(path: str, stream_index: int | None, file_size: int) -> VideoIn
         raise
     except av.error.FFmpegError as error:
         raise CorruptVideoError(path, f"FFmpeg could not read it ({_reason(error)})") from None
+    except OSError as error:  # the file went away or became unreadable while it was read
+        raise video_error_from_os_error(path, error) from None
     except (ValueError, ArithmeticError, TypeError) as error:  # odd values from a damaged header
         raise CorruptVideoError(path, f"unreadable stream facts ({type(error).__name__}: {error})") from None
     finally:
@@ -695,7 +697,9 @@ def _index_container(container, path: str, stream_index: int | None, file_size: 
     packet_frame = np.full(packet_pts.size, -1, dtype=np.int64)
     packet_frame[order] = np.arange(order.size)
     gaps = np.diff(frame_pts)
-    last_duration = int(durations[order[-1]]) if durations[order[-1]] > 0 else (int(np.median(gaps)) if gaps.size else 0)
+    last_duration = int(durations[order[-1]])
+    if last_duration <= 0:
+        last_duration = int(np.median(gaps)) if gaps.size else 0
     if not last_duration and stream.average_rate:
         last_duration = max(0, int(round(1 / (stream.average_rate * stream.time_base))))
     time_base = Fraction(stream.time_base)
