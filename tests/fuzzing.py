@@ -30,6 +30,7 @@ import os
 import random
 import struct
 import sys
+import tempfile
 import threading
 import time
 import traceback
@@ -597,12 +598,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--count", type=int, default=1000, help="mutants to try (default 1000)")
     parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N (default cpu)")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", default="fuzz-out", help="folder for seeds and mutants (failing ones are kept)")
+    parser.add_argument("--out", help="folder for seeds and mutants, failing ones kept (default: a new temporary one)")
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds per case before it counts as a hang")
     parser.add_argument("--good-every", type=int, default=50, help="check a good video every N mutants")
     parser.add_argument("--cli-every", type=int, default=8, help="also run the CLI on every N-th mutant (0: never)")
     parser.add_argument("--keep", action="store_true", help="keep every mutant file")
     args = parser.parse_args(argv)
+    args.out = args.out or tempfile.mkdtemp(prefix="vclip-fuzz-")
+    print(f"seeds and mutants in {args.out}", flush=True)
     summary = run_campaign(args.out, count=args.count, device=args.device, seed=args.seed, timeout=args.timeout,
                            good_every=args.good_every, cli_every=args.cli_every, keep=args.keep,
                            log=lambda line: print(line, flush=True))

@@ -261,6 +261,8 @@ def test_symlink_loop_is_unreadable(tmp_path):
     loop.symlink_to(loop)
     with pytest.raises(UnreadableVideoError, match=r"loop\.mp4: too many levels of symbolic links"):
         vclip.index_video(loop)
+    good = tiny(tmp_path / "good.mp4")
+    assert vclip.cli.main(["info", good, str(loop), good]) == vclip.cli.EXIT_PARTIAL  # reported, the rest described
 
 
 def test_name_too_long_is_unreadable(tmp_path):
