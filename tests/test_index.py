@@ -217,3 +217,462 @@ def test_moved_file_reindexes(videos, tmp_path):
     copy = tmp_path / "copy.mp4"
     shutil.copy(videos["h264"], copy)
     assert vclip.index_video(copy).path == str(copy)
+
+
+# -- issue 10: every failure a VideoError naming the file (D1-D5, D14), caches you can trust (D10-D12) --
+import builtins  # noqa: E402
+import os  # noqa: E402
+import struct  # noqa: E402
+import warnings  # noqa: E402
+
+import vclip.cli  # noqa: E402
+import vclip.index as index_module  # noqa: E402
+from vclip.errors import IndexCacheWarning, TruncatedVideoWarning, UnreadableVideoError  # noqa: E402
+from vclip.synthetic import read_barcode, render_frame  # noqa: E402
+from vclip.synthetic import _texture as synthetic_texture  # noqa: E402
+
+TINY = dict(num_frames=20, width=64, height=48, keyframe_interval=10)
+
+
+def tiny(path, **options):
+    return vclip.synthetic.make_video(path, **{**TINY, **options})
+
+
+def barcodes(frames) -> list[int]:
+    return [read_barcode(frame) for frame in frames.data]
+
+
+def patched(source, target, patch) -> str:
+    data = bytearray(open(source, "rb").read())
+    patch(data)
+    open(target, "wb").write(bytes(data))
+    return str(target)
+
+
+@pytest.fixture
+def clean_cache():
+    vclip.clear_index_cache()
+    yield
+    vclip.clear_index_cache()
+
+
+def test_symlink_loop_is_unreadable(tmp_path):
+    loop = tmp_path / "loop.mp4"
+    loop.symlink_to(loop)
+    with pytest.raises(UnreadableVideoError, match=r"loop\.mp4: too many levels of symbolic links"):
+        vclip.index_video(loop)
+    good = tiny(tmp_path / "good.mp4")
+    assert vclip.cli.main(["info", good, str(loop), good]) == vclip.cli.EXIT_PARTIAL  # reported, the rest described
+
+
+def test_name_too_long_is_unreadable(tmp_path):
+    with pytest.raises(UnreadableVideoError, match="file name too long"):
+        vclip.index_video(tmp_path / ("x" * 300 + ".mp4"))
+
+
+def test_file_used_as_folder_is_not_found(tmp_path):
+    path = tiny(tmp_path / "a.mp4")
+    with pytest.raises(VideoNotFoundError, match="a folder in its path is a file"):
+        vclip.index_video(os.path.join(path, "b.mp4"))
+
+
+def test_stat_permission_denied_is_unreadable_not_corrupt(tmp_path, monkeypatch):
+    """An unreadable parent folder: os.stat fails with EACCES (simulated: tests may run as root)."""
+    path = str(tmp_path / "locked" / "a.mp4")
+    real_stat = os.stat
+
+    def stat(target, *args, **kwargs):
+        if os.fspath(target) == path:
+            raise PermissionError(13, "Permission denied", path)
+        return real_stat(target, *args, **kwargs)
+
+    monkeypatch.setattr(os, "stat", stat)
+    with pytest.raises(UnreadableVideoError, match=r"a\.mp4: permission denied"):
+        vclip.index_video(path)
+
+
+def test_unreadable_file_is_permission_denied(tmp_path, monkeypatch, clean_cache):
+    """chmod 000 (simulated for root): reading fails; the error says permission, not corrupt."""
+    path = tiny(tmp_path / "secret.mp4")
+    real_open = builtins.open
+
+    def guarded_open(target, *args, **kwargs):
+        if os.fspath(target) == path:
+            raise PermissionError(13, "Permission denied", path)
+        return real_open(target, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "open", guarded_open)
+    with pytest.raises(UnreadableVideoError, match=r"secret\.mp4: permission denied"):
+        vclip.index_video(path)
+    # FFmpeg's own refusal to open is diagnosed the same way
+    def refuse(*args, **kwargs):
+        raise av.error.PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(av, "open", refuse)
+    with pytest.raises(UnreadableVideoError, match="permission denied"):
+        index_module.open_container(path)
+    monkeypatch.setattr(builtins, "open", real_open)  # the file is readable: FFmpeg's EACCES is about the data
+    with pytest.raises(CorruptVideoError, match="secret.mp4: FFmpeg could not open it"):
+        index_module.open_container(path)
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() == 0, reason="root reads any file")
+def test_chmod_000_is_permission_denied(tmp_path):
+    path = tiny(tmp_path / "locked.mp4")
+    os.chmod(path, 0)
+    try:
+        with pytest.raises(UnreadableVideoError, match="permission denied"):
+            vclip.index_video(path)
+    finally:
+        os.chmod(path, 0o600)
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="needs root to become another user")
+def test_real_permission_denied_as_another_user(tmp_path, clean_cache):
+    """As root, a forked child that becomes 'nobody' meets real EACCES: on the file and on its folder."""
+    readable = tiny(tmp_path / "open.mp4")
+    vclip.index_video(readable)  # every import done before the fork
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    inside = shutil.copy(readable, locked / "inside.mp4")
+    closed = shutil.copy(readable, tmp_path / "closed.mp4")
+    os.chmod(closed, 0)
+    os.chmod(locked, 0o700)
+    os.chmod(tmp_path, 0o755)
+    read_end, write_end = os.pipe()
+    child = os.fork()
+    if child == 0:  # pragma: no cover - runs in the child
+        try:
+            os.setgid(65534)
+            os.setuid(65534)
+            lines = []
+            for path in (closed, inside):
+                try:
+                    vclip.index_video(path)
+                    lines.append("indexed")
+                except Exception as error:
+                    lines.append(f"{type(error).__name__}: {error}")
+            os.write(write_end, "\n".join(lines).encode())
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    with os.fdopen(read_end) as pipe:
+        lines = pipe.read().splitlines()
+    os.waitpid(child, 0)
+    assert len(lines) == 2, lines
+    for line, path in zip(lines, (closed, inside)):
+        assert line.startswith(f"UnreadableVideoError: {path}: permission denied"), line
+
+
+def test_stream_without_codec_parameters(tmp_path):
+    """D2: a vmhd box whose size byte is 0x8C swallows the sample description."""
+    def patch(data):
+        at = data.find(b"vmhd")
+        data[at - 1] = 0x8C
+
+    path = patched(tiny(tmp_path / "good.mp4"), tmp_path / "vmhd.mp4", patch)
+    with pytest.raises(CorruptVideoError, match=r"vmhd\.mp4: video stream #0 has no codec parameters"):
+        vclip.index_video(path)
+
+
+def test_invalid_utf8_metadata_is_read(tmp_path):
+    """D3: metadata that is not UTF-8 does not stop indexing or decoding."""
+    source = tmp_path / "titled.mkv"
+    with av.open(str(source), "w") as container:
+        container.metadata["title"] = "QQQQQQQQ"
+        stream = container.add_stream("libx264", rate=10)
+        stream.width, stream.height, stream.pix_fmt = 64, 48, "yuv420p"
+        stream.metadata["handler_name"] = "WWWWWWWW"
+        for i in range(5):
+            container.mux(stream.encode(av.VideoFrame.from_ndarray(np.full((48, 64, 3), 40 * i, np.uint8),
+                                                                   format="rgb24")))
+        container.mux(stream.encode(None))
+    data = source.read_bytes().replace(b"QQQQQQQQ", b"\xff\xfe\xc3QQQQQ").replace(b"WWWWWWWW", b"\xff\xfeWWWWWW")
+    path = tmp_path / "latin.mkv"
+    path.write_bytes(data)
+    assert vclip.index_video(path).num_frames == 5
+    assert vclip.VideoDecoder(path).get_frames([0, 4]).data.shape == (2, 48, 64, 3)
+    assert vclip.cli.main(["info", str(path)]) == 0
+
+
+def test_avi_seek_refused_falls_back_to_reading_from_the_start(tmp_path):
+    """D4: an idx1 entry 0 of size 0x7FFFFFFF makes FFmpeg's seek fail with EPERM."""
+    def patch(data):
+        at = data.find(b"idx1")
+        struct.pack_into("<I", data, at + 8 + 12, 0x7FFFFFFF)
+
+    path = patched(tiny(tmp_path / "good.avi", codec="mpeg4"), tmp_path / "idx1.avi", patch)
+    decoder = vclip.VideoDecoder(path)
+    for frame in range(decoder.index.num_frames):
+        assert barcodes(decoder.get_frames([frame])) == [frame]
+
+
+def test_demux_failure_is_corrupt_video_error(tmp_path, monkeypatch):
+    """D4: any FFmpeg error while reading packets back names the file."""
+    from vclip import _packets
+
+    path = tiny(tmp_path / "good.avi", codec="mpeg4")
+    index = vclip.index_video(path)
+
+    def refuse(self, *args, **kwargs):
+        raise av.error.PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(av.container.InputContainer, "seek", refuse)
+    monkeypatch.setattr(av.container.InputContainer, "demux", refuse)
+    with pytest.raises(CorruptVideoError, match=r"good\.avi: packets \[5\] could not be read back \(Operation not"):
+        _packets.read_packets(index, np.array([5]))
+
+
+def test_file_gone_after_indexing(tmp_path, clean_cache):
+    path = tiny(tmp_path / "gone.mp4")
+    decoder = vclip.VideoDecoder(path)
+    os.unlink(path)
+    with pytest.raises(VideoNotFoundError, match=r"gone\.mp4: file does not exist"):
+        decoder.get_frames([3])
+
+
+def test_zero_frames_refused_everywhere(tmp_path, clean_cache):
+    """D5: an edit list that starts after the last frame leaves nothing to show."""
+    def patch(data):
+        at = data.find(b"elst")
+        struct.pack_into(">i", data, at + 16, 1_000_000)  # media_time of entry 0
+
+    path = patched(tiny(tmp_path / "good.mp4"), tmp_path / "nothing.mp4", patch)
+    with pytest.raises(CorruptVideoError, match=r"nothing\.mp4: no decodable frames"):
+        vclip.index_video(path)
+    with pytest.raises(CorruptVideoError, match="no decodable frames"):
+        vclip.VideoDecoder(path)
+    assert vclip.cli.main(["info", path]) == 1
+    assert vclip.cli.main(["sample", path, "--mode", "indexed", "--frame-indices", "-1",
+                           "--out", str(tmp_path / "out.npz"), "--device", "cpu"]) == 1
+
+
+def _negative_timestamp_mkv(path, b_frames: int, first_pts: int) -> str:
+    texture = synthetic_texture(128, 96, np.random.default_rng(0))
+    with av.open(str(path), "w", container_options={"avoid_negative_ts": "disabled"}) as container:
+        stream = container.add_stream("libx264", rate=30)
+        stream.width, stream.height, stream.pix_fmt = 64, 48, "yuv420p"
+        stream.options = {"bf": str(b_frames), "g": "10", "preset": "veryfast"}
+        for i in range(20):
+            frame = av.VideoFrame.from_ndarray(render_frame(i, texture, 64, 48, 20), format="rgb24")
+            frame.pts = first_pts + i
+            container.mux(stream.encode(frame))
+        container.mux(stream.encode(None))
+    return str(path)
+
+
+@pytest.mark.parametrize("b_frames", [0, 2])
+def test_negative_timestamps_in_matroska(tmp_path, b_frames, clean_cache):
+    """D14: Matroska cannot store negative timestamps; FFmpeg hands those packets over without any."""
+    path = _negative_timestamp_mkv(tmp_path / f"negative{b_frames}.mkv", b_frames, first_pts=-5)
+    with av.open(path) as container:
+        assert sum(p.pts is None for p in container.demux(video=0) if p.size) == 5  # the premise
+    index = vclip.index_video(path)
+    assert index.num_frames == 20
+    assert np.all(np.diff(index.pts) > 0) and index.pts[5] == 0
+    decoder = vclip.VideoDecoder(path)
+    assert barcodes(decoder.get_frames(list(range(20)))) == list(range(20))
+    for frames in ([3], [7, 2, 11], [19, 0], [4, 5, 6]):
+        assert barcodes(decoder.get_frames(frames)) == frames
+    clips = decoder.get_clips(vclip.contiguous(4, starts="even", clips_per_video=3))
+    assert [barcodes(vclip.Frames(c, None, None, "cpu")) for c in clips.data] == clips.frame_indices.tolist()
+
+
+def test_truncated_mpeg_ts_leaves_out_the_cut_frame(tmp_path, clean_cache):
+    """A TS file cut inside the last video packet: that frame would come out concealed."""
+    source = tiny(tmp_path / "full.ts")
+    data = open(source, "rb").read()
+    cut = tmp_path / "cut.ts"
+    cut.write_bytes(data[:-100])  # inside the last transport packet, which continues the last PES
+    with pytest.warns(TruncatedVideoWarning, match=r"cut\.ts: truncated: .* its frame is left out"):
+        index = vclip.index_video(cut)
+    assert index.num_frames == 19
+    assert barcodes(vclip.VideoDecoder(cut).get_frames(list(range(19)))) == list(range(19))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        vclip.clear_index_cache()
+        assert vclip.index_video(source).num_frames == 20  # a whole file: no warning
+
+
+# -- caches ---------------------------------------------------------------------------------------
+def _same_size_pair(tmp_path):
+    """Two valid videos of the same byte size (the smaller padded with an mp4 'free' box)."""
+    first = tiny(tmp_path / "first.mp4", seed=1)
+    second = tiny(tmp_path / "second.mp4", num_frames=24, seed=2)
+    sizes = [os.path.getsize(first), os.path.getsize(second)]
+    target = max(sizes) + 8
+    for path, size in zip((first, second), sizes):
+        with open(path, "ab") as file:
+            file.write(struct.pack(">I4s", target - size, b"free") + b"\0" * (target - size - 8))
+    assert os.path.getsize(first) == os.path.getsize(second)
+    return first, second
+
+
+@pytest.mark.parametrize("how", ["cp -p", "rsync -t"])
+def test_same_size_same_mtime_replacement_is_reindexed(tmp_path, how, clean_cache):
+    """D11: neither cache serves the old index for a file replaced with equal size and mtime."""
+    first, second = _same_size_pair(tmp_path)
+    path = tmp_path / "video.mp4"
+    shutil.copyfile(first, path)
+    stamp = (1_600_000_000_000_000_000, 1_600_000_000_000_000_000)
+    os.utime(path, ns=stamp)
+    cache = tmp_path / "cache"
+    assert vclip.index_video(path, cache_dir=cache).num_frames == 20
+    if how == "cp -p":  # in place: same inode
+        with open(path, "r+b") as file:
+            file.write(open(second, "rb").read())
+    else:  # a new file renamed over the old one
+        shutil.copyfile(second, tmp_path / "incoming")
+        os.replace(tmp_path / "incoming", path)
+    os.utime(path, ns=stamp)
+    assert vclip.index_video(path, cache_dir=cache).num_frames == 24  # memory cache
+    vclip.clear_index_cache()
+    assert vclip.index_video(path, cache_dir=cache).num_frames == 24  # disk cache
+    assert barcodes(vclip.VideoDecoder(path, cache_dir=cache).get_frames([0, 23])) == [0, 23]
+
+
+def test_settled_memory_entry_is_served_without_reading(tmp_path, monkeypatch, clean_cache):
+    path = tiny(tmp_path / "a.mp4")
+    monkeypatch.setattr(index_module, "_SETTLE_NS", -10**18)  # as if the file were long unchanged
+    reads = []
+    real = index_module.content_fingerprint
+    monkeypatch.setattr(index_module, "content_fingerprint", lambda *a: reads.append(a) or real(*a))
+    first = vclip.index_video(path)
+    assert vclip.index_video(path) is first and len(reads) == 1
+    os.chmod(path, 0o640)  # a new ctime, same size and mtime: re-checked by content, still the same index
+    assert vclip.index_video(path) is first and len(reads) == 2
+    assert vclip.index_video(path) is first and len(reads) == 2
+    os.utime(path, ns=(0, 0))  # a new mtime: indexed again
+    assert vclip.index_video(path) is not first
+
+
+def test_recently_changed_file_is_checked_by_content(tmp_path, monkeypatch, clean_cache):
+    """Coarse file clocks could hide a change in the same tick: a young entry is always re-read."""
+    path = tiny(tmp_path / "a.mp4")
+    reads = []
+    real = index_module.content_fingerprint
+    monkeypatch.setattr(index_module, "content_fingerprint", lambda *a: reads.append(a) or real(*a))
+    first = vclip.index_video(path)
+    assert vclip.index_video(path) is first and len(reads) == 2
+
+
+def test_memory_cache_is_bounded_in_bytes(tmp_path, clean_cache):
+    """D12: the bound is on the arrays' bytes, not on the number of entries."""
+    paths = [tiny(tmp_path / f"v{i}.mp4", seed=i) for i in range(5)]
+    one = index_module._index_nbytes(vclip.index_video(paths[0]))
+    previous = index_module.set_index_cache_limit(3 * one + one // 2)
+    try:
+        for path in paths:
+            vclip.index_video(path)
+        info = index_module.index_cache_info()
+        assert info["entries"] == 3 and info["bytes"] <= info["limit_bytes"]
+        index_module.set_index_cache_limit("1KiB")  # smaller than any index: nothing is kept
+        assert index_module.index_cache_info()["entries"] == 0
+        vclip.index_video(paths[0])
+        assert index_module.index_cache_info()["entries"] == 0
+    finally:
+        index_module.set_index_cache_limit(previous)
+    assert previous == 256 << 20
+
+
+def test_disk_cache_folder_is_private_and_files_atomic(tmp_path, clean_cache):
+    path = tiny(tmp_path / "a.mp4")
+    cache = tmp_path / "cache"
+    vclip.index_video(path, cache_dir=cache)
+    assert cache.stat().st_mode & 0o777 == 0o700
+    entries = list(cache.iterdir())
+    assert len(entries) == 1 and entries[0].suffix == ".npz"  # no temporary file left
+    assert entries[0].stat().st_mode & 0o777 == 0o600
+
+
+def test_disk_cache_folder_writable_by_others_is_not_used(tmp_path, clean_cache):
+    path = tiny(tmp_path / "a.mp4")
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    index_module._warned_folders.clear()
+    with pytest.warns(IndexCacheWarning, match="can be written by other users"):
+        assert vclip.index_video(path, cache_dir=shared).num_frames == 20
+    assert list(shared.iterdir()) == []
+
+
+def _entry(cache):
+    (entry,) = [p for p in cache.iterdir() if p.suffix == ".npz"]
+    return entry
+
+
+def _rewrite_entry(entry, change):
+    with np.load(entry) as stored:
+        record = {name: stored[name] for name in stored.files}
+    change(record)
+    with open(entry, "wb") as file:
+        np.savez(file, **record)
+
+
+def _reversed_frames(record):
+    for name in ("pts", "frame_packet"):
+        record[name] = record[name][::-1].copy()
+
+
+def _unknown_fact(record):
+    facts = json.loads(str(record["facts"]))
+    facts["surprise"] = 1
+    record["facts"] = np.asarray(json.dumps(facts))
+
+
+@pytest.mark.parametrize("damage", [
+    "truncated", "not a zip", "planted reversed frames", "unknown fact", "old version", "other fingerprint",
+    "missing field", "symlink to elsewhere", "array of objects",
+])
+def test_bad_disk_entries_are_rebuilt_not_raised_nor_trusted(tmp_path, damage, clean_cache):
+    """D10: only an entry that validates in every way is used; anything else is rebuilt."""
+    path = tiny(tmp_path / "a.mp4")
+    cache = tmp_path / "cache"
+    truth = vclip.index_video(path, cache_dir=cache)
+    entry = _entry(cache)
+    elsewhere = tmp_path / "elsewhere.npz"
+    if damage == "truncated":
+        entry.write_bytes(entry.read_bytes()[:300])
+    elif damage == "not a zip":
+        entry.write_bytes(b"hello")
+    elif damage == "planted reversed frames":
+        _rewrite_entry(entry, _reversed_frames)
+    elif damage == "unknown fact":
+        _rewrite_entry(entry, _unknown_fact)
+    elif damage == "old version":
+        _rewrite_entry(entry, lambda record: record.update(format_version=np.asarray(1)))
+    elif damage == "other fingerprint":
+        _rewrite_entry(entry, lambda record: record.update(fingerprint=np.asarray("x")))
+    elif damage == "missing field":
+        _rewrite_entry(entry, lambda record: record.pop("packet_frame"))
+    elif damage == "symlink to elsewhere":
+        shutil.copyfile(entry, elsewhere)
+        entry.unlink()
+        entry.symlink_to(elsewhere)
+    elif damage == "array of objects":
+        with open(entry, "wb") as file:
+            np.savez(file, pts=np.array([object()], dtype=object))
+    vclip.clear_index_cache()
+    rebuilt = vclip.index_video(path, cache_dir=cache)
+    assert rebuilt is not truth and np.array_equal(rebuilt.pts, truth.pts)
+    assert np.array_equal(rebuilt.frame_packet, truth.frame_packet)
+    assert barcodes(vclip.VideoDecoder(path, cache_dir=cache).get_frames([0, 1, 2])) == [0, 1, 2]
+    assert not _entry(cache).is_symlink()  # rewritten in place of whatever was there
+    if damage == "symlink to elsewhere":
+        assert elsewhere.exists()
+    vclip.clear_index_cache()
+    reloaded = vclip.index_video(path, cache_dir=cache)  # the rewritten entry is good
+    assert np.array_equal(reloaded.pts, truth.pts)
+
+
+def test_index_record_round_trip_and_checks(videos):
+    index = vclip.index_video(videos["h264"])
+    record = index_module.index_to_record(index)
+    again = index_module.index_from_record(record, index.path)
+    assert repr(again) == repr(index) and again.extradata == index.extradata
+    for name in index_module._ARRAY_FIELDS:
+        assert np.array_equal(getattr(again, name), getattr(index, name))
+    index_module.check_index(index)
+    broken = dict(record, packet_frame=np.zeros_like(record["packet_frame"]))
+    with pytest.raises(ValueError, match="packet_frame"):
+        index_module.index_from_record(broken, index.path)

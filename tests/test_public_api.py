@@ -16,14 +16,14 @@ ROOT = Path(__file__).resolve().parents[1]
 
 EXPORTED = [
     "ArgumentError", "ClipBatch", "ClipLoader", "ClipSampler", "CorruptVideoError", "DecodePlan", "DecodeSegment",
-    "FallbackWarning", "FrameGeometry", "Frames", "IMAGENET_MEAN", "IMAGENET_STD", "LoaderMemoryEstimate",
-    "MemoryEstimate", "NotAVideoError", "TransformSpec", "UnsupportedCodecError", "VideoDecoder", "VideoError",
+    "FallbackWarning", "FrameGeometry", "Frames", "IMAGENET_MEAN", "IMAGENET_STD", "LoaderMemoryEstimate", "LoaderStats",
+    "MemoryEstimate", "NotAVideoError", "TransformSpec", "UnreadableVideoError", "UnsupportedCodecError", "VideoDecoder", "VideoError",
     "VideoIndex", "VideoNotFoundError", "__version__", "clear_index_cache", "contiguous", "downscaled",
     "estimate_loader_memory", "estimate_memory", "format_bytes", "index_video", "indexed", "jittered", "keyframe",
     "largest_batch_size", "largest_loader_batch_size", "largest_sequence_length", "parse_bytes", "plan_decode",
     "plan_loader_memory", "strided",
 ]
-SUBMODULES = ["decoder", "errors", "index", "keyframes", "memory", "plan", "sampling", "synthetic", "transforms"]
+SUBMODULES = ["check", "decoder", "errors", "index", "keyframes", "memory", "plan", "sampling", "synthetic", "transforms"]
 
 
 def run_python(code: str) -> subprocess.CompletedProcess:

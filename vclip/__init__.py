@@ -13,14 +13,14 @@ Transforms (resize, crop, flip, normalize, dtype, layout), in ``vclip.transforms
     TransformSpec, TransformSpec.imagenet, FrameGeometry
 
 Training batches (needs torch), in ``vclip.loader``:
-    ClipLoader -> ClipBatch
+    ClipLoader -> ClipBatch; loader.stats() -> LoaderStats
 
 Memory budgeting, in ``vclip.memory``:
     estimate_memory, largest_batch_size, largest_sequence_length (the formula);
     plan_loader_memory, largest_loader_batch_size (what a ClipLoader needs); parse_bytes, format_bytes
 
 Indexes and decode plans: index_video, VideoIndex, plan_decode (``vclip.index``, ``vclip.plan``).
-Keyframes and shots: ``vclip.keyframes.extract_keyframes``. Test videos: ``vclip.synthetic.make_video``.
+Keyframes and shots: ``vclip.keyframes.extract_keyframes``. Dataset checks: ``vclip.check.check_videos``. Test videos: ``vclip.synthetic.make_video``.
 Errors (``vclip.errors``): VideoError and its kinds, FallbackWarning; ArgumentError for a bad argument.
 """
 
@@ -29,13 +29,15 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from . import decoder, errors, index, keyframes, memory, plan, sampling, synthetic, transforms  # noqa: F401 (public)
+from . import check, decoder, errors, index, keyframes, memory, plan, sampling, synthetic, transforms  # noqa: F401
+from ._loader_stats import LoaderStats
 from ._validation import ArgumentError
 from .decoder import Frames, VideoDecoder
 from .errors import (
     CorruptVideoError,
     FallbackWarning,
     NotAVideoError,
+    UnreadableVideoError,
     UnsupportedCodecError,
     VideoError,
     VideoNotFoundError,
@@ -75,9 +77,11 @@ __all__ = [
     "IMAGENET_MEAN",
     "IMAGENET_STD",
     "LoaderMemoryEstimate",
+    "LoaderStats",
     "MemoryEstimate",
     "NotAVideoError",
     "TransformSpec",
+    "UnreadableVideoError",
     "UnsupportedCodecError",
     "VideoDecoder",
     "VideoError",
@@ -103,7 +107,7 @@ __all__ = [
     "strided",
 ]
 
-_SUBMODULES = ("decoder", "errors", "index", "keyframes", "memory", "plan", "sampling", "synthetic", "transforms")
+_SUBMODULES = ("check", "decoder", "errors", "index", "keyframes", "memory", "plan", "sampling", "synthetic", "transforms")
 """Public submodules, imported with the package."""
 _LAZY_SUBMODULES = ("loader", "cli")
 """Public submodules imported on first use: ``loader`` needs torch, ``cli`` is the command."""

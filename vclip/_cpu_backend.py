@@ -20,6 +20,7 @@ from ._engine import PacketRun, PictureConverter, PictureDecoder, PlanBackend
 from ._layout import frame_view
 from ._pipeline import ClipTarget, Conversion, VideoJob
 from ._reference import yuv420_to_rgb_tensor
+from .errors import CorruptVideoError
 from .index import VideoIndex, open_container
 
 _NATIVE_420 = {"yuv420p": 8, "yuvj420p": 8, "yuv420p10le": 10, "yuv420p12le": 12}
@@ -81,13 +82,17 @@ class HostConverter(PictureConverter):
         self._scale, self._bias = conversion.spec.value_scale_bias()
 
     def convert(self, picture: av.VideoFrame, destinations: list[tuple[int, int]]) -> None:
+        index = self._index
+        if (picture.width, picture.height) != (index.width, index.height):
+            raise CorruptVideoError(index.path, f"a frame is {picture.width}x{picture.height}, the stream "
+                                                f"{index.width}x{index.height} (the size changes mid-stream)")
         output, targets, layout = self._output, self._targets, self._conversion.layout
         if self._conversion.native_rgb24:
             rgb = picture.to_ndarray(format="rgb24", interpolation="POINT")
             for target, position in destinations:
                 output[targets[target].slot, position] = rgb
             return
-        index, spec = self._index, self._conversion.spec
+        spec = self._conversion.spec
         y, u, v, bit_depth = yuv420_planes(picture, index.color_range)
         converted: dict[Any, np.ndarray] = {}
         for target, position in destinations:

@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import errno
 import os
 
 __all__ = [
     "VideoError",
     "VideoNotFoundError",
+    "UnreadableVideoError",
     "NotAVideoError",
     "CorruptVideoError",
     "UnsupportedCodecError",
     "FallbackWarning",
+    "TruncatedVideoWarning",
+    "IndexCacheWarning",
+    "video_error_from_os_error",
 ]
 
 
@@ -30,6 +35,11 @@ class VideoNotFoundError(VideoError, FileNotFoundError):
     """The file does not exist."""
 
 
+class UnreadableVideoError(VideoError):
+    """The file (or its path) exists but cannot be read: permission denied, a symlink loop, a
+    name longer than the file system allows, an I/O error. Not a problem of the video's content."""
+
+
 class NotAVideoError(VideoError):
     """The file is not a container FFmpeg can read, or it holds no video stream."""
 
@@ -44,3 +54,38 @@ class UnsupportedCodecError(VideoError):
 
 class FallbackWarning(UserWarning):
     """A GPU request was served on the CPU (no usable GPU, or a stream NVDEC cannot decode)."""
+
+
+class TruncatedVideoWarning(UserWarning):
+    """A video was cut off mid-frame; the incomplete frame was left out of its index."""
+
+
+class IndexCacheWarning(UserWarning):
+    """The on-disk index cache folder cannot be used safely (writable by others, not a folder...);
+    indexes are still built, just not stored there."""
+
+
+def video_error_from_os_error(path: str | os.PathLike, error: OSError) -> VideoError:
+    """The :class:`VideoError` for an ``OSError`` met while looking at or reading ``path``.
+
+    A missing file (or a file where a folder of the path should be) is :class:`VideoNotFoundError`;
+    a folder is :class:`NotAVideoError`; permission problems, symlink loops, names that are too long
+    and I/O errors are :class:`UnreadableVideoError`, each with a problem in plain words.
+    """
+    number = getattr(error, "errno", None)
+    reason = getattr(error, "strerror", None) or str(error)
+    if isinstance(error, FileNotFoundError) or number == errno.ENOENT:
+        return VideoNotFoundError(path, "file does not exist")
+    if number == errno.ENOTDIR:
+        return VideoNotFoundError(path, "file does not exist (a folder in its path is a file)")
+    if isinstance(error, IsADirectoryError) or number == errno.EISDIR:
+        return NotAVideoError(path, "is a folder, not a file")
+    if isinstance(error, PermissionError) or number in (errno.EACCES, errno.EPERM):
+        return UnreadableVideoError(
+            path, "permission denied (the file, or a folder above it, cannot be read by this user)"
+        )
+    if number == errno.ELOOP:
+        return UnreadableVideoError(path, "too many levels of symbolic links (a symlink loop)")
+    if number == errno.ENAMETOOLONG:
+        return UnreadableVideoError(path, "file name too long for the file system (a name over 255 bytes?)")
+    return UnreadableVideoError(path, f"cannot be read ({reason})")

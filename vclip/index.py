@@ -5,25 +5,48 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
+import secrets
 import threading
+import time
+import warnings
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
-from pathlib import Path
+from stat import S_ISDIR, S_ISREG
 from typing import Literal
 
 import av
 import numpy as np
 
 from ._bitstream import is_reference_packet, nal_length_size
-from .errors import CorruptVideoError, NotAVideoError, UnsupportedCodecError, VideoNotFoundError
+from ._fingerprint import content_fingerprint
+from .errors import (
+    CorruptVideoError,
+    IndexCacheWarning,
+    NotAVideoError,
+    TruncatedVideoWarning,
+    UnsupportedCodecError,
+    VideoError,
+    VideoNotFoundError,
+    video_error_from_os_error,
+)
 
-__all__ = ["VideoIndex", "index_video", "clear_index_cache"]
+__all__ = [
+    "VideoIndex",
+    "index_video",
+    "clear_index_cache",
+    "set_index_cache_limit",
+    "index_cache_info",
+    "check_index",
+    "index_to_record",
+    "index_from_record",
+    "INDEX_FORMAT_VERSION",
+]
 
 ColorMatrix = Literal["bt601", "bt709", "bt2020", "smpte240m"]
 ColorRange = Literal["limited", "full"]
 
-_INDEX_FORMAT_VERSION = 1
 # AVColorSpace values. Unspecified and unknown matrices fall back to BT.601, as FFmpeg's swscale does.
 _MATRIX_BY_AVCOL_SPC = {1: "bt709", 5: "bt601", 6: "bt601", 7: "smpte240m", 9: "bt2020", 10: "bt2020"}
 _ADDRESSABLE_FORMATS = ("mov", "mp4", "matroska", "webm")
@@ -230,16 +253,237 @@ class VideoIndex:
         }
 
 
-# ---------------------------------------------------------------------------------------------
-_cache: OrderedDict[tuple, VideoIndex] = OrderedDict()
+# -- checking and (de)serializing indexes ------------------------------------------------------
+INDEX_FORMAT_VERSION = 2
+"""Version of :func:`index_to_record`'s layout; a stored record of another version is rebuilt."""
+
+_ARRAY_FIELDS = {  # name: dtype kind ("i" int64, "b" bool)
+    "pts": "i", "frame_packet": "i", "packet_pts": "i", "packet_pos": "i", "packet_size": "i",
+    "packet_is_keyframe": "b", "packet_is_reference": "b", "packet_frame": "i",
+}
+_FACT_TYPES = {  # name: accepted JSON types
+    "stream_index": (int,), "codec": (str,), "width": (int,), "height": (int,), "pixel_format": (str,),
+    "bit_depth": (int,), "color_matrix": (str,), "color_range": (str,), "time_base": (str,),
+    "average_fps": (float, int), "header_frame_count": (int, type(None)), "packets_addressable": (bool,),
+    "last_frame_duration": (int,),
+}
+
+
+def check_index(index: VideoIndex) -> None:
+    """Check that the arrays and facts of ``index`` agree with each other (cheap, O(frames)).
+
+    A built index always passes; an index read back from storage that fails was damaged or
+    tampered with and must be rebuilt.
+
+    Raises:
+        ValueError: What is inconsistent.
+    """
+    n, m = index.pts.size, index.packet_pts.size
+    for name, kind in _ARRAY_FIELDS.items():
+        array = getattr(index, name)
+        if not isinstance(array, np.ndarray) or array.ndim != 1:
+            raise ValueError(f"{name} is not a one-dimensional array")
+        if array.dtype != (np.int64 if kind == "i" else np.bool_):
+            raise ValueError(f"{name} has dtype {array.dtype}")
+        if array.size != (n if name in ("pts", "frame_packet") else m):
+            raise ValueError(f"{name} has {array.size} values")
+    if n == 0 or m < n:
+        raise ValueError(f"{n} frames from {m} packets")
+    if np.any(np.diff(index.pts) <= 0):
+        raise ValueError("frame timestamps are not strictly increasing")
+    if index.frame_packet.min() < 0 or index.frame_packet.max() >= m:
+        raise ValueError("frame_packet points outside the packets")
+    if not np.array_equal(index.packet_frame[index.frame_packet], np.arange(n)):
+        raise ValueError("packet_frame is not the inverse of frame_packet")
+    if int(np.count_nonzero(index.packet_frame >= 0)) != n or index.packet_frame.min() < -1:
+        raise ValueError("packet_frame numbers packets that are not frames")
+    if not np.array_equal(index.packet_pts[index.frame_packet], index.pts):
+        raise ValueError("frame timestamps disagree with their packets'")
+    if index.packet_size.min() < 0 or index.packet_pos.min() < -1:
+        raise ValueError("negative packet sizes or positions")
+    if index.width <= 0 or index.height <= 0 or not 1 <= index.bit_depth <= 16:
+        raise ValueError(f"impossible picture {index.width}x{index.height}, {index.bit_depth}-bit")
+    if index.color_matrix not in _MATRIX_BY_AVCOL_SPC.values() or index.color_range not in ("limited", "full"):
+        raise ValueError(f"unknown colour {index.color_matrix}/{index.color_range}")
+    if index.time_base <= 0 or index.stream_index < 0 or not index.codec or index.last_frame_duration < 0:
+        raise ValueError("impossible stream facts")
+
+
+def index_to_record(index: VideoIndex) -> dict[str, np.ndarray]:
+    """``index`` as named NumPy arrays (for ``np.savez``, Parquet...): a ``format_version``, the
+    stream facts as one JSON string ``facts``, ``extradata`` as uint8, and the per-frame and
+    per-packet arrays under their field names. :func:`index_from_record` reads it back."""
+    facts = {name: getattr(index, name) for name in _FACT_TYPES if name != "time_base"}
+    facts["time_base"] = str(index.time_base)
+    record = {
+        "format_version": np.asarray(INDEX_FORMAT_VERSION, dtype=np.int64),
+        "facts": np.asarray(json.dumps(facts, sort_keys=True)),
+        "extradata": np.frombuffer(index.extradata, dtype=np.uint8),
+    }
+    record.update({name: getattr(index, name) for name in _ARRAY_FIELDS})
+    return record
+
+
+def index_from_record(record, path: str | os.PathLike) -> VideoIndex:
+    """The :class:`VideoIndex` of ``path`` from a record made by :func:`index_to_record`.
+
+    ``record`` is any mapping of those names to arrays (a dict, an open ``np.load`` file).
+
+    Raises:
+        ValueError: Another format version, missing or ill-typed fields, or an inconsistent index
+            (see :func:`check_index`).
+    """
+    try:
+        version = int(np.asarray(record["format_version"]))
+        if version != INDEX_FORMAT_VERSION:
+            raise ValueError(f"format version {version}, expected {INDEX_FORMAT_VERSION}")
+        facts = json.loads(str(np.asarray(record["facts"])))
+        if not isinstance(facts, dict) or set(facts) != set(_FACT_TYPES):
+            raise ValueError("stream facts have unexpected names")
+        for name, types in _FACT_TYPES.items():
+            value = facts[name]
+            if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
+                raise ValueError(f"stream fact {name} has type {type(value).__name__}")
+        facts["time_base"] = Fraction(facts["time_base"])
+        arrays = {}
+        for name, kind in _ARRAY_FIELDS.items():
+            array = np.asarray(record[name])
+            if array.dtype.kind != kind or array.ndim != 1:
+                raise ValueError(f"{name} has dtype {array.dtype} and {array.ndim} dimensions")
+            arrays[name] = array.astype(np.int64 if kind == "i" else np.bool_, copy=False)
+        extradata = np.asarray(record["extradata"])
+        if extradata.dtype != np.uint8 or extradata.ndim != 1:
+            raise ValueError("extradata is not bytes")
+    except (KeyError, TypeError, ZeroDivisionError, OverflowError) as error:
+        raise ValueError(f"not an index record ({type(error).__name__}: {error})") from None
+    index = VideoIndex(path=os.fspath(path), extradata=extradata.tobytes(), **facts, **arrays)
+    check_index(index)
+    return index
+
+
+# -- the in-memory cache ------------------------------------------------------------------------
+_DEFAULT_CACHE_BYTES = 256 << 20
+_CACHE_BYTES_VARIABLE = "VCLIP_INDEX_CACHE_BYTES"
+# A file's change times are trusted to reveal later changes only once they are this much older
+# than the content read (file system clocks tick coarsely: ~4 ms on ext4, 2 s on FAT).
+_SETTLE_NS = 2_000_000_000
+
+
+@dataclass
+class _MemoryEntry:
+    index: VideoIndex
+    fingerprint: str
+    signature: tuple  # (device, inode, size, mtime_ns, ctime_ns) when the index was checked
+    settled: bool  # any change after that check alters the signature
+    nbytes: int
+
+
+_cache: OrderedDict[tuple, _MemoryEntry] = OrderedDict()
 _cache_lock = threading.Lock()
-_CACHE_ENTRIES = 4096
+_cache_bytes = 0
+_cache_limit: int | None = None  # resolved on first use
+
+
+def _limit() -> int:
+    global _cache_limit
+    if _cache_limit is None:
+        text = os.environ.get(_CACHE_BYTES_VARIABLE)
+        _cache_limit = _DEFAULT_CACHE_BYTES
+        if text:
+            from .memory import parse_bytes
+
+            try:
+                _cache_limit = parse_bytes(text)
+            except ValueError as error:
+                warnings.warn(f"{_CACHE_BYTES_VARIABLE}: {error}; using 256 MiB", IndexCacheWarning, stacklevel=3)
+    return _cache_limit
 
 
 def clear_index_cache() -> None:
     """Forget all in-memory indexes."""
+    global _cache_bytes
     with _cache_lock:
         _cache.clear()
+        _cache_bytes = 0
+
+
+def set_index_cache_limit(max_bytes: int | str) -> int:
+    """Bound the in-memory index cache to ``max_bytes`` (``8 << 20``, ``"512MiB"``; 0 turns it off).
+
+    The size of an index is the bytes of its arrays (about 50 bytes per frame); the least
+    recently used indexes are dropped first. The default is 256 MiB, or the environment variable
+    ``VCLIP_INDEX_CACHE_BYTES``. Returns the previous limit.
+
+    Raises:
+        ValueError: Not a size.
+    """
+    from .memory import parse_bytes
+
+    global _cache_limit
+    limit = parse_bytes(max_bytes)
+    with _cache_lock:
+        previous = _limit()
+        _cache_limit = limit
+        _evict()
+    return previous
+
+
+def index_cache_info() -> dict:
+    """``{"entries", "bytes", "limit_bytes"}`` of the in-memory index cache."""
+    with _cache_lock:
+        return {"entries": len(_cache), "bytes": _cache_bytes, "limit_bytes": _limit()}
+
+
+def _evict() -> None:
+    global _cache_bytes
+    while _cache and _cache_bytes > _limit():
+        _, entry = _cache.popitem(last=False)
+        _cache_bytes -= entry.nbytes
+
+
+def _remember(key: tuple, entry: _MemoryEntry) -> None:
+    global _cache_bytes
+    with _cache_lock:
+        old = _cache.pop(key, None)
+        if old is not None:
+            _cache_bytes -= old.nbytes
+        if entry.nbytes <= _limit():
+            _cache[key] = entry
+            _cache_bytes += entry.nbytes
+            _evict()
+
+
+def _index_nbytes(index: VideoIndex) -> int:
+    return sum(getattr(index, name).nbytes for name in _ARRAY_FIELDS) + len(index.extradata) + 1024
+
+
+def _signature(stat: os.stat_result) -> tuple:
+    return (stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns)
+
+
+def _stat_video(path: str) -> os.stat_result:
+    """``os.stat`` of a video file, every failure a VideoError naming it."""
+    try:
+        stat = os.stat(path)
+    except OSError as error:
+        raise video_error_from_os_error(path, error) from None
+    except ValueError:  # a NUL byte in the name
+        raise VideoNotFoundError(path, "file does not exist (its name contains a NUL byte)") from None
+    if not S_ISREG(stat.st_mode):
+        raise NotAVideoError(path, "is not a regular file" + (" (it is a folder)" if S_ISDIR(stat.st_mode) else ""))
+    if stat.st_size == 0:
+        raise CorruptVideoError(path, "file is empty (0 bytes)")
+    return stat
+
+
+def _fingerprint(path: str, stat: os.stat_result) -> tuple[str, bool]:
+    """The content fingerprint of ``path`` and whether ``stat`` is old enough to be trusted later."""
+    started = time.time_ns()
+    try:
+        fingerprint = content_fingerprint(path, stat)
+    except OSError as error:
+        raise video_error_from_os_error(path, error) from None
+    return fingerprint, max(stat.st_mtime_ns, stat.st_ctime_ns) < started - _SETTLE_NS
 
 
 def index_video(
@@ -250,8 +494,23 @@ def index_video(
 ) -> VideoIndex:
     """Index one video stream with a single demux pass (no decoding).
 
-    Results are cached in memory per (file, size, modification time, stream); with ``cache_dir``
-    they are also kept on disk as ``.npz`` files.
+    Results are cached in memory (bounded in bytes, see :func:`set_index_cache_limit`) and, with
+    ``cache_dir``, on disk as ``.npz`` files. A cached index is served only for the same content:
+    each entry keeps a fingerprint of the file (:func:`vclip._fingerprint.content_fingerprint`:
+    size, mtime and a digest of about 200 KB of sampled bytes). In memory, a file whose device,
+    inode, size, mtime and ctime are unchanged is served without reading it (a replacement, even
+    ``cp -p`` or ``rsync -t``, changes the inode or ctime); otherwise, and while the file was changed
+    in the last 2 seconds, the fingerprint is compared. A disk entry is used only when its format
+    version, fields, consistency checks and fingerprint all pass; anything else is rebuilt and
+    rewritten. Disk entries are written atomically (an exclusive, no-symlink temporary file,
+    then a rename) into a folder created with mode 0o700; a folder that is not yours or that
+    others can write is not used (one :class:`~vclip.errors.IndexCacheWarning`).
+
+    A stream whose timestamps are missing (e.g. negative timestamps Matroska cannot store) gets
+    them reconstructed from the decoder's output order (the frames are decoded once, up to the
+    last such frame). An MPEG-TS file that ends inside the stream's last packet has that packet
+    (the last in decode order) left out of the index, with a
+    :class:`~vclip.errors.TruncatedVideoWarning`: its frame would come out concealed.
 
     Args:
         path: The video file.
@@ -260,47 +519,78 @@ def index_video(
 
     Raises:
         VideoNotFoundError: The file does not exist.
+        UnreadableVideoError: The file cannot be read (permission denied, a symlink loop, a name
+            too long, an I/O error).
         NotAVideoError: Not a container FFmpeg can read, no video stream, or ``stream_index``
             is not a video stream.
         UnsupportedCodecError: FFmpeg has no decoder for the stream's codec.
-        CorruptVideoError: Empty, truncated, or without a single video packet.
+        CorruptVideoError: Empty, truncated, damaged headers, or no frame to show.
     """
     path = os.fspath(path)
-    try:
-        stat = os.stat(path)
-    except FileNotFoundError:
-        raise VideoNotFoundError(path, "file does not exist") from None
-    if not os.path.isfile(path):
-        raise NotAVideoError(path, "is not a regular file")
-    if stat.st_size == 0:
-        raise CorruptVideoError(path, "file is empty (0 bytes)")
-    key = (os.path.realpath(path), stat.st_size, stat.st_mtime_ns, stream_index)
+    stat = _stat_video(path)
+    key = (os.path.realpath(path), stream_index)
+    signature = _signature(stat)
     with _cache_lock:
-        if key in _cache:
+        entry = _cache.get(key)
+        if entry is not None:
             _cache.move_to_end(key)
-            return _cache[key]
-    disk_file = _disk_cache_file(cache_dir, key) if cache_dir is not None else None
-    index = _load_from_disk(disk_file, path) if disk_file is not None else None
-    if index is None:
-        index = _build_index(path, stream_index, stat.st_size)
-        if disk_file is not None:
-            _save_to_disk(index, disk_file)
-    with _cache_lock:
-        _cache[key] = index
-        while len(_cache) > _CACHE_ENTRIES:
-            _cache.popitem(last=False)
+    fingerprint = None
+    if entry is not None:
+        if entry.signature == signature and entry.settled:
+            return entry.index
+        if entry.signature[2:4] == signature[2:4]:  # same size and mtime: compare contents
+            fingerprint, settled = _fingerprint(path, stat)
+            if fingerprint == entry.fingerprint:
+                _remember(key, replace(entry, signature=signature, settled=settled))
+                return entry.index
+    if fingerprint is None:
+        fingerprint, settled = _fingerprint(path, stat)
+    disk = _DiskCache.open(cache_dir) if cache_dir is not None else None
+    try:
+        name = disk.entry_name(key) if disk is not None else None
+        index = disk.load(name, fingerprint, stream_index, path) if disk is not None else None
+        built = index is None
+        if built:
+            index = _build_index(path, stream_index, stat.st_size)
+        if _signature(_stat_video(path)) != signature:
+            return index  # the file changed while it was read: keep nothing
+        if built and disk is not None:
+            disk.save(name, fingerprint, stream_index, index)
+    finally:
+        if disk is not None:
+            disk.close()
+    _remember(key, _MemoryEntry(index, fingerprint, signature, settled, _index_nbytes(index)))
     return index
 
 
+# -- reading containers -------------------------------------------------------------------------
 def open_container(path: str):
+    """``av.open(path)`` for reading, every failure a VideoError naming the file.
+
+    Metadata that is not valid UTF-8 is read with replacement characters, not refused.
+    """
     try:
-        return av.open(path)
+        return av.open(path, metadata_errors="replace")
     except av.error.FileNotFoundError:
         raise VideoNotFoundError(path, "file does not exist") from None
     except (av.error.InvalidDataError, av.error.EOFError) as error:
-        raise NotAVideoError(path, f"not a video container FFmpeg can read ({error.strerror})") from None
+        raise NotAVideoError(path, f"not a video container FFmpeg can read ({_reason(error)})") from None
     except av.error.FFmpegError as error:
-        raise CorruptVideoError(path, f"FFmpeg could not open it ({error.strerror})") from None
+        if isinstance(error, OSError):  # permission, loop, name length: let the OS say which
+            try:
+                with open(path, "rb"):
+                    pass
+            except OSError as os_error:
+                raise video_error_from_os_error(path, os_error) from None
+        raise CorruptVideoError(path, f"FFmpeg could not open it ({_reason(error)})") from None
+    except OSError as error:
+        raise video_error_from_os_error(path, error) from None
+    except (ValueError, ArithmeticError) as error:  # UnicodeDecodeError and friends from PyAV's wrappers
+        raise CorruptVideoError(path, f"FFmpeg could not open it ({type(error).__name__}: {error})") from None
+
+
+def _reason(error: BaseException) -> str:
+    return getattr(error, "strerror", None) or str(error) or type(error).__name__
 
 
 def _select_video_stream(container, path: str, stream_index: int | None):
@@ -326,89 +616,125 @@ def _color_of(codec_context, pixel_format: str) -> tuple[str, str]:
 def _build_index(path: str, stream_index: int | None, file_size: int) -> VideoIndex:
     container = open_container(path)
     try:
-        stream = _select_video_stream(container, path, stream_index)
-        context = stream.codec_context
-        if context.codec is None:
-            raise UnsupportedCodecError(path, "this FFmpeg build has no decoder for the video stream's codec")
-        codec = context.codec.canonical_name
-        extradata = bytes(context.extradata or b"")
-        length_size = nal_length_size(codec, extradata)
-        pixel_format = context.pix_fmt or "unknown"
-        pts, dts, pos, size, key, ref, discard, corrupt, durations = ([] for _ in range(9))
-        samples = []
-        try:
-            for packet in container.demux(stream):
-                if packet.size == 0:  # flush packet at end of stream
-                    continue
-                data = bytes(packet)
-                pts.append(packet.pts)
-                dts.append(packet.dts)
-                pos.append(-1 if packet.pos is None else packet.pos)
-                size.append(packet.size)
-                key.append(packet.is_keyframe)
-                discard.append(packet.is_discard)
-                corrupt.append(packet.is_corrupt)
-                durations.append(packet.duration or 0)
-                ref.append(is_reference_packet(codec, data, length_size))
-                if len(samples) < 3:
-                    samples.append((pos[-1], data))
-        except av.error.FFmpegError as error:
-            raise CorruptVideoError(path, f"demuxing failed after {len(pts)} packets ({error.strerror})") from None
-        _check_complete(path, stream, pos, size, corrupt, file_size)
-        if any(p is None for p in pts):
-            if any(d is None for d in dts):
-                raise CorruptVideoError(path, "packets carry neither pts nor dts; frame order is unknown")
-            pts = [d if p is None else p for p, d in zip(pts, dts)]
-        addressable = container.format.name.split(",")[0] in _ADDRESSABLE_FORMATS and all(
-            p >= 0 for p in pos
-        ) and _bytes_match(path, samples)
-
-        packet_pts = np.asarray(pts, dtype=np.int64)
-        shown = np.flatnonzero(~np.asarray(discard, dtype=bool))
-        order = shown[np.argsort(packet_pts[shown], kind="stable")]
-        packet_frame = np.full(packet_pts.size, -1, dtype=np.int64)
-        packet_frame[order] = np.arange(order.size)
-        frame_pts = packet_pts[order]
-        gaps = np.diff(frame_pts)
-        last_duration = int(durations[order[-1]]) if order.size and durations[order[-1]] else (
-            int(np.median(gaps)) if gaps.size else 0
-        )
-        if not last_duration and stream.average_rate:
-            last_duration = int(round(1 / (stream.average_rate * stream.time_base)))
-        time_base = Fraction(stream.time_base)
-        span = (frame_pts[-1] - frame_pts[0] + last_duration) * time_base if frame_pts.size else 0
-        average_fps = float(stream.average_rate) if stream.average_rate else (
-            float(frame_pts.size / span) if span else 0.0
-        )
-        matrix, color_range = _color_of(context, pixel_format)
-        fmt = av.VideoFormat(pixel_format) if pixel_format != "unknown" else None
-        return VideoIndex(
-            path=path,
-            stream_index=stream.index,
-            codec=codec,
-            width=context.width,
-            height=context.height,
-            pixel_format=pixel_format,
-            bit_depth=fmt.components[0].bits if fmt is not None else 8,
-            color_matrix=matrix,
-            color_range=color_range,
-            time_base=time_base,
-            average_fps=average_fps,
-            header_frame_count=stream.frames or None,
-            extradata=extradata,
-            packets_addressable=bool(addressable),
-            pts=frame_pts,
-            frame_packet=order.astype(np.int64),
-            packet_pts=packet_pts,
-            packet_pos=np.asarray(pos, dtype=np.int64),
-            packet_size=np.asarray(size, dtype=np.int64),
-            packet_is_keyframe=np.asarray(key, dtype=bool),
-            packet_is_reference=np.asarray(ref, dtype=bool),
-            packet_frame=packet_frame,
-            last_frame_duration=last_duration,
-        )
+        return _index_container(container, path, stream_index, file_size)
+    except VideoError:
+        raise
+    except av.error.FFmpegError as error:
+        raise CorruptVideoError(path, f"FFmpeg could not read it ({_reason(error)})") from None
+    except OSError as error:  # the file went away or became unreadable while it was read
+        raise video_error_from_os_error(path, error) from None
+    except (ValueError, ArithmeticError, TypeError) as error:  # odd values from a damaged header
+        raise CorruptVideoError(path, f"unreadable stream facts ({type(error).__name__}: {error})") from None
     finally:
         container.close()
+
+
+def _index_container(container, path: str, stream_index: int | None, file_size: int) -> VideoIndex:
+    stream = _select_video_stream(container, path, stream_index)
+    context = stream.codec_context
+    if context is None:
+        raise CorruptVideoError(path, f"video stream #{stream.index} has no codec parameters (damaged header)")
+    if context.codec is None:
+        raise UnsupportedCodecError(path, "this FFmpeg build has no decoder for the video stream's codec")
+    if not context.width or not context.height or context.width < 0 or context.height < 0:
+        raise CorruptVideoError(path, f"video stream #{stream.index} has no picture size "
+                                      f"({context.width}x{context.height}; damaged header)")
+    if not stream.time_base or stream.time_base <= 0:
+        raise CorruptVideoError(path, f"video stream #{stream.index} has no time base (damaged header)")
+    codec = context.codec.canonical_name
+    extradata = bytes(context.extradata or b"")
+    length_size = nal_length_size(codec, extradata)
+    pixel_format = context.pix_fmt or "unknown"
+    pts, dts, pos, size, key, ref, discard, corrupt, durations = ([] for _ in range(9))
+    samples = []
+    try:
+        for packet in container.demux(stream):
+            if packet.size == 0:  # flush packet at end of stream
+                continue
+            data = bytes(packet)
+            pts.append(packet.pts)
+            dts.append(packet.dts)
+            pos.append(-1 if packet.pos is None else packet.pos)
+            size.append(packet.size)
+            key.append(packet.is_keyframe)
+            discard.append(packet.is_discard)
+            corrupt.append(packet.is_corrupt)
+            durations.append(packet.duration or 0)
+            ref.append(is_reference_packet(codec, data, length_size))
+            if len(samples) < 3:
+                samples.append((pos[-1], data))
+    except av.error.FFmpegError as error:
+        raise CorruptVideoError(path, f"demuxing failed after {len(pts)} packets ({_reason(error)})") from None
+    container_format = container.format.name.split(",")[0]
+    if container_format == "mpegts" and pos and _ts_ends_inside_last_packet(path, file_size, stream.id, pos[-1]):
+        warnings.warn(
+            f"{path}: truncated: the file ends inside the last packet of video stream #{stream.index} "
+            f"(packet {len(pos) - 1}, decode order); its frame is left out",
+            TruncatedVideoWarning, stacklevel=4,
+        )
+        for values in (pts, dts, pos, size, key, ref, discard, corrupt, durations):
+            values.pop()
+    _check_complete(path, stream, pos, size, corrupt, file_size)
+    if any(p is None for p in pts):
+        pts = _fill_missing_pts(path, stream, context, pts, dts, discard)
+    addressable = container_format in _ADDRESSABLE_FORMATS and all(p >= 0 for p in pos) and _bytes_match(path, samples)
+
+    packet_pts = np.asarray(pts, dtype=np.int64)
+    shown = np.flatnonzero(~np.asarray(discard, dtype=bool))
+    if shown.size == 0:
+        raise CorruptVideoError(
+            path, f"no decodable frames: all {len(pts)} packets of video stream #{stream.index} are marked discarded "
+            "(an edit list or composition offsets leave no frame to show)"
+        )
+    order = shown[np.argsort(packet_pts[shown], kind="stable")]
+    frame_pts = packet_pts[order]
+    same = np.flatnonzero(np.diff(frame_pts) == 0)
+    if same.size:
+        raise CorruptVideoError(
+            path, f"frames {int(same[0])} and {int(same[0]) + 1} share the timestamp {int(frame_pts[same[0]])} "
+            f"({same.size} such pairs); frame order is ambiguous"
+        )
+    packet_frame = np.full(packet_pts.size, -1, dtype=np.int64)
+    packet_frame[order] = np.arange(order.size)
+    gaps = np.diff(frame_pts)
+    last_duration = int(durations[order[-1]])
+    if last_duration <= 0:
+        last_duration = int(np.median(gaps)) if gaps.size else 0
+    if not last_duration and stream.average_rate:
+        last_duration = max(0, int(round(1 / (stream.average_rate * stream.time_base))))
+    time_base = Fraction(stream.time_base)
+    span = (frame_pts[-1] - frame_pts[0] + last_duration) * time_base
+    average_fps = float(stream.average_rate) if stream.average_rate else (float(frame_pts.size / span) if span else 0.0)
+    matrix, color_range = _color_of(context, pixel_format)
+    try:
+        bit_depth = av.VideoFormat(pixel_format).components[0].bits if pixel_format != "unknown" else 8
+    except (ValueError, IndexError):
+        bit_depth = 8
+    return VideoIndex(
+        path=path,
+        stream_index=stream.index,
+        codec=codec,
+        width=context.width,
+        height=context.height,
+        pixel_format=pixel_format,
+        bit_depth=bit_depth,
+        color_matrix=matrix,
+        color_range=color_range,
+        time_base=time_base,
+        average_fps=average_fps,
+        header_frame_count=stream.frames or None,
+        extradata=extradata,
+        packets_addressable=bool(addressable),
+        pts=frame_pts,
+        frame_packet=order.astype(np.int64),
+        packet_pts=packet_pts,
+        packet_pos=np.asarray(pos, dtype=np.int64),
+        packet_size=np.asarray(size, dtype=np.int64),
+        packet_is_keyframe=np.asarray(key, dtype=bool),
+        packet_is_reference=np.asarray(ref, dtype=bool),
+        packet_frame=packet_frame,
+        last_frame_duration=last_duration,
+    )
 
 
 def _check_complete(path: str, stream, pos: list, size: list, corrupt: list, file_size: int) -> None:
@@ -426,6 +752,135 @@ def _check_complete(path: str, stream, pos: list, size: list, corrupt: list, fil
         raise CorruptVideoError(path, f"damaged: packet {corrupt.index(True)} of {len(pos)} is incomplete")
 
 
+def _ts_ends_inside_last_packet(path: str, file_size: int, pid: int, last_position: int) -> bool:
+    """Whether an MPEG-TS file ends inside a transport packet that continues the PES packet that
+    starts at ``last_position`` (the stream's last packet): FFmpeg drops the partial transport
+    packet and hands over the rest, which decodes to a concealed frame."""
+    if last_position < 0:
+        return False
+    with open(path, "rb") as file:
+        def byte_at(offset: int) -> int | None:
+            file.seek(offset)
+            value = file.read(1)
+            return value[0] if value else None
+
+        # raw packet size, bytes before the sync byte in each (M2TS's 4-byte timecode)
+        for packet_size, lead in ((188, 0), (192, 4), (204, 0)):
+            if byte_at(last_position) != 0x47:
+                return False
+            following = last_position + packet_size
+            if following < file_size and byte_at(following) != 0x47:
+                continue
+            partial = (file_size - (last_position - lead)) % packet_size
+            if partial <= lead:
+                return False
+            file.seek(file_size - partial + lead)
+            header = file.read(3)
+            if len(header) < 3 or header[0] != 0x47:
+                return False
+            tail_pid = ((header[1] & 0x1F) << 8) | header[2]
+            starts_unit = bool(header[1] & 0x40)
+            return tail_pid == pid and not starts_unit
+    return False
+
+
+def _fill_missing_pts(path: str, stream, context, pts: list, dts: list, discard: list) -> list[int]:
+    """Timestamps for packets the demuxer gave none (e.g. negative ones Matroska cannot store).
+
+    Without frame reordering, the dts says where they go; otherwise the stream is decoded up to
+    the last such frame and they are placed by the decoder's output order, between the timestamps
+    of their neighbours (before the first one, one frame duration apart).
+    """
+    missing = [number for number, value in enumerate(pts) if value is None]
+    if not context.has_b_frames and all(dts[number] is not None for number in missing):
+        return [d if p is None else p for p, d in zip(pts, dts)]
+    needed = {number for number in missing if not discard[number]}
+    outputs = _decoder_output_order(path, stream.index, needed, len(pts))
+    outputs = [number for number in outputs if not discard[number]]
+    lost = needed - set(outputs)
+    if lost:
+        raise CorruptVideoError(
+            path, f"{len(missing)} packets carry neither pts nor dts, and the frames of {len(lost)} of them "
+            "could not be decoded to find their order"
+        )
+    known = sorted(pts[number] for number in range(len(pts)) if pts[number] is not None and not discard[number])
+    steps = [b - a for a, b in zip(known, known[1:]) if b > a]
+    step = int(np.median(steps)) if steps else 0
+    if step <= 0 and stream.average_rate:
+        step = int(round(1 / (stream.average_rate * stream.time_base)))
+    step = max(step, 1)
+    filled = list(pts)
+
+    def place(run: list[int], low: int | None, high: int | None) -> None:
+        count = len(run)
+        if not count:
+            return
+        if low is not None and high is not None:
+            if high - low <= count:
+                raise CorruptVideoError(
+                    path, f"{count} frames without timestamps sit between timestamps {low} and {high}; "
+                    "frame order is unknown"
+                )
+            values = [low + (high - low) * j // (count + 1) for j in range(1, count + 1)]
+        elif high is not None:
+            values = [high - step * (count + 1 - j) for j in range(1, count + 1)]
+        else:
+            start = 0 if low is None else low + step
+            values = [start + step * j for j in range(count)]
+        for number, value in zip(run, values):
+            filled[number] = value
+
+    run: list[int] = []
+    low = None
+    for number in outputs:
+        if pts[number] is None:
+            run.append(number)
+        else:
+            place(run, low, pts[number])
+            run, low = [], pts[number]
+    place(run, low, None)
+    in_order = [filled[number] for number in outputs]
+    if any(b <= a for a, b in zip(in_order, in_order[1:])):
+        raise CorruptVideoError(path, "packets without timestamps: the decoder's frame order contradicts the others")
+    floor = min(value for value in filled if value is not None)
+    for number in missing:  # discarded packets: below every frame
+        if filled[number] is None:
+            floor -= 1
+            filled[number] = dts[number] if dts[number] is not None else floor
+    return filled
+
+
+def _decoder_output_order(path: str, stream_index: int, needed: set[int], count: int) -> list[int]:
+    """Decode-order numbers of the packets whose frames a decoder outputs, in output order,
+    decoding until every packet of ``needed`` has come out and one frame after it."""
+    outputs: list[int] = []
+    remaining = set(needed)
+    with open_container(path) as container:
+        context = container.streams[stream_index].codec_context
+        try:
+            number = 0
+            for packet in container.demux(container.streams[stream_index]):
+                if packet.size == 0:
+                    continue
+                packet.pts, packet.dts = number, None
+                number += 1
+                for frame in context.decode(packet):
+                    if frame.pts is not None and 0 <= frame.pts < count:
+                        outputs.append(int(frame.pts))
+                        remaining.discard(int(frame.pts))
+                if not remaining and outputs and outputs[-1] not in needed:
+                    return outputs
+            for frame in context.decode(None):
+                if frame.pts is not None and 0 <= frame.pts < count:
+                    outputs.append(int(frame.pts))
+        except av.error.FFmpegError as error:
+            raise CorruptVideoError(
+                path, f"packets carry neither pts nor dts, and decoding them to find their order failed "
+                f"({_reason(error)})"
+            ) from None
+    return outputs
+
+
 def _bytes_match(path: str, samples: list[tuple[int, bytes]]) -> bool:
     """Whether packet bytes sit contiguously in the file at their demuxer position."""
     with open(path, "rb") as file:
@@ -436,43 +891,102 @@ def _bytes_match(path: str, samples: list[tuple[int, bytes]]) -> bool:
     return True
 
 
-# -- on-disk cache ------------------------------------------------------------------------------
-_ARRAY_FIELDS = (
-    "pts", "frame_packet", "packet_pts", "packet_pos", "packet_size",
-    "packet_is_keyframe", "packet_is_reference", "packet_frame",
-)
+# -- the on-disk cache --------------------------------------------------------------------------
+_O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_MAX_ENTRY_BYTES = 1 << 30
+_warned_folders: set[str] = set()
 
 
-def _disk_cache_file(cache_dir, key: tuple) -> Path:
-    digest = hashlib.sha1(repr((_INDEX_FORMAT_VERSION,) + key).encode()).hexdigest()[:20]
-    return Path(cache_dir) / f"{Path(key[0]).name}.{digest}.npz"
+def _warn_folder(folder: str, problem: str) -> None:
+    if folder not in _warned_folders:
+        _warned_folders.add(folder)
+        warnings.warn(f"index cache folder {folder}: {problem}; indexes are not stored there",
+                      IndexCacheWarning, stacklevel=4)
 
 
-def _save_to_disk(index: VideoIndex, file: Path) -> None:
-    file.parent.mkdir(parents=True, exist_ok=True)
-    facts = {
-        name: getattr(index, name)
-        for name in ("stream_index", "codec", "width", "height", "pixel_format", "bit_depth", "color_matrix",
-                     "color_range", "average_fps", "header_frame_count", "packets_addressable",
-                     "last_frame_duration")
-    }
-    facts["time_base"] = str(index.time_base)
-    arrays = {name: getattr(index, name) for name in _ARRAY_FIELDS}
-    temporary = file.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp.npz")
-    np.savez(temporary, facts=json.dumps(facts), extradata=np.frombuffer(index.extradata, np.uint8), **arrays)
-    os.replace(temporary, file)
+class _DiskCache:
+    """An open cache folder (by file descriptor, so a swapped path cannot redirect it)."""
 
+    def __init__(self, folder: str, descriptor: int):
+        self.folder = folder
+        self.descriptor = descriptor
 
-def _load_from_disk(file: Path, path: str) -> VideoIndex | None:
-    if not file.exists():
-        return None
-    try:
-        with np.load(file) as stored:
-            facts = json.loads(str(stored["facts"]))
-            facts["time_base"] = Fraction(facts["time_base"])
-            arrays = {name: stored[name] for name in _ARRAY_FIELDS}
-            extradata = stored["extradata"].tobytes()
-    except (OSError, ValueError, KeyError):
-        return None  # unreadable cache entry: rebuild it
-    return VideoIndex(path=path, extradata=extradata, **facts, **arrays)
+    @classmethod
+    def open(cls, cache_dir) -> "_DiskCache | None":
+        folder = os.fspath(cache_dir)
+        try:
+            os.makedirs(folder, mode=0o700, exist_ok=True)
+            descriptor = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | _O_CLOEXEC)
+        except (OSError, ValueError) as error:
+            _warn_folder(folder, f"cannot be used ({_reason(error)})")
+            return None
+        stat = os.fstat(descriptor)
+        problem = None
+        if not S_ISDIR(stat.st_mode):
+            problem = "is not a folder"
+        elif hasattr(os, "geteuid") and stat.st_uid != os.geteuid():
+            problem = f"belongs to another user (uid {stat.st_uid})"
+        elif stat.st_mode & 0o022:
+            problem = f"can be written by other users (mode {stat.st_mode & 0o777:o}; chmod 700 it)"
+        if problem:
+            os.close(descriptor)
+            _warn_folder(folder, problem)
+            return None
+        return cls(folder, descriptor)
 
+    def close(self) -> None:
+        os.close(self.descriptor)
+
+    @staticmethod
+    def entry_name(key: tuple) -> str:
+        real_path, stream_index = key
+        digest = hashlib.sha256(os.fsencode(real_path) + b"\0" + str(stream_index).encode()).hexdigest()[:32]
+        stem = re.sub(r"[^A-Za-z0-9._-]", "_", os.path.basename(real_path))[:64].lstrip(".")
+        return f"{stem or 'video'}.{digest}.npz"
+
+    def load(self, name: str, fingerprint: str, stream_index: int | None, path: str) -> VideoIndex | None:
+        """The stored index, or None when there is none or it does not validate in every way."""
+        try:
+            descriptor = os.open(name, os.O_RDONLY | _O_NOFOLLOW | _O_CLOEXEC, dir_fd=self.descriptor)
+        except OSError:
+            return None
+        try:
+            with os.fdopen(descriptor, "rb") as file:
+                stat = os.fstat(file.fileno())
+                if not S_ISREG(stat.st_mode) or stat.st_size > _MAX_ENTRY_BYTES:
+                    return None
+                with np.load(file, allow_pickle=False) as stored:
+                    if str(stored["fingerprint"]) != fingerprint:
+                        return None
+                    if int(stored["stream_request"]) != (-1 if stream_index is None else stream_index):
+                        return None
+                    index = index_from_record(stored, path)
+        except Exception:  # truncated, not a zip, unknown fields, tampered: rebuild, never raise
+            return None
+        if stream_index is not None and index.stream_index != stream_index:
+            return None
+        return index
+
+    def save(self, name: str, fingerprint: str, stream_index: int | None, index: VideoIndex) -> None:
+        """Store ``index`` atomically; a failure (disk full, read-only folder) only skips storing."""
+        record = index_to_record(index)
+        record["fingerprint"] = np.asarray(fingerprint)
+        record["stream_request"] = np.asarray(-1 if stream_index is None else stream_index, dtype=np.int64)
+        temporary = f".{name}.{secrets.token_hex(8)}.tmp"
+        try:
+            descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW | _O_CLOEXEC,
+                                 0o600, dir_fd=self.descriptor)
+        except OSError as error:
+            _warn_folder(self.folder, f"cannot write in it ({_reason(error)})")
+            return
+        try:
+            with os.fdopen(descriptor, "wb") as file:
+                np.savez(file, **record)
+            os.replace(temporary, name, src_dir_fd=self.descriptor, dst_dir_fd=self.descriptor)
+        except OSError as error:
+            _warn_folder(self.folder, f"cannot write in it ({_reason(error)})")
+            try:
+                os.unlink(temporary, dir_fd=self.descriptor)
+            except OSError:
+                pass
