@@ -32,9 +32,15 @@ import numpy as np
 from common import make_video_set, save_results
 
 import vclip
-from vclip._backends import JobRunner, make_backend
-from vclip._device import resolve_device
-from vclip._pipeline import ClipTarget, DecodeStats, VideoJob, resolve_transform
+from vclip._engine import (
+    ClipTarget,
+    DecodeStats,
+    JobRunner,
+    VideoJob,
+    make_backend,
+    resolve_device,
+    resolve_transform,
+)
 from vclip.synthetic import read_barcode
 
 BATCH, LENGTH, STRIDE, SIZE = 8, 16, 2, 224

@@ -24,9 +24,14 @@ import numpy as np
 from common import make_video_set, median_rate, save_results
 
 import vclip
-from vclip._backends import JobRunner
-from vclip._device import resolve_device
-from vclip._pipeline import ClipTarget, DecodeStats, VideoJob, resolve_transform
+from vclip._engine import (
+    ClipTarget,
+    DecodeStats,
+    JobRunner,
+    VideoJob,
+    resolve_device,
+    resolve_transform,
+)
 from vclip.synthetic import read_barcode
 
 BATCH, LENGTH, STRIDE, SIZE = 8, 16, 2, 224
@@ -60,7 +65,7 @@ class VclipTool:
 
     def __init__(self, workers: int, in_flight: int = 3, processes: int = 0, *, skip_non_reference: bool = True,
                  device: str = "cuda"):
-        from vclip._backends import make_backend
+        from vclip._engine import make_backend
 
         backend = make_backend(resolve_device(device).device, skip_non_reference=skip_non_reference, processes=processes,
                                threads=workers)
@@ -265,7 +270,7 @@ def decode_work(paths, batches) -> dict:
 def raw_nvdec(paths, workers: int, processes: int = 0) -> dict:
     """Whole-file NVDEC decode through vclip's backend: every frame decoded, mapped to a 64x64 thumbnail;
     with ``processes``, in that many worker processes of ``workers`` threads."""
-    from vclip._backends import make_backend
+    from vclip._engine import make_backend
 
     backend = make_backend(resolve_device("cuda").device, processes=processes, threads=workers)
     runner = JobRunner(backend, num_workers=0 if processes else workers)
@@ -295,9 +300,14 @@ def kernel_bandwidth() -> dict:
     against a device copy."""
     import cupy
 
-    from vclip._kernel_args import BLOCK, JOB_DTYPE, fill_job, launch_grid, transform_params
-    from vclip._layout import frame_strides
-    from vclip._nvdec_backend import KernelModule
+    from vclip._engine import KernelModule, frame_strides
+    from vclip._engine.kernel_args import (
+        BLOCK,
+        JOB_DTYPE,
+        fill_job,
+        launch_grid,
+        transform_params,
+    )
 
     frames, width, height = 64, 1920, 1080
     source = cupy.random.randint(0, 256, (frames, height * 3 // 2, width), dtype=cupy.uint8)

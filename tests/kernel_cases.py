@@ -5,9 +5,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from vclip._kernel_args import JOB_DTYPE, fill_job, transform_params
-from vclip._layout import clip_shape, frame_strides, frame_view
-from vclip._reference import yuv420_to_rgb_tensor
+from vclip._engine import (
+    JOB_DTYPE,
+    clip_shape,
+    fill_job,
+    frame_strides,
+    frame_view,
+    transform_params,
+    yuv420_to_rgb_tensor,
+)
 from vclip.transforms import IMAGENET_MEAN, IMAGENET_STD, TransformSpec
 
 # (source width, height, bit depth, matrix, range, transform, scaling (resize base) or None)

@@ -6,9 +6,8 @@ import pytest
 import torch
 
 import vclip
-import vclip._device as device_module
-from vclip._device import CPU, Device, resolve_device
-from vclip._validation import ArgumentError
+import vclip._engine.device as device_module
+from vclip._engine import CPU, Device, resolve_device
 
 
 @pytest.fixture
@@ -50,7 +49,7 @@ def test_torch_current_device_wins_once_set(gpus, monkeypatch):
 
 def test_a_device_that_does_not_exist_is_refused(gpus, monkeypatch):
     gpus(1)
-    with pytest.raises(ArgumentError, match=r"device \('cuda:3'\) must be a CUDA device that exists"):
+    with pytest.raises(vclip.ArgumentError, match=r"device \('cuda:3'\) must be a CUDA device that exists"):
         resolve_device("cuda:3")
     monkeypatch.setenv("LOCAL_RANK", "2")
     with pytest.raises(ValueError, match="cuda:2"):

@@ -9,10 +9,10 @@ import os
 from fractions import Fraction
 
 import av
+import fuzzing
 import numpy as np
 import pytest
 
-import fuzzing
 import vclip
 
 FUZZ_COUNT = int(os.environ.get("VCLIP_FUZZ_COUNT", "1000"))

@@ -10,7 +10,14 @@ import warnings
 import numpy as np
 import pytest
 from ffmpeg_reference import ffmpeg_rgb24
-from kernel_cases import CASES, assert_matches_twin, kernel_arguments, pack_semi_planar, random_planes, twin_clip
+from kernel_cases import (
+    CASES,
+    assert_matches_twin,
+    kernel_arguments,
+    pack_semi_planar,
+    random_planes,
+    twin_clip,
+)
 
 import vclip
 import vclip.synthetic
@@ -110,8 +117,7 @@ def test_transformed_clips_match_cpu_twin(videos, layout, dtype):
 def test_kernel_matches_numpy_twin(name, frames):
     import cupy
 
-    from vclip._kernel_args import BLOCK, launch_grid
-    from vclip._nvdec_backend import KernelModule
+    from vclip._engine import BLOCK, KernelModule, launch_grid
 
     case = CASES[name]
     width, height, bit_depth, *_, spec, _ = case
@@ -155,10 +161,15 @@ def test_streams_nvdec_cannot_decode_fall_back_visibly(shared_videos, name, why)
 
 
 def test_decoders_are_reused_across_files(shared_videos, videos, tmp_path):
-    from vclip._backends import JobRunner
-    from vclip._device import Device
-    from vclip._nvdec_backend import NvdecBackend
-    from vclip._pipeline import ClipTarget, DecodeStats, VideoJob, resolve_transform
+    from vclip._engine import (
+        ClipTarget,
+        DecodeStats,
+        Device,
+        JobRunner,
+        NvdecBackend,
+        VideoJob,
+        resolve_transform,
+    )
 
     backend = NvdecBackend(Device("cuda", 0))
     runner = JobRunner(backend, num_workers=1)
@@ -200,9 +211,15 @@ def test_torch_tensor_shares_gpu_memory(videos):
 def test_decode_processes_write_the_same_clips_as_threads(shared_videos, videos):
     """Worker processes decode into the parent's buffers over CUDA IPC: bit for bit what threads
     write; a stream NVDEC cannot take falls back in the worker, and the parent warns once."""
-    from vclip._backends import JobRunner, make_backend
-    from vclip._device import Device
-    from vclip._pipeline import ClipTarget, DecodeStats, VideoJob, resolve_transform
+    from vclip._engine import (
+        ClipTarget,
+        DecodeStats,
+        Device,
+        JobRunner,
+        VideoJob,
+        make_backend,
+        resolve_transform,
+    )
 
     spec = vclip.TransformSpec.imagenet(112, resize_mode="squash", layout="TCHW")
     paths = [videos["h264"], videos["hevc"], videos["long_gop"], shared_videos / "av1_video.mkv"]

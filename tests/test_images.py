@@ -5,7 +5,13 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from vclip._images import ChartSeries, columns_for, contact_sheet, memory_chart, write_image
+from vclip._images import (
+    ChartSeries,
+    columns_for,
+    contact_sheet,
+    memory_chart,
+    write_image,
+)
 
 TAB_BLUE, TAB_ORANGE, TAB_RED = (31, 119, 180), (255, 127, 14), (214, 39, 40)  # matplotlib's first colours
 

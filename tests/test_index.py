@@ -228,8 +228,8 @@ import warnings  # noqa: E402
 import vclip.cli  # noqa: E402
 import vclip.index as index_module  # noqa: E402
 from vclip.errors import IndexCacheWarning, TruncatedVideoWarning, UnreadableVideoError  # noqa: E402
-from vclip.synthetic import read_barcode, render_frame  # noqa: E402
 from vclip.synthetic import _texture as synthetic_texture  # noqa: E402
+from vclip.synthetic import read_barcode, render_frame  # noqa: E402
 
 TINY = dict(num_frames=20, width=64, height=48, keyframe_interval=10)
 
@@ -409,7 +409,7 @@ def test_avi_seek_refused_falls_back_to_reading_from_the_start(tmp_path):
 
 def test_demux_failure_is_corrupt_video_error(tmp_path, monkeypatch):
     """D4: any FFmpeg error while reading packets back names the file."""
-    from vclip import _packets
+    from vclip._engine import packets as _packets
 
     path = tiny(tmp_path / "good.avi", codec="mpeg4")
     index = vclip.index_video(path)

@@ -9,10 +9,23 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from kernel_cases import CASES, assert_matches_twin, kernel_arguments, pack_semi_planar, random_planes, twin_clip
+from kernel_cases import (
+    CASES,
+    assert_matches_twin,
+    kernel_arguments,
+    pack_semi_planar,
+    random_planes,
+    twin_clip,
+)
 
 import vclip
-from vclip._kernel_args import BLOCK, JOB_DTYPE, OUTPUT_KINDS, PARAMS_DTYPE, kernel_source_path
+from vclip._engine.kernel_args import (
+    BLOCK,
+    JOB_DTYPE,
+    OUTPUT_KINDS,
+    PARAMS_DTYPE,
+    kernel_source_path,
+)
 
 HARNESS = Path(__file__).parent / "host_kernel"
 

@@ -16,7 +16,7 @@ import torch
 from torch.utils.data import DataLoader
 
 import vclip
-from vclip._epoch import epoch_clip_refs
+from vclip._loader.epoch import epoch_clip_refs
 from vclip.synthetic import make_video, read_barcode
 
 NUM_VIDEOS, NUM_FRAMES, WIDTH, HEIGHT = 6, 40, 128, 96
@@ -321,7 +321,7 @@ def test_buffers_are_pooled_and_the_held_batch_stays_intact(dataset):
 @pytest.mark.parametrize("num_threads", [1, 2])
 def test_only_the_decode_workers_decode(dataset, monkeypatch, num_threads):
     """However many batches are built at once, at most num_threads threads decode (one decoder each on the GPU)."""
-    from vclip._cpu_backend import CpuBackend
+    from vclip._engine import CpuBackend
 
     threads, decode_job = set(), CpuBackend.decode_job
     monkeypatch.setattr(CpuBackend, "decode_job", lambda *a: threads.add(threading.current_thread()) or decode_job(*a))

@@ -133,7 +133,7 @@ def test_loader_plan_defaults_and_checks():
 
 
 def test_nvdec_default_threads_match_the_backend():
-    from vclip._nvdec_backend import NvdecBackend
+    from vclip._engine import NvdecBackend
 
     assert NvdecBackend.default_workers == NVDEC_DEFAULT_THREADS
 

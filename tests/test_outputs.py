@@ -6,7 +6,14 @@ import re
 
 import pytest
 
-from vclip._outputs import OutputError, check_output_file, check_output_folder, printable, safe_name, unique_names
+from vclip._outputs import (
+    OutputError,
+    check_output_file,
+    check_output_folder,
+    printable,
+    safe_name,
+    unique_names,
+)
 
 
 @pytest.mark.parametrize("path, expected", [

@@ -4,18 +4,24 @@ decoding, indexes and buffers sent once per worker, bad videos and dead workers 
 import gc
 import os
 import time
-from functools import partial
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from multiprocessing.shared_memory import SharedMemory
 
 import numpy as np
 import pytest
 
 import vclip
-from vclip._backends import JobRunner, in_process_backend
-from vclip._device import CPU
-from vclip._pipeline import ClipTarget, DecodeStats, VideoJob, resolve_transform
-from vclip._process_backend import ProcessBackend, RecentKeys
+from vclip._engine import (
+    CPU,
+    ClipTarget,
+    DecodeStats,
+    JobRunner,
+    VideoJob,
+    in_process_backend,
+    resolve_transform,
+)
+from vclip._engine.processes import ProcessBackend, RecentKeys
 from vclip.synthetic import make_video, read_barcode
 
 SPEC = vclip.TransformSpec(resize=(48, 64), layout="THWC")

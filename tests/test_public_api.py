@@ -4,11 +4,11 @@ the frame methods' names, one wording for argument errors, padded clips and empt
 import re
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 
 import numpy as np
 import pytest
+import tomllib
 
 import vclip
 

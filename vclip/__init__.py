@@ -29,8 +29,19 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from . import check, decoder, errors, index, keyframes, memory, plan, sampling, synthetic, transforms  # noqa: F401
-from ._loader_stats import LoaderStats
+from . import (  # noqa: F401
+    check,
+    decoder,
+    errors,
+    index,
+    keyframes,
+    memory,
+    plan,
+    sampling,
+    synthetic,
+    transforms,
+)
+from ._loader.stats import LoaderStats
 from ._validation import ArgumentError
 from .decoder import Frames, VideoDecoder
 from .errors import (
@@ -56,7 +67,15 @@ from .memory import (
     plan_loader_memory,
 )
 from .plan import DecodePlan, DecodeSegment, plan_decode
-from .sampling import ClipSampler, contiguous, downscaled, indexed, jittered, keyframe, strided
+from .sampling import (
+    ClipSampler,
+    contiguous,
+    downscaled,
+    indexed,
+    jittered,
+    keyframe,
+    strided,
+)
 from .transforms import IMAGENET_MEAN, IMAGENET_STD, FrameGeometry, TransformSpec
 
 __version__ = "0.1.0"

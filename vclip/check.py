@@ -17,14 +17,19 @@ from __future__ import annotations
 
 import os
 import time
-from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor, as_completed
+from concurrent.futures import (
+    Executor,
+    ProcessPoolExecutor,
+    ThreadPoolExecutor,
+    as_completed,
+)
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Literal, Sequence
 
 import av
 import numpy as np
 
-from ._device import resolve_device
+from ._engine.device import resolve_device
 from ._validation import check_optional_integer
 from .errors import CorruptVideoError, VideoError
 from .index import VideoIndex, index_video, open_container

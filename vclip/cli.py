@@ -25,25 +25,44 @@ import numpy as np
 from tqdm import tqdm
 
 from . import __version__
-from ._dataset import VIDEO_EXTENSIONS
 from ._demo import format_numbers, run_demo
-from ._images import CHART_FORMATS, ChartSeries, memory_chart, to_numpy, write_image, write_video
-from ._outputs import OutputError, check_output_file, check_output_folder, inside, printable, unique_names
+from ._images import (
+    CHART_FORMATS,
+    ChartSeries,
+    memory_chart,
+    to_numpy,
+    write_image,
+    write_video,
+)
+from ._loader.dataset import VIDEO_EXTENSIONS
+from ._outputs import (
+    OutputError,
+    check_output_file,
+    check_output_folder,
+    inside,
+    printable,
+    unique_names,
+)
 from ._validation import check_integer, check_number, check_optional_integer
 from .check import CheckResult, check_videos
 from .decoder import Frames, VideoDecoder
 from .errors import VideoError
 from .index import VideoIndex, index_video, open_container
-from .keyframes import KEYFRAME_METHODS, THUMBNAIL_WIDTH, ProgressCallback, extract_keyframes
+from .keyframes import (
+    KEYFRAME_METHODS,
+    THUMBNAIL_WIDTH,
+    ProgressCallback,
+    extract_keyframes,
+)
 from .memory import (
     BYTES_PER_ELEMENT,
     MemoryEstimate,
-    plan_loader_memory,
     estimate_memory,
     format_bytes,
     largest_batch_size,
     largest_sequence_length,
     parse_bytes,
+    plan_loader_memory,
 )
 from .sampling import (
     ClipSampler,

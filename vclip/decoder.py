@@ -8,9 +8,9 @@ from typing import Any, NoReturn, Sequence
 
 import numpy as np
 
-from ._backends import JobRunner, make_backend
-from ._device import resolve_device
-from ._pipeline import ClipTarget, DecodeStats, VideoJob, resolve_transform
+from ._engine.backends import JobRunner, make_backend
+from ._engine.device import resolve_device
+from ._engine.pipeline import ClipTarget, DecodeStats, VideoJob, resolve_transform
 from ._validation import check_optional_integer, fail
 from .index import VideoIndex, index_video
 from .sampling import ClipSampler, check_scaling_factor

@@ -19,7 +19,7 @@ from typing import Literal
 import av
 import numpy as np
 
-from ._bitstream import is_reference_packet, nal_length_size
+from ._engine.bitstream import is_reference_packet, nal_length_size
 from ._fingerprint import content_fingerprint
 from .errors import (
     CorruptVideoError,

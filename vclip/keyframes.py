@@ -18,7 +18,12 @@ from typing import Callable, Literal
 import numpy as np
 
 from ._images import IMAGE_FORMATS, columns_for, contact_sheet, to_numpy, write_image
-from ._validation import check_choice, check_integer, check_number, check_optional_integer
+from ._validation import (
+    check_choice,
+    check_integer,
+    check_number,
+    check_optional_integer,
+)
 from .decoder import VideoDecoder
 from .index import VideoIndex
 from .sampling import check_scaling_factor, scaled_size

@@ -5,11 +5,11 @@ one decode job per video, and has the decode workers (NVDEC on the GPU, PyAV on 
 them straight into a pooled output buffer, which torch sees through DLPack without a copy.
 Several batches are built at once on background threads while the training loop works.
 
-The parts, one job each: :mod:`vclip._loader_source` (the videos and the scan at construction),
-:mod:`vclip._loader_clips` (drawing one video's clips), :mod:`vclip._epoch` (the epoch plan:
-shards and batches), :mod:`vclip._loader_batches` (building one batch, replacing bad videos),
-:mod:`vclip._loader_runtime` and :mod:`vclip._handoff` (threads, buffers, hand-over),
-:mod:`vclip._loader_stats` (what it measured) and :mod:`vclip._loader_state` (resuming).
+The parts, one job each: :mod:`vclip._loader.source` (the videos and the scan at construction),
+:mod:`vclip._loader.clips` (drawing one video's clips), :mod:`vclip._loader.epoch` (the epoch plan:
+shards and batches), :mod:`vclip._loader.batches` (building one batch, replacing bad videos),
+:mod:`vclip._loader.runtime` and :mod:`vclip._loader.handoff` (threads, buffers, hand-over),
+:mod:`vclip._loader.stats` (what it measured) and :mod:`vclip._loader.state` (resuming).
 """
 
 from __future__ import annotations
@@ -26,16 +26,16 @@ from typing import Any
 import torch
 from torch.utils.data import IterableDataset, get_worker_info
 
-from ._backends import make_backend
-from ._dataset import LabeledVideo, VideoSource
-from ._device import Device, resolve_device
-from ._epoch import EpochPlan, EvenShards, process_shard
-from ._loader_batches import SCAN, BadVideos, BatchBuilder, OnError
-from ._loader_clips import ClipDrawer, VideoFacts
-from ._loader_runtime import LoaderRuntime
-from ._loader_source import DatasetSource, MixedSizes, open_source, scan
-from ._loader_state import LoaderState, dataset_fingerprint
-from ._loader_stats import LoaderCounters, LoaderStats, epoch_summary, make_stats
+from ._engine.backends import make_backend
+from ._engine.device import Device, resolve_device
+from ._loader.batches import SCAN, BadVideos, BatchBuilder, OnError
+from ._loader.clips import ClipDrawer, VideoFacts
+from ._loader.dataset import LabeledVideo, VideoSource
+from ._loader.epoch import EpochPlan, EvenShards, process_shard
+from ._loader.runtime import LoaderRuntime
+from ._loader.source import DatasetSource, MixedSizes, open_source, scan
+from ._loader.state import LoaderState, dataset_fingerprint
+from ._loader.stats import LoaderCounters, LoaderStats, epoch_summary, make_stats
 from ._validation import ArgumentError, check_choice, check_integer, fail
 from .memory import LoaderMemoryEstimate, format_bytes, parse_bytes, plan_loader_memory
 from .sampling import ClipSampler
@@ -111,7 +111,7 @@ class ClipLoader(IterableDataset):
         videos: (path, label) pairs; a text/CSV file with one ``path label`` (or ``path,label``)
             per line; a root folder with one subfolder per class, labelled in sorted name order
             (``class_names`` lists them); or a dataset source (``videos``, ``class_names`` and
-            ``index(number)``, see ``vclip._loader_source.DatasetSource``).
+            ``index(number)``, see ``vclip._loader.source.DatasetSource``).
         sampler: Which frames make a clip: any of the six modes. The loader's ``seed`` drives its
             random choices (the sampler's own ``seed`` is not used).
         transform: Resize, crop (center or random), flip probability, normalization, dtype and
@@ -447,7 +447,7 @@ class ClipLoader(IterableDataset):
 
     def stats(self) -> LoaderStats:
         """What the loader has done since it was created (in this process), to tell whether it
-        holds training back: see :class:`vclip._loader_stats.LoaderStats` (``print`` it for one
+        holds training back: see :class:`vclip._loader.stats.LoaderStats` (``print`` it for one
         line, ``.summary()`` for a few, ``.to_dict()`` for JSON)."""
         runtime = self._runtime
         running = runtime.active if runtime is not None else None

@@ -258,7 +258,7 @@ class LoaderMemoryEstimate:
 def _plans_for_gpu(device: Any) -> bool:
     """Whether a loader on ``device`` decodes on the GPU. ``"cuda"``/``"cuda:N"`` plan for a GPU
     whether or not this machine has one; ``"auto"`` is resolved here (GPU when NVDEC is usable)."""
-    from ._device import _parse, resolve_device
+    from ._engine.device import _parse, resolve_device
 
     kind, _ = _parse(device)
     if kind == "auto":

@@ -9,7 +9,13 @@ from typing import Literal, NamedTuple, Sequence
 
 import numpy as np
 
-from ._validation import check_choice, check_integer, check_number, check_optional_integer, fail
+from ._validation import (
+    check_choice,
+    check_integer,
+    check_number,
+    check_optional_integer,
+    fail,
+)
 from .index import VideoIndex
 
 __all__ = [

@@ -14,7 +14,14 @@ from typing import Any, Literal
 
 import numpy as np
 
-from ._validation import ArgumentError, check_choice, check_integer, check_number, check_size, fail
+from ._validation import (
+    ArgumentError,
+    check_choice,
+    check_integer,
+    check_number,
+    check_size,
+    fail,
+)
 
 __all__ = ["TransformSpec", "FrameGeometry", "IMAGENET_MEAN", "IMAGENET_STD", "RESIZE_MODES", "output_shape"]
 

@@ -41,12 +41,12 @@ from typing import Any, Callable
 
 import numpy as np
 
-from . import errors
-from ._device import Device
-from ._engine import Backend
-from ._pipeline import Conversion, DecodeStats, VideoJob
-from .errors import CorruptVideoError, VideoError
-from .index import VideoIndex
+from .. import errors
+from ..errors import CorruptVideoError, VideoError
+from ..index import VideoIndex
+from .contract import Backend
+from .device import Device
+from .pipeline import Conversion, DecodeStats, VideoJob
 
 __all__ = ["ProcessBackend"]
 
@@ -305,7 +305,7 @@ class ProcessBackend:
     """Decodes in ``processes`` worker processes with ``threads`` decode threads each; each
     worker runs the backend that ``factory`` makes (a picklable callable).
 
-    Output buffers must come from :meth:`empty`. Keeps the :class:`~vclip._engine.Backend` contract.
+    Output buffers must come from :meth:`empty`. Keeps the :class:`~vclip._engine.contract.Backend` contract.
 
     Args:
         factory: Makes the in-process backend a worker decodes with.

@@ -10,11 +10,11 @@ from dataclasses import dataclass, field, fields
 
 import numpy as np
 
-from ._layout import clip_shape as layout_clip_shape
-from ._validation import fail
-from .index import VideoIndex
-from .sampling import scaled_size
-from .transforms import FrameGeometry, TransformSpec
+from .._validation import fail
+from ..index import VideoIndex
+from ..sampling import scaled_size
+from ..transforms import FrameGeometry, TransformSpec
+from .layout import clip_shape as layout_clip_shape
 
 
 @dataclass(frozen=True, eq=False)

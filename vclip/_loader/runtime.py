@@ -3,7 +3,7 @@ ahead of the training loop, the ring of output buffers, and the hand-over of eac
 
 One pass over an epoch runs at a time (:class:`Pass`): while the training loop holds batch n,
 batches n+1 .. n+depth+1 are being built; a batch is handed over once built, its buffer reused
-once the consumer has moved past it (see :mod:`vclip._handoff`).
+once the consumer has moved past it (see :mod:`vclip._loader.handoff`).
 """
 
 from __future__ import annotations
@@ -18,13 +18,13 @@ from typing import Any
 import numpy as np
 import torch
 
-from ._backends import JobRunner
-from ._device import Device
-from ._handoff import BufferRing, make_handoff
-from ._loader_batches import BatchBuilder, BuiltBatch
-from ._loader_source import as_video_error
-from ._loader_stats import LoaderCounters
-from ._pipeline import Conversion, DecodeStats, VideoJob
+from .._engine.backends import JobRunner
+from .._engine.device import Device
+from .._engine.pipeline import Conversion, DecodeStats, VideoJob
+from .batches import BatchBuilder, BuiltBatch
+from .handoff import BufferRing, make_handoff
+from .source import as_video_error
+from .stats import LoaderCounters
 
 __all__ = ["LoaderRuntime", "Pass"]
 
@@ -73,7 +73,7 @@ class LoaderRuntime:
     """Decode workers, batch builders, buffer ring and hand-over of one process.
 
     Args:
-        backend: The decoder backend (see :func:`vclip._backends.make_backend`).
+        backend: The decoder backend (see :func:`vclip._engine.backends.make_backend`).
         device: The loader's resolved device.
         builder: Builds each batch.
         allocate: Makes one output batch buffer with the backend.

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ._reference import color_coefficients
-from .transforms import FrameGeometry, TransformSpec
+from ..transforms import FrameGeometry, TransformSpec
+from .reference import color_coefficients
 
 PARAMS_DTYPE = np.dtype(
     {
@@ -91,7 +91,8 @@ def fill_job(
 
 def kernel_source_path(name: str = "nv12_transform.cu") -> Path:
     """A CUDA source of ``kernels/``: inside the installed wheel, else in the source checkout."""
-    for folder in (Path(__file__).parent / "kernels", Path(__file__).parent.parent / "kernels"):
+    package = Path(__file__).resolve().parents[1]  # vclip/
+    for folder in (package / "kernels", package.parent / "kernels"):
         if (folder / name).is_file():
             return folder / name
     raise FileNotFoundError(f"kernel source {name} is neither in vclip/kernels nor in the checkout's kernels/")

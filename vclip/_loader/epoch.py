@@ -17,7 +17,7 @@ from typing import Literal, NamedTuple, Sequence
 
 import numpy as np
 
-from ._validation import ArgumentError, check_integer, fail
+from .._validation import ArgumentError, check_integer, fail
 
 __all__ = ["ClipRef", "EpochPlan", "seeded_rng", "shard_videos", "epoch_clip_refs", "replacement_order",
            "process_shard"]

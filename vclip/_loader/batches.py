@@ -11,16 +11,16 @@ from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
-from ._epoch import ClipRef, replacement_order
-from ._loader_clips import ClipDrawer
-from ._loader_source import DatasetSource, as_video_error
-from ._pipeline import ClipTarget, VideoJob
-from .errors import VideoError
-from .index import VideoIndex
-from .transforms import FrameGeometry
+from .._engine.pipeline import ClipTarget, VideoJob
+from ..errors import VideoError
+from ..index import VideoIndex
+from ..transforms import FrameGeometry
+from .clips import ClipDrawer
+from .epoch import ClipRef, replacement_order
+from .source import DatasetSource, as_video_error
 
 if TYPE_CHECKING:
-    from ._loader_runtime import LoaderRuntime
+    from .runtime import LoaderRuntime
 
 __all__ = ["BadVideos", "BatchBuilder", "BuiltBatch", "SCAN"]
 

@@ -7,12 +7,12 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ._epoch import ClipRef
-from ._pipeline import resolve_transform
-from ._validation import ArgumentError, check_optional_integer
-from .index import VideoIndex
-from .sampling import ClipSampler
-from .transforms import FrameGeometry, TransformSpec
+from .._engine.pipeline import resolve_transform
+from .._validation import ArgumentError, check_optional_integer
+from ..index import VideoIndex
+from ..sampling import ClipSampler
+from ..transforms import FrameGeometry, TransformSpec
+from .epoch import ClipRef
 
 __all__ = ["ClipDrawer", "VideoFacts"]
 

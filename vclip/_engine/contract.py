@@ -18,11 +18,17 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any, Iterable, Protocol
 
-from ._device import Device
-from ._packets import read_packets
-from ._pipeline import Conversion, DecodeStats, VideoJob, frame_destinations, video_lookups
-from .errors import CorruptVideoError, VideoError
-from .plan import DecodePlan, plan_decode
+from ..errors import CorruptVideoError, VideoError
+from ..plan import DecodePlan, plan_decode
+from .device import Device
+from .packets import read_packets
+from .pipeline import (
+    Conversion,
+    DecodeStats,
+    VideoJob,
+    frame_destinations,
+    video_lookups,
+)
 
 __all__ = ["Backend", "Completion", "PacketRun", "PictureConverter", "PictureDecoder", "PlanBackend", "execute_plan"]
 
@@ -38,7 +44,7 @@ class Backend(Protocol):
 
     Attributes:
         device: Where the output buffers live.
-        default_workers: Jobs worth running at once (threads of a :class:`~vclip._backends.JobRunner`).
+        default_workers: Jobs worth running at once (threads of a :class:`~vclip._engine.backends.JobRunner`).
     """
 
     device: Device

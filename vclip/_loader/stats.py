@@ -6,9 +6,9 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
-from ._device import Device
-from ._pipeline import DecodeStats
-from .memory import format_bytes
+from .._engine.device import Device
+from .._engine.pipeline import DecodeStats
+from ..memory import format_bytes
 
 __all__ = ["LoaderCounters", "LoaderStats", "StageSeconds", "FrameCounts", "SkippedVideos", "LoaderMemory",
            "make_stats", "epoch_summary"]

@@ -15,8 +15,8 @@ import os
 import av
 import numpy as np
 
-from .errors import CorruptVideoError, video_error_from_os_error
-from .index import VideoIndex, open_container
+from ..errors import CorruptVideoError, video_error_from_os_error
+from ..index import VideoIndex, open_container
 
 _MAX_SPAN_BYTES = 256 << 20  # one read per segment up to this; larger spans are read packet by packet
 

@@ -16,7 +16,7 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
-from ._device import Device
+from .._engine.device import Device
 
 __all__ = ["BufferRing", "CpuHandoff", "CudaHandoff", "make_handoff"]
 

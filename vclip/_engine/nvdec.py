@@ -22,15 +22,29 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from ._bitstream import AnnexBConverter
-from ._cpu_backend import CpuBackend
-from ._device import Device
-from ._engine import Completion, PacketRun, PictureConverter, PictureDecoder, PlanBackend, execute_plan
-from ._kernel_args import BLOCK, JOB_DTYPE, fill_job, kernel_source_path, launch_grid, transform_params
-from ._layout import frame_strides
-from ._pipeline import ClipTarget, Conversion, DecodeStats, VideoJob
-from .errors import FallbackWarning
-from .index import VideoIndex
+from ..errors import FallbackWarning
+from ..index import VideoIndex
+from .bitstream import AnnexBConverter
+from .contract import (
+    Completion,
+    PacketRun,
+    PictureConverter,
+    PictureDecoder,
+    PlanBackend,
+    execute_plan,
+)
+from .cpu import CpuBackend
+from .device import Device
+from .kernel_args import (
+    BLOCK,
+    JOB_DTYPE,
+    fill_job,
+    kernel_source_path,
+    launch_grid,
+    transform_params,
+)
+from .layout import frame_strides
+from .pipeline import ClipTarget, Conversion, DecodeStats, VideoJob
 
 _CODEC_NAMES = {"h264": "H264", "hevc": "HEVC"}
 _INPUT_TYPES = {1: "unsigned char", 2: "unsigned short"}
@@ -207,7 +221,7 @@ class KernelConverter(PictureConverter):
 
 class NvdecBackend(PlanBackend):
     """Decodes with NVDEC on one GPU; outputs CuPy arrays. Shared per device within a process
-    (see :func:`~vclip._backends.make_backend`), so :meth:`close` releases nothing."""
+    (see :func:`~vclip._engine.backends.make_backend`), so :meth:`close` releases nothing."""
 
     # Decode threads per backend: on an H200 (7 engines, 16 cores) 12-16 fed the engines best;
     # more only added contention for the GIL (benchmarks/README.md).

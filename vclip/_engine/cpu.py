@@ -15,13 +15,13 @@ from typing import Any, Iterable
 import av
 import numpy as np
 
-from ._device import CPU
-from ._engine import PacketRun, PictureConverter, PictureDecoder, PlanBackend
-from ._layout import frame_view
-from ._pipeline import ClipTarget, Conversion, VideoJob
-from ._reference import yuv420_to_rgb_tensor
-from .errors import CorruptVideoError
-from .index import VideoIndex, open_container
+from ..errors import CorruptVideoError
+from ..index import VideoIndex, open_container
+from .contract import PacketRun, PictureConverter, PictureDecoder, PlanBackend
+from .device import CPU
+from .layout import frame_view
+from .pipeline import ClipTarget, Conversion, VideoJob
+from .reference import yuv420_to_rgb_tensor
 
 _NATIVE_420 = {"yuv420p": 8, "yuvj420p": 8, "yuv420p10le": 10, "yuv420p12le": 12}
 

@@ -16,7 +16,7 @@ import math
 
 import numpy as np
 
-from .transforms import FrameGeometry
+from ..transforms import FrameGeometry
 
 _KR_KB = {"bt601": (0.299, 0.114), "bt709": (0.2126, 0.0722), "bt2020": (0.2627, 0.0593), "smpte240m": (0.212, 0.087)}
 

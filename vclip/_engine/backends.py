@@ -8,11 +8,11 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Callable
 
-from ._cpu_backend import CpuBackend
-from ._device import Device
-from ._engine import Backend, Completion
-from ._pipeline import Conversion, DecodeStats, VideoJob
-from .errors import VideoError
+from ..errors import VideoError
+from .contract import Backend, Completion
+from .cpu import CpuBackend
+from .device import Device
+from .pipeline import Conversion, DecodeStats, VideoJob
 
 __all__ = ["JobRunner", "in_process_backend", "make_backend"]
 
@@ -28,7 +28,7 @@ def in_process_backend(device: Device, *, skip_non_reference: bool = True) -> Ba
     """
     if not device.is_cuda:
         return CpuBackend(skip_non_reference=skip_non_reference)
-    from ._nvdec_backend import NvdecBackend
+    from .nvdec import NvdecBackend
 
     key = (int(device.index or 0), skip_non_reference)
     with _gpu_backends_lock:
@@ -39,11 +39,11 @@ def in_process_backend(device: Device, *, skip_non_reference: bool = True) -> Ba
 
 def make_backend(device: Device, *, skip_non_reference: bool = True, processes: int = 0, threads: int = 0) -> Backend:
     """The backend for a resolved ``device``: in this process, or, with ``processes`` > 0, a new
-    :class:`~vclip._process_backend.ProcessBackend` of that many worker processes (``threads``
+    :class:`~vclip._engine.processes.ProcessBackend` of that many worker processes (``threads``
     decode threads each), each running :func:`in_process_backend` on the same device."""
     if not processes:
         return in_process_backend(device, skip_non_reference=skip_non_reference)
-    from ._process_backend import ProcessBackend
+    from .processes import ProcessBackend
 
     factory: Callable[[], Backend] = partial(in_process_backend, device, skip_non_reference=skip_non_reference)
     return ProcessBackend(factory, device, processes, threads)

@@ -1,0 +1,48 @@
+"""The decode engine (private): what turns clip requests into output buffers.
+
+Layers, each importing only those above it:
+
+    device      where decoding runs (``Device``, ``resolve_device``)
+    layout, reference, kernel_args, bitstream, packets
+                clip layouts; the NumPy twin of the CUDA kernel; the kernel's arguments;
+                Annex B conversion; reading packets back from the file
+    pipeline    what a request carries (``VideoJob``, ``ClipTarget``, ``Conversion``, ``DecodeStats``)
+    contract    the backend contract (``Backend``, ``PictureDecoder``, ``PictureConverter``) and the
+                one loop that executes a decode plan (``execute_plan``, ``PlanBackend``)
+    cpu, nvdec  the PyAV and NVDEC backends
+    processes   decoding in worker processes (``ProcessBackend``, built from a backend factory)
+    backends    choosing a backend (``make_backend``) and running jobs on threads (``JobRunner``)
+
+The names below are the internal surface that tests and benchmarks use; they are imported on
+first use, so that importing one part of the engine does not import the rest.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_SURFACE = {
+    "Device": "device", "CPU": "device", "ResolvedDevice": "device", "resolve_device": "device",
+    "gpu_unavailable_reason": "device",
+    "clip_shape": "layout", "frame_strides": "layout", "frame_view": "layout",
+    "yuv420_to_rgb_tensor": "reference", "color_coefficients": "reference",
+    "BLOCK": "kernel_args", "JOB_DTYPE": "kernel_args", "fill_job": "kernel_args", "launch_grid": "kernel_args",
+    "transform_params": "kernel_args", "kernel_source_path": "kernel_args",
+    "read_packets": "packets",
+    "ClipTarget": "pipeline", "Conversion": "pipeline", "DecodeStats": "pipeline", "VideoJob": "pipeline",
+    "resolve_transform": "pipeline",
+    "Backend": "contract", "PictureConverter": "contract", "PictureDecoder": "contract", "execute_plan": "contract",
+    "CpuBackend": "cpu", "NvdecBackend": "nvdec", "KernelModule": "nvdec",
+    "ProcessBackend": "processes",
+    "JobRunner": "backends", "in_process_backend": "backends", "make_backend": "backends",
+}
+
+__all__ = sorted(_SURFACE)
+
+
+def __getattr__(name: str) -> Any:
+    module = _SURFACE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f".{module}", __name__), name)
