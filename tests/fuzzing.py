@@ -46,6 +46,8 @@ import numpy as np
 if __package__ in (None, ""):  # python tests/fuzzing.py from a checkout
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from helpers import host
+
 import vclip  # noqa: E402
 from vclip.errors import VideoError  # noqa: E402
 from vclip.index import check_index  # noqa: E402
@@ -360,9 +362,6 @@ class BadResult(AssertionError):
     """A call succeeded with a wrongly shaped result, or failed without naming the file."""
 
 
-def host(array) -> np.ndarray:
-    """A NumPy copy of a NumPy or CuPy array."""
-    return array.get() if hasattr(array, "get") and not isinstance(array, np.ndarray) else np.asarray(array)
 
 
 def _expect_shape(what: str, array, shape: tuple) -> None:

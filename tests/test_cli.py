@@ -11,6 +11,7 @@ from pathlib import Path
 import av
 import numpy as np
 import pytest
+from helpers import barcodes
 from PIL import Image
 
 import vclip
@@ -44,8 +45,6 @@ def decoded_frames(path):
         return [frame.to_ndarray(format="rgb24") for frame in container.decode(video=0)]
 
 
-def barcodes(frames):
-    return [read_barcode(frame) for frame in frames]
 
 
 @pytest.fixture(scope="module")

@@ -2,16 +2,10 @@
 
 import numpy as np
 import pytest
-from ffmpeg_reference import ffmpeg_rgb24
+from helpers import barcodes, ffmpeg_rgb24
 
 import vclip
-from vclip.synthetic import read_barcode
 from vclip.transforms import TransformSpec
-
-
-def barcodes(frames):
-    return [read_barcode(frame) for frame in frames]
-
 
 SYNTHETIC = ["h264", "hevc", "vfr", "odd", "offset", "long_gop", "h264_10bit"]
 

@@ -9,7 +9,7 @@ import warnings
 
 import numpy as np
 import pytest
-from ffmpeg_reference import ffmpeg_rgb24
+from helpers import barcodes, ffmpeg_rgb24, host, rgb_error
 from kernel_cases import (
     CASES,
     assert_matches_twin,
@@ -27,17 +27,10 @@ from vclip.transforms import TransformSpec
 pytestmark = pytest.mark.gpu
 
 
-def host(array):
-    return array.get() if hasattr(array, "get") else np.asarray(array)
 
 
-def barcodes(frames):
-    return [read_barcode(frame) for frame in host(frames)]
 
 
-def rgb_error(got, reference):
-    difference = np.abs(host(got).astype(np.int16) - np.asarray(reference).astype(np.int16))
-    return difference.mean(), np.percentile(difference, 99)
 
 
 SAMPLERS = {

@@ -1,9 +1,12 @@
 import json
 import shutil
+import struct
+import warnings
 
 import av
 import numpy as np
 import pytest
+from helpers import barcodes
 
 import vclip
 from vclip.errors import CorruptVideoError, NotAVideoError, VideoNotFoundError
@@ -222,14 +225,12 @@ def test_moved_file_reindexes(videos, tmp_path):
 # -- issue 10: every failure a VideoError naming the file (D1-D5, D14), caches you can trust (D10-D12) --
 import builtins  # noqa: E402
 import os  # noqa: E402
-import struct  # noqa: E402
-import warnings  # noqa: E402
 
 import vclip.cli  # noqa: E402
 import vclip.index as index_module  # noqa: E402
 from vclip.errors import IndexCacheWarning, TruncatedVideoWarning, UnreadableVideoError  # noqa: E402
 from vclip.synthetic import _texture as synthetic_texture  # noqa: E402
-from vclip.synthetic import read_barcode, render_frame  # noqa: E402
+from vclip.synthetic import render_frame  # noqa: E402
 
 TINY = dict(num_frames=20, width=64, height=48, keyframe_interval=10)
 
@@ -238,8 +239,6 @@ def tiny(path, **options):
     return vclip.synthetic.make_video(path, **{**TINY, **options})
 
 
-def barcodes(frames) -> list[int]:
-    return [read_barcode(frame) for frame in frames.data]
 
 
 def patched(source, target, patch) -> str:

@@ -6,6 +6,7 @@ import json
 import av
 import numpy as np
 import pytest
+from helpers import barcodes
 
 import vclip
 import vclip.keyframes as keyframes_module
@@ -22,8 +23,6 @@ def shots_video(tmp_path_factory):
     return make_shots_video(path, shot_lengths=SHOT_LENGTHS, width=192, height=144)
 
 
-def barcodes(frames):
-    return [read_barcode(frame) for frame in frames]
 
 
 def decoded_image(path):

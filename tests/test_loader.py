@@ -13,11 +13,12 @@ import time
 import numpy as np
 import pytest
 import torch
+from helpers import barcodes
 from torch.utils.data import DataLoader
 
 import vclip
 from vclip._loader.epoch import epoch_clip_refs
-from vclip.synthetic import make_video, read_barcode
+from vclip.synthetic import make_video
 
 NUM_VIDEOS, NUM_FRAMES, WIDTH, HEIGHT = 6, 40, 128, 96
 MEAN = np.array(vclip.IMAGENET_MEAN, np.float32)
@@ -67,8 +68,6 @@ def make_loader(videos, sampler=None, **options) -> vclip.ClipLoader:
     return vclip.ClipLoader(videos, sampler or vclip.strided(4, 2, clips_per_video=2), **options)
 
 
-def barcodes(clip_thwc, flipped=False) -> list[int]:
-    return [read_barcode(frame, flipped=flipped) for frame in np.asarray(clip_thwc)]
 
 
 def epoch_of(loader) -> list[dict]:
