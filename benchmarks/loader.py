@@ -46,7 +46,7 @@ from vclip.synthetic import read_barcode
 BATCH, LENGTH, STRIDE, SIZE = 8, 16, 2, 224
 MEAN = np.array(vclip.IMAGENET_MEAN, np.float32)
 STD = np.array(vclip.IMAGENET_STD, np.float32)
-SPEC = vclip.TransformSpec.imagenet(SIZE, layout="TCHW")
+SPEC = vclip.TransformSpec.imagenet(SIZE, layout="TCHW", resize_mode="squash")  # design.md's workload
 CONVERSION = resolve_transform(SPEC)
 
 

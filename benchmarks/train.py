@@ -70,7 +70,7 @@ class VclipTool:
         backend = make_backend(resolve_device(device).device, skip_non_reference=skip_non_reference, processes=processes,
                                threads=workers)
         self.runner = JobRunner(backend, num_workers=0 if processes else workers)
-        self.spec = vclip.TransformSpec.imagenet(SIZE, layout="TCHW")
+        self.spec = vclip.TransformSpec.imagenet(SIZE, layout="TCHW", resize_mode="squash")  # design.md's workload
         self.conversion = resolve_transform(self.spec)
         self.stats = DecodeStats()
         self.in_flight = in_flight
@@ -336,7 +336,7 @@ def kernel_bandwidth() -> dict:
     cases = {
         "native_uint8_thwc": vclip.TransformSpec(),
         "native_float32_tchw": vclip.TransformSpec(dtype="float32", layout="TCHW"),
-        "train_224_float32": vclip.TransformSpec.imagenet(SIZE, layout="TCHW"),
+        "train_224_float32": vclip.TransformSpec.imagenet(SIZE, layout="TCHW", resize_mode="squash"),
     }
     for name, spec in cases.items():
         geometry = spec.geometry(width, height)

@@ -62,7 +62,7 @@ def main() -> None:
     loader = vclip.ClipLoader(
         str(root),
         vclip.strided(8, 2),
-        transform=vclip.TransformSpec.imagenet(64, layout="CTHW", flip_probability=0.5),
+        transform=vclip.TransformSpec.imagenet(64, train=True, layout="CTHW"),
         batch_size=8,
         clips_per_video=4,
         shuffle=True,
