@@ -1,0 +1,653 @@
+"""A dataset catalog: one Parquet table with every video's index, label and content fingerprint.
+
+:func:`build_catalog` (``vclip index`` on the command line) indexes every video of a dataset once,
+in parallel, and writes one row per video: the facts ``vclip info`` shows (codec, size, frame rate,
+frame and keyframe counts, duration, colour, time base...), the label and class name, a content
+fingerprint, and the per-frame and per-packet arrays a decode plan needs, as list columns. A video
+that cannot be read gets a row too, with ``usable`` false and the error. Running it again into the
+same file indexes only the videos that are new or changed and keeps the others.
+
+:func:`read_catalog` opens it without opening any video: a loader on every rank of every node
+starts from it at once. Each entry's :class:`~vclip.VideoIndex` is built from the stored arrays
+when first asked for; ``entry.index(verify=True)`` also checks the file's fingerprint once and
+re-indexes a video that changed since (with a :class:`CatalogWarning`).
+
+The file is a plain table: query it with pandas, polars or DuckDB (``usable``, ``label``,
+``class_name``, ``codec``, ``width``, ``height``, ``average_fps``, ``num_frames``,
+``duration_seconds``, ``size_bytes``... one row per video).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+import threading
+import time
+import uuid
+import warnings
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Iterator, NamedTuple
+
+import numpy as np
+
+try:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+except ImportError as _error:  # pragma: no cover - depends on the environment
+    raise ImportError("vclip.catalog needs pyarrow: pip install 'vclip[catalog]'") from _error
+
+from . import errors
+from ._dataset import VIDEO_EXTENSIONS, load_videos
+from ._fingerprint import content_fingerprint
+from ._indexing import IndexJob, default_workers, run_jobs
+from .errors import VideoError, VideoNotFoundError
+from .index import VideoIndex, index_video
+
+__all__ = [
+    "Catalog",
+    "CatalogBuild",
+    "CatalogEntry",
+    "CatalogSource",
+    "CatalogWarning",
+    "build_catalog",
+    "read_catalog",
+    "resolve_sources",
+]
+
+logger = logging.getLogger("vclip")
+
+FORMAT_VERSION = 1
+_METADATA_KEY = b"vclip.catalog"
+_ROW_GROUP_ROWS = 512
+_DEFAULT_CACHE_BYTES = 256 * 2**20
+
+# Columns, in file order: who and what, the file, the stream's facts, the index arrays, timing.
+_FACT_TYPES = {
+    "path": pa.string(), "label": pa.int64(), "class_name": pa.string(),
+    "usable": pa.bool_(), "error": pa.string(), "error_type": pa.string(),
+    "size_bytes": pa.int64(), "mtime_ns": pa.int64(), "fingerprint": pa.string(),
+    "stream_index": pa.int64(), "codec": pa.string(), "width": pa.int64(), "height": pa.int64(),
+    "pixel_format": pa.string(), "bit_depth": pa.int64(), "color_matrix": pa.string(),
+    "color_range": pa.string(), "time_base": pa.string(), "average_fps": pa.float64(),
+    "num_frames": pa.int64(), "num_packets": pa.int64(), "keyframe_count": pa.int64(),
+    "start_seconds": pa.float64(), "duration_seconds": pa.float64(), "variable_frame_rate": pa.bool_(),
+    "header_frame_count": pa.int64(), "packets_addressable": pa.bool_(), "last_frame_duration": pa.int64(),
+    "extradata": pa.binary(),
+}
+_ARRAY_TYPES = {
+    name: pa.list_(pa.bool_() if dtype is np.bool_ else pa.int64()) for name, dtype in VideoIndex.STORED_ARRAYS.items()
+}
+_TIMING_TYPES = {"index_seconds": pa.float64()}
+SCHEMA = pa.schema([pa.field(name, kind) for name, kind in {**_FACT_TYPES, **_ARRAY_TYPES, **_TIMING_TYPES}.items()])
+_INDEX_FACTS = tuple(name for name in VideoIndex.__dataclass_fields__
+                     if name != "path" and name not in VideoIndex.STORED_ARRAYS)
+_SCALAR_COLUMNS = tuple(name for name in SCHEMA.names if name not in _ARRAY_TYPES)
+
+
+class CatalogWarning(UserWarning):
+    """A video changed since the catalog was built; it was indexed again."""
+
+
+# -- sources -----------------------------------------------------------------------------------
+def resolve_sources(sources) -> tuple[list[tuple[str, int | None]], tuple[str, ...] | None]:
+    """The videos of ``sources`` as (absolute path, label or None) in order, and the class names.
+
+    Args:
+        sources: One item or a list of items, each one of: a video file (by extension, no
+            label); a folder with one subfolder per class (labelled as :class:`~vclip.ClipLoader`
+            labels them: the subfolder's position in sorted order); a folder of videos without
+            class subfolders (no labels); a text/CSV list file of ``path label`` lines; a
+            ``(path, label)`` pair. With several class folders, labels follow the sorted union
+            of their class names. A path listed twice is kept once (the first).
+
+    Raises:
+        FileNotFoundError: A folder or list file that does not exist.
+        ValueError: A malformed list file or pair, or no videos at all.
+    """
+    items = [sources] if isinstance(sources, (str, os.PathLike)) else list(sources)
+    groups: list[tuple[list[tuple[str, int | None]], tuple[str, ...] | None]] = []
+    for item in items:
+        if isinstance(item, (str, os.PathLike)):
+            groups.append(_one_source(Path(item)))
+        else:
+            videos, _ = load_videos([item])
+            groups.append(([(videos[0].path, videos[0].label)], None))
+    named = [names for _, names in groups if names is not None]
+    class_names = tuple(sorted(set().union(*named))) if named else None
+    seen: set[str] = set()
+    resolved = []
+    for videos, names in groups:
+        for path, label in videos:
+            path = os.path.abspath(path)
+            if path in seen:
+                continue
+            seen.add(path)
+            if names is not None and label is not None:
+                label = class_names.index(names[label])
+            resolved.append((path, label))
+    if not resolved:
+        raise ValueError(f"sources ({sources!r}) hold no videos")
+    return resolved, class_names
+
+
+def _one_source(path: Path) -> tuple[list[tuple[str, int | None]], tuple[str, ...] | None]:
+    if path.is_dir():
+        if any(entry.is_dir() and not entry.name.startswith(".") for entry in path.iterdir()):
+            videos, names = load_videos(path)
+            return [(video.path, video.label) for video in videos], names
+        files = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in VIDEO_EXTENSIONS)
+        return [(os.fspath(p), None) for p in files], None
+    if path.suffix.lower() in VIDEO_EXTENSIONS:
+        return [(os.fspath(path), None)], None  # a missing video becomes an unusable row
+    if not path.is_file():
+        raise FileNotFoundError(f"{os.fspath(path)!r} is not a video, a folder or a list file that exists")
+    videos, _ = load_videos(path)
+    return [(video.path, video.label) for video in videos], None
+
+
+# -- building ------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class CatalogBuild:
+    """What one :func:`build_catalog` run did.
+
+    Attributes:
+        path: The catalog written.
+        videos: Rows in the catalog (one per video of the sources).
+        indexed: Paths indexed in this run (new or changed files, or all without an earlier catalog).
+        kept: Rows taken over unchanged from the earlier catalog.
+        unusable: ``(path, problem)`` of each video that cannot be used (also listed in the catalog).
+        seconds: Wall time of the run.
+        workers: Processes (or Ray tasks) that indexed.
+        engine: ``"processes"`` or ``"ray"``.
+    """
+
+    path: str
+    videos: int
+    indexed: tuple[str, ...]
+    kept: int
+    unusable: tuple[tuple[str, str], ...]
+    seconds: float
+    workers: int
+    engine: str = "processes"
+
+    @property
+    def videos_per_second(self) -> float:
+        """Videos indexed per second of the run."""
+        return len(self.indexed) / self.seconds if self.seconds > 0 else 0.0
+
+
+def build_catalog(
+    sources,
+    out: str | os.PathLike,
+    *,
+    workers: int | None = None,
+    stream_index: int | None = None,
+    incremental: bool = True,
+    ray: bool | str = False,
+    progress: bool | None = None,
+) -> CatalogBuild:
+    """Index every video of ``sources`` in parallel and write the catalog to ``out`` (Parquet).
+
+    Args:
+        sources: Video files, class folders, list files or (path, label) pairs; see
+            :func:`resolve_sources`.
+        out: The Parquet file to write (replaced atomically; its folder is created).
+        workers: Indexing processes (default: every core this process may use); 1 indexes here.
+        stream_index: Container index of the video stream in every file (default: the first).
+        incremental: When ``out`` already holds a catalog, keep the rows of videos whose size,
+            mtime and content fingerprint are unchanged and index only the others.
+        ray: Index on a Ray cluster instead of local processes: True (``ray.init()``: the cluster
+            of ``RAY_ADDRESS`` or ``ray start``, else a local one) or a cluster address. Needs
+            ``pip install 'vclip[ray]'``; the catalog is the same.
+        progress: Draw a progress bar on stderr (tqdm): None (default) when stderr is a terminal.
+
+    Returns:
+        What was done (:class:`CatalogBuild`); unusable videos are listed there and in the catalog.
+
+    Raises:
+        FileNotFoundError, ValueError: see :func:`resolve_sources`.
+    """
+    started = time.perf_counter()
+    videos, class_names = resolve_sources(sources)
+    out = os.path.abspath(os.fspath(out))
+    earlier = _earlier_rows(out) if incremental else {}
+    jobs = []
+    for position, (path, _) in enumerate(videos):
+        known = earlier.get(path)
+        same_stream = known is not None and (stream_index is None or known[2] == stream_index)
+        jobs.append(IndexJob(position, path, stream_index, known[1] if same_stream else None))
+    workers = workers or default_workers()
+    bar = _progress_bar(len(jobs), progress)
+    try:
+        if ray:
+            from .ray import index_tables_on_ray
+
+            table = pa.concat_tables(index_tables_on_ray(
+                jobs, address=None if ray is True else str(ray), on_rows=bar.update if bar else None))
+            engine = "ray"
+        else:
+            table = pa.concat_tables(_tables_of(run_jobs(jobs, workers, on_rows=bar.update if bar else None)))
+            engine = "processes"
+    finally:
+        if bar is not None:
+            bar.close()
+    positions = table.column("position").to_numpy()
+    unchanged = np.asarray(table.column("unchanged").to_numpy(zero_copy_only=False), dtype=bool)
+    fresh = table.filter(pa.array(~unchanged)).select(SCHEMA.names)
+    kept_positions = np.sort(positions[unchanged])
+    if kept_positions.size:
+        old = pq.read_table(out).select(SCHEMA.names).cast(SCHEMA)
+        old_rows = [earlier[videos[position][0]][0] for position in kept_positions]
+        fresh = pa.concat_tables([fresh, old.take(pa.array(old_rows, pa.int64()))])
+    order = np.argsort(np.concatenate([positions[~unchanged], kept_positions]), kind="stable")
+    table = fresh.take(pa.array(order))
+    labels = [label for _, label in videos]  # labels and class names always follow the sources
+    table = table.set_column(SCHEMA.get_field_index("label"), SCHEMA.field("label"), pa.array(labels, pa.int64()))
+    table = table.set_column(SCHEMA.get_field_index("class_name"), SCHEMA.field("class_name"), pa.array(
+        [class_names[label] if class_names is not None and label is not None else None for label in labels],
+        pa.string()))
+    _write(table, out, class_names)
+    unusable = tuple((path, problem) for path, usable, problem in zip(
+        table.column("path").to_pylist(), table.column("usable").to_pylist(), table.column("error").to_pylist())
+        if not usable)
+    built = CatalogBuild(
+        path=out, videos=table.num_rows, indexed=tuple(videos[p][0] for p in np.sort(positions[~unchanged])),
+        kept=int(kept_positions.size),
+        unusable=unusable, seconds=time.perf_counter() - started, workers=workers, engine=engine,
+    )
+    logger.info("vclip: catalog %s: %d videos, %d indexed, %d kept, %d unusable, %.1f s", out, built.videos,
+                len(built.indexed), built.kept, len(unusable), built.seconds)
+    return built
+
+
+def _progress_bar(total: int, progress: bool | None):
+    if progress is False:
+        return None
+    try:
+        from tqdm.auto import tqdm
+    except ImportError:
+        return None
+    return tqdm(total=total, unit="video", desc="indexing", file=sys.stderr, dynamic_ncols=True,
+                disable=None if progress is None else False)
+
+
+def _earlier_rows(out: str) -> dict[str, tuple[int, str, int | None]]:
+    """``path -> (row, fingerprint, stream_index)`` of an existing catalog's rows that can be kept."""
+    if not os.path.exists(out):
+        return {}
+    try:
+        metadata = _catalog_metadata(pq.read_schema(out), out)
+        if metadata.get("format_version") != FORMAT_VERSION:
+            return {}
+        table = pq.read_table(out, columns=["path", "fingerprint", "stream_index", "error_type"])
+    except (OSError, ValueError, pa.ArrowException) as error:
+        warnings.warn(f"{out} is not a catalog this vclip can update ({error}); indexing every video",
+                      CatalogWarning, stacklevel=3)
+        return {}
+    earlier = {}
+    for row, (path, fingerprint, stream, error_type) in enumerate(zip(*(table.column(n).to_pylist() for n in (
+            "path", "fingerprint", "stream_index", "error_type")))):
+        # Rows of usable videos and of videos FFmpeg refused can be kept; other failures
+        # (an unreadable file, a crash) are tried again.
+        if fingerprint and (error_type is None or hasattr(errors, error_type)):
+            earlier[path] = (row, fingerprint, stream)
+    return earlier
+
+
+_WORK_TYPES = {"position": pa.int64(), "unchanged": pa.bool_()}  # while building: source order, kept rows
+_ROWS_PER_TABLE = 1024
+
+
+def _tables_of(rows: Iterable[dict]) -> Iterator[pa.Table]:
+    """Rows as they arrive, turned into tables of up to ``_ROWS_PER_TABLE`` rows (and at least one table)."""
+    chunk: list[dict] = []
+    emitted = False
+    for row in rows:
+        chunk.append(row)
+        if len(chunk) == _ROWS_PER_TABLE:
+            yield rows_table(chunk)
+            chunk, emitted = [], True
+    if chunk or not emitted:
+        yield rows_table(chunk)
+
+
+def rows_table(rows: list[dict]) -> pa.Table:
+    """Rows of :func:`vclip._indexing.index_row` as a table: the catalog's columns, then
+    ``position`` and ``unchanged`` (True for a row that only says the earlier row still holds)."""
+    columns = {}
+    for name, kind in {**_FACT_TYPES, **_TIMING_TYPES, **_WORK_TYPES}.items():
+        columns[name] = pa.array([row.get(name, False if name == "unchanged" else None) for row in rows], type=kind)
+    for name, kind in _ARRAY_TYPES.items():
+        arrays = [row.get(name) for row in rows]
+        lengths = np.array([0 if a is None else len(a) for a in arrays], dtype=np.int64)
+        if lengths.sum() >= 2**31:
+            raise ValueError(f"more than 2**31 {name} values in one batch of rows; index fewer videos at once")
+        offsets = pa.array(np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32))
+        present = [a for a in arrays if a is not None]
+        dtype = VideoIndex.STORED_ARRAYS[name]
+        values = pa.array(np.concatenate(present).astype(dtype) if present else np.zeros(0, dtype), kind.value_type)
+        columns[name] = pa.ListArray.from_arrays(offsets, values, mask=pa.array([a is None for a in arrays], pa.bool_()))
+    names = SCHEMA.names + list(_WORK_TYPES)
+    return pa.table([columns[name] for name in names], schema=pa.schema(list(SCHEMA) + [
+        pa.field(name, kind) for name, kind in _WORK_TYPES.items()]))
+
+
+def _write(table: pa.Table, out: str, class_names: tuple[str, ...] | None) -> None:
+    metadata = {
+        "format_version": FORMAT_VERSION,
+        "catalog_id": uuid.uuid4().hex,
+        "class_names": list(class_names) if class_names is not None else None,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "vclip_version": _vclip_version(),
+    }
+    table = table.replace_schema_metadata({_METADATA_KEY: json.dumps(metadata).encode()})
+    folder = os.path.dirname(out)
+    os.makedirs(folder, exist_ok=True)
+    temporary = os.path.join(folder, f".{os.path.basename(out)}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+    try:
+        pq.write_table(table, temporary, compression="zstd", row_group_size=_ROW_GROUP_ROWS,
+                       use_dictionary=["codec", "pixel_format", "color_matrix", "color_range", "time_base",
+                                       "class_name", "error_type"])
+        os.replace(temporary, out)
+    finally:
+        if os.path.exists(temporary):
+            os.unlink(temporary)
+
+
+def _vclip_version() -> str:
+    from . import __version__
+
+    return __version__
+
+
+def _catalog_metadata(schema: pa.Schema, path: str) -> dict:
+    raw = (schema.metadata or {}).get(_METADATA_KEY)
+    if raw is None:
+        raise ValueError(f"{path} is a Parquet file but not a vclip catalog (no {_METADATA_KEY.decode()} metadata)")
+    return json.loads(raw)
+
+
+# -- reading -------------------------------------------------------------------------------------
+class CatalogSource(NamedTuple):
+    """One video for a loader: its path, its label (-1 when it has none) and how to get its index.
+
+    ``index()`` builds the :class:`~vclip.VideoIndex` from the catalog (no video file is opened;
+    a video the catalog lists as unusable raises its :class:`~vclip.VideoError`);
+    ``index(verify=True)`` also checks the file's fingerprint the first time (per process) and
+    re-indexes the video, with a :class:`CatalogWarning`, when it changed.
+    """
+
+    path: str
+    label: int
+    index: object
+
+
+class CatalogEntry:
+    """One video of a :class:`Catalog`.
+
+    Attributes:
+        path: The video file (absolute).
+        label: Its class label, or None (a file given alone, or a folder without classes).
+        class_name: The label's class name, when the sources were class folders.
+        fingerprint: Size, mtime and a hash of sampled bytes when it was indexed.
+        error: Why the video cannot be used, or None.
+        row: Its row in the catalog.
+    """
+
+    __slots__ = ("_catalog", "row", "path", "label", "class_name", "fingerprint", "error")
+
+    def __init__(self, catalog: "Catalog", row: int):
+        self._catalog = catalog
+        self.row = row
+        self.path: str = catalog._path_list[row]
+        self.label: int | None = catalog._label_list[row]
+        self.class_name: str | None = catalog._column("class_name")[row].as_py()
+        self.fingerprint: str | None = catalog._column("fingerprint")[row].as_py()
+        self.error: str | None = catalog._column("error")[row].as_py()
+
+    @property
+    def usable(self) -> bool:
+        return self.error is None
+
+    def index(self, *, verify: bool = False) -> VideoIndex:
+        """The video's index, built from the catalog without opening the file.
+
+        Args:
+            verify: First check (once per process) that the file still has its fingerprint; a
+                file that changed is indexed again, with a :class:`CatalogWarning`.
+
+        Raises:
+            VideoError: The catalog lists the video as unusable (the error it recorded), or
+                ``verify`` and the file is gone or cannot be indexed any more.
+        """
+        return self._catalog._index(self.row, verify=verify)
+
+    def is_current(self) -> bool:
+        """Whether the file still has the fingerprint it had when indexed (reads sampled bytes)."""
+        return self._catalog._matches(self.row)
+
+    def facts(self) -> dict:
+        """The row's facts: every column but the per-frame arrays."""
+        return {name: self._catalog._column(name)[self.row].as_py() for name in _SCALAR_COLUMNS}
+
+    def __repr__(self) -> str:
+        state = "usable" if self.usable else f"unusable: {self.error}"
+        return f"CatalogEntry(path={self.path!r}, label={self.label!r}, class_name={self.class_name!r}, {state})"
+
+
+class Catalog:
+    """A dataset catalog read from its Parquet file; no video is opened to read it.
+
+    Opening reads the facts of every row (paths, labels, fingerprints, stream facts); the
+    per-frame arrays are read a row group at a time when an index is first built, and kept in a
+    cache of ``cache_bytes``. A catalog can be pickled (to DataLoader workers): the copy reopens
+    the file and refuses it if it was replaced since.
+
+    Attributes:
+        path: The catalog file.
+        class_names: Class names for class-folder sources (label ``i`` is name ``i``), else None.
+        created: When the catalog was written (ISO 8601).
+        metadata: Everything stored in the file's ``vclip.catalog`` metadata.
+    """
+
+    def __init__(self, path: str | os.PathLike, *, cache_bytes: int = _DEFAULT_CACHE_BYTES):
+        self.path = os.path.abspath(os.fspath(path))
+        self.cache_bytes = int(cache_bytes)
+        self._open()
+
+    def _open(self, expected_id: str | None = None) -> None:
+        if not os.path.isfile(self.path):
+            raise FileNotFoundError(f"catalog {self.path!r} does not exist")
+        try:
+            self._file = pq.ParquetFile(self.path)
+        except (pa.ArrowException, OSError) as error:
+            raise ValueError(f"{self.path} is not a readable Parquet file ({error})") from None
+        self.metadata: dict = _catalog_metadata(self._file.schema_arrow, self.path)
+        if self.metadata.get("format_version", 0) > FORMAT_VERSION:
+            raise ValueError(f"{self.path} is catalog format {self.metadata['format_version']}; this vclip reads "
+                             f"format {FORMAT_VERSION} and older: upgrade vclip")
+        if expected_id is not None and self.metadata.get("catalog_id") != expected_id:
+            raise ValueError(f"catalog {self.path} was replaced since it was read; read it again")
+        missing = [name for name in SCHEMA.names if name not in self._file.schema_arrow.names]
+        if missing:
+            raise ValueError(f"{self.path} lacks the catalog columns {missing}")
+        self.class_names: tuple[str, ...] | None = (
+            tuple(self.metadata["class_names"]) if self.metadata.get("class_names") is not None else None)
+        self.created: str | None = self.metadata.get("created")
+        self._facts = self._file.read(columns=list(_SCALAR_COLUMNS))
+        self._columns = {name: self._facts.column(name) for name in _SCALAR_COLUMNS}
+        self._path_list: list[str] = self._columns["path"].to_pylist()
+        self._label_list: list[int | None] = self._columns["label"].to_pylist()
+        self._usable = np.asarray(self._columns["usable"].to_numpy(zero_copy_only=False), dtype=bool)
+        group_rows = [self._file.metadata.row_group(g).num_rows for g in range(self._file.num_row_groups)]
+        self._group_starts = np.concatenate([[0], np.cumsum(group_rows)]).astype(np.int64)
+        self._groups: OrderedDict[int, tuple[dict, int]] = OrderedDict()
+        self._groups_bytes = 0
+        self._rows_by_path: dict[str, int] | None = None
+        self._entries: list[CatalogEntry] | None = None
+        self._verified: dict[int, bool] = {}
+        self._lock = threading.Lock()
+        self._file_lock = threading.Lock()
+
+    # -- pickling: the copy reopens the file ----------------------------------------------------
+    def __getstate__(self) -> dict:
+        return {"path": self.path, "cache_bytes": self.cache_bytes, "catalog_id": self.metadata.get("catalog_id")}
+
+    def __setstate__(self, state: dict) -> None:
+        self.path, self.cache_bytes = state["path"], state["cache_bytes"]
+        self._open(expected_id=state["catalog_id"])
+
+    # -- the table --------------------------------------------------------------------------------
+    def __len__(self) -> int:
+        return len(self._path_list)
+
+    def __repr__(self) -> str:
+        unusable = int((~self._usable).sum())
+        classes = f", {len(self.class_names)} classes" if self.class_names is not None else ""
+        return f"Catalog({self.path!r}, {len(self)} videos, {unusable} unusable{classes})"
+
+    @property
+    def entries(self) -> list[CatalogEntry]:
+        """Every video, in catalog order (the sources' order)."""
+        if self._entries is None:
+            self._entries = [CatalogEntry(self, row) for row in range(len(self))]
+        return self._entries
+
+    def __iter__(self) -> Iterator[CatalogEntry]:
+        return iter(self.entries)
+
+    def __getitem__(self, row: int) -> CatalogEntry:
+        return self.entries[row]
+
+    @property
+    def paths(self) -> list[str]:
+        return list(self._path_list)
+
+    @property
+    def usable(self) -> list[CatalogEntry]:
+        return [entry for entry, ok in zip(self.entries, self._usable) if ok]
+
+    @property
+    def unusable(self) -> list[CatalogEntry]:
+        return [entry for entry, ok in zip(self.entries, self._usable) if not ok]
+
+    def entry(self, path: str | os.PathLike) -> CatalogEntry:
+        """The entry of ``path`` (as listed, or its absolute form).
+
+        Raises:
+            KeyError: The catalog has no such video.
+        """
+        if self._rows_by_path is None:
+            self._rows_by_path = {path: row for row, path in enumerate(self._path_list)}
+        text = os.fspath(path)
+        row = self._rows_by_path.get(text, self._rows_by_path.get(os.path.abspath(text)))
+        if row is None:
+            raise KeyError(f"{text!r} is not in catalog {self.path}")
+        return self.entries[row]
+
+    def __contains__(self, path) -> bool:
+        try:
+            self.entry(path)
+        except (KeyError, TypeError):
+            return False
+        return True
+
+    def index_of(self, path: str | os.PathLike, *, verify: bool = False) -> VideoIndex:
+        """The index of ``path`` from the catalog, without opening the file (see :meth:`CatalogEntry.index`).
+
+        Raises:
+            KeyError: Not in the catalog. VideoError: The catalog lists it as unusable.
+        """
+        return self.entry(path).index(verify=verify)
+
+    def sources(self) -> Iterator[CatalogSource]:
+        """``(path, label, index)`` for every video in catalog order, unusable ones included (their
+        ``index()`` raises the recorded error); label -1 where the catalog has none."""
+        for entry in self.entries:
+            yield CatalogSource(entry.path, -1 if entry.label is None else entry.label, entry.index)
+
+    def to_table(self, columns: Iterable[str] | None = None) -> pa.Table:
+        """The catalog as a pyarrow Table (default: every column but the per-frame arrays)."""
+        return self._file.read(columns=list(columns) if columns is not None else list(_SCALAR_COLUMNS))
+
+    def to_pandas(self, columns: Iterable[str] | None = None):
+        """The catalog as a pandas DataFrame (default: every column but the per-frame arrays)."""
+        return self.to_table(columns).to_pandas()
+
+    # -- indexes -----------------------------------------------------------------------------------
+    def _column(self, name: str) -> pa.ChunkedArray:
+        return self._columns[name]
+
+    def _index(self, row: int, *, verify: bool) -> VideoIndex:
+        if not self._usable[row]:
+            raise self._recorded_error(row)
+        if verify:
+            with self._lock:
+                matches = self._verified.get(row)
+            if matches is None:
+                matches = self._matches(row)
+                with self._lock:
+                    self._verified[row] = matches
+                if not matches:
+                    warnings.warn(f"{self._path_list[row]} changed since catalog {self.path} was built; indexing it "
+                                  "again (run `vclip index` again to update the catalog)", CatalogWarning, stacklevel=3)
+            if not matches:
+                return index_video(self._path_list[row], stream_index=self._columns["stream_index"][row].as_py())
+        arrays = self._arrays(row)
+        facts = {name: self._columns[name][row].as_py() for name in _INDEX_FACTS}
+        return VideoIndex.from_arrays(self._path_list[row], {**facts, **arrays})
+
+    def _matches(self, row: int) -> bool:
+        path = self._path_list[row]
+        try:
+            return content_fingerprint(path) == self._columns["fingerprint"][row].as_py()
+        except FileNotFoundError:
+            raise VideoNotFoundError(path, "file does not exist (it was in the catalog)") from None
+        except OSError as error:
+            raise VideoError(path, f"cannot be read ({error.strerror or error})") from None
+
+    def _recorded_error(self, row: int) -> VideoError:
+        kind = getattr(errors, self._columns["error_type"][row].as_py() or "", None)
+        kind = kind if isinstance(kind, type) and issubclass(kind, VideoError) else VideoError
+        return kind(self._path_list[row], self._columns["error"][row].as_py())
+
+    def _arrays(self, row: int) -> dict[str, np.ndarray]:
+        group = int(np.searchsorted(self._group_starts, row, side="right") - 1)
+        with self._lock:
+            cached = self._groups.get(group)
+            if cached is not None:
+                self._groups.move_to_end(group)
+        if cached is None:
+            with self._file_lock:
+                table = self._file.read_row_group(group, columns=list(_ARRAY_TYPES))
+            arrays = {}
+            for name in _ARRAY_TYPES:
+                column = table.column(name).combine_chunks()
+                values = column.values.to_numpy(zero_copy_only=False)
+                arrays[name] = (column.offsets.to_numpy(), values)
+            cached = (arrays, sum(values.nbytes + offsets.nbytes for offsets, values in arrays.values()))
+            with self._lock:
+                self._groups[group] = cached
+                self._groups_bytes += cached[1]
+                while self._groups_bytes > self.cache_bytes and len(self._groups) > 1:
+                    _, (_, size) = self._groups.popitem(last=False)
+                    self._groups_bytes -= size
+        local = row - int(self._group_starts[group])
+        return {name: values[offsets[local]:offsets[local + 1]] for name, (offsets, values) in cached[0].items()}
+
+
+def read_catalog(path: str | os.PathLike, *, cache_bytes: int = _DEFAULT_CACHE_BYTES) -> Catalog:
+    """Open a catalog written by :func:`build_catalog` (``vclip index``); no video is opened.
+
+    Args:
+        path: The Parquet file.
+        cache_bytes: Memory for the per-frame arrays of recently used row groups (default 256 MiB).
+
+    Raises:
+        FileNotFoundError: No such file. ValueError: Not a vclip catalog, or a newer format.
+    """
+    return Catalog(path, cache_bytes=cache_bytes)
