@@ -263,6 +263,19 @@ def test_reading_refuses_files_that_are_not_catalogs(tmp_path):
         vcatalog.read_catalog(tmp_path / "junk.parquet")
 
 
+def test_building_never_replaces_a_file_that_is_not_a_catalog(dataset, tmp_path, capsys):
+    other = tmp_path / "results.parquet"
+    pq.write_table(pa.table({"accuracy": [0.9]}), other)
+    with pytest.raises(ValueError, match="not a vclip catalog; refusing"):
+        vcatalog.build_catalog(dataset, other, workers=1, progress=False)
+    assert main(["index", str(dataset), "--out", str(other), "--rebuild"]) == 2
+    assert "refusing" in capsys.readouterr().err
+    assert pq.read_table(other).column_names == ["accuracy"]
+    (tmp_path / "folder.parquet").mkdir()
+    with pytest.raises(ValueError, match="is a folder"):
+        vcatalog.build_catalog(dataset, tmp_path / "folder.parquet", workers=1, progress=False)
+
+
 def test_from_arrays_refuses_arrays_that_do_not_fit(built):
     stored = vcatalog.read_catalog(built.path).usable[0].index().to_arrays()
     with pytest.raises(ValueError, match="do not fit"):

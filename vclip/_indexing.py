@@ -150,6 +150,13 @@ def _run_pool(tasks: deque, workers: int, on_rows, function, in_flight_limit: in
     pool breaks), returns the tasks that were in flight and the dead worker's exit code, and leaves
     the tasks not yet submitted in ``tasks``."""
     pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
+    try:
+        pool.submit(_ready).result()
+    except BrokenProcessPool:
+        pool.shutdown(wait=True, cancel_futures=True)
+        raise RuntimeError(
+            "the indexing processes could not start (they are spawned: a script that indexes videos must "
+            "do so under `if __name__ == \"__main__\":`); or pass workers=1 to index in this process") from None
     in_flight: dict = {}
     unfinished: list[list[IndexJob]] = []
     exit_code = None
@@ -186,6 +193,10 @@ def _run_pool(tasks: deque, workers: int, on_rows, function, in_flight_limit: in
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
     return unfinished, exit_code
+
+
+def _ready() -> bool:
+    return True
 
 
 def _dead_worker_exit_code(pool: ProcessPoolExecutor):

@@ -471,22 +471,21 @@ def _run_index(args: argparse.Namespace) -> int:
     """Build or update a dataset catalog; bad videos are listed in it and reported, never fatal."""
     if Path(args.out).suffix.lower() != ".parquet":
         raise _UsageError(f"--out ({args.out!r}) must end in .parquet (the catalog is one Parquet file)")
-    if Path(args.out).is_dir():
-        raise _UsageError(f"--out ({args.out!r}) is a folder; name the catalog file, e.g. {args.out}/catalog.parquet")
     if args.workers is not None and args.workers < 1:
         raise _UsageError(f"--workers ({args.workers}) must be >= 1")
     try:
-        from .catalog import build_catalog, resolve_sources
+        from .catalog import _check_out, build_catalog, resolve_sources
     except ImportError as error:
         _error("index", str(error))
         return EXIT_FAILED
     with _refused_arguments():
-        try:
-            resolve_sources(args.paths)  # bad paths and list files are usage errors, before any work
+        try:  # bad paths, list files and --out are usage errors, found before any work
+            sources = resolve_sources(args.paths)
+            _check_out(os.path.abspath(args.out))
         except FileNotFoundError as error:
             raise ValueError(str(error)) from None
     try:
-        built = build_catalog(args.paths, args.out, workers=args.workers, stream_index=args.stream,
+        built = build_catalog(sources, args.out, workers=args.workers, stream_index=args.stream,
                               incremental=not args.rebuild, ray=args.ray or False)
     except ImportError as error:  # --ray without Ray installed
         _error("index", str(error))
@@ -503,8 +502,9 @@ def _run_index(args: argparse.Namespace) -> int:
     else:
         size = os.path.getsize(built.path)
         size = f"{size / 2**20:.1f} MiB" if size >= 2**20 else f"{size / 2**10:.1f} KiB"
-        print(f"{built.videos} video{'s' if built.videos != 1 else ''} ({len(built.indexed)} indexed, {built.kept} unchanged), "
-              f"{len(built.unusable)} unusable -> {built.path} ({size}) in {built.seconds:.1f} s "
+        videos = f"{built.videos} video{'s' if built.videos != 1 else ''}"
+        print(f"{videos} ({len(built.indexed)} indexed, {built.kept} unchanged), {len(built.unusable)} unusable "
+              f"-> {built.path} ({size}) in {built.seconds:.1f} s "
               f"({built.videos_per_second:.1f} videos/s, {built.engine})")
     return _exit_status(built.videos, len(built.unusable))
 

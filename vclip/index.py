@@ -265,7 +265,9 @@ class VideoIndex:
                              f"and unknown fields {sorted(unknown)}")
         fields = dict(stored)
         for name, dtype in cls.STORED_ARRAYS.items():
-            fields[name] = np.asarray(fields[name], dtype=dtype).reshape(-1)
+            value = fields[name]
+            if not (isinstance(value, np.ndarray) and value.dtype == dtype and value.ndim == 1):
+                fields[name] = np.asarray(value, dtype=dtype).reshape(-1)
         fields["time_base"] = Fraction(fields["time_base"])
         fields["extradata"] = bytes(fields["extradata"] or b"")
         header = fields["header_frame_count"]

@@ -58,6 +58,7 @@ __all__ = [
 logger = logging.getLogger("vclip")
 
 GPU_FRACTION_PER_ACTOR = 0.25
+_INDEX_BATCH = 64  # videos per actor call at most: fewer calls, but every actor busy on small sets
 _CHECK_CHUNK_FRAMES = 256
 _CHECK_WIDTH = 64
 
@@ -171,10 +172,11 @@ def index_tables_on_ray(jobs: list[IndexJob], *, address: str | None = None,
     level = ray_logger.level
     ray_logger.setLevel(logging.ERROR)  # the caller draws its own progress bar
     try:
-        blocks = min(len(items), 4 * resources["compute"].max_size)
-        dataset = ray.data.from_items(items, override_num_blocks=blocks)
+        actors = resources["compute"].max_size
+        batch_size = max(1, min(_INDEX_BATCH, len(items) // (4 * actors)))
+        dataset = ray.data.from_items(items, override_num_blocks=min(len(items), 4 * actors))
         dataset = dataset.map_batches(IndexVideos, fn_constructor_kwargs={"stream_index": stream_index},
-                                      batch_size=8, **resources)
+                                      batch_size=batch_size, **resources)
         tables = []
         for table in dataset.iter_batches(batch_format="pyarrow", batch_size=None):
             tables.append(table.select(schema.names).cast(schema))
