@@ -276,6 +276,20 @@ def test_building_never_replaces_a_file_that_is_not_a_catalog(dataset, tmp_path,
         vcatalog.build_catalog(dataset, tmp_path / "folder.parquet", workers=1, progress=False)
 
 
+def test_a_damaged_row_is_indexed_from_the_video_instead(built, tmp_path):
+    table = pq.read_table(built.path)
+    rows = table.column("frame_packet").to_pylist()
+    rows[0] = [value + 1000 for value in rows[0]]  # packet numbers out of range
+    damaged = table.set_column(table.column_names.index("frame_packet"), "frame_packet",
+                               pa.array(rows, pa.list_(pa.int64())))
+    pq.write_table(damaged, tmp_path / "damaged.parquet")
+    catalog = vcatalog.read_catalog(tmp_path / "damaged.parquet")
+    with pytest.warns(vcatalog.CatalogWarning, match="damaged"):
+        index = catalog[0].index()
+    fields_equal(index, vclip.index_video(catalog[0].path))
+    fields_equal(catalog[1].index(), vclip.index_video(catalog[1].path))  # the others are fine
+
+
 def test_from_arrays_refuses_arrays_that_do_not_fit(built):
     stored = vcatalog.read_catalog(built.path).usable[0].index().to_arrays()
     with pytest.raises(ValueError, match="do not fit"):

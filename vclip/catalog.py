@@ -633,7 +633,13 @@ class Catalog:
                                   "again (run `vclip index` again to update the catalog)", CatalogWarning, stacklevel=3)
             if not matches:
                 return index_video(self._path_list[row], stream_index=self._lists["stream_index"][row])
-        return VideoIndex.from_arrays(self._path_list[row], self._stored(row))
+        stored, valid = self._stored(row)
+        if not valid:
+            warnings.warn(f"{self._path_list[row]}: its row in catalog {self.path} is damaged (arrays that do not "
+                          "fit together); indexing the video instead", CatalogWarning, stacklevel=3)
+            return index_video(self._path_list[row], stream_index=self._lists["stream_index"][row])
+        # The row group was checked as a whole when read (what from_arrays checks per video).
+        return VideoIndex(path=self._path_list[row], **stored)
 
     def _matches(self, row: int) -> bool:
         path = self._path_list[row]
@@ -649,9 +655,10 @@ class Catalog:
         kind = kind if isinstance(kind, type) and issubclass(kind, VideoError) else VideoError
         return kind(self._path_list[row], self._lists["error"][row])
 
-    def _stored(self, row: int) -> dict:
-        """What :meth:`VideoIndex.from_arrays` takes for ``row``: its row group's facts and arrays,
-        read once per row group and kept in the cache (views into them, no copy)."""
+    def _stored(self, row: int) -> tuple[dict, bool]:
+        """The fields of ``row``'s VideoIndex but its path, and whether its arrays fit together:
+        its row group's facts and arrays are read and checked once and kept in the cache (the
+        arrays are views into them, no copy)."""
         group = int(np.searchsorted(self._group_starts, row, side="right") - 1)
         with self._lock:
             cached = self._groups.get(group)
@@ -669,19 +676,40 @@ class Catalog:
             facts = {name: self._columns[name].slice(start, stop - start).to_pylist() for name in _INDEX_FACTS}
             time_bases = {text: Fraction(text) for text in set(facts["time_base"]) if text}  # parsed once
             facts["time_base"] = [time_bases.get(text, text) for text in facts["time_base"]]
+            facts["extradata"] = [value or b"" for value in facts["extradata"]]
             size = sum(values.nbytes + offsets.nbytes for offsets, values in arrays.values())
-            cached = (arrays, facts, size)
+            cached = (arrays, facts, _damaged_rows(arrays), size)
             with self._lock:
                 self._groups[group] = cached
-                self._groups_bytes += size
+                self._groups_bytes += cached[3]
                 while self._groups_bytes > self.cache_bytes and len(self._groups) > 1:
-                    _, (_, _, dropped) = self._groups.popitem(last=False)
+                    _, (_, _, _, dropped) = self._groups.popitem(last=False)
                     self._groups_bytes -= dropped
         local = row - int(self._group_starts[group])
         stored = {name: values[local] for name, values in cached[1].items()}
         for name, (offsets, values) in cached[0].items():
             stored[name] = values[offsets[local]:offsets[local + 1]]
-        return stored
+        return stored, local not in cached[2]
+
+
+def _damaged_rows(arrays: dict[str, tuple[np.ndarray, np.ndarray]]) -> set[int]:
+    """Rows of a row group whose index arrays do not fit together, checked for the whole group at
+    once: the checks of :meth:`VideoIndex.from_arrays` (lengths, frame and packet numbers in range)."""
+    frames = np.diff(arrays["pts"][0])
+    packets = np.diff(arrays["packet_pts"][0])
+    bad = (np.diff(arrays["frame_packet"][0]) != frames) | (frames > packets)
+    for name in VideoIndex.STORED_ARRAYS:
+        if name.startswith("packet_"):
+            bad |= np.diff(arrays[name][0]) != packets
+    if bad.any():  # lengths are wrong: the range checks below would misalign
+        return set(np.flatnonzero(bad).tolist())
+    rows = np.arange(frames.size)
+    frame_packet, packet_frame = arrays["frame_packet"][1], arrays["packet_frame"][1]
+    limit = np.repeat(packets, frames)
+    out = np.repeat(rows, frames)[(frame_packet < 0) | (frame_packet >= limit)]
+    limit = np.repeat(frames, packets)
+    out2 = np.repeat(rows, packets)[(packet_frame < -1) | (packet_frame >= limit)]
+    return set(out.tolist()) | set(out2.tolist())
 
 
 def _numpy_of(array: pa.Array, dtype, count: int) -> np.ndarray:
