@@ -66,7 +66,8 @@ class VideoDecoder:
     """Frames of one video stream, exact by presentation order.
 
     Args:
-        path: The video file.
+        path: The video file, or an entry of a dataset catalog (``vclip.catalog.Catalog.entry(path)``:
+            its stored index is used, after checking the file's fingerprint once).
         stream_index: Container index of the video stream; default: the first video stream.
         device: ``"cpu"``, ``"cuda"``, ``"cuda:N"`` or ``"auto"``. A GPU request that cannot be
             served falls back to the CPU with one :class:`~vclip.errors.FallbackWarning`, and
@@ -81,7 +82,7 @@ class VideoDecoder:
 
     def __init__(
         self,
-        path: str | os.PathLike,
+        path: str | os.PathLike | Any,
         *,
         stream_index: int | None = None,
         device: str = "cpu",
@@ -91,7 +92,11 @@ class VideoDecoder:
         check_optional_integer("stream_index", stream_index, minimum=0, none_means="(the first video stream)")
         _check_flag("skip_non_reference", skip_non_reference)
         resolved = resolve_device(device)
-        self.index: VideoIndex = index_video(path, stream_index=stream_index, cache_dir=cache_dir)
+        from_catalog = getattr(path, "verified_index", None)  # a vclip.catalog.CatalogEntry
+        self.index: VideoIndex = (
+            from_catalog() if from_catalog is not None
+            else index_video(path, stream_index=stream_index, cache_dir=cache_dir)
+        )
         self._runner = JobRunner(make_backend(resolved.device, skip_non_reference=skip_non_reference), num_workers=1)
         self.device: str = str(resolved.device)
         self.fell_back_to_cpu: bool = resolved.fell_back_to_cpu

@@ -252,6 +252,59 @@ class VideoIndex:
             "keyframe_indices": self.keyframe_indices.tolist(),
         }
 
+    # -- storage (catalogs) -------------------------------------------------------------------
+    # Per-frame and per-packet arrays, and their dtypes; every other field but ``path`` is a fact.
+    STORED_ARRAYS = {
+        "pts": np.int64, "frame_packet": np.int64, "packet_pts": np.int64, "packet_pos": np.int64,
+        "packet_size": np.int64, "packet_is_keyframe": np.bool_, "packet_is_reference": np.bool_,
+        "packet_frame": np.int64,
+    }
+
+    def to_arrays(self) -> dict:
+        """Every field but ``path``, to store the index elsewhere (a catalog row).
+
+        Facts come as plain Python values (``time_base`` as a ``"num/den"`` string, ``extradata``
+        as bytes, ``header_frame_count`` may be None); the names of :attr:`STORED_ARRAYS` map to
+        NumPy arrays. :meth:`from_arrays` turns the dict back into an equal index.
+        """
+        stored = {name: getattr(self, name) for name in self.__dataclass_fields__ if name != "path"}
+        stored["time_base"] = str(self.time_base)
+        return stored
+
+    @classmethod
+    def from_arrays(cls, path: str | os.PathLike, stored: dict) -> "VideoIndex":
+        """The index that :meth:`to_arrays` gave, for ``path``, without opening the file.
+
+        Arrays are taken as they are when their dtype is right (no copy; views stay views).
+
+        Raises:
+            ValueError: A field is missing or unknown, or the arrays do not fit together
+                (lengths, frame and packet numbers out of range).
+        """
+        names = set(cls.__dataclass_fields__) - {"path"}
+        missing, unknown = names - set(stored) - {"last_frame_duration"}, set(stored) - names
+        if missing or unknown:
+            raise ValueError(f"{os.fspath(path)}: stored index has missing fields {sorted(missing)} "
+                             f"and unknown fields {sorted(unknown)}")
+        fields = dict(stored)
+        for name, dtype in cls.STORED_ARRAYS.items():
+            value = fields[name]
+            if not (isinstance(value, np.ndarray) and value.dtype == dtype and value.ndim == 1):
+                fields[name] = np.asarray(value, dtype=dtype).reshape(-1)
+        fields["time_base"] = Fraction(fields["time_base"])
+        fields["extradata"] = bytes(fields["extradata"] or b"")
+        header = fields["header_frame_count"]
+        fields["header_frame_count"] = None if header is None else int(header)
+        frames, packets = fields["pts"].size, fields["packet_pts"].size
+        per_packet = [n for n in cls.STORED_ARRAYS if n.startswith("packet_") and fields[n].size != packets]
+        if fields["frame_packet"].size != frames or per_packet or frames > packets:
+            raise ValueError(f"{os.fspath(path)}: stored index arrays do not fit together ({frames} frames, "
+                             f"{packets} packets; wrong lengths: {per_packet or ['frame_packet']})")
+        if frames and not (0 <= fields["frame_packet"].min() and fields["frame_packet"].max() < packets
+                           and -1 <= fields["packet_frame"].min() and fields["packet_frame"].max() < frames):
+            raise ValueError(f"{os.fspath(path)}: stored index has frame or packet numbers out of range")
+        return cls(path=os.fspath(path), **fields)
+
 
 # -- checking and (de)serializing indexes ------------------------------------------------------
 INDEX_FORMAT_VERSION = 2

@@ -110,8 +110,11 @@ class ClipLoader(IterableDataset):
     Args:
         videos: (path, label) pairs; a text/CSV file with one ``path label`` (or ``path,label``)
             per line; a root folder with one subfolder per class, labelled in sorted name order
-            (``class_names`` lists them); or a dataset source (``videos``, ``class_names`` and
-            ``index(number)``, see ``vclip._loader.source.DatasetSource``).
+            (``class_names`` lists them); a dataset catalog (``vclip index``'s ``.parquet`` file or
+            a ``vclip.catalog.Catalog``: the loader then starts without opening any video, and
+            checks each video's fingerprint at its first clip); or a dataset source (``videos``,
+            ``class_names``, ``stored_index(number)`` and ``index(number)``, see
+            ``vclip._loader.source.DatasetSource``).
         sampler: Which frames make a clip: any of the six modes. The loader's ``seed`` drives its
             random choices (the sampler's own ``seed`` is not used).
         transform: Resize, crop (center or random), flip probability, normalization, dtype and

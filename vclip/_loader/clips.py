@@ -48,25 +48,38 @@ class ClipDrawer:
         self.frames_per_clip = _frames_per_clip(sampler)
         self._clip_sampler, self.clips_per_video = _clip_plan(sampler, clips_per_video)
         self.conversion = resolve_transform(transform, sampler.scaling_factor)
+        self._facts_by_timing: dict[tuple, VideoFacts | ValueError] = {}  # see inspect()
 
     @property
     def dtype(self) -> str:
         return self.conversion.dtype
 
     def inspect(self, index: VideoIndex) -> VideoFacts:
-        """The facts of a video whose clips can be drawn.
+        """The facts of a video whose clips can be drawn. Samplers are pure functions of the
+        index's timing, so videos with the same size and timing (common in datasets of clips)
+        share one answer.
 
         Raises:
             ValueError: No clip fits in the video, or it has fewer keyframes than a clip needs.
         """
+        key = (index.width, index.height, index.bit_depth, index.time_base, index.last_frame_duration,
+               index.pts.tobytes(), index.packet_is_keyframe.tobytes(), index.frame_packet.tobytes())
+        facts = self._facts_by_timing.get(key)
+        if facts is None:
+            facts = self._facts_by_timing[key] = self._inspect(index)
+        if isinstance(facts, ValueError):
+            raise facts
+        return facts
+
+    def _inspect(self, index: VideoIndex) -> VideoFacts | ValueError:
         clips = self._clip_sampler.sample(index, seed=0)
         if not clips:
-            raise ValueError(
+            return ValueError(
                 f"no clip of {self.sampler.span} frames fits in its {index.num_frames} frames "
                 f"(end_policy={self.sampler.end_policy!r})"
             )
         if clips[0].size != self.frames_per_clip:
-            raise ValueError(f"has {clips[0].size} keyframes, fewer than max_frames={self.frames_per_clip}")
+            return ValueError(f"has {clips[0].size} keyframes, fewer than max_frames={self.frames_per_clip}")
         geometry = self._geometry(index, np.random.default_rng(0))
         return VideoFacts(
             width=index.width, height=index.height, bit_depth=index.bit_depth,

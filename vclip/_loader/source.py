@@ -1,10 +1,10 @@
 """Where a ClipLoader's videos and their indexes come from, and the scan at construction that
 finds each video's clips and shape (and the videos that cannot be used).
 
-The seam for other sources (a dataset catalog): anything with ``videos``, ``class_names`` and
-``index(number)`` (:class:`DatasetSource`) can feed the loader; :class:`FileSource` indexes the
-files themselves. A source whose ``index`` returns stored indexes lets the loader start without
-opening any video.
+Anything with ``videos``, ``class_names``, ``stored_index(number)`` and ``index(number)``
+(:class:`DatasetSource`) can feed the loader: :class:`FileSource` indexes the files themselves,
+:class:`CatalogDatasetSource` takes the indexes a dataset catalog stored, so the loader starts
+without opening any video and checks a video's fingerprint only at its first clip.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from ..index import VideoIndex, index_video
 from .clips import ClipDrawer, VideoFacts
 from .dataset import LabeledVideo, VideoSource, load_videos
 
-__all__ = ["DatasetSource", "FileSource", "open_source", "ScanResult", "scan", "as_video_error", "MixedSizes"]
+__all__ = ["CatalogDatasetSource", "DatasetSource", "FileSource", "open_source", "ScanResult", "scan", "as_video_error", "MixedSizes"]
 
 logger = logging.getLogger("vclip")
 
@@ -45,13 +45,18 @@ class DatasetSource(Protocol):
     @property
     def class_names(self) -> tuple[str, ...] | None: ...
 
-    def index(self, number: int) -> VideoIndex:
-        """The index of video ``number``.
+    def stored_index(self, number: int) -> VideoIndex:
+        """The index of video ``number`` as the source holds it, for the scan at construction.
 
         Raises:
             VideoError: The video cannot be indexed (any other exception is reported as a
                 :class:`CorruptVideoError` of that video).
         """
+        ...
+
+    def index(self, number: int) -> VideoIndex:
+        """The index of video ``number`` for decoding it (checked against the file where the
+        source can); raises as :meth:`stored_index`."""
         ...
 
 
@@ -67,11 +72,37 @@ class FileSource:
     def index(self, number: int) -> VideoIndex:
         return index_video(self.videos[number].path, cache_dir=self.cache_dir)
 
+    stored_index = index
+
+
+class CatalogDatasetSource:
+    """The videos of a dataset catalog (:mod:`vclip.catalog`): the scan uses the stored indexes
+    (no file opened); a video's first clip checks its fingerprint and re-indexes it if it changed."""
+
+    def __init__(self, catalog):
+        self.catalog = catalog
+        self.videos = [LabeledVideo(entry.path, -1 if entry.label is None else entry.label)
+                       for entry in catalog.entries]
+        self.class_names = tuple(catalog.class_names) if catalog.class_names else None
+
+    def stored_index(self, number: int) -> VideoIndex:
+        return self.catalog.entries[number].index()
+
+    def index(self, number: int) -> VideoIndex:
+        return self.catalog.entries[number].index(verify=True)
+
 
 def open_source(videos: VideoSource | DatasetSource, cache_dir: str | os.PathLike | None) -> DatasetSource:
-    """``videos`` itself when it is a :class:`DatasetSource`, else a :class:`FileSource` of it."""
+    """``videos`` itself when it is a :class:`DatasetSource`; a catalog (a ``vclip.catalog.Catalog``
+    or its ``.parquet`` file) as a :class:`CatalogDatasetSource`; else a :class:`FileSource` of it."""
     if isinstance(videos, DatasetSource) and not isinstance(videos, (str, os.PathLike)):
         return videos
+    if type(videos).__name__ == "Catalog" or (
+        isinstance(videos, (str, os.PathLike)) and os.fspath(videos).endswith(".parquet")
+    ):
+        from ..catalog import read_catalog  # needs pyarrow: the [catalog] extra
+
+        return CatalogDatasetSource(videos if type(videos).__name__ == "Catalog" else read_catalog(videos))
     listed, class_names = load_videos(videos)
     return FileSource(listed, class_names, cache_dir=cache_dir)
 
@@ -151,7 +182,7 @@ def _inspect(source: DatasetSource, drawer: ClipDrawer, number: int) -> VideoFac
     """Index one video and check that its clips can be drawn (worker thread); never raises."""
     path = source.videos[number].path
     try:
-        index = source.index(number)
+        index = source.stored_index(number)
     except Exception as error:  # one video's problem, whatever it is, excludes that video only
         return as_video_error(path, error, "indexing")
     try:

@@ -1,0 +1,119 @@
+"""Offline jobs on a local Ray (2 CPUs) over a few dozen synthetic videos: the same catalog as local
+processes, and clips, keyframes and checks equal to what the library gives in this process."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+ray = pytest.importorskip("ray")
+pytest.importorskip("ray.data")
+pq = pytest.importorskip("pyarrow.parquet")
+
+import vclip  # noqa: E402
+import vclip.ray as vray  # noqa: E402
+from vclip.catalog import build_catalog, read_catalog, resolve_sources  # noqa: E402
+from vclip.cli import main  # noqa: E402
+from vclip.keyframes import extract_keyframes  # noqa: E402
+from vclip.synthetic import make_video, read_barcode  # noqa: E402
+
+pytestmark = pytest.mark.slow
+
+CLASSES, PER_CLASS = ("archery", "bowling", "cycling"), 10
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    started = not ray.is_initialized()
+    if started:
+        ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
+    yield
+    if started:
+        ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory):
+    root = tmp_path_factory.mktemp("ray") / "videos"
+    for label, name in enumerate(CLASSES):
+        (root / name).mkdir(parents=True)
+        for number in range(PER_CLASS):
+            make_video(root / name / f"{name}_{number:02d}.mp4", num_frames=10 + 2 * number, width=32, height=32,
+                       keyframe_interval=6, b_frames=2, seed=label * PER_CLASS + number)
+    (root / "bowling" / "broken.mp4").write_bytes(b"\x00\x00\x00\x18ftypmp42" + b"\x00" * 500)
+    return root
+
+
+def catalog_table(path):
+    """The catalog without what differs from run to run (timings, the file's id and date)."""
+    return pq.read_table(path).drop_columns(["index_seconds"]).replace_schema_metadata(None)
+
+
+def test_catalog_built_on_ray_equals_the_local_one(local_ray, dataset, tmp_path, capsys):
+    local = build_catalog(dataset, tmp_path / "local.parquet", workers=2, progress=False)
+    on_ray = build_catalog(dataset, tmp_path / "ray.parquet", ray=True, progress=False)
+    assert on_ray.engine == "ray" and on_ray.videos == local.videos == 3 * PER_CLASS + 1
+    assert on_ray.indexed == local.indexed and on_ray.unusable == local.unusable and len(local.unusable) == 1
+    assert catalog_table(tmp_path / "ray.parquet").equals(catalog_table(tmp_path / "local.parquet"))
+    assert read_catalog(tmp_path / "ray.parquet").metadata["class_names"] == list(CLASSES)
+    # the command line, updating the catalog on Ray: nothing changed, nothing indexed, the same table
+    assert main(["index", str(dataset), "--out", str(tmp_path / "ray.parquet"), "--ray", "--json"]) == 3
+    report = json.loads(capsys.readouterr().out)
+    assert (report["engine"], report["indexed"], report["kept"]) == ("ray", 0, on_ray.videos)
+    assert catalog_table(tmp_path / "ray.parquet").equals(catalog_table(tmp_path / "local.parquet"))
+
+
+def test_clips_as_rows_are_exact_and_match_the_local_decoder(local_ray, dataset):
+    sampler = vclip.strided(4, 2, clips_per_video=2)
+    rows = vray.read_clips(dataset, sampler, seed=11, device="cpu").take_all()
+    assert len(rows) == 2 * 3 * PER_CLASS  # the broken file gives none
+    ids = {path: number for number, (path, _) in enumerate(resolve_sources(dataset)[0])}
+    for row in rows:
+        assert row["clip"].shape == (4, 32, 32, 3) and row["clip"].dtype == np.uint8
+        assert [read_barcode(frame) for frame in row["clip"]] == row["frame_indices"].tolist()
+        assert row["label"] == CLASSES.index(os.path.basename(os.path.dirname(row["video"])))
+        assert row["video_id"] == ids[row["video"]]
+    first = sorted(rows, key=lambda r: (r["video_id"], r["clip_index"]))[:2]
+    seed = int(np.random.SeedSequence([11, first[0]["video_id"]]).generate_state(1)[0])
+    expected = vclip.VideoDecoder(first[0]["video"]).get_clips(sampler, seed=seed)
+    for clip_index, row in enumerate(first):
+        np.testing.assert_array_equal(row["clip"], expected.data[clip_index])
+        np.testing.assert_array_equal(row["pts_seconds"], expected.pts_seconds[clip_index])
+
+
+def test_keyframes_as_rows_match_extract_keyframes(local_ray, dataset):
+    videos = sorted(str(p) for p in (dataset / "archery").glob("*.mp4"))[:4]
+    rows = vray.read_keyframes(videos, max_frames=2, device="cpu").take_all()
+    by_video: dict[str, list] = {}
+    for row in rows:
+        by_video.setdefault(row["video"], []).append(row)
+    assert sorted(by_video) == videos
+    for path, found in by_video.items():
+        expected = extract_keyframes(path, max_frames=2)
+        found.sort(key=lambda r: r["frame_index"])
+        assert [r["frame_index"] for r in found] == expected.frame_indices.tolist()
+        for row, image in zip(found, expected.frames):
+            np.testing.assert_array_equal(row["image"], image)
+            assert read_barcode(row["image"]) == row["frame_index"]
+
+
+def test_check_decodes_every_frame_and_names_the_broken_file(local_ray, dataset, tmp_path):
+    built = build_catalog(dataset / "bowling", tmp_path / "bowling.parquet", workers=1, progress=False)
+    rows = vray.check_videos(read_catalog(built.path), device="cpu").take_all()
+    assert len(rows) == PER_CLASS + 1
+    for row in rows:
+        if os.path.basename(row["path"]) == "broken.mp4":
+            assert not row["ok"] and row["error"] and row["error_type"] in ("CorruptVideoError", "NotAVideoError")
+        else:
+            assert row["ok"] and row["frames_decoded"] == row["num_frames"] == vclip.index_video(row["path"]).num_frames
+            assert row["device"] == "cpu"
+
+
+def test_index_videos_dataset_rows_are_catalog_rows(local_ray, dataset):
+    rows = vray.index_videos(dataset / "cycling").take_all()
+    assert len(rows) == PER_CLASS and all(row["usable"] for row in rows)
+    for row in rows:
+        index = vclip.index_video(row["path"])
+        assert row["num_frames"] == index.num_frames
+        np.testing.assert_array_equal(np.asarray(row["pts"]), index.pts)
