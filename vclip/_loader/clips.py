@@ -10,7 +10,7 @@ import numpy as np
 from .._engine.pipeline import resolve_transform
 from .._validation import ArgumentError, check_optional_integer
 from ..index import VideoIndex
-from ..sampling import ClipSampler
+from ..sampling import ClipSampler, Segment
 from ..transforms import FrameGeometry, TransformSpec
 from .epoch import ClipRef
 
@@ -53,18 +53,19 @@ class ClipDrawer:
     def dtype(self) -> str:
         return self.conversion.dtype
 
-    def inspect(self, index: VideoIndex) -> VideoFacts:
-        """The facts of a video whose clips can be drawn.
+    def inspect(self, index: VideoIndex, segment: Segment | None = None) -> VideoFacts:
+        """The facts of a video (or of its ``segment``, seconds) whose clips can be drawn.
 
         Raises:
-            ValueError: No clip fits in the video, or it has fewer keyframes than a clip needs.
+            ValueError: No clip fits in the video (or segment), or it has fewer keyframes than a
+                clip needs.
         """
-        clips = self._clip_sampler.sample(index, seed=0)
+        clips = self._clip_sampler.sample(index, seed=0, segment=segment)
         if not clips:
-            raise ValueError(
-                f"no clip of {self.sampler.span} frames fits in its {index.num_frames} frames "
-                f"(end_policy={self.sampler.end_policy!r})"
-            )
+            where = f"its {index.num_frames} frames" if segment is None else f"its segment {list(segment)} s"
+            size = (f"{self.frames_per_clip} frames every {self.sampler.timing(index)[1]:.6g} s"
+                    if self.sampler.in_seconds else f"{self.sampler.span} frames")
+            raise ValueError(f"no clip of {size} fits in {where} (end_policy={self.sampler.end_policy!r})")
         if clips[0].size != self.frames_per_clip:
             raise ValueError(f"has {clips[0].size} keyframes, fewer than max_frames={self.frames_per_clip}")
         geometry = self._geometry(index, np.random.default_rng(0))
@@ -75,10 +76,11 @@ class ClipDrawer:
             clip_shape=self.conversion.clip_shape(self.frames_per_clip, geometry),
         )
 
-    def draw(self, index: VideoIndex, ref: ClipRef, seed: int, epoch: int) -> tuple[np.ndarray, FrameGeometry]:
-        """The frames and the geometry of clip ``ref`` in ``epoch``."""
+    def draw(self, index: VideoIndex, ref: ClipRef, seed: int, epoch: int,
+             segment: Segment | None = None) -> tuple[np.ndarray, FrameGeometry]:
+        """The frames and the geometry of clip ``ref`` in ``epoch`` (inside ``segment``, seconds)."""
         rng = ref.rng(seed, epoch)
-        clips = self._clip_sampler.sample(index, seed=rng)
+        clips = self._clip_sampler.sample(index, seed=rng, segment=segment)
         return clips[ref.clip % len(clips)], self._geometry(index, rng)
 
     def _geometry(self, index: VideoIndex, rng: np.random.Generator) -> FrameGeometry:
@@ -95,8 +97,12 @@ def _frames_per_clip(sampler: ClipSampler) -> int:
                 "use vclip.keyframe(max_frames=N)"
             )
         return sampler.max_frames
-    assert sampler.sequence_length is not None, "temporal samplers have a sequence length"
-    return sampler.sequence_length
+    if sampler.clip_length is None:
+        raise ArgumentError(
+            f"duration={sampler.duration} without fps or sequence_length gives clips whose frame count follows each "
+            "video's own rate, which cannot share a batch; pass fps= (e.g. fps=15) or sequence_length="
+        )
+    return sampler.clip_length
 
 
 def _clip_plan(sampler: ClipSampler, clips_per_video: int | None) -> tuple[ClipSampler, int | None]:
