@@ -62,7 +62,9 @@ class ClipDrawer:
         """
         clips = self._clip_sampler.sample(index, seed=0, segment=segment)
         if not clips:
-            where = f"its {index.num_frames} frames" if segment is None else f"its segment {list(segment)} s"
+            where = (f"its {index.num_frames} frames" if segment is None else
+                     "its segment [{}, {}) s".format(*(name if t is None else f"{t:g}"
+                                                       for name, t in zip(("start", "end"), segment))))
             size = (f"{self.frames_per_clip} frames every {self.sampler.timing(index)[1]:.6g} s"
                     if self.sampler.in_seconds else f"{self.sampler.span} frames")
             raise ValueError(f"no clip of {size} fits in {where} (end_policy={self.sampler.end_policy!r})")
