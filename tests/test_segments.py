@@ -117,7 +117,7 @@ def test_short_segment_drop_and_error(video, in_seconds):
     sampler = vclip.contiguous(10, end_policy="drop", **options)
     loader = make_loader([(video, 4, 1.0, 1.2), (video, 5, 2.0, 3.0)], sampler, batch_size=2)
     assert "no clip of 10 frames" in loader.stats().skipped.videos[video]
-    assert "segment [1, 1.2) s" in loader.stats().skipped.videos[video]
+    assert "the segment [1 s, 1.2 s)" in loader.stats().skipped.videos[video]
     (batch,) = list(loader)
     assert set(batch.labels.tolist()) == {5}
 

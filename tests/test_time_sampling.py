@@ -34,7 +34,8 @@ def assert_shown_at_targets(index: vclip.VideoIndex, frames: np.ndarray, targets
 
 
 def decoded_barcodes(frames) -> list[list[int]]:
-    return [[read_barcode(frame) for frame in clip] for clip in np.asarray(frames.data)]
+    data = frames.data.get() if hasattr(frames.data, "get") else np.asarray(frames.data)  # CuPy on the GPU
+    return [[read_barcode(frame) for frame in clip] for clip in data]
 
 
 @pytest.mark.parametrize("fps", RATES)
@@ -232,3 +233,15 @@ def test_cli_samples_in_seconds(tmp_path, by_rate, capsys):
     assert np.load(tmp_path / "step.npz")["frame_indices"][:, 0].tolist() == [0, 12, 25]
     assert main(["sample", by_rate[25], "--mode", "keyframe", "--fps", "5", "--out", str(tmp_path / "k.npz")]) == 2
     assert "--fps does not apply to --mode keyframe" in capsys.readouterr().err
+
+
+@pytest.mark.gpu
+def test_gpu_clips_in_seconds_match_the_cpu(videos):
+    """NVDEC decodes the frames a time sampler picks (VFR file), the same frames as the CPU."""
+    sampler = vclip.strided(6, 2, fps=20, clips_per_video=3, seed=2)
+    cpu = vclip.VideoDecoder(videos["vfr"], device="cpu").get_clips(sampler, segment=(0.2, None))
+    gpu = vclip.VideoDecoder(videos["vfr"], device="cuda").get_clips(sampler, segment=(0.2, None))
+    assert not gpu.fell_back_to_cpu
+    assert gpu.frame_indices.tolist() == cpu.frame_indices.tolist()
+    assert decoded_barcodes(gpu) == gpu.frame_indices.tolist()
+    assert np.all(gpu.pts_seconds >= 0.2)

@@ -420,15 +420,17 @@ def _segment_frames(video: VideoIndex, segment) -> tuple[int, int, str, float | 
         raise fail("segment", segment, expected)
     first = 0 if start is None else _first_frame_from(video, start)
     stop = video.num_frames if end is None else _first_frame_from(video, end)
-    where = f"the segment [{_seconds_text(start, 'start')}, {_seconds_text(end, 'end')})"
+    where = describe_segment((start, end))
     if stop <= first:
         raise ValueError(f"{video.path}: {where} holds no frame (the frames span "
                          f"{video.start_seconds:.6g} to {video.end_seconds:.6g} s)")
     return first, stop - first, where, end
 
 
-def _seconds_text(seconds: float | None, default: str) -> str:
-    return default if seconds is None else f"{seconds:.6g} s"
+def describe_segment(segment: Segment) -> str:
+    """``the segment [1.5 s, 3 s)`` (``start``/``end`` for an open side), for messages."""
+    start, end = (name if value is None else f"{value:.6g} s" for name, value in zip(("start", "end"), segment))
+    return f"the segment [{start}, {end})"
 
 
 def _frame_index_tuple(frame_indices) -> tuple[int, ...]:

@@ -10,7 +10,7 @@ import numpy as np
 from .._engine.pipeline import resolve_transform
 from .._validation import ArgumentError, check_optional_integer
 from ..index import VideoIndex
-from ..sampling import ClipSampler, Segment
+from ..sampling import ClipSampler, Segment, describe_segment
 from ..transforms import FrameGeometry, TransformSpec
 from .epoch import ClipRef
 
@@ -62,9 +62,7 @@ class ClipDrawer:
         """
         clips = self._clip_sampler.sample(index, seed=0, segment=segment)
         if not clips:
-            where = (f"its {index.num_frames} frames" if segment is None else
-                     "its segment [{}, {}) s".format(*(name if t is None else f"{t:g}"
-                                                       for name, t in zip(("start", "end"), segment))))
+            where = f"its {index.num_frames} frames" if segment is None else describe_segment(segment)
             size = (f"{self.frames_per_clip} frames every {self.sampler.timing(index)[1]:.6g} s"
                     if self.sampler.in_seconds else f"{self.sampler.span} frames")
             raise ValueError(f"no clip of {size} fits in {where} (end_policy={self.sampler.end_policy!r})")
