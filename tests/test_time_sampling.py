@@ -2,7 +2,6 @@
 (pts <= t < next pts), on 24/25/30/60 fps files, a variable-frame-rate one and one whose first
 pts is not 0; durations, starts in seconds, jitter and the end policies applied in time."""
 
-from fractions import Fraction
 
 import numpy as np
 import pytest
