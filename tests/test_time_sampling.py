@@ -2,9 +2,9 @@
 (pts <= t < next pts), on 24/25/30/60 fps files, a variable-frame-rate one and one whose first
 pts is not 0; durations, starts in seconds, jitter and the end policies applied in time."""
 
-
 import numpy as np
 import pytest
+
 import vclip
 from vclip.cli import main
 from vclip.synthetic import make_video, read_barcode

@@ -70,6 +70,8 @@ class SampledClip(NamedTuple):
         padded: bool ``[T]``: True where the clip ran past the last frame and the end policy
             filled the position (``"repeat_last"``: the last frame again; ``"wrap"``: a frame
             from the start). All False for clips that fit the video.
+        target_seconds: float64 ``[T]``: sampling in seconds, the time each position was chosen
+            for (its frame is the one shown then); None for clips chosen by frame number.
     """
 
     frame_indices: np.ndarray
