@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 EXPORTED = [
     "ArgumentError", "ClipBatch", "ClipLoader", "ClipSampler", "CorruptVideoError", "DecodePlan", "DecodeSegment",
-    "FallbackWarning", "FrameGeometry", "Frames", "IMAGENET_MEAN", "IMAGENET_STD", "LoaderMemoryEstimate", "LoaderStats",
+    "FallbackWarning", "FrameGeometry", "Frames", "IMAGENET_MEAN", "IMAGENET_STD", "LabeledVideo", "LoaderMemoryEstimate", "LoaderStats",
     "MemoryEstimate", "NotAVideoError", "TransformSpec", "UnreadableVideoError", "UnsupportedCodecError", "VideoDecoder", "VideoError",
     "VideoIndex", "VideoNotFoundError", "__version__", "clear_index_cache", "contiguous", "downscaled",
     "estimate_loader_memory", "estimate_memory", "format_bytes", "index_video", "indexed", "jittered", "keyframe",

@@ -8,12 +8,13 @@ Frames and clips of one video:
 
 Samplers (which frames make a clip), in ``vclip.sampling``:
     contiguous, strided, jittered, keyframe, indexed, downscaled -> ClipSampler
+    (frame numbers, or seconds: fps=, duration=, step_seconds=; segment=(start, end) seconds)
 
 Transforms (resize, crop, flip, normalize, dtype, layout), in ``vclip.transforms``:
     TransformSpec, TransformSpec.imagenet, FrameGeometry
 
 Training batches (needs torch), in ``vclip.loader``:
-    ClipLoader -> ClipBatch; loader.stats() -> LoaderStats
+    ClipLoader -> ClipBatch; loader.stats() -> LoaderStats; LabeledVideo (a row: path, label, segment)
 
 Memory budgeting, in ``vclip.memory``:
     estimate_memory, largest_batch_size, largest_sequence_length (the formula);
@@ -66,6 +67,7 @@ from .memory import (
     parse_bytes,
     plan_loader_memory,
 )
+from ._loader.dataset import LabeledVideo
 from .plan import DecodePlan, DecodeSegment, plan_decode
 from .sampling import (
     ClipSampler,
@@ -116,6 +118,7 @@ __all__ = [
     "index_video",
     "indexed",
     "jittered",
+    "LabeledVideo",
     "keyframe",
     "largest_batch_size",
     "largest_loader_batch_size",

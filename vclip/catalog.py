@@ -39,7 +39,7 @@ try:
     import pyarrow as pa
     import pyarrow.parquet as pq
 except ImportError as _error:  # pragma: no cover - depends on the environment
-    raise ImportError("vclip.catalog needs pyarrow: pip install 'vclip[catalog]'") from _error
+    raise ImportError("vclip.catalog needs pyarrow: pip install 'vclip-nvdec[catalog]'") from _error
 
 from . import errors
 from ._fingerprint import content_fingerprint
@@ -212,7 +212,7 @@ def build_catalog(
             mtime and content fingerprint are unchanged and index only the others.
         ray: Index on a Ray cluster instead of local processes: True (``ray.init()``: the cluster
             of ``RAY_ADDRESS`` or ``ray start``, else a local one) or a cluster address. Needs
-            ``pip install 'vclip[ray]'``; the catalog is the same.
+            ``pip install 'vclip-nvdec[ray]'``; the catalog is the same.
         progress: Draw a progress bar on stderr (tqdm): None (default) when stderr is a terminal.
 
     Returns:

@@ -85,7 +85,8 @@ SAMPLE_FORMATS = {".npz": "npz", ".pt": "pt", ".mp4": "mp4"}  # or a folder: see
 LIST_FILE_SUFFIXES = (".txt", ".csv", ".lst", ".list")  # an input with one of these is a list of videos
 MANIFEST = "manifest.json"
 _PNG_NAME = re.compile(r"clip\d{3,}_\d{3,}_frame\d{6,}\.png")
-_TEMPORAL_OPTIONS = {"sequence_length", "starts", "clips_per_video", "step", "end_policy"}
+_TEMPORAL_OPTIONS = {"sequence_length", "starts", "clips_per_video", "step", "end_policy", "fps", "duration",
+                     "step_seconds", "start_seconds", "end_seconds"}
 _MODE_OPTIONS = {  # sample options that only some modes take
     "contiguous": _TEMPORAL_OPTIONS,
     "strided": _TEMPORAL_OPTIONS | {"stride"},
@@ -400,13 +401,17 @@ def _sampler(args: argparse.Namespace) -> ClipSampler:
     elif mode == "keyframe":
         sampler = keyframe(args.max_frames, selection=args.keyframe_selection or "even")
     else:
+        stepped = args.step is not None or args.step_seconds is not None
         options = dict(
-            starts=args.starts or ("step" if args.step is not None else "random"),
+            starts=args.starts or ("step" if stepped else "random"),
             clips_per_video=1 if args.clips_per_video is None else args.clips_per_video,
             step=args.step,
             end_policy=args.end_policy or "repeat_last",
+            fps=args.fps,
+            duration=args.duration,
+            step_seconds=args.step_seconds,
         )
-        length = 16 if args.sequence_length is None else args.sequence_length
+        length = 16 if args.sequence_length is None and args.duration is None else args.sequence_length
         if mode == "contiguous":
             sampler = contiguous(length, **options)
         elif mode == "jittered":
@@ -435,7 +440,17 @@ def _padded_frames(clips: Frames, sampler: ClipSampler, num_frames: int) -> np.n
 
 
 def _all_dropped(sampler: ClipSampler, num_frames: int) -> bool:
-    return sampler.mode not in ("indexed", "keyframe") and sampler.end_policy == "drop" and sampler.span > num_frames
+    """Whether ``drop`` leaves no clip of frame numbers in a whole video (clips in seconds or in a
+    segment are found empty once drawn)."""
+    return (sampler.mode not in ("indexed", "keyframe") and not sampler.in_seconds and sampler.end_policy == "drop"
+            and sampler.span > num_frames)
+
+
+def _segment(args: argparse.Namespace) -> tuple[float | None, float | None] | None:
+    """The ``--start-seconds``/``--end-seconds`` window, or None."""
+    if args.start_seconds is None and args.end_seconds is None:
+        return None
+    return (args.start_seconds, args.end_seconds)
 
 
 def _write_clips(output_format: str, out: Path, clips: Frames, data: np.ndarray, padded: np.ndarray,
@@ -472,13 +487,15 @@ def _write_arrays(output_format: str, out: Path, data: np.ndarray, frame_indices
                     "paths": list(paths), "mode": mode, **source}, out)
 
 
-def _clip_lines(clips: Frames, padded: np.ndarray, sampler: ClipSampler, num_frames: int) -> list[str]:
+def _clip_lines(clips: Frames, padded: np.ndarray, sampler: ClipSampler, num_frames: int,
+                windowed: bool = False) -> list[str]:
     lines = []
     for number, (frame_indices, flags) in enumerate(zip(clips.frame_indices.tolist(), padded.tolist())):
         line = f"  clip {number}: frames {format_numbers(frame_indices, limit=16)}"
         if any(flags):
-            line += (f" ({sum(flags)} of {len(flags)} frames padded by end policy {sampler.end_policy}: "
-                     f"the video has {num_frames} frames, a clip spans {sampler.span})")
+            where = ("its clip runs past the end of the segment or video" if windowed or sampler.in_seconds
+                     else f"the video has {num_frames} frames, a clip spans {sampler.span}")
+            line += f" ({sum(flags)} of {len(flags)} frames padded by end policy {sampler.end_policy}: {where})"
         lines.append(line)
     return lines
 
@@ -513,7 +530,11 @@ def _run_sample(args: argparse.Namespace) -> int:
                      f"{num_frames}; --end-policy drop drops them all)", sys.stderr)
                 continue
             with _refused_arguments():
-                clips = decoder.get_clips(sampler, transform=transform, seed=args.seed)
+                clips = decoder.get_clips(sampler, transform=transform, seed=args.seed, segment=_segment(args))
+            if not len(clips.frame_indices):
+                skipped += 1
+                _say(f"vclip sample: skipped {path}: no clip fits (--end-policy drop drops them all)", sys.stderr)
+                continue
             data = to_numpy(clips.data)
             padded = _padded_frames(clips, sampler, num_frames)
             if targets is None:
@@ -545,7 +566,7 @@ def _run_sample(args: argparse.Namespace) -> int:
         folder = os.sep if output_format == "png" else ""
         _say(f"{path}: {len(data)} {args.mode} clip{'s' if len(data) != 1 else ''} {list(data.shape)} {data.dtype} "
              f"on {clips.device} -> {destination}{folder}")
-        _say("\n".join(_clip_lines(clips, padded, sampler, num_frames)))
+        _say("\n".join(_clip_lines(clips, padded, sampler, num_frames, windowed=_segment(args) is not None)))
     progress.close()
     if combined:
         try:
@@ -964,7 +985,18 @@ def build_parser() -> argparse.ArgumentParser:
     sample.add_argument("--clips-per-video", type=int, metavar="N", help="clips for random and even starts (default 1)")
     sample.add_argument("--step", type=int, metavar="N", help="frames between clip starts (step starts)")
     sample.add_argument("--end-policy", choices=("repeat_last", "wrap", "drop", "error"),
-                        help="a clip longer than the video (default repeat_last)")
+                        help="a clip longer than the video or segment (default repeat_last)")
+    sample.add_argument("--fps", type=float, metavar="F",
+                        help="in seconds: the frames shown every STRIDE/F seconds (e.g. 16 frames at 15 fps "
+                             "whatever the source rate)")
+    sample.add_argument("--duration", type=float, metavar="SECONDS",
+                        help="in seconds: a clip covers this long (with --fps: round(SECONDS*F/STRIDE) frames; "
+                             "with --sequence-length: those frames spread over it; alone: at the video's own rate)")
+    sample.add_argument("--step-seconds", type=float, metavar="S", help="seconds between clip starts (step starts)")
+    sample.add_argument("--start-seconds", type=float, metavar="S",
+                        help="draw clips only from the frames from S seconds on (a segment)")
+    sample.add_argument("--end-seconds", type=float, metavar="S",
+                        help="draw clips only from the frames before S seconds (a segment)")
     sample.add_argument("--seed", type=int, help="seed for random starts and jitter (default: fresh each run)")
     sample.add_argument("--scaling-factor", type=float, metavar="F",
                         help="frames at round(W*F) x round(H*F), 0 < F <= 1")

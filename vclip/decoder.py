@@ -168,25 +168,29 @@ class VideoDecoder:
         )
 
     def get_clips(
-        self, sampler: ClipSampler, *, transform: TransformSpec | None = None, seed: int | None = None
+        self, sampler: ClipSampler, *, transform: TransformSpec | None = None, seed: int | None = None,
+        segment: tuple[float | None, float | None] | None = None,
     ) -> Frames:
         """The clips ``sampler`` picks, ``data`` shaped ``[clips, ...]``.
 
         ``seed`` drives the sampler (default: its own seed) and the transform's random crop/flip.
-        ``padded`` marks the positions the sampler's end policy filled. When the end policy
-        drops every clip (``end_policy="drop"`` on a video shorter than one clip) the result is
-        empty: ``data`` of shape ``[0, ...one clip...]``, ``frame_indices`` ``[0, T]``.
+        ``segment`` ``(start, end)`` seconds keeps the clips inside that time window (see
+        :meth:`ClipSampler.sample`). ``padded`` marks the positions the sampler's end policy
+        filled. When the end policy drops every clip (``end_policy="drop"`` on a video shorter
+        than one clip) the result is empty: ``data`` of shape ``[0, ...one clip...]``,
+        ``frame_indices`` ``[0, T]``.
 
         Raises:
-            ValueError: ``end_policy="error"`` and the video is shorter than one clip.
+            ValueError: ``end_policy="error"`` and the video (or segment) is shorter than one clip.
             ArgumentError: An argument of the wrong type or value.
         """
         if not isinstance(sampler, ClipSampler):
             raise fail("sampler", sampler, "a ClipSampler, e.g. vclip.strided(16, 2)")
         _check_options(transform, sampler.scaling_factor, seed)
-        clips = sampler.sample_with_padding(self.index, seed=seed)
+        clips = sampler.sample_with_padding(self.index, seed=seed, segment=segment)
+        frames_per_clip = sampler.timing(self.index)[0] if sampler.in_seconds else sampler.clip_length or 0
         result = self._decode([clip.frame_indices for clip in clips], transform, sampler.scaling_factor, seed,
-                              frames_per_clip=sampler.sequence_length or 0)
+                              frames_per_clip=frames_per_clip)
         return replace(result, padded=np.asarray([clip.padded for clip in clips], bool).reshape(result.frame_indices.shape))
 
     def _decode(

@@ -57,7 +57,8 @@ class ClipBatch:
             the loader's pooled buffers (no copy): valid until the next batch is drawn; ``clone()``
             it to keep it longer.
         labels: int64 ``[B]``, on the loader's device.
-        video_ids: int64 ``[B]`` (CPU): each clip's video, a position in ``loader.videos``.
+        video_ids: int64 ``[B]`` (CPU): each clip's video, a position in ``loader.videos`` (a row
+            of the dataset: with labelled segments, the segment; see :attr:`segment_ids`).
         frame_indices: int64 ``[B, T]`` (CPU): the frame numbers of each clip.
         pts_seconds: float64 ``[B, T]`` (CPU): the presentation times of those frames.
         skipped_videos: Videos that could not be read and whose clips in this batch were
@@ -77,6 +78,13 @@ class ClipBatch:
 
     def __len__(self) -> int:
         return int(self.data.shape[0])
+
+    @property
+    def segment_ids(self) -> torch.Tensor:
+        """Each clip's segment: its row in ``loader.videos`` (``LabeledVideo`` with ``start``,
+        ``end`` and ``label``); the same numbers as ``video_ids``, under the name that fits
+        datasets of labelled segments."""
+        return self.video_ids
 
     def __repr__(self) -> str:
         return (
@@ -108,15 +116,19 @@ class ClipLoader(IterableDataset):
     torchdata's ``StatefulDataLoader(loader, batch_size=None)`` saves and restores it with its own.
 
     Args:
-        videos: (path, label) pairs; a text/CSV file with one ``path label`` (or ``path,label``)
-            per line; a root folder with one subfolder per class, labelled in sorted name order
-            (``class_names`` lists them); a dataset catalog (``vclip index``'s ``.parquet`` file or
-            a ``vclip.catalog.Catalog``: the loader then starts without opening any video, and
-            checks each video's fingerprint at its first clip); or a dataset source (``videos``,
-            ``class_names``, ``stored_index(number)`` and ``index(number)``, see
-            ``vclip._loader.source.DatasetSource``).
-        sampler: Which frames make a clip: any of the six modes. The loader's ``seed`` drives its
-            random choices (the sampler's own ``seed`` is not used).
+        videos: (path, label) pairs, ``(path, label, start_seconds, end_seconds)`` segments or
+            ``vclip.LabeledVideo`` rows; a text/CSV file with one ``path label`` (or
+            ``path,label``) or ``path start end label`` per line, or a CSV whose header names the
+            columns (``path,start,end,label``, any order); a root folder with one subfolder per
+            class, labelled in sorted name order (``class_names`` lists them); a dataset catalog
+            (``vclip index``'s ``.parquet`` file or a ``vclip.catalog.Catalog``: the loader then
+            starts without opening any video, and checks each video's fingerprint at its first
+            clip); or a dataset source (``videos``, ``class_names``, ``stored_index(number)`` and
+            ``index(number)``, see ``vclip._loader.source.DatasetSource``).
+        sampler: Which frames make a clip: any of the six modes, in frames or in seconds
+            (``fps``, ``duration``). The loader's ``seed`` drives its random choices (the
+            sampler's own ``seed`` is not used). A row with a segment gets its clips from the
+            frames whose pts lie in ``[start, end)``, the end policy padding inside it.
         transform: Resize, crop (center or random), flip probability, normalization, dtype and
             layout. None: RGB uint8 ``[T, H, W, 3]`` at the (downscaled) source size.
         batch_size: Clips per batch (default 8).

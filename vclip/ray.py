@@ -32,7 +32,7 @@ try:
     import ray
     import ray.data
 except ImportError as _error:  # pragma: no cover - depends on the environment
-    raise ImportError("vclip.ray needs Ray Data: pip install 'vclip[ray]'") from _error
+    raise ImportError("vclip.ray needs Ray Data: pip install 'vclip-nvdec[ray]'") from _error
 
 import pyarrow as pa
 

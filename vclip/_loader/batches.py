@@ -172,7 +172,8 @@ class BatchBuilder:
             return None
         try:
             index = self.source.index(ref.video)
-            frames, geometry = self.drawer.draw(index, ref, self.seed, epoch)
+            segment = self.source.videos[ref.video].segment
+            frames, geometry = self.drawer.draw(index, ref, self.seed, epoch, segment)
         except Exception as error:  # one video's problem, whatever it is
             video_error = as_video_error(self.source.videos[ref.video].path, error, "indexing")
             if self.on_error == "raise":

@@ -10,7 +10,7 @@ import numpy as np
 from .._engine.pipeline import resolve_transform
 from .._validation import ArgumentError, check_optional_integer
 from ..index import VideoIndex
-from ..sampling import ClipSampler
+from ..sampling import ClipSampler, Segment, describe_segment
 from ..transforms import FrameGeometry, TransformSpec
 from .epoch import ClipRef
 
@@ -54,30 +54,31 @@ class ClipDrawer:
     def dtype(self) -> str:
         return self.conversion.dtype
 
-    def inspect(self, index: VideoIndex) -> VideoFacts:
-        """The facts of a video whose clips can be drawn. Samplers are pure functions of the
-        index's timing, so videos with the same size and timing (common in datasets of clips)
-        share one answer.
+    def inspect(self, index: VideoIndex, segment: Segment | None = None) -> VideoFacts:
+        """The facts of a video (or of its ``segment``, seconds) whose clips can be drawn.
+        Samplers are pure functions of the index's timing, so videos with the same size, timing
+        and segment (common in datasets of clips) share one answer.
 
         Raises:
-            ValueError: No clip fits in the video, or it has fewer keyframes than a clip needs.
+            ValueError: No clip fits in the video (or segment), or it has fewer keyframes than a
+                clip needs.
         """
         key = (index.width, index.height, index.bit_depth, index.time_base, index.last_frame_duration,
-               index.pts.tobytes(), index.packet_is_keyframe.tobytes(), index.frame_packet.tobytes())
+               index.pts.tobytes(), index.packet_is_keyframe.tobytes(), index.frame_packet.tobytes(), segment)
         facts = self._facts_by_timing.get(key)
         if facts is None:
-            facts = self._facts_by_timing[key] = self._inspect(index)
+            facts = self._facts_by_timing[key] = self._inspect(index, segment)
         if isinstance(facts, ValueError):
             raise facts
         return facts
 
-    def _inspect(self, index: VideoIndex) -> VideoFacts | ValueError:
-        clips = self._clip_sampler.sample(index, seed=0)
+    def _inspect(self, index: VideoIndex, segment: Segment | None) -> VideoFacts | ValueError:
+        clips = self._clip_sampler.sample(index, seed=0, segment=segment)
         if not clips:
-            return ValueError(
-                f"no clip of {self.sampler.span} frames fits in its {index.num_frames} frames "
-                f"(end_policy={self.sampler.end_policy!r})"
-            )
+            where = f"its {index.num_frames} frames" if segment is None else describe_segment(segment)
+            size = (f"{self.frames_per_clip} frames every {self.sampler.timing(index)[1]:.6g} s"
+                    if self.sampler.in_seconds else f"{self.sampler.span} frames")
+            return ValueError(f"no clip of {size} fits in {where} (end_policy={self.sampler.end_policy!r})")
         if clips[0].size != self.frames_per_clip:
             return ValueError(f"has {clips[0].size} keyframes, fewer than max_frames={self.frames_per_clip}")
         geometry = self._geometry(index, np.random.default_rng(0))
@@ -88,10 +89,11 @@ class ClipDrawer:
             clip_shape=self.conversion.clip_shape(self.frames_per_clip, geometry),
         )
 
-    def draw(self, index: VideoIndex, ref: ClipRef, seed: int, epoch: int) -> tuple[np.ndarray, FrameGeometry]:
-        """The frames and the geometry of clip ``ref`` in ``epoch``."""
+    def draw(self, index: VideoIndex, ref: ClipRef, seed: int, epoch: int,
+             segment: Segment | None = None) -> tuple[np.ndarray, FrameGeometry]:
+        """The frames and the geometry of clip ``ref`` in ``epoch`` (inside ``segment``, seconds)."""
         rng = ref.rng(seed, epoch)
-        clips = self._clip_sampler.sample(index, seed=rng)
+        clips = self._clip_sampler.sample(index, seed=rng, segment=segment)
         return clips[ref.clip % len(clips)], self._geometry(index, rng)
 
     def _geometry(self, index: VideoIndex, rng: np.random.Generator) -> FrameGeometry:
@@ -108,8 +110,12 @@ def _frames_per_clip(sampler: ClipSampler) -> int:
                 "use vclip.keyframe(max_frames=N)"
             )
         return sampler.max_frames
-    assert sampler.sequence_length is not None, "temporal samplers have a sequence length"
-    return sampler.sequence_length
+    if sampler.clip_length is None:
+        raise ArgumentError(
+            f"duration={sampler.duration} without fps or sequence_length gives clips whose frame count follows each "
+            "video's own rate, which cannot share a batch; pass fps= (e.g. fps=15) or sequence_length="
+        )
+    return sampler.clip_length
 
 
 def _clip_plan(sampler: ClipSampler, clips_per_video: int | None) -> tuple[ClipSampler, int | None]:

@@ -1,7 +1,10 @@
-"""Where a ClipLoader's videos come from: (path, label) pairs, a file list, or one folder per class."""
+"""Where a ClipLoader's videos come from: (path, label) pairs or labelled segments, a file list,
+or one folder per class."""
 
 from __future__ import annotations
 
+import csv
+import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,31 +14,66 @@ __all__ = ["LabeledVideo", "load_videos", "VIDEO_EXTENSIONS"]
 
 VIDEO_EXTENSIONS = (".mp4", ".m4v", ".mkv", ".webm", ".mov", ".avi", ".mpg", ".mpeg", ".ts", ".flv", ".wmv")
 
+# Header names of a list file's columns, and the column each stands for.
+_COLUMNS = {
+    "path": "path", "video": "path", "label": "label",
+    "start": "start", "start_seconds": "start", "start_time": "start",
+    "end": "end", "end_seconds": "end", "end_time": "end",
+}
+
 
 @dataclass(frozen=True)
 class LabeledVideo:
-    """One video of a dataset and its class label."""
+    """One video of a dataset (or one labelled segment of it) and its class label.
+
+    Attributes:
+        path: The video file.
+        label: The class label.
+        start, end: The segment in seconds (None: the video's start or end); clips are drawn
+            from the frames whose pts lie in ``[start, end)``. One video may be listed several
+            times with different segments and labels.
+    """
 
     path: str
     label: int
+    start: float | None = None
+    end: float | None = None
+
+    def __post_init__(self):
+        where = f"{self.path}: segment"
+        for name in ("start", "end"):
+            value = getattr(self, name)
+            if value is not None:
+                object.__setattr__(self, name, _seconds(value, f"{where} {name}"))
+        if self.start is not None and self.end is not None and self.start >= self.end:
+            raise ValueError(f"{where} start ({self.start}) must be before its end ({self.end})")
+
+    @property
+    def segment(self) -> tuple[float | None, float | None] | None:
+        """``(start, end)`` seconds, or None for the whole video."""
+        return None if self.start is None and self.end is None else (self.start, self.end)
 
 
-VideoSource = str | os.PathLike | Iterable[tuple[str | os.PathLike, int]]
+VideoSource = str | os.PathLike | Iterable[tuple | LabeledVideo]
 
 
 def load_videos(source: VideoSource) -> tuple[list[LabeledVideo], tuple[str, ...] | None]:
     """The videos of ``source`` and, for class folders, the class names (label ``i`` is name ``i``).
 
     Args:
-        source: Either (path, label) pairs; a text or CSV file with one ``path label`` or
-            ``path,label`` per line (blank lines, ``#`` comments and a ``path,label`` header are
-            skipped; relative paths are taken from the list's folder); or a root folder with one
-            subfolder per class, whose video files (by extension, searched recursively) get the
-            label of the subfolder's position in sorted order.
+        source: Either (path, label) pairs, ``(path, label, start, end)`` segments (seconds,
+            either may be None) or :class:`LabeledVideo` rows; a text or CSV file with one
+            ``path label`` / ``path,label`` or ``path start end label`` / ``path,start,end,label``
+            per line, or a CSV whose header names the columns (``path``, ``label`` and optionally
+            ``start``, ``end``, in any order); blank lines and ``#`` comments are skipped, relative
+            paths are taken from the list's folder, times are seconds or ``[HH:]MM:SS[.ff]``;
+            or a root folder with one subfolder per class, whose video files (by extension,
+            searched recursively) get the label of the subfolder's position in sorted order.
 
     Raises:
         FileNotFoundError: ``source`` is a path that does not exist.
-        ValueError: A malformed line or pair, a label that is not an integer, no videos at all.
+        ValueError: A malformed line or pair, a label that is not an integer, a bad segment, no
+            videos at all.
     """
     if isinstance(source, (str, os.PathLike)):
         path = Path(source)
@@ -61,31 +99,111 @@ def _label(value, where: str) -> int:
         raise ValueError(f"{where}: label ({value!r}) must be an integer") from None
 
 
+def _seconds(value, where: str) -> float:
+    """Seconds from a number or a string (``12.5``, ``MM:SS[.ff]``, ``HH:MM:SS[.ff]``), >= 0."""
+    expected = f"{where} ({value!r}) must be seconds >= 0 (a number or [HH:]MM:SS[.ff])"
+    if isinstance(value, bool):
+        raise ValueError(expected)
+    try:
+        if isinstance(value, (int, float)):
+            seconds = float(value)
+        else:
+            parts = str(value).strip().split(":")
+            if len(parts) > 3 or (len(parts) > 1 and any(float(part) >= 60 for part in parts[1:])):
+                raise ValueError
+            seconds = sum(float(part) * 60 ** power for power, part in enumerate(reversed(parts)))
+    except (TypeError, ValueError):
+        raise ValueError(expected) from None
+    if not math.isfinite(seconds) or seconds < 0:
+        raise ValueError(expected)
+    return seconds
+
+
+def _is_seconds(text: str) -> bool:
+    try:
+        _seconds(text, "")
+    except ValueError:
+        return False
+    return True
+
+
+def _row(path, label, start, end, where: str) -> LabeledVideo:
+    """A row of the dataset; an empty start or end is None."""
+    label = _label(label, where)
+    start, end = (None if isinstance(value, str) and not value.strip() else value for value in (start, end))
+    try:
+        return LabeledVideo(os.fspath(path), label, start, end)
+    except ValueError as error:
+        raise ValueError(f"{where}: {error}") from None
+
+
 def _from_pairs(pairs: Iterable) -> list[LabeledVideo]:
     videos = []
     for number, pair in enumerate(pairs):
-        if isinstance(pair, (str, os.PathLike)) or len(pair) != 2:
-            raise ValueError(f"videos[{number}] ({pair!r}) must be a (path, label) pair")
-        path, label = pair
-        videos.append(LabeledVideo(os.fspath(path), _label(label, f"videos[{number}]")))
+        if isinstance(pair, LabeledVideo):
+            videos.append(pair)
+        elif isinstance(pair, (str, os.PathLike)) or len(pair) not in (2, 4):
+            raise ValueError(f"videos[{number}] ({pair!r}) must be a (path, label) pair or a "
+                             "(path, label, start_seconds, end_seconds) segment")
+        else:
+            path, label, start, end = (*pair, None, None)[:4]
+            videos.append(_row(path, label, start, end, f"videos[{number}]"))
     return videos
 
 
 def _from_file_list(list_file: Path) -> list[LabeledVideo]:
-    videos = []
-    for number, line in enumerate(list_file.read_text().splitlines(), start=1):
-        text = line.strip()
-        if not text or text.startswith("#"):
-            continue
-        parts = text.rsplit(",", 1) if "," in text else text.rsplit(None, 1)
-        where = f"{list_file}, line {number}"
-        if len(parts) != 2:
-            raise ValueError(f"{where} ({text!r}) must be 'path label' or 'path,label'")
-        path, label = parts[0].strip(), parts[1].strip()
-        if not videos and label.lower() == "label":
-            continue  # CSV header
-        videos.append(LabeledVideo(os.fspath(list_file.parent / path), _label(label, where)))
-    return videos
+    lines = [(number, line.strip()) for number, line in enumerate(list_file.read_text().splitlines(), start=1)]
+    lines = [(number, text) for number, text in lines if text and not text.startswith("#")]
+    columns = _header(lines[0][1], list_file) if lines else None
+    if columns is not None:
+        return [_from_columns(list_file, number, text, columns) for number, text in lines[1:]]
+    return [_from_line(list_file, number, text) for number, text in lines]
+
+
+def _split(text: str, limit: int = -1) -> list[str]:
+    """Fields of a CSV line (quotes honoured) or of a whitespace-separated one."""
+    if "," in text:
+        return [field.strip() for field in next(csv.reader([text]))]
+    return text.split(None, limit) if limit < 0 else text.rsplit(None, limit)
+
+
+def _header(text: str, list_file: Path) -> list[str] | None:
+    """The columns a header line names (one of them ``label``), or None when the line is not a
+    header; without a known path column, the first column holds the paths."""
+    names = [field.lower() for field in _split(text)]
+    if "label" not in names:
+        return None
+    if not any(_COLUMNS.get(name) == "path" for name in names):
+        names[0] = "path"
+    unknown = [name for name in names if name not in _COLUMNS]
+    if unknown:
+        raise ValueError(f"{list_file}: unknown column {unknown[0]!r} in the header "
+                         f"(known: {', '.join(sorted(_COLUMNS))})")
+    return [_COLUMNS[name] for name in names]
+
+
+def _from_columns(list_file: Path, number: int, text: str, columns: list[str]) -> LabeledVideo:
+    where = f"{list_file}, line {number}"
+    fields = _split(text)
+    if len(fields) != len(columns):
+        raise ValueError(f"{where} ({text!r}) has {len(fields)} fields, the header names {len(columns)}")
+    row = dict(zip(columns, fields))
+    return _row(list_file.parent / row["path"], row["label"], row.get("start"), row.get("end"), where)
+
+
+def _from_line(list_file: Path, number: int, text: str) -> LabeledVideo:
+    """A headerless line: ``path start end label`` when its two fields before the label are
+    times, else ``path label`` (paths may hold spaces or commas)."""
+    where = f"{list_file}, line {number}"
+    separator = "," if "," in text else None
+    parts = text.rsplit(separator, 3)
+    if len(parts) == 4 and _is_seconds(parts[1]) and _is_seconds(parts[2]):
+        path, start, end, label = (part.strip() for part in parts)
+        return _row(list_file.parent / path, label, start, end, where)
+    parts = text.rsplit(separator, 1)
+    if len(parts) != 2:
+        raise ValueError(f"{where} ({text!r}) must be 'path label', 'path,label' or 'path start end label'")
+    return _row(list_file.parent / parts[0].strip(), parts[1].strip(), None, None, where)
 
 
 def _from_class_folders(root: Path) -> tuple[list[LabeledVideo], tuple[str, ...]]:

@@ -186,7 +186,7 @@ def _inspect(source: DatasetSource, drawer: ClipDrawer, number: int) -> VideoFac
     except Exception as error:  # one video's problem, whatever it is, excludes that video only
         return as_video_error(path, error, "indexing")
     try:
-        return drawer.inspect(index)
+        return drawer.inspect(index, source.videos[number].segment)
     except Exception as error:
         return VideoError(path, str(error).removeprefix(f"{path}: "))
 

@@ -25,10 +25,11 @@ FORMAT = "vclip.ClipLoader/1"
 
 
 def dataset_fingerprint(videos: Sequence[LabeledVideo], clip_counts: Sequence[int], options: dict[str, Any]) -> str:
-    """A digest of the videos (path, label, clips per epoch) and of ``options`` (plain values)."""
+    """A digest of the videos (path, label, segment, clips per epoch) and of ``options`` (plain values)."""
     digest = hashlib.blake2b(json.dumps(options, sort_keys=True, default=repr).encode(), digest_size=16)
     for video, count in zip(videos, clip_counts):
-        digest.update(f"{video.path}\0{video.label}\0{count}\n".encode("utf-8", "surrogateescape"))
+        window = "" if video.segment is None else f"\0{video.start}\0{video.end}"
+        digest.update(f"{video.path}\0{video.label}{window}\0{count}\n".encode("utf-8", "surrogateescape"))
     return digest.hexdigest()
 
 
