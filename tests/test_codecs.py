@@ -26,7 +26,7 @@ H200_VP9_8BIT = {"supported": 1, "num_decoder_engines": 7, "width_min": 128, "he
 def codec_videos(tmp_path_factory) -> dict[str, str]:
     """Small videos of each codec (B-frames where the codec has them)."""
     folder = tmp_path_factory.mktemp("codecs")
-    options = dict(num_frames=20, width=128, height=96, keyframe_interval=10)
+    options = {"num_frames": 20, "width": 128, "height": 96, "keyframe_interval": 10}
     return {
         "vp9": make_video(folder / "vp9.webm", codec="libvpx-vp9", **options),
         "mpeg4_avi": make_video(folder / "mpeg4.avi", codec="mpeg4", b_frames=2, **options),
@@ -129,7 +129,7 @@ def test_avi_mpeg4_packets_with_their_own_headers_and_vp9_packets_go_as_they_are
 def gpu_codec_videos(tmp_path_factory) -> dict[str, str]:
     """Above NVDEC's minimum size, several GOPs, B-frames where the codec has them."""
     folder = tmp_path_factory.mktemp("gpu_codecs")
-    options = dict(num_frames=60, width=320, height=240, keyframe_interval=25)
+    options = {"num_frames": 60, "width": 320, "height": 240, "keyframe_interval": 25}
     return {
         "vp9": make_video(folder / "vp9.webm", codec="libvpx-vp9", **options),
         "mpeg4_avi": make_video(folder / "mpeg4.avi", codec="mpeg4", b_frames=2, **options),

@@ -91,7 +91,7 @@ class Orientation:
     mirror_y: bool = False
 
     @classmethod
-    def from_display_matrix(cls, matrix) -> "Orientation":
+    def from_display_matrix(cls, matrix) -> Orientation:
         """The orientation of an FFmpeg display matrix (9 values, ``AV_PKT_DATA_DISPLAYMATRIX``).
 
         The matrix maps stored to displayed coordinates, ``x' = a*x + c*y``, ``y' = b*x + d*y`` with
@@ -104,7 +104,7 @@ class Orientation:
         return cls(True, b < 0, c < 0)
 
     @classmethod
-    def from_rotation(cls, degrees: int, hflip: bool = False) -> "Orientation":
+    def from_rotation(cls, degrees: int, hflip: bool = False) -> Orientation:
         """Turn counter-clockwise by ``degrees`` (a multiple of 90), then mirror left-right if ``hflip``
         (FFmpeg's and PyAV's convention: ``VideoFrame.rotation``, ``set_display_rotation``)."""
         turns = (int(degrees) // 90) % 4
@@ -128,7 +128,7 @@ class Orientation:
     @property
     def rotation(self) -> int:
         """Counter-clockwise turn in degrees (0, 90, 180 or 270), before the mirror of :attr:`hflip`."""
-        a, b, c, d = self._matrix()
+        a, b, c, _ = self._matrix()
         if self.hflip:
             a, c = -a, -c
         return round(-math.degrees(math.atan2(b, a))) % 360
