@@ -124,6 +124,10 @@ def test_avi_mpeg4_packets_with_their_own_headers_and_vp9_packets_go_as_they_are
     assert nvdec_packet_converter("vp9", vp9.extradata).convert(data, with_parameter_sets=True) == data
 
 
+def host(array) -> np.ndarray:
+    return array.get() if hasattr(array, "get") else np.asarray(array)
+
+
 # -- on the GPU --------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def gpu_codec_videos(tmp_path_factory) -> dict[str, str]:
@@ -134,12 +138,11 @@ def gpu_codec_videos(tmp_path_factory) -> dict[str, str]:
         "vp9": make_video(folder / "vp9.webm", codec="libvpx-vp9", **options),
         "mpeg4_avi": make_video(folder / "mpeg4.avi", codec="mpeg4", b_frames=2, **options),
         "mpeg4_mp4": make_video(folder / "mpeg4.mp4", codec="mpeg4", b_frames=2, **options),
-        "vp9_10bit": make_video(folder / "vp9_10bit.webm", codec="libvpx-vp9", pixel_format="yuv420p10le", **options),
     }
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("name", ["vp9", "mpeg4_avi", "mpeg4_mp4", "vp9_10bit"])
+@pytest.mark.parametrize("name", ["vp9", "mpeg4_avi", "mpeg4_mp4"])
 def test_nvdec_decodes_the_frames_the_cpu_decodes(gpu_codec_videos, name):
     from ffmpeg_reference import ffmpeg_rgb24
     from kernel_cases import assert_matches_twin
@@ -150,17 +153,17 @@ def test_nvdec_decodes_the_frames_the_cpu_decodes(gpu_codec_videos, name):
     cpu = vclip.VideoDecoder(path, device="cpu").get_clips(sampler, seed=2)
     assert gpu.device == "cuda:0" and not gpu.fell_back_to_cpu
     assert np.array_equal(gpu.frame_indices, cpu.frame_indices)
-    data = gpu.data.get()
+    data = host(gpu.data)
     for clip, wanted in zip(data, cpu.frame_indices):
         assert [read_barcode(frame) for frame in clip] == wanted.tolist()
     reference = np.stack(ffmpeg_rgb24(path))
     every = vclip.VideoDecoder(path, device="cuda").get_frames(list(range(len(reference))))
-    difference = np.abs(every.data.get().astype(np.int16) - reference.astype(np.int16))
+    difference = np.abs(host(every.data).astype(np.int16) - reference.astype(np.int16))
     assert difference.mean() <= 1.5 and np.percentile(difference, 99) <= 4, (difference.mean(), np.percentile(difference, 99))
     spec = vclip.TransformSpec(resize=112, crop=(96, 96), crop_mode="random", flip_probability=0.5, dtype="float32")
     on_gpu = vclip.VideoDecoder(path, device="cuda").get_clips(sampler, transform=spec, seed=5)
     on_cpu = vclip.VideoDecoder(path, device="cpu").get_clips(sampler, transform=spec, seed=5)
-    assert_matches_twin(on_gpu.data.get(), on_cpu.data, "float32")
+    assert_matches_twin(host(on_gpu.data), on_cpu.data, "float32")
 
 
 @pytest.mark.gpu
@@ -170,6 +173,6 @@ def test_nvdec_skips_mpeg4_b_vops(gpu_codec_videos):
     full = vclip.VideoDecoder(gpu_codec_videos["mpeg4_avi"], device="cuda", skip_non_reference=False)
     a, b = lean.get_frames(wanted), full.get_frames(wanted)
     assert not a.fell_back_to_cpu and not b.fell_back_to_cpu
-    assert np.array_equal(a.data.get(), b.data.get())
-    assert [read_barcode(frame) for frame in a.data.get()] == wanted
+    assert np.array_equal(host(a.data), host(b.data))
+    assert [read_barcode(frame) for frame in host(a.data)] == wanted
     assert lean.stats.packets_sent < full.stats.packets_sent
