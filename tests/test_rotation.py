@@ -184,6 +184,20 @@ def test_square_pixels_stretch_to_the_sample_aspect_ratio(base_video, tmp_path):
     assert decoder.get_frames([0], transform=TransformSpec()).data.shape == (1, HEIGHT, WIDTH, 3)  # stored pixels
 
 
+def test_square_pixels_of_a_turned_video_stretch_the_stored_width(base_video, tmp_path):
+    """The pixel aspect belongs to the stored picture: a 4:3 one widens the stored 96 columns to 128,
+    which the turn makes the displayed height."""
+    path = remux(base_video, str(tmp_path / "turned_anamorphic.mp4"), degrees=90, sample_aspect_ratio=Fraction(4, 3))
+    index = vclip.index_video(path)
+    assert index.display_size == (HEIGHT, 128)
+    decoder = vclip.VideoDecoder(path, device="cpu")
+    square = decoder.get_frames([2], transform=TransformSpec(square_pixels=True, dtype="float32")).data
+    stored = decoder.get_frames([2], transform=TransformSpec(resize=(HEIGHT, 128), dtype="float32",
+                                                             orientation="stored")).data
+    assert square.shape == (1, 128, HEIGHT, 3)
+    np.testing.assert_allclose(square[0], np.rot90(stored[0]), atol=1e-5)
+
+
 def test_square_pixels_argument_is_checked():
     with pytest.raises(vclip.ArgumentError, match=r"square_pixels \('yes'\) must be True or False"):
         TransformSpec(square_pixels="yes")
@@ -222,3 +236,16 @@ def test_nvdec_turns_frames_as_the_cpu_does(gpu_turned, degrees, mirrored):
     on_gpu = vclip.VideoDecoder(path, device="cuda").get_clips(sampler, transform=spec, seed=3)
     on_cpu = vclip.VideoDecoder(path, device="cpu").get_clips(sampler, transform=spec, seed=3)
     assert_matches_twin(host(on_gpu.data), on_cpu.data, "float32")
+
+
+@pytest.mark.gpu
+def test_nvdec_square_pixels_match_the_cpu_twin(gpu_turned, tmp_path):
+    from kernel_cases import assert_matches_twin
+
+    path = remux(gpu_turned[(0, False)], str(tmp_path / "anamorphic.mp4"), degrees=270,
+                 sample_aspect_ratio=Fraction(16, 11))
+    spec = TransformSpec(square_pixels=True)
+    gpu = vclip.VideoDecoder(path, device="cuda").get_frames(list(range(0, GPU_FRAMES, 3)), transform=spec)
+    cpu = vclip.VideoDecoder(path, device="cpu").get_frames(list(range(0, GPU_FRAMES, 3)), transform=spec)
+    assert not gpu.fell_back_to_cpu and cpu.data.shape[1:] == (465, 240, 3)  # 320 * 16/11 = 465.45
+    assert_matches_twin(host(gpu.data), cpu.data, "uint8")
