@@ -1,6 +1,7 @@
 // vclip: one pass from a decoded NV12 (8-bit) or P016 (10/12-bit, MSB-aligned) surface to the final
 // training tensor: display orientation (turns by 90 degrees, mirrors), resample (area average when
-// shrinking, bilinear otherwise), crop, horizontal flip, YUV->RGB with the stream's matrix and range, per-channel scale/bias (normalize), dtype and layout.
+// shrinking, bilinear otherwise), crop, horizontal flip, YUV->RGB with the stream's matrix and range,
+// per-channel scale/bias (normalize), dtype and layout.
 // No intermediate image exists: each thread reads the samples under its output pixels and writes them.
 //
 // The NumPy twin in vclip/_reference.py is the reference: chroma is treated as repeated over its 2x2

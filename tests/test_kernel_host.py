@@ -129,7 +129,9 @@ def test_host_kernel_matches_twin_for_aspect_keeping_presets(host_transform, sha
 ORIENTATIONS = [Orientation.from_rotation(degrees, mirror) for degrees in (0, 90, 180, 270) for mirror in (False, True)]
 ORIENTED_SPECS = {
     "native": (8, TransformSpec()),
-    "native_crop_flip_float": (8, TransformSpec(crop=(30, 22), crop_mode="random", flip_probability=1.0, dtype="float32", layout="TCHW")),
+    "native_crop_flip_float": (
+        8, TransformSpec(crop=(30, 22), crop_mode="random", flip_probability=1.0, dtype="float32", layout="TCHW"),
+    ),
     "area_crop_flip": (8, TransformSpec(resize=24, crop=(20, 18), crop_mode="random", flip_probability=1.0)),
     "bilinear_10bit": (10, TransformSpec(resize=(71, 53), dtype="float32", layout="CTHW")),
 }

@@ -123,8 +123,8 @@ class VideoIndex:
             f"size={self.width}x{self.height}, pixel_format={self.pixel_format!r}, "
             f"num_frames={self.num_frames}, keyframes={len(self.keyframe_indices)}, "
             f"average_fps={self.average_fps:.3f}, duration_seconds={self.duration_seconds:.3f}, "
-            f"color={self.color_matrix}/{self.color_range}, rotation={self.rotation}{', mirrored' if self.mirrored else ''}, "
-            f"sample_aspect_ratio={self.sample_aspect_ratio})"
+            f"color={self.color_matrix}/{self.color_range}, rotation={self.rotation}"
+            f"{', mirrored' if self.mirrored else ''}, sample_aspect_ratio={self.sample_aspect_ratio})"
         )
 
     @property

@@ -24,7 +24,10 @@ from ._validation import (
     fail,
 )
 
-__all__ = ["TransformSpec", "FrameGeometry", "Orientation", "ORIENTATIONS", "IMAGENET_MEAN", "IMAGENET_STD", "RESIZE_MODES", "output_shape"]
+__all__ = [
+    "TransformSpec", "FrameGeometry", "Orientation", "ORIENTATIONS", "IMAGENET_MEAN", "IMAGENET_STD", "RESIZE_MODES",
+    "output_shape",
+]
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)

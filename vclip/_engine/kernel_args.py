@@ -86,7 +86,8 @@ def fill_job(
     job["resized_width"], job["resized_height"] = geometry.stored_resized_size
     job["crop_x"], job["crop_y"], job["flip"] = geometry.crop_x, geometry.crop_y, int(geometry.flip)
     orientation = geometry.orientation
-    job["transpose"], job["mirror_x"], job["mirror_y"] = orientation.transpose, orientation.mirror_x, orientation.mirror_y
+    job["transpose"], job["mirror_x"] = orientation.transpose, orientation.mirror_x
+    job["mirror_y"] = orientation.mirror_y
     job["bit_shift"] = stored_bits - bit_depth
     job["color"] = color_coefficients(matrix, color_range, bit_depth)
 

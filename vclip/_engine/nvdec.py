@@ -2,8 +2,8 @@
 
 Packets come from the index (no PyNvVideoCodec demuxer, which picks its own stream), converted to
 what NVDEC's parser reads (Annex B for H.264/HEVC, stream headers before MPEG-4 segments, VP9 and
-AV1 as they are) and sent segment by segment as the decode plan says; the decoder is flushed after each
-segment. Each requested frame's NV12/P016 surface goes through ``kernels/nv12_transform.cu``
+AV1 as they are) and sent segment by segment as the decode plan says; the decoder is flushed after
+each segment. Each requested frame's NV12/P016 surface goes through ``kernels/nv12_transform.cu``
 straight into its slot of the output batch, on the decoder's own CUDA stream, before the decoder
 can reuse the surface. Frames nobody asked for are never converted.
 
@@ -175,7 +175,8 @@ class NvdecDecoder(PictureDecoder):
         self._converter = nvdec_packet_converter(index.codec, index.extradata)
 
     def send(self, packets: PacketRun) -> Iterable[tuple[int, Any]]:
-        chunks = [self._converter.convert(p, with_parameter_sets=(k == 0)) for k, p in enumerate(packets.payloads)]
+        convert = self._converter.convert
+        chunks = [convert(p, with_parameter_sets=(k == 0)) for k, p in enumerate(packets.payloads)]
         stream = np.frombuffer(b"".join(chunks), dtype=np.uint8)  # one buffer for the whole segment
         address = stream.ctypes.data
         decode, packet_type = self._decoder.Decode, self._nvc.PacketData
