@@ -119,6 +119,22 @@ def stored_view(displayed: np.ndarray, orientation: Orientation) -> np.ndarray:
 
 
 @pytest.mark.parametrize("degrees, mirrored", TURNS)
+def test_orientation_follows_ffmpeg_conventions(degrees, mirrored):
+    """Counter-clockwise degrees (``np.rot90``), then a left-right mirror; read back unchanged."""
+    orientation = Orientation.from_rotation(degrees, mirrored)
+    assert (orientation.rotation, orientation.hflip) == (degrees, mirrored)
+    picture = np.arange(12).reshape(3, 4)
+    expected = np.rot90(picture, degrees // 90)
+    assert np.array_equal(orientation.apply(picture), expected[:, ::-1] if mirrored else expected)
+
+
+def test_display_matrices_between_right_angles_round_to_the_nearest():
+    # 80 degrees counter-clockwise in 16.16 fixed point: cos 0.17, sin 0.98
+    cos, sin = round(0.1736 * 65536), round(0.9848 * 65536)
+    assert Orientation.from_display_matrix([cos, -sin, 0, sin, cos, 0, 0, 0, 1 << 30]).rotation == 90
+
+
+@pytest.mark.parametrize("degrees, mirrored", TURNS)
 def test_index_records_the_display_matrix(turned, degrees, mirrored):
     index = vclip.index_video(turned[(degrees, mirrored)])
     assert (index.rotation, index.mirrored) == (degrees, mirrored)
