@@ -1,15 +1,20 @@
 // vclip: one pass from a decoded NV12 (8-bit) or P016 (10/12-bit, MSB-aligned) surface to the final
-// training tensor: resample (area average when shrinking, bilinear otherwise), crop, horizontal flip,
-// YUV->RGB with the stream's matrix and range, per-channel scale/bias (normalize), dtype and layout.
+// training tensor: display orientation (turns by 90 degrees, mirrors), resample (area average when
+// shrinking, bilinear otherwise), crop, horizontal flip, YUV->RGB with the stream's matrix and range,
+// per-channel scale/bias (normalize), dtype and layout.
 // No intermediate image exists: each thread reads the samples under its output pixels and writes them.
 //
 // The NumPy twin in vclip/_reference.py is the reference: chroma is treated as repeated over its 2x2
 // luma block, every plane is resampled with the same weights, RGB is clamped to [0, 1], then
 // out = rgb * scale + bias (uint8 rounds half up).
 //
-// Two code paths with the same arithmetic: at native scale (resized size == source size) a thread
-// converts 4 neighbouring pixels with vector loads and stores (pixels_per_thread == 4); otherwise a
-// thread resamples one pixel (pixels_per_thread == 1).
+// Orientation is a coordinate map, not a pass: an output pixel's place in the displayed (turned)
+// resized picture is mapped to the stored resized picture (swap axes when transpose, mirror each
+// stored axis when asked), and the taps are taken there.
+//
+// Two code paths with the same arithmetic: at native scale (resized size == source size) without
+// transpose a thread converts 4 neighbouring pixels with vector loads and stores
+// (pixels_per_thread == 4); otherwise a thread resamples one pixel (pixels_per_thread == 1).
 //
 // Built by CuPy (NVRTC) on the GPU, and by the host C++ compiler with tests/host_kernel/cuda_host_shim.h
 // in CI.
@@ -27,9 +32,10 @@ struct FrameJob {
     unsigned long long output;        // address of element (c=0, y=0, x=0) of this frame's output
     int luma_pitch, chroma_pitch;     // bytes per row
     int source_width, source_height;
-    int resized_width, resized_height;
-    int crop_x, crop_y;
+    int resized_width, resized_height;  // before the turn (stored orientation)
+    int crop_x, crop_y;                 // in the displayed resized picture
     int flip, bit_shift;              // bit_shift: 16 - bit depth for P016, 0 for NV12
+    int transpose, mirror_x, mirror_y;  // display orientation (see vclip.transforms.Orientation)
     float color[8];                   // y_offset, y_scale, c_offset, c_scale, r_cr, g_cb, g_cr, b_cb
 };
 
@@ -188,8 +194,11 @@ __device__ __forceinline__ void resample(const unsigned char* plane, int pitch, 
 
 template <typename In, typename Out>
 __device__ __forceinline__ void transform_pixel(const TransformParams& p, const FrameJob& job, int ox, int oy) {
-    int rx = job.crop_x + (job.flip ? p.output_width - 1 - ox : ox);
-    int ry = job.crop_y + oy;
+    int dx = job.crop_x + (job.flip ? p.output_width - 1 - ox : ox);  // displayed resized picture
+    int dy = job.crop_y + oy;
+    int rx = job.transpose ? dy : dx, ry = job.transpose ? dx : dy;    // stored resized picture
+    if (job.mirror_x) rx = job.resized_width - 1 - rx;
+    if (job.mirror_y) ry = job.resized_height - 1 - ry;
     Taps lx = luma_taps(rx, job.source_width, job.resized_width, p.antialias);
     Taps ly = luma_taps(ry, job.source_height, job.resized_height, p.antialias);
     float y, uv[2], rgb[3];
@@ -288,10 +297,12 @@ __device__ __forceinline__ bool store12_interleaved(Float16Bits* out, const floa
 
 template <typename In, typename Out>
 __device__ __forceinline__ void transform_native4(const TransformParams& p, const FrameJob& job, int x0, int oy) {
-    // Output pixels x0..x0+3 come from 4 consecutive source columns starting at `first`
-    // (mirrored when flipping); the source row is crop_y + oy.
-    int first = job.crop_x + (job.flip ? p.output_width - 4 - x0 : x0);
-    int row = job.crop_y + oy;
+    // Output pixels x0..x0+3 come from 4 consecutive source columns starting at `first`, in
+    // reverse order when exactly one of the flip and the orientation's mirror applies.
+    int displayed = job.crop_x + (job.flip ? p.output_width - 4 - x0 : x0);
+    int first = job.mirror_x ? job.source_width - 4 - displayed : displayed;
+    int reverse = job.flip ^ job.mirror_x;
+    int row = job.mirror_y ? job.source_height - 1 - (job.crop_y + oy) : job.crop_y + oy;
     float y[4], uv[4], u[4], v[4];
     load4<In>((const In*)((const unsigned char*)job.luma + (long long)row * job.luma_pitch), first, job.bit_shift, y);
     const In* chroma_row = (const In*)((const unsigned char*)job.chroma + (long long)(row >> 1) * job.chroma_pitch);
@@ -307,7 +318,7 @@ __device__ __forceinline__ void transform_native4(const TransformParams& p, cons
     }
     float values[3][4];
     for (int k = 0; k < 4; ++k) {
-        int source = job.flip ? 3 - k : k;
+        int source = reverse ? 3 - k : k;
         float rgb[3];
         yuv_to_rgb(job.color, y[source], u[source], v[source], rgb);
         for (int c = 0; c < 3; ++c) values[c][k] = rgb[c] * p.scale[c] + p.bias[c];

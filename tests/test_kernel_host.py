@@ -26,6 +26,7 @@ from vclip._engine.kernel_args import (
     PARAMS_DTYPE,
     kernel_source_path,
 )
+from vclip.transforms import Orientation, TransformSpec
 
 HARNESS = Path(__file__).parent / "host_kernel"
 
@@ -118,5 +119,31 @@ def test_host_kernel_matches_twin_for_aspect_keeping_presets(host_transform, sha
         scale = short / min(width, height)
         assert (geometry.resized_width, geometry.resized_height) == (round(width * scale), round(height * scale))
     planes = [random_planes(width, height, 8, seed=t) for t in range(2)]
+    result = run_on_host(host_transform, case, geometry, planes)
+    assert_matches_twin(result, twin_clip(planes, case, geometry), spec.dtype)
+
+
+# The eight display orientations (turns by 90 degrees, with and without a mirror) through the
+# native 4-pixel path, the 1-pixel path at native scale (transposed), area downscales with a crop
+# and flip, and bilinear upscales: the kernel maps output to source coordinates as the twin does.
+ORIENTATIONS = [Orientation.from_rotation(degrees, mirror) for degrees in (0, 90, 180, 270) for mirror in (False, True)]
+ORIENTED_SPECS = {
+    "native": (8, TransformSpec()),
+    "native_crop_flip_float": (
+        8, TransformSpec(crop=(30, 22), crop_mode="random", flip_probability=1.0, dtype="float32", layout="TCHW"),
+    ),
+    "area_crop_flip": (8, TransformSpec(resize=24, crop=(20, 18), crop_mode="random", flip_probability=1.0)),
+    "bilinear_10bit": (10, TransformSpec(resize=(71, 53), dtype="float32", layout="CTHW")),
+}
+
+
+@pytest.mark.parametrize("orientation", ORIENTATIONS, ids=lambda o: f"rot{o.rotation}{'_mirror' if o.hflip else ''}")
+@pytest.mark.parametrize("name", sorted(ORIENTED_SPECS))
+def test_host_kernel_matches_twin_in_every_orientation(host_transform, orientation, name):
+    bit_depth, spec = ORIENTED_SPECS[name]
+    width, height = 46, 34  # not square, so a wrong axis shows as a wrong size or wrong pixels
+    case = (width, height, bit_depth, "bt709", "limited", spec, None)
+    geometry = spec.geometry(width, height, np.random.default_rng(7), orientation=orientation)
+    planes = [random_planes(width, height, bit_depth, seed=t) for t in range(2)]
     result = run_on_host(host_transform, case, geometry, planes)
     assert_matches_twin(result, twin_clip(planes, case, geometry), spec.dtype)

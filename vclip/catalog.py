@@ -78,7 +78,7 @@ _FACT_TYPES = {
     "num_frames": pa.int64(), "num_packets": pa.int64(), "keyframe_count": pa.int64(),
     "start_seconds": pa.float64(), "duration_seconds": pa.float64(), "variable_frame_rate": pa.bool_(),
     "header_frame_count": pa.int64(), "packets_addressable": pa.bool_(), "last_frame_duration": pa.int64(),
-    "extradata": pa.binary(),
+    "rotation": pa.int64(), "mirrored": pa.bool_(), "sample_aspect_ratio": pa.string(), "extradata": pa.binary(),
 }
 _ARRAY_TYPES = {
     name: pa.list_(pa.bool_() if dtype is np.bool_ else pa.int64()) for name, dtype in VideoIndex.STORED_ARRAYS.items()

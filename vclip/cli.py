@@ -270,6 +270,7 @@ def _describe(path: str, stream_index: int | None) -> dict:
     index = index_video(path, stream_index=stream_index)
     video = index.to_dict()
     video["keyframe_count"] = int(index.keyframe_indices.size)
+    video["display_width"], video["display_height"] = index.display_size
     video["keyframe_pts_seconds"] = index.pts_seconds[index.keyframe_indices].tolist()
     return {"file": path, "streams": _stream_facts(path), "video": video}
 
@@ -288,6 +289,12 @@ def _stream_line(stream: dict, selected: int) -> str:
     return f"  stream #{stream['index']:<3} " + " ".join(details)
 
 
+def _orientation_text(video: dict) -> str:
+    turn = f"turned {video['rotation']} degrees counter-clockwise" if video["rotation"] else "upright"
+    mirror = ", mirrored" if video["mirrored"] else ""
+    return f"{turn}{mirror}; a player shows {video['display_width']}x{video['display_height']}"
+
+
 def _info_table(report: dict) -> str:
     video = report["video"]
     header = video["header_frame_count"]
@@ -300,6 +307,9 @@ def _info_table(report: dict) -> str:
         ("duration", f"{video['duration_seconds']:.3f} s, first frame at {video['start_seconds']:.3f} s"),
         ("keyframes", f"{len(keyframes)} at frames {format_numbers(keyframes, limit=12)}"),
         ("colour", f"{video['color_matrix']}, {video['color_range']} range"),
+        ("orientation", _orientation_text(video)),
+        ("pixel aspect", video["sample_aspect_ratio"].replace("/", ":") if "/" in video["sample_aspect_ratio"]
+         else f"{video['sample_aspect_ratio']}:1" + (" (square)" if video["sample_aspect_ratio"] == "1" else "")),
         ("time base", video["time_base"]),
     ]
     lines = [report["file"]]

@@ -202,11 +202,11 @@ class VideoDecoder:
         conversion = resolve_transform(transform, scaling_factor)
         rng = np.random.default_rng(seed)
         targets = [
-            ClipTarget(np.asarray(frames, dtype=np.int64), conversion.geometry(index.width, index.height, rng), slot)
+            ClipTarget(np.asarray(frames, dtype=np.int64), conversion.index_geometry(index, rng), slot)
             for slot, frames in enumerate(clips)
         ]
         frames_per_clip = clips[0].size if clips else frames_per_clip
-        geometry = targets[0].geometry if targets else conversion.geometry(index.width, index.height, rng)
+        geometry = targets[0].geometry if targets else conversion.index_geometry(index, rng)
         output = self._runner.backend.empty(
             (len(clips),) + conversion.clip_shape(frames_per_clip, geometry), conversion.dtype
         )

@@ -1,9 +1,11 @@
-"""VideoIndex: what one demux pass (no decoding) tells about a video stream, frame by frame."""
+"""VideoIndex: what one demux pass tells about a video stream, frame by frame (only the first
+picture is decoded, for the display matrix FFmpeg attaches to decoded frames)."""
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import re
 import secrets
@@ -21,6 +23,7 @@ import numpy as np
 
 from ._engine.bitstream import is_reference_packet, nal_length_size
 from ._fingerprint import content_fingerprint
+from .transforms import Orientation
 from .errors import (
     CorruptVideoError,
     IndexCacheWarning,
@@ -80,6 +83,11 @@ class VideoIndex:
         packet_pts, packet_pos, packet_size: Per packet, decode order (int64).
         packet_is_keyframe, packet_is_reference: Per packet (bool).
         packet_frame: Frame number of each packet, -1 for discarded packets (int64).
+        rotation: Counter-clockwise turn (0, 90, 180, 270 degrees) a player gives the picture, from
+            the stream's display matrix (FFmpeg's and PyAV's ``VideoFrame.rotation`` convention:
+            a phone video shot upright usually says 270, i.e. turn 90 degrees clockwise).
+        mirrored: The display matrix also mirrors the picture left-right, after the turn.
+        sample_aspect_ratio: Width of a stored pixel over its height (1 when square or unknown).
     """
 
     path: str
@@ -105,6 +113,9 @@ class VideoIndex:
     packet_is_reference: np.ndarray
     packet_frame: np.ndarray
     last_frame_duration: int = 0
+    rotation: int = 0
+    mirrored: bool = False
+    sample_aspect_ratio: Fraction = Fraction(1)
 
     def __repr__(self) -> str:
         return (
@@ -112,8 +123,24 @@ class VideoIndex:
             f"size={self.width}x{self.height}, pixel_format={self.pixel_format!r}, "
             f"num_frames={self.num_frames}, keyframes={len(self.keyframe_indices)}, "
             f"average_fps={self.average_fps:.3f}, duration_seconds={self.duration_seconds:.3f}, "
-            f"color={self.color_matrix}/{self.color_range})"
+            f"color={self.color_matrix}/{self.color_range}, rotation={self.rotation}"
+            f"{', mirrored' if self.mirrored else ''}, sample_aspect_ratio={self.sample_aspect_ratio})"
         )
+
+    @property
+    def orientation(self) -> Orientation:
+        """How a player turns the stored picture (from :attr:`rotation` and :attr:`mirrored`)."""
+        return Orientation.from_rotation(self.rotation, self.mirrored)
+
+    @property
+    def display_size(self) -> tuple[int, int]:
+        """``(width, height)`` of the picture a player shows: turned, with square pixels."""
+        width, height = self.width, self.height
+        if self.sample_aspect_ratio > 1:
+            width = max(1, math.floor(width * self.sample_aspect_ratio + Fraction(1, 2)))
+        elif self.sample_aspect_ratio < 1:
+            height = max(1, math.floor(height / self.sample_aspect_ratio + Fraction(1, 2)))
+        return self.orientation.displayed_size(width, height)
 
     # -- frames -------------------------------------------------------------------------------
     @property
@@ -250,6 +277,9 @@ class VideoIndex:
             "duration_seconds": self.duration_seconds,
             "variable_frame_rate": self.is_variable_frame_rate,
             "keyframe_indices": self.keyframe_indices.tolist(),
+            "rotation": self.rotation,
+            "mirrored": self.mirrored,
+            "sample_aspect_ratio": str(self.sample_aspect_ratio),
         }
 
     # -- storage (catalogs) -------------------------------------------------------------------
@@ -263,12 +293,13 @@ class VideoIndex:
     def to_arrays(self) -> dict:
         """Every field but ``path``, to store the index elsewhere (a catalog row).
 
-        Facts come as plain Python values (``time_base`` as a ``"num/den"`` string, ``extradata``
+        Facts come as plain Python values (``time_base`` and ``sample_aspect_ratio`` as ``"num/den"`` strings, ``extradata``
         as bytes, ``header_frame_count`` may be None); the names of :attr:`STORED_ARRAYS` map to
         NumPy arrays. :meth:`from_arrays` turns the dict back into an equal index.
         """
         stored = {name: getattr(self, name) for name in self.__dataclass_fields__ if name != "path"}
         stored["time_base"] = str(self.time_base)
+        stored["sample_aspect_ratio"] = str(self.sample_aspect_ratio)
         return stored
 
     @classmethod
@@ -282,7 +313,8 @@ class VideoIndex:
                 (lengths, frame and packet numbers out of range).
         """
         names = set(cls.__dataclass_fields__) - {"path"}
-        missing, unknown = names - set(stored) - {"last_frame_duration"}, set(stored) - names
+        optional = {"last_frame_duration", "rotation", "mirrored", "sample_aspect_ratio"}  # have defaults
+        missing, unknown = names - set(stored) - optional, set(stored) - names
         if missing or unknown:
             raise ValueError(f"{os.fspath(path)}: stored index has missing fields {sorted(missing)} "
                              f"and unknown fields {sorted(unknown)}")
@@ -292,6 +324,8 @@ class VideoIndex:
             if not (isinstance(value, np.ndarray) and value.dtype == dtype and value.ndim == 1):
                 fields[name] = np.asarray(value, dtype=dtype).reshape(-1)
         fields["time_base"] = Fraction(fields["time_base"])
+        if "sample_aspect_ratio" in fields:
+            fields["sample_aspect_ratio"] = Fraction(fields["sample_aspect_ratio"])
         fields["extradata"] = bytes(fields["extradata"] or b"")
         header = fields["header_frame_count"]
         fields["header_frame_count"] = None if header is None else int(header)
@@ -307,7 +341,7 @@ class VideoIndex:
 
 
 # -- checking and (de)serializing indexes ------------------------------------------------------
-INDEX_FORMAT_VERSION = 2
+INDEX_FORMAT_VERSION = 3
 """Version of :func:`index_to_record`'s layout; a stored record of another version is rebuilt."""
 
 _ARRAY_FIELDS = {  # name: dtype kind ("i" int64, "b" bool)
@@ -318,7 +352,7 @@ _FACT_TYPES = {  # name: accepted JSON types
     "stream_index": (int,), "codec": (str,), "width": (int,), "height": (int,), "pixel_format": (str,),
     "bit_depth": (int,), "color_matrix": (str,), "color_range": (str,), "time_base": (str,),
     "average_fps": (float, int), "header_frame_count": (int, type(None)), "packets_addressable": (bool,),
-    "last_frame_duration": (int,),
+    "last_frame_duration": (int,), "rotation": (int,), "mirrored": (bool,), "sample_aspect_ratio": (str,),
 }
 
 
@@ -360,14 +394,17 @@ def check_index(index: VideoIndex) -> None:
         raise ValueError(f"unknown colour {index.color_matrix}/{index.color_range}")
     if index.time_base <= 0 or index.stream_index < 0 or not index.codec or index.last_frame_duration < 0:
         raise ValueError("impossible stream facts")
+    if index.rotation not in (0, 90, 180, 270) or index.sample_aspect_ratio <= 0:
+        raise ValueError(f"impossible rotation {index.rotation} or sample aspect ratio {index.sample_aspect_ratio}")
 
 
 def index_to_record(index: VideoIndex) -> dict[str, np.ndarray]:
     """``index`` as named NumPy arrays (for ``np.savez``, Parquet...): a ``format_version``, the
     stream facts as one JSON string ``facts``, ``extradata`` as uint8, and the per-frame and
     per-packet arrays under their field names. :func:`index_from_record` reads it back."""
-    facts = {name: getattr(index, name) for name in _FACT_TYPES if name != "time_base"}
+    facts = {name: getattr(index, name) for name in _FACT_TYPES if name not in ("time_base", "sample_aspect_ratio")}
     facts["time_base"] = str(index.time_base)
+    facts["sample_aspect_ratio"] = str(index.sample_aspect_ratio)
     record = {
         "format_version": np.asarray(INDEX_FORMAT_VERSION, dtype=np.int64),
         "facts": np.asarray(json.dumps(facts, sort_keys=True)),
@@ -398,6 +435,7 @@ def index_from_record(record, path: str | os.PathLike) -> VideoIndex:
             if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
                 raise ValueError(f"stream fact {name} has type {type(value).__name__}")
         facts["time_base"] = Fraction(facts["time_base"])
+        facts["sample_aspect_ratio"] = Fraction(facts["sample_aspect_ratio"])
         arrays = {}
         for name, kind in _ARRAY_FIELDS.items():
             array = np.asarray(record[name])
@@ -759,6 +797,7 @@ def _index_container(container, path: str, stream_index: int | None, file_size: 
     span = (frame_pts[-1] - frame_pts[0] + last_duration) * time_base
     average_fps = float(stream.average_rate) if stream.average_rate else (float(frame_pts.size / span) if span else 0.0)
     matrix, color_range = _color_of(context, pixel_format)
+    orientation = _display_orientation(context, samples[0][1] if samples else b"")
     try:
         bit_depth = av.VideoFormat(pixel_format).components[0].bits if pixel_format != "unknown" else 8
     except (ValueError, IndexError):
@@ -787,7 +826,33 @@ def _index_container(container, path: str, stream_index: int | None, file_size: 
         packet_is_reference=np.asarray(ref, dtype=bool),
         packet_frame=packet_frame,
         last_frame_duration=last_duration,
+        rotation=orientation.rotation,
+        mirrored=orientation.hflip,
+        sample_aspect_ratio=_sample_aspect_ratio(stream),
     )
+
+
+def _display_orientation(context, first_packet: bytes) -> Orientation:
+    """The display matrix FFmpeg attaches to decoded frames (from the container's track header or
+    the bitstream), read by decoding the first packet; no matrix, or no picture, reads as upright."""
+    if not first_packet:
+        return Orientation()
+    context.thread_type, context.thread_count = "SLICE", 1
+    packet = av.Packet(len(first_packet))
+    packet.update(first_packet)
+    try:
+        frames = list(context.decode(packet)) or list(context.decode(None))
+    except (av.error.FFmpegError, ValueError):
+        return Orientation()
+    for side_data in frames[0].side_data if frames else ():
+        if side_data.type.name == "DISPLAYMATRIX" and len(bytes(side_data)) == 36:
+            return Orientation.from_display_matrix(np.frombuffer(bytes(side_data), dtype="<i4"))
+    return Orientation()
+
+
+def _sample_aspect_ratio(stream) -> Fraction:
+    ratio = stream.sample_aspect_ratio or stream.codec_context.sample_aspect_ratio
+    return Fraction(ratio) if ratio and ratio > 0 else Fraction(1)
 
 
 def _check_complete(path: str, stream, pos: list, size: list, corrupt: list, file_size: int) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import numbers
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any, Literal
 
 import numpy as np
@@ -23,7 +24,10 @@ from ._validation import (
     fail,
 )
 
-__all__ = ["TransformSpec", "FrameGeometry", "IMAGENET_MEAN", "IMAGENET_STD", "RESIZE_MODES", "output_shape"]
+__all__ = [
+    "TransformSpec", "FrameGeometry", "Orientation", "ORIENTATIONS", "IMAGENET_MEAN", "IMAGENET_STD", "RESIZE_MODES",
+    "output_shape",
+]
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
@@ -34,6 +38,9 @@ ResizeMode = Literal["short_side", "squash"]
 _LAYOUTS = ("THWC", "TCHW", "CTHW")
 _DTYPES = ("uint8", "float16", "float32")
 RESIZE_MODES = ("short_side", "squash")
+ORIENTATIONS = ("display", "stored")
+"""``"display"``: frames come out turned as a player shows them (the stream's display matrix);
+``"stored"``: as coded in the file."""
 """How :meth:`TransformSpec.imagenet` fits a frame into a square: ``"short_side"`` resizes the
 shorter side and crops (aspect kept), ``"squash"`` resizes both sides (aspect changed)."""
 
@@ -74,12 +81,82 @@ def _three_numbers(name: str, value: Any, *, positive: bool = False) -> tuple[fl
 
 
 @dataclass(frozen=True)
+class Orientation:
+    """How a stored picture becomes the displayed one: a turn by a multiple of 90 degrees and/or a mirror.
+
+    Read as a map from displayed to stored pixels: the displayed pixel (x, y) shows the stored pixel
+    (sx, sy) with ``(u, v) = (y, x)`` when ``transpose``, else ``(x, y)``; ``sx = W - 1 - u`` when
+    ``mirror_x``, else ``u``; ``sy = H - 1 - v`` when ``mirror_y``, else ``v`` (stored size W x H).
+    """
+
+    transpose: bool = False
+    mirror_x: bool = False
+    mirror_y: bool = False
+
+    @classmethod
+    def from_display_matrix(cls, matrix) -> Orientation:
+        """The orientation of an FFmpeg display matrix (9 values, ``AV_PKT_DATA_DISPLAYMATRIX``).
+
+        The matrix maps stored to displayed coordinates, ``x' = a*x + c*y``, ``y' = b*x + d*y`` with
+        ``a, b, c, d = matrix[0], matrix[1], matrix[3], matrix[4]``; angles between right angles
+        are rounded to the nearest one.
+        """
+        a, b, c, d = (float(matrix[k]) for k in (0, 1, 3, 4))
+        if abs(a) + abs(d) >= abs(b) + abs(c):
+            return cls(False, a < 0, d < 0)
+        return cls(True, b < 0, c < 0)
+
+    @classmethod
+    def from_rotation(cls, degrees: int, hflip: bool = False) -> Orientation:
+        """Turn counter-clockwise by ``degrees`` (a multiple of 90), then mirror left-right if ``hflip``
+        (FFmpeg's and PyAV's convention: ``VideoFrame.rotation``, ``set_display_rotation``)."""
+        turns = (int(degrees) // 90) % 4
+        cos, sin = ((1, 0), (0, 1), (-1, 0), (0, -1))[turns]
+        a, b, c, d = cos, -sin, sin, cos  # av_display_rotation_set(-degrees)
+        if hflip:
+            a, c = -a, -c
+        return cls.from_display_matrix((a, b, 0, c, d, 0, 0, 0, 1))
+
+    def _matrix(self) -> tuple[int, int, int, int]:
+        """``a, b, c, d`` of the display matrix (unit entries)."""
+        sign_x, sign_y = (-1 if self.mirror_x else 1), (-1 if self.mirror_y else 1)
+        return (0, sign_x, sign_y, 0) if self.transpose else (sign_x, 0, 0, sign_y)
+
+    @property
+    def hflip(self) -> bool:
+        """Whether the orientation mirrors the picture (after turning it by :attr:`rotation`)."""
+        a, b, c, d = self._matrix()
+        return a * d - b * c < 0
+
+    @property
+    def rotation(self) -> int:
+        """Counter-clockwise turn in degrees (0, 90, 180 or 270), before the mirror of :attr:`hflip`."""
+        a, b, c, _ = self._matrix()
+        if self.hflip:
+            a, c = -a, -c
+        return round(-math.degrees(math.atan2(b, a))) % 360
+
+    def displayed_size(self, width: int, height: int) -> tuple[int, int]:
+        """``(width, height)`` of the displayed picture for a stored ``width`` x ``height`` one."""
+        return (height, width) if self.transpose else (width, height)
+
+    def apply(self, picture: np.ndarray) -> np.ndarray:
+        """The displayed view of a stored ``[H, W, ...]`` picture (a NumPy view, no copy)."""
+        if self.mirror_x:
+            picture = picture[:, ::-1]
+        if self.mirror_y:
+            picture = picture[::-1]
+        return picture.swapaxes(0, 1) if self.transpose else picture
+
+
+@dataclass(frozen=True)
 class FrameGeometry:
     """Where each output pixel comes from, for one clip.
 
-    The source frame (``source_width`` x ``source_height``) is resampled to
-    ``resized_width`` x ``resized_height``; the output is the window at (``crop_x``, ``crop_y``)
-    of ``output_width`` x ``output_height`` pixels, mirrored left-right when ``flip``.
+    The source frame (``source_width`` x ``source_height``, as stored) is turned by ``orientation``
+    and resampled to ``resized_width`` x ``resized_height`` (sizes after the turn); the output is
+    the window at (``crop_x``, ``crop_y``) of ``output_width`` x ``output_height`` pixels, mirrored
+    left-right when ``flip``.
     """
 
     source_width: int
@@ -91,6 +168,17 @@ class FrameGeometry:
     output_width: int
     output_height: int
     flip: bool
+    orientation: Orientation = Orientation()
+
+    @property
+    def stored_resized_size(self) -> tuple[int, int]:
+        """``(width, height)`` of the resized picture before the turn (in the stored orientation)."""
+        return self.orientation.displayed_size(self.resized_width, self.resized_height)
+
+    @property
+    def native_scale(self) -> bool:
+        """The picture is not resampled: the resized size is the source's."""
+        return self.stored_resized_size == (self.source_width, self.source_height)
 
 
 @dataclass(frozen=True)
@@ -115,6 +203,12 @@ class TransformSpec:
         dtype: ``"uint8"`` (0-255), ``"float16"`` or ``"float32"`` (0-1 before normalization).
         layout: Axis order of one clip: ``"THWC"``, ``"TCHW"`` or ``"CTHW"``.
         antialias: Area-average when shrinking (otherwise bilinear, which aliases).
+        orientation: ``"display"`` (default): frames are turned and mirrored as the stream's display
+            matrix says (phone videos come out upright, as players show them), and resize/crop
+            apply to that picture; ``"stored"``: as coded in the file.
+        square_pixels: Stretch frames whose pixels are not square (sample aspect ratio other than
+            1:1, as in anamorphic DVD or HDV video) to the shape a player shows, before the resize:
+            wider when the ratio is above 1, taller below (never shrunk).
 
     Raises:
         ArgumentError: (a ``ValueError`` and a ``TypeError``) A bad size, probability, choice,
@@ -130,6 +224,8 @@ class TransformSpec:
     dtype: OutputDtype = "uint8"
     layout: Layout = "THWC"
     antialias: bool = True
+    orientation: Literal["display", "stored"] = "display"
+    square_pixels: bool = False
 
     def __post_init__(self):
         set_field = lambda name, value: object.__setattr__(self, name, value)  # noqa: E731 (frozen)
@@ -142,6 +238,10 @@ class TransformSpec:
         if not isinstance(self.antialias, (bool, np.bool_)):
             raise fail("antialias", self.antialias, "True or False")
         set_field("antialias", bool(self.antialias))
+        check_choice("orientation", self.orientation, ORIENTATIONS)
+        if not isinstance(self.square_pixels, (bool, np.bool_)):
+            raise fail("square_pixels", self.square_pixels, "True or False")
+        set_field("square_pixels", bool(self.square_pixels))
         if (self.mean is None) != (self.std is None):
             given, missing = ("mean", "std") if self.std is None else ("std", "mean")
             raise fail(missing, None, f"three numbers (R, G, B) when {given} is given: mean and std go together")
@@ -225,18 +325,31 @@ class TransformSpec:
         rng: np.random.Generator | None = None,
         *,
         base_size: tuple[int, int] | None = None,
+        orientation: Orientation = Orientation(),
+        sample_aspect_ratio: Fraction = Fraction(1),
     ) -> FrameGeometry:
         """Draw one clip's crop offset and flip.
 
         Args:
-            source_width, source_height: Decoded frame size.
+            source_width, source_height: Decoded frame size (as stored).
             rng: Generator for random crops and flips (needed only when they are random).
-            base_size: Size the frame has before ``resize`` (the downscaled size), default: the source.
+            base_size: Size the frame has before ``resize`` (the downscaled size, as stored),
+                default: the source.
+            orientation: The stream's display orientation, applied unless ``self.orientation`` is
+                ``"stored"``.
+            sample_aspect_ratio: Width of a stored pixel over its height (used by ``square_pixels``).
 
         Raises:
             ValueError: The crop is larger than the resized frame.
         """
         base_width, base_height = base_size or (source_width, source_height)
+        if self.square_pixels and sample_aspect_ratio > 1:
+            base_width = max(1, math.floor(base_width * sample_aspect_ratio + Fraction(1, 2)))
+        elif self.square_pixels and 0 < sample_aspect_ratio < 1:
+            base_height = max(1, math.floor(base_height / sample_aspect_ratio + Fraction(1, 2)))
+        if self.orientation == "stored":
+            orientation = Orientation()
+        base_width, base_height = orientation.displayed_size(base_width, base_height)
         resized_width, resized_height = self.resized_size(base_width, base_height)
         output_width, output_height = self.output_size(base_width, base_height)
         if output_width > resized_width or output_height > resized_height:
@@ -260,7 +373,7 @@ class TransformSpec:
             flip = bool(rng.random() < self.flip_probability)
         return FrameGeometry(
             source_width, source_height, resized_width, resized_height,
-            crop_x, crop_y, output_width, output_height, flip,
+            crop_x, crop_y, output_width, output_height, flip, orientation,
         )
 
     def value_scale_bias(self) -> tuple[np.ndarray, np.ndarray]:

@@ -5,7 +5,7 @@ Layers, each importing only those above it:
     device      where decoding runs (``Device``, ``resolve_device``)
     layout, reference, kernel_args, bitstream, packets
                 clip layouts; the NumPy twin of the CUDA kernel; the kernel's arguments;
-                Annex B conversion; reading packets back from the file
+                packets in the form NVDEC reads; reading packets back from the file
     pipeline    what a request carries (``VideoJob``, ``ClipTarget``, ``Conversion``, ``DecodeStats``)
     contract    the backend contract (``Backend``, ``PictureDecoder``, ``PictureConverter``) and the
                 one loop that executes a decode plan (``execute_plan``, ``PlanBackend``)
@@ -34,6 +34,8 @@ _SURFACE = {
     "resolve_transform": "pipeline",
     "Backend": "contract", "PictureConverter": "contract", "PictureDecoder": "contract", "execute_plan": "contract",
     "CpuBackend": "cpu", "NvdecBackend": "nvdec", "KernelModule": "nvdec",
+    "nvdec_unsupported_reason": "nvdec", "capability_refusal": "nvdec",
+    "is_reference_packet": "bitstream", "nvdec_packet_converter": "bitstream",
     "ProcessBackend": "processes",
     "JobRunner": "backends", "in_process_backend": "backends", "make_backend": "backends",
 }

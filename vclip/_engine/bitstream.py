@@ -1,6 +1,14 @@
-"""H.264/HEVC bitstream helpers: reference flags from NAL headers, and MP4 (length-prefixed) to Annex B.
+"""Bitstream helpers: reference flags from picture headers, and packets in the form NVDEC's parser reads.
 
-Only NAL unit headers and the decoder configuration record are parsed; slice data is never touched.
+H.264/HEVC: NAL unit headers and the decoder configuration record; MP4 (length-prefixed) packets
+become Annex B. MPEG-4 Part 2: VOP headers (B-VOPs are never references); the stream headers
+(VOS/VOL) of MP4 files live in the extradata and go before the first packet of a segment. VP9 and
+AV1 packets go to NVDEC as they are (its parser splits VP9 superframes itself). Slice data is
+never touched.
+
+VP9 frames that refresh no reference slot (``refresh_frame_flags == 0``) are still not skippable in
+general: the next frame may predict its motion vectors from the previously decoded frame
+(``use_prev_frame_mvs``), whatever its reference flags, so every VP9 packet counts as a reference.
 """
 
 from __future__ import annotations
@@ -8,6 +16,8 @@ from __future__ import annotations
 _START_CODE = b"\x00\x00\x00\x01"
 _H264_SLICE_TYPES = (1, 5)  # non-IDR slice, IDR slice
 _HEVC_NON_REFERENCE_TYPES = frozenset(range(0, 16, 2))  # TRAIL_N, TSA_N, STSA_N, RADL_N, RASL_N, RSV_VCL_N1x
+_MPEG4_VOP_START = b"\x00\x00\x01\xb6"
+_MPEG4_B_VOP = 2  # vop_coding_type: 0 I, 1 P, 2 B, 3 S (sprite)
 
 
 def nal_length_size(codec: str, extradata: bytes) -> int | None:
@@ -58,8 +68,11 @@ def is_reference_packet(codec: str, data: bytes, length_size: int | None) -> boo
     """Whether other pictures may reference this packet's picture.
 
     H.264: ``nal_ref_idc != 0`` on the first slice. HEVC: anything but a sub-layer non-reference
-    picture. Other codecs, or packets with no slice found, count as reference (safe default).
+    picture. MPEG-4 Part 2: any VOP but a B-VOP (a packet may pack several VOPs). Other codecs, or
+    packets with no slice or VOP found, count as reference (safe default).
     """
+    if codec == "mpeg4":
+        return _mpeg4_has_reference_vop(data)
     if codec not in ("h264", "hevc"):
         return True
     for nal in split_nal_units(data, length_size):
@@ -71,6 +84,23 @@ def is_reference_packet(codec: str, data: bytes, length_size: int | None) -> boo
             if nal_type < 32:
                 return nal_type not in _HEVC_NON_REFERENCE_TYPES
     return True
+
+
+def _mpeg4_has_reference_vop(data: bytes) -> bool:
+    found_vop = False
+    position = data.find(_MPEG4_VOP_START)
+    while 0 <= position < len(data) - 4:
+        found_vop = True
+        if data[position + 4] >> 6 != _MPEG4_B_VOP:
+            return True
+        position = data.find(_MPEG4_VOP_START, position + 4)
+    return not found_vop
+
+
+def _has_mpeg4_stream_headers(data: bytes) -> bool:
+    """Whether an MPEG-4 Part 2 packet starts with its own VOS or VOL header (as AVI files carry them)."""
+    head = data[:4]  # start codes: 00-1F VO, 20-2F VOL, B0 VOS, B5 visual object
+    return len(head) == 4 and head[:3] == b"\x00\x00\x01" and (head[3] <= 0x2F or head[3] in (0xB0, 0xB5))
 
 
 def parameter_sets(codec: str, extradata: bytes) -> list[bytes]:
@@ -116,3 +146,34 @@ class AnnexBConverter:
         if self.length_size:
             body = b"".join(_START_CODE + nal for nal in _split_length_prefixed(data, self.length_size))
         return self._header + body if with_parameter_sets else body
+
+
+class Mpeg4HeaderInserter:
+    """MPEG-4 Part 2 packets for NVDEC: the extradata's stream headers (VOS, VO, VOL: the picture
+    size and coding tools) go before the first packet of every decode segment that lacks its own,
+    as MP4 files keep them only in the extradata."""
+
+    def __init__(self, extradata: bytes):
+        self._header = extradata if _has_mpeg4_stream_headers(extradata) else b""
+
+    def convert(self, data: bytes, with_parameter_sets: bool = False) -> bytes:
+        if with_parameter_sets and self._header and not _has_mpeg4_stream_headers(data):
+            return self._header + data
+        return data
+
+
+class PassThrough:
+    """Packets NVDEC's parser reads as the container holds them (VP9, AV1)."""
+
+    def convert(self, data: bytes, with_parameter_sets: bool = False) -> bytes:
+        return data
+
+
+def nvdec_packet_converter(codec: str, extradata: bytes) -> AnnexBConverter | Mpeg4HeaderInserter | PassThrough:
+    """The converter of ``codec``'s packets into what NVDEC reads: ``convert(data, with_parameter_sets)``
+    with ``with_parameter_sets=True`` on the first packet of each decode segment."""
+    if codec in ("h264", "hevc"):
+        return AnnexBConverter(codec, extradata)
+    if codec == "mpeg4":
+        return Mpeg4HeaderInserter(extradata)
+    return PassThrough()

@@ -1,6 +1,7 @@
 """CPU backend: PyAV (FFmpeg) decoding, NumPy conversion.
 
-Without a transform, frames are FFmpeg's own rgb24 conversion with nearest chroma, bit for bit:
+Without a transform, frames are FFmpeg's own rgb24 conversion with nearest chroma, bit for bit
+(turned as the display matrix says, as FFmpeg's autorotation does):
 for 8-bit 4:2:0 that is what FFmpeg always does; for 10-bit it asks FFmpeg's scaler for point
 sampling, as its default would blend neighbouring chroma samples where 8-bit and the CUDA kernel
 do not. With a transform, the NumPy twin of the CUDA kernel runs on the decoded 4:2:0 planes, so
@@ -90,7 +91,7 @@ class HostConverter(PictureConverter):
         if self._conversion.native_rgb24:
             rgb = picture.to_ndarray(format="rgb24", interpolation="POINT")
             for target, position in destinations:
-                output[targets[target].slot, position] = rgb
+                output[targets[target].slot, position] = targets[target].geometry.orientation.apply(rgb)
             return
         spec = self._conversion.spec
         y, u, v, bit_depth = yuv420_planes(picture, index.color_range)

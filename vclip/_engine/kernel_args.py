@@ -24,9 +24,10 @@ JOB_DTYPE = np.dtype(
     {
         "names": [
             "luma", "chroma", "output", "luma_pitch", "chroma_pitch", "source_width", "source_height",
-            "resized_width", "resized_height", "crop_x", "crop_y", "flip", "bit_shift", "color",
+            "resized_width", "resized_height", "crop_x", "crop_y", "flip", "bit_shift",
+            "transpose", "mirror_x", "mirror_y", "color",
         ],
-        "formats": [np.uint64] * 3 + [np.int32] * 10 + [(np.float32, 8)],
+        "formats": [np.uint64] * 3 + [np.int32] * 13 + [(np.float32, 8)],
     },
     align=True,
 )
@@ -37,9 +38,8 @@ BLOCK = (32, 8, 1)
 
 
 def pixels_per_thread(geometry: FrameGeometry) -> int:
-    """4 at native scale (the vectorized path of the kernel), else 1."""
-    native = (geometry.resized_width, geometry.resized_height) == (geometry.source_width, geometry.source_height)
-    return 4 if native else 1
+    """4 at native scale without a transpose (the vectorized path of the kernel), else 1."""
+    return 4 if geometry.native_scale and not geometry.orientation.transpose else 1
 
 
 def transform_params(
@@ -83,8 +83,11 @@ def fill_job(
     job["luma"], job["chroma"], job["output"] = luma, chroma, output
     job["luma_pitch"], job["chroma_pitch"] = luma_pitch, chroma_pitch
     job["source_width"], job["source_height"] = geometry.source_width, geometry.source_height
-    job["resized_width"], job["resized_height"] = geometry.resized_width, geometry.resized_height
+    job["resized_width"], job["resized_height"] = geometry.stored_resized_size
     job["crop_x"], job["crop_y"], job["flip"] = geometry.crop_x, geometry.crop_y, int(geometry.flip)
+    orientation = geometry.orientation
+    job["transpose"], job["mirror_x"] = orientation.transpose, orientation.mirror_x
+    job["mirror_y"] = orientation.mirror_y
     job["bit_shift"] = stored_bits - bit_depth
     job["color"] = color_coefficients(matrix, color_range, bit_depth)
 

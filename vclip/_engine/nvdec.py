@@ -1,8 +1,9 @@
 """NVDEC backend: PyNvVideoCodec decoders fed with vclip's own packets, and the fused CUDA kernel.
 
 Packets come from the index (no PyNvVideoCodec demuxer, which picks its own stream), converted to
-Annex B and sent segment by segment as the decode plan says; the decoder is flushed after each
-segment. Each requested frame's NV12/P016 surface goes through ``kernels/nv12_transform.cu``
+what NVDEC's parser reads (Annex B for H.264/HEVC, stream headers before MPEG-4 segments, VP9 and
+AV1 as they are) and sent segment by segment as the decode plan says; the decoder is flushed after
+each segment. Each requested frame's NV12/P016 surface goes through ``kernels/nv12_transform.cu``
 straight into its slot of the output batch, on the decoder's own CUDA stream, before the decoder
 can reuse the surface. Frames nobody asked for are never converted.
 
@@ -10,7 +11,8 @@ Each worker thread owns a CUDA stream and a few decoders keyed by codec, bit dep
 across files (creating one costs 50-100 ms), so several NVDEC engines work in parallel. Packets
 whose frame nobody asked for go to the decoder marked discardable: decoded as references, never
 mapped or copied out.
-Videos NVDEC cannot decode go to the CPU backend, with one warning per kind of video.
+Which videos NVDEC takes is the GPU's answer to a capability query (codec, bit depth, size);
+videos NVDEC cannot decode go to the CPU backend, with one warning per kind of video.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import numpy as np
 
 from ..errors import FallbackWarning
 from ..index import VideoIndex
-from .bitstream import AnnexBConverter
+from .bitstream import nvdec_packet_converter
 from .contract import (
     Completion,
     PacketRun,
@@ -46,7 +48,11 @@ from .kernel_args import (
 from .layout import frame_strides
 from .pipeline import ClipTarget, Conversion, DecodeStats, VideoJob
 
-_CODEC_NAMES = {"h264": "H264", "hevc": "HEVC"}
+# FFmpeg codec name: PyNvVideoCodec's cudaVideoCodec member, for the codecs whose packets vclip can
+# hand to NVDEC. Whether this GPU decodes one (at this bit depth and size) is its capability
+# query's answer: on an H200, VP9 and MPEG-4 Part 2 decode, AV1 does not.
+_CODEC_NAMES = {"h264": "H264", "hevc": "HEVC", "vp9": "VP9", "mpeg4": "MPEG4", "av1": "AV1"}
+_EIGHT_BIT_ONLY = {"h264": "H.264", "mpeg4": "MPEG-4 Part 2"}  # NVDEC has no high-bit-depth profile of these
 _INPUT_TYPES = {1: "unsigned char", 2: "unsigned short"}
 _OUTPUT_TYPES = {"uint8": "unsigned char", "float16": "Float16Bits", "float32": "float"}
 
@@ -84,13 +90,32 @@ class KernelModule:
 
 
 def nvdec_unsupported_reason(index: VideoIndex) -> str | None:
-    """Why vclip's NVDEC path cannot take this stream, or None."""
+    """Why vclip's NVDEC path cannot take this stream whatever the GPU, or None."""
     if index.codec not in _CODEC_NAMES:
         return f"NVDEC decoding of {index.codec} is not supported"
     if not index.pixel_format.startswith(("yuv420p", "yuvj420p")):
         return f"pixel format {index.pixel_format} is not 4:2:0"
-    if index.codec == "h264" and index.bit_depth > 8:
-        return f"{index.bit_depth}-bit H.264 cannot be decoded by NVDEC"
+    if index.codec in _EIGHT_BIT_ONLY and index.bit_depth > 8:
+        return f"{index.bit_depth}-bit {_EIGHT_BIT_ONLY[index.codec]} cannot be decoded by NVDEC"
+    return None
+
+
+def capability_refusal(codec: str, bit_depth: int, width: int, height: int, caps: dict) -> str | None:
+    """Why NVDEC, as its capability query answered (``caps``: PyNvVideoCodec's ``GetDecoderCaps``
+    for this codec and bit depth), cannot decode a ``width`` x ``height`` stream, or None.
+
+    An empty answer (the query is not available) refuses nothing: decoding itself will tell.
+    """
+    if not caps:
+        return None
+    if not caps.get("supported", 1) or not caps.get("num_decoder_engines", 1) or not caps.get("width_max", 1):
+        return f"NVDEC on this GPU cannot decode {bit_depth}-bit {codec}"
+    low = (caps.get("width_min", 0), caps.get("height_min", 0))
+    high = (caps.get("width_max", 1 << 30), caps.get("height_max", 1 << 30))
+    if width < low[0] or height < low[1]:
+        return f"{width}x{height} is below NVDEC's minimum {low[0]}x{low[1]}"
+    if width > high[0] or height > high[1]:
+        return f"{width}x{height} is above NVDEC's maximum {high[0]}x{high[1]}"
     return None
 
 
@@ -147,10 +172,11 @@ class NvdecDecoder(PictureDecoder):
 
         self._nvc = nvc
         self._decoder = decoder
-        self._annex_b = AnnexBConverter(index.codec, index.extradata)
+        self._converter = nvdec_packet_converter(index.codec, index.extradata)
 
     def send(self, packets: PacketRun) -> Iterable[tuple[int, Any]]:
-        chunks = [self._annex_b.convert(p, with_parameter_sets=(k == 0)) for k, p in enumerate(packets.payloads)]
+        convert = self._converter.convert
+        chunks = [convert(p, with_parameter_sets=(k == 0)) for k, p in enumerate(packets.payloads)]
         stream = np.frombuffer(b"".join(chunks), dtype=np.uint8)  # one buffer for the whole segment
         address = stream.ctypes.data
         decode, packet_type = self._decoder.Decode, self._nvc.PacketData
@@ -173,7 +199,7 @@ class KernelConverter(PictureConverter):
         index = job.index
         targets = job.targets
         geometry = targets[0].geometry
-        self._height = index.height
+        self._surface_rows = index.height + (index.height & 1)  # NV12/P016 luma rows: even
         self._stored_bits = 8 if index.bit_depth == 8 else 16
         self._minimum_pitch = index.width * self._stored_bits // 8
         self._stream = stream
@@ -201,9 +227,10 @@ class KernelConverter(PictureConverter):
         luma, chroma = picture.GetPtrToPlane(0), picture.GetPtrToPlane(1)
         # PyNvVideoCodec's surfaces hold the UV plane right after the Y plane; its array
         # interface reports strides in samples, not bytes, so take the pitch from the planes.
-        pitch = (chroma - luma) // self._height
-        if pitch < self._minimum_pitch:
-            raise RuntimeError(f"unexpected NVDEC surface layout (pitch {pitch} < {self._minimum_pitch})")
+        pitch = (chroma - luma) // self._surface_rows
+        if pitch < self._minimum_pitch or (chroma - luma) % self._surface_rows:
+            raise RuntimeError(f"unexpected NVDEC surface layout (planes {chroma - luma} bytes apart for "
+                               f"{self._surface_rows} rows of at least {self._minimum_pitch} bytes)")
         for target, position in destinations:
             frame_job = self._jobs[target]
             frame_job["luma"], frame_job["chroma"] = luma, chroma
@@ -290,17 +317,7 @@ class NvdecBackend(PlanBackend):
         if reason is not None:
             return reason
         caps = self._capabilities(index.codec, index.bit_depth)
-        if not caps:
-            return None
-        if not caps.get("supported", 1) or not caps.get("num_decoder_engines", 1) or not caps.get("width_max", 1):
-            return f"NVDEC on this GPU cannot decode {index.bit_depth}-bit {index.codec}"
-        low = (caps.get("width_min", 0), caps.get("height_min", 0))
-        high = (caps.get("width_max", 1 << 30), caps.get("height_max", 1 << 30))
-        if index.width < low[0] or index.height < low[1]:
-            return f"{index.width}x{index.height} is below NVDEC's minimum {low[0]}x{low[1]}"
-        if index.width > high[0] or index.height > high[1]:
-            return f"{index.width}x{index.height} is above NVDEC's maximum {high[0]}x{high[1]}"
-        return None
+        return capability_refusal(index.codec, index.bit_depth, index.width, index.height, caps)
 
     def _capabilities(self, codec: str, bit_depth: int) -> dict:
         key = (codec, bit_depth)

@@ -78,8 +78,9 @@ class Conversion:
             ``THWC``).
         scaling_factor: Frames are first downscaled to ``round(W*f) x round(H*f)`` (area average);
             ``resize``/``crop`` then apply to that size.
-        native_rgb24: No transform and no downscale: the CPU path returns FFmpeg's own rgb24
-            conversion bit for bit (the GPU's kernel matches it within its tolerance).
+        native_rgb24: No transform (or only ``orientation="stored"``) and no downscale: the CPU
+            path returns FFmpeg's own rgb24 conversion bit for bit, turned as the display matrix
+            says (the GPU's kernel matches it within its tolerance).
     """
 
     spec: TransformSpec
@@ -95,9 +96,18 @@ class Conversion:
         return self.spec.layout
 
     def geometry(self, width: int, height: int, rng: np.random.Generator | None = None) -> FrameGeometry:
-        """One clip's geometry for a ``width`` x ``height`` video (random crop/flip drawn from ``rng``)."""
+        """One clip's geometry for a ``width`` x ``height`` video with square pixels and no display
+        matrix (random crop/flip drawn from ``rng``)."""
         base_size = scaled_size(width, height, self.scaling_factor)
         return self.spec.geometry(width, height, rng, base_size=base_size)
+
+    def index_geometry(self, index: VideoIndex, rng: np.random.Generator | None = None) -> FrameGeometry:
+        """One clip's geometry for the video of ``index``: its size, display orientation and pixel aspect."""
+        base_size = scaled_size(index.width, index.height, self.scaling_factor)
+        return self.spec.geometry(
+            index.width, index.height, rng, base_size=base_size, orientation=index.orientation,
+            sample_aspect_ratio=index.sample_aspect_ratio,
+        )
 
     def clip_shape(self, frames: int, geometry: FrameGeometry) -> tuple[int, ...]:
         """Shape of one clip of ``frames`` frames."""
@@ -108,7 +118,7 @@ def resolve_transform(transform: TransformSpec | None, scaling_factor: float = 1
     """The :class:`Conversion` for a public ``transform`` argument and a sampler's scaling factor."""
     if transform is not None and not isinstance(transform, TransformSpec):
         raise fail("transform", transform, "a vclip.TransformSpec or None")
-    native = transform is None and scaling_factor == 1.0
+    native = (transform is None or transform == TransformSpec(orientation="stored")) and scaling_factor == 1.0
     return Conversion(transform or TransformSpec(), float(scaling_factor), native)
 
 

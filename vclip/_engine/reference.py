@@ -5,7 +5,8 @@ It is also the CPU path for transformed frames, so CPU and GPU results agree wit
 The model: chroma is upsampled to full size by repeating each sample over its 2x2 luma block (as
 FFmpeg's rgb24 conversion does at native size); each plane is resampled to the output grid with
 the same separable weights (area average when shrinking with antialias, else bilinear with pixel
-centres aligned); then the colour matrix and range turn YUV into RGB in [0, 1], clamped; then
+centres aligned), at the stored-picture coordinates that the display orientation maps each output
+pixel to; then the colour matrix and range turn YUV into RGB in [0, 1], clamped; then
 ``out = rgb * scale + bias`` per channel (uint8 rounds ``rgb * 255`` half up).
 """
 
@@ -92,14 +93,23 @@ def yuv420_to_rgb_tensor(
     """One frame of 4:2:0 planes (integer codes, ``bit_depth`` bits) to ``[H, W, 3]`` in ``dtype``."""
     height, width = y.shape
     g = geometry
-    rows = np.arange(g.crop_y, g.crop_y + g.output_height)
+    rows = np.arange(g.crop_y, g.crop_y + g.output_height)  # in the displayed resized picture
     columns = np.arange(g.crop_x, g.crop_x + g.output_width)
     if g.flip:
         columns = columns[::-1]
-    row_taps = axis_taps(height, g.resized_height, rows, antialias)
-    column_taps = axis_taps(width, g.resized_width, columns, antialias)
+    orientation = g.orientation
+    stored_columns, stored_rows = (rows, columns) if orientation.transpose else (columns, rows)
+    resized_width, resized_height = g.stored_resized_size
+    if orientation.mirror_x:
+        stored_columns = resized_width - 1 - stored_columns
+    if orientation.mirror_y:
+        stored_rows = resized_height - 1 - stored_rows
+    row_taps = axis_taps(height, resized_height, stored_rows, antialias)
+    column_taps = axis_taps(width, resized_width, stored_columns, antialias)
     upsample = lambda c: np.repeat(np.repeat(c, 2, axis=0), 2, axis=1)[:height, :width]  # noqa: E731
     planes = [_resample(p.astype(np.float64), row_taps, column_taps) for p in (y, upsample(u), upsample(v))]
+    if orientation.transpose:  # [displayed column, displayed row] -> [row, column]
+        planes = [plane.T for plane in planes]
     y_offset, y_scale, c_offset, c_scale, r_cr, g_cb, g_cr, b_cb = color_coefficients(matrix, color_range, bit_depth)
     luma = (planes[0] - y_offset) * y_scale
     cb = (planes[1] - c_offset) * c_scale

@@ -97,7 +97,7 @@ class ClipDrawer:
         return clips[ref.clip % len(clips)], self._geometry(index, rng)
 
     def _geometry(self, index: VideoIndex, rng: np.random.Generator) -> FrameGeometry:
-        return self.conversion.geometry(index.width, index.height, rng)
+        return self.conversion.index_geometry(index, rng)
 
 
 def _frames_per_clip(sampler: ClipSampler) -> int:
