@@ -212,6 +212,27 @@ class LabelledVideo:
         """The shot boundaries (frame 0, the start of the first shot, is not one of them)."""
         return tuple(event for event in self.events if event.is_boundary)
 
+    def score(self, found: Sequence[int], *, cut_tolerance: int = 2) -> dict[str, int]:
+        """Count detections (frame numbers of new shots) against the labels.
+
+        A cut is found by a detection within ``cut_tolerance`` frames of it; a dissolve or fade by
+        one within its span (``start`` to ``end``). Each detection finds one boundary at most (the
+        one whose new-shot frame it is nearest); the detections left over are false.
+
+        Returns:
+            ``true`` (boundaries found), ``missed`` (boundaries not found), ``false`` (detections
+            that are no boundary).
+        """
+        unused = sorted(set(int(frame) for frame in found))
+        hits = 0
+        for boundary in self.boundaries:
+            margin = cut_tolerance if boundary.kind == "cut" else 0
+            inside = [frame for frame in unused if boundary.start - margin <= frame <= boundary.end + margin]
+            if inside:
+                unused.remove(min(inside, key=lambda frame: abs(frame - boundary.end)))
+                hits += 1
+        return {"true": hits, "missed": len(self.boundaries) - hits, "false": len(unused)}
+
 
 class _Shot:
     """One synthetic shot: a camera moving over a tinted noise texture with coloured boxes moving
