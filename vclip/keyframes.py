@@ -7,7 +7,8 @@ and returns frame 0 and the first frame of every later shot.
 How shot boundaries are found
 -----------------------------
 Every frame is decoded downscaled to ``analysis_width`` (64) pixels across: on the GPU (NVDEC, the
-resize in the conversion kernel) when the decoder runs there, else by FFmpeg. On the same device,
+resize in the conversion kernel) when the decoder runs there, else by FFmpeg with the kernel's
+NumPy twin resizing, so both devices see nearly the same pixels. On the same device,
 with the same array code (NumPy or CuPy), each frame gets two features: its colour histogram (4 x 4
 x 4 RGB bins) and its layout (mean colour of 4 x 4-pixel blocks, 16 x 9 at 16:9). Then, for every
 frame t and every gap g up to 40 frames, two distances to frame t - g:
@@ -23,11 +24,13 @@ decision is made, the same for both devices:
 1. **Flashes** (a few overexposed frames, a brief occlusion): a run of up to 4 frames that differs
    from both sides while the frames either side of it are alike is left out of everything below.
 2. **The usual change** at each gap is the median distance of the 12 frame pairs just before and
-   just after a place (the quieter side, and not across a boundary already found): fast motion
-   raises it, so a boundary has to stand out from the motion around it, not from zero.
+   just after a place (the mean of the two sides, or only the side that does not reach across a
+   boundary already found): fast motion raises it, so a boundary has to stand out from the motion
+   around it, not from zero.
 3. **Cuts**: frame b starts a shot when the distance from frame b - 1 is at least
    ``scene_threshold`` times the usual change at gap 1 (plus a noise floor) in either feature,
-   above a minimum, and makes at least half of the change over 8 frames each side at once.
+   above a minimum, makes at least half of the change over 8 more frames each side at once, and
+   that wider change is at least 60% of it (the picture does not come back).
 4. **Fades**: a run of black frames (85% of pixels darker than luma 24, and at most 30% as bright
    as both sides) between two shots; the fade starts where the frames start to dim and ends at the
    first frame with 80% of the brightness of the frames after it.
@@ -278,7 +281,9 @@ _MAX_GAP = 40  # longest frame gap compared (2 x the largest half-width + 2 x _P
 _BETWEEN = 1.3  # a dissolve's middle frames are blends: see _betweenness
 _SPAN_EDGE = 0.25  # a dissolve ends at the first frame 75% of the way to the new shot
 _PAIR_SPREAD = 3  # a gradual boundary must hold for the pairs (a - j, z + j), j = 0.._PAIR_SPREAD
-_ABRUPT_SPAN, _ABRUPT_SHARE = 8, 0.5  # a cut's change is at least half the change over 8 frames each side
+# A cut's change is at least half the change over 8 more frames each side (else it is gradual),
+# and that wider change at least 60% of the cut's (else the picture came back: not a new shot).
+_ABRUPT_SPAN, _ABRUPT_SHARE, _LASTING_SHARE = 8, 0.5, 0.6
 _HALF_WIDTHS = (2, 3, 4, 6, 8, 11, 14, 17)  # half-lengths of the gradual transitions looked for
 _BASE_WINDOW = 12  # frame pairs each side whose median distance is the usual change at that gap
 _TRANSIENT_FRAMES = 4  # the longest flash (or brief occlusion) bridged over
@@ -465,8 +470,8 @@ def _boundary_evidence(tables: dict, usual: dict, first: np.ndarray, last: np.nd
                        abrupt: bool = False, found_before: np.ndarray | None = None) -> np.ndarray:
     """How clearly frames up to ``first`` and from ``last`` on belong to different shots: for the
     pairs (first - j, last + j), j = 0..spread, their distance divided by the usual distance at
-    that gap (the quieter of the pairs just before ``first`` and just after ``last``, leaving out
-    a side that reaches past a boundary counted in ``found_before``) plus a noise floor; the
+    that gap (the mean of the medians of the pairs just before ``first`` and just after ``last``,
+    leaving out a side that reaches past a boundary counted in ``found_before``) plus a noise floor; the
     smallest over the pairs, the largest over the two features; 0 where the pairs are closer than
     :data:`_MIN_DISTANCE`, and with ``abrupt``, where the change is less than half the change
     over :data:`_ABRUPT_SPAN` more frames each side (a gradual change, not a cut)."""
@@ -482,7 +487,7 @@ def _boundary_evidence(tables: dict, usual: dict, first: np.ndarray, last: np.nd
             base_after = _at(after, gap, z)
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", RuntimeWarning)
-                base = np.nanmin(np.stack([base_before, base_after]), axis=0)
+                base = np.nanmean(np.stack([base_before, base_after]), axis=0)
             if found_before is not None:  # a side whose pairs reach past a boundary found already
                 n = found_before.size - 1
                 crossed_before = found_before[np.clip(a + 1, 0, n)] > found_before[np.clip(a - gap - _BASE_WINDOW, 0, n)]
@@ -497,10 +502,11 @@ def _boundary_evidence(tables: dict, usual: dict, first: np.ndarray, last: np.nd
             ratio = np.nanmin(np.stack(ratios), axis=0)
             distance = np.nanmin(np.stack(distances), axis=0)
         ratio = np.where(distance >= _MIN_DISTANCE[name], ratio, 0.0)
-        if abrupt:  # a cut makes the whole change at once: most of the change across a wider window
-            jump = _pair_distance(table, first, last)
+        if abrupt:  # a cut makes the whole change at once, and for good: the frames further out
+            jump = _pair_distance(table, first, last)  # differ about as much as these two
             across = _pair_distance(table, first - _ABRUPT_SPAN, last + _ABRUPT_SPAN)
-            ratio = np.where(jump >= _ABRUPT_SHARE * np.fmax(across, jump), ratio, 0.0)
+            across = np.where(np.isnan(across), jump, across)
+            ratio = np.where((jump >= _ABRUPT_SHARE * across) & (across >= _LASTING_SHARE * jump), ratio, 0.0)
         best = np.fmax(best, np.nan_to_num(ratio))
     return best
 
