@@ -16,7 +16,7 @@ from .decoder import VideoDecoder
 from .keyframes import extract_keyframes, find_shot_boundaries
 from .memory import estimate_memory
 from .sampling import contiguous, downscaled, indexed, jittered, keyframe, strided
-from .synthetic import _draw_barcode, _encode_rgb, _texture, make_video, read_barcode, render_frame
+from .synthetic import _draw_barcode, _encode_rgb, _tinted_texture, make_video, read_barcode, render_frame
 
 __all__ = ["run_demo", "make_shots_video", "format_numbers"]
 
@@ -49,7 +49,7 @@ def make_shots_video(
     """A synthetic video of several shots with cuts or dissolves between them (libx264, a keyframe
     every ``keyframe_interval`` frames wherever the shots change).
 
-    Each shot pans a different texture (seeds ``seed``, ``seed + 1``...); every frame carries its
+    Each shot pans a texture of its own colours (seeds ``seed``, ``seed + 1``...); every frame carries its
     index as a barcode (:func:`vclip.synthetic.read_barcode`), counted across shots, so shot ``k``
     is shown alone from frame ``sum(shot_lengths[:k])``. ``dissolves[k - 1]`` frames before that
     (0: a cut) are blends of shot ``k - 1`` into shot ``k``, taken from the end of shot ``k - 1``.
@@ -58,7 +58,8 @@ def make_shots_video(
     dissolves = list(dissolves) if dissolves is not None else [0] * (len(shot_lengths) - 1)
     if len(dissolves) != len(shot_lengths) - 1:
         raise ValueError(f"dissolves has {len(dissolves)} values for {len(shot_lengths) - 1} boundaries")
-    textures = [_texture(2 * width, 2 * height, np.random.default_rng(seed + shot)) for shot in range(len(shot_lengths))]
+    textures = [_tinted_texture(2 * width, 2 * height, np.random.default_rng(seed + shot))
+                for shot in range(len(shot_lengths))]
     frames = []
     for shot, length in enumerate(shot_lengths):
         first = len(frames)

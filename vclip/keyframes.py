@@ -280,6 +280,7 @@ _BLOCK = 4  # pixels per block side
 _MAX_GAP = 40  # longest frame gap compared (2 x the largest half-width + 2 x _PAIR_SPREAD)
 _BETWEEN = 1.3  # a dissolve's middle frames are blends: see _betweenness
 _SPAN_EDGE = 0.25  # a dissolve ends at the first frame 75% of the way to the new shot
+_PEAK_RADIUS = 8  # frames around a peak of gradual evidence where its middle is looked for
 _PAIR_SPREAD = 3  # a gradual boundary must hold for the pairs (a - j, z + j), j = 0.._PAIR_SPREAD
 # A cut's change is at least half the change over 8 more frames each side (else it is gradual),
 # and that wider change at least 60% of the cut's (else the picture came back: not a new shot).
@@ -583,7 +584,6 @@ def _shot_boundaries(signals: _SceneSignals, threshold: float) -> list[ShotBound
     cuts = [ShotBoundary(b, b, "cut") for b in _local_maxima(cut_evidence, threshold, 2) if not taken[b]]
     for cut in cuts:
         taken[cut.frame] = True
-    dissolves = []
     starts = np.zeros(num_frames, dtype=bool)  # first frames of the shots found so far (cuts, fade ends)
     for boundary in cuts + fades:
         starts[boundary.frame] = True
@@ -598,11 +598,24 @@ def _shot_boundaries(signals: _SceneSignals, threshold: float) -> list[ShotBound
         high = np.clip(frames + h + _PAIR_SPREAD + 1, 0, num_frames)
         evidence[row, taken_before[high] - taken_before[low] > 0] = 0.0
     strongest = evidence.max(axis=0)
-    for centre in _local_maxima(strongest, threshold, _HALF_WIDTHS[-1]):
-        widths = [h for row, h in enumerate(_HALF_WIDTHS) if evidence[row, centre] >= threshold]
-        if min(_betweenness(tables["B"], centre, h + _PAIR_SPREAD) for h in widths) <= _BETWEEN:
-            start, end = _transition_span(tables["B"], centre, widths[len(widths) // 2] + _PAIR_SPREAD)
-            dissolves.append(ShotBoundary(end, start, "dissolve"))
+    # A wide window reaches a transition from further off than a narrow one, so the strongest
+    # evidence may lie off its middle: around each peak, the frame whose frames either side are
+    # best explained as blends is the middle.
+    candidates = []
+    for peak in _local_maxima(strongest, threshold, _PEAK_RADIUS):
+        best = (np.inf, peak, _HALF_WIDTHS[0])
+        for centre in range(max(0, peak - _PEAK_RADIUS), min(num_frames, peak + _PEAK_RADIUS + 1)):
+            for row, h in enumerate(_HALF_WIDTHS):
+                if evidence[row, centre] >= threshold:
+                    best = min(best, (_betweenness(tables["B"], centre, h + _PAIR_SPREAD), centre, h))
+        between, centre, h = best
+        if between <= _BETWEEN:
+            start, end = _transition_span(tables["B"], centre, h + _PAIR_SPREAD)
+            candidates.append((between, ShotBoundary(end, start, "dissolve")))
+    dissolves = []
+    for between, boundary in sorted(candidates, key=lambda c: c[0]):  # the clearest first; no overlaps
+        if all(boundary.frame < other.start or boundary.start > other.frame for other in dissolves):
+            dissolves.append(boundary)
     found, seen = [], set()
     for boundary in sorted(cuts + fades + dissolves, key=lambda b: b.frame):
         if boundary.frame not in seen and boundary.frame > 0:

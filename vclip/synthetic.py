@@ -234,6 +234,20 @@ class LabelledVideo:
         return {"true": hits, "missed": len(self.boundaries) - hits, "false": len(unused)}
 
 
+def _tinted_texture(width: int, height: int, rng: np.random.Generator) -> np.ndarray:
+    """:func:`_texture` with a palette of its own: its colours mixed by a random matrix, a random
+    contrast, a random mean colour and a colour ramp across it (uint8 RGB)."""
+    texture = _texture(width, height, rng).astype(np.float32) - 128.0
+    mix = rng.uniform(-0.6, 0.6, size=(3, 3)) + np.eye(3) * rng.uniform(0.3, 1.2)
+    base = rng.uniform(50, 200, size=3)
+    ramp = rng.uniform(-60, 60, size=3)
+    angle = rng.uniform(0, 2 * math.pi)
+    ys, xs = np.mgrid[0:height, 0:width].astype(np.float32)
+    along = (np.cos(angle) * xs / width + np.sin(angle) * ys / height)[..., None]
+    look = (texture @ mix.T.astype(np.float32)) * rng.uniform(0.6, 1.3) + base + ramp * (along - 0.5)
+    return np.clip(look, 0, 255).astype(np.uint8)
+
+
 class _Shot:
     """One synthetic shot: a camera moving over a tinted noise texture with coloured boxes moving
     across it, rendered as float32 RGB (0-255) for any shot-local time, fractions included."""
@@ -242,15 +256,7 @@ class _Shot:
                  look: tuple | None = None):
         self.width, self.height = width, height
         if look is None:  # a new place: texture, palette, brightness and contrast of its own
-            texture = _texture(3 * width, 3 * height, rng).astype(np.float32) - 128.0
-            mix = rng.uniform(-0.6, 0.6, size=(3, 3)) + np.eye(3) * rng.uniform(0.3, 1.2)
-            base = rng.uniform(50, 200, size=3)
-            ramp = rng.uniform(-60, 60, size=3)
-            angle = rng.uniform(0, 2 * math.pi)
-            ys, xs = np.mgrid[0:texture.shape[0], 0:texture.shape[1]].astype(np.float32)
-            along = (np.cos(angle) * xs / texture.shape[1] + np.sin(angle) * ys / texture.shape[0])[..., None]
-            look = (texture @ mix.T.astype(np.float32)) * rng.uniform(0.6, 1.3) + base + ramp * (along - 0.5)
-            look = np.clip(look, 0, 255).astype(np.float32)
+            look = _tinted_texture(3 * width, 3 * height, rng).astype(np.float32)
         self.look = look
         th, tw = look.shape[:2]
         self.x0, self.y0 = rng.uniform(0, tw), rng.uniform(0, th)
