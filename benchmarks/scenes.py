@@ -72,6 +72,14 @@ def detectors(device: str) -> dict:
     return ways
 
 
+def _scenedetect_version() -> str | None:
+    try:
+        import scenedetect
+    except ImportError:
+        return None
+    return scenedetect.__version__
+
+
 def make_labelled_set(folder: Path, seeds: range) -> dict[str, list[LabelledVideo]]:
     return {kind: [make_scene_video(folder / f"{kind}_{seed}.mp4", kind, seed=seed) for seed in seeds]
             for kind in SCENE_VIDEO_CLASSES}
@@ -96,7 +104,7 @@ def measure(videos: dict[str, list[LabelledVideo]], ways: dict, repeats: int) ->
             counts = {"true": 0, "missed": 0, "false": 0}
             detections = []
             for video in group:
-                found, spent = timed(lambda: detect(video.path), repeats)
+                found, spent = timed(lambda detect=detect, path=video.path: detect(path), repeats)
                 frames += video.num_frames
                 seconds += spent
                 for key, value in video.score(found, cut_tolerance=CUT_TOLERANCE).items():
@@ -117,7 +125,7 @@ def speed_on_large_video(folder: Path, ways: dict, repeats: int) -> dict:
                              num_shots=4, seed=7)
     rates = {}
     for name, detect in ways.items():
-        _, seconds = timed(lambda: detect(video.path), repeats)
+        _, seconds = timed(lambda detect=detect: detect(video.path), repeats)
         rates[name] = video.num_frames / seconds
     return {"video": {"width": width, "height": height, "frames": video.num_frames}, "frames_per_second": rates}
 
@@ -142,6 +150,7 @@ def main() -> None:
                              for kind, group in videos.items()},
             "cut_tolerance_frames": CUT_TOLERANCE,
             "device": args.device,
+            "scenedetect": _scenedetect_version(),
             "vclip_device": vclip.VideoDecoder(videos["cuts"][0].path, device=args.device).device,
             "detectors": measure(videos, ways, args.repeats),
             "speed_large_video": speed_on_large_video(folder, ways, args.repeats),

@@ -11,7 +11,7 @@ from typing import Sequence, TextIO
 
 import numpy as np
 
-from ._images import contact_sheet, to_numpy, write_image, write_video
+from ._images import contact_sheet, to_numpy, write_image
 from .decoder import VideoDecoder
 from .keyframes import extract_keyframes, find_shot_boundaries
 from .memory import estimate_memory

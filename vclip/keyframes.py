@@ -491,8 +491,9 @@ def _boundary_evidence(tables: dict, usual: dict, first: np.ndarray, last: np.nd
                 base = np.nanmean(np.stack([base_before, base_after]), axis=0)
             if found_before is not None:  # a side whose pairs reach past a boundary found already
                 n = found_before.size - 1
-                crossed_before = found_before[np.clip(a + 1, 0, n)] > found_before[np.clip(a - gap - _BASE_WINDOW, 0, n)]
-                crossed_after = found_before[np.clip(z + gap + _BASE_WINDOW, 0, n)] > found_before[np.clip(z + 1, 0, n)]
+                reach_before, reach_after = np.clip(a - gap - _BASE_WINDOW, 0, n), np.clip(z + gap + _BASE_WINDOW, 0, n)
+                crossed_before = found_before[np.clip(a + 1, 0, n)] > found_before[reach_before]
+                crossed_after = found_before[reach_after] > found_before[np.clip(z + 1, 0, n)]
                 base = np.where(crossed_before & ~crossed_after & ~np.isnan(base_after), base_after, base)
                 base = np.where(crossed_after & ~crossed_before & ~np.isnan(base_before), base_before, base)
             base = np.where(np.isnan(base), 0.0, base)
@@ -547,7 +548,8 @@ def _fades(signals: _SceneSignals) -> list[ShotBoundary]:
         # The fade-out starts after the last frame at least as bright as the frames before it;
         # the fade-in ends at the first frame about as bright as the frames after it.
         start = run_start
-        while start > 0 and mean[start - 1] < _FADE_SETTLED * mean[max(0, start - 1 - _FADE_LOOK):start - 1].max(initial=0):
+        while start > 0 and mean[start - 1] < _FADE_SETTLED * mean[max(0, start - 1 - _FADE_LOOK):start - 1].max(
+                initial=0):
             start -= 1
         end = t
         while end + 1 < num_frames and mean[end] < _FADE_SETTLED * mean[end:end + 1 + _FADE_LOOK].max():

@@ -223,7 +223,7 @@ class LabelledVideo:
             ``true`` (boundaries found), ``missed`` (boundaries not found), ``false`` (detections
             that are no boundary).
         """
-        unused = sorted(set(int(frame) for frame in found))
+        unused = sorted({int(frame) for frame in found})
         hits = 0
         for boundary in self.boundaries:
             margin = cut_tolerance if boundary.kind == "cut" else 0
@@ -409,7 +409,8 @@ def make_scene_video(
             events.append(LabelledEvent("motion", first, first + length - 1))
         if kind == "flashes":
             count = int(rng.integers(1, 4)) if length >= 30 else 1
-            places = rng.choice(np.arange(3, length - 8, 8), size=min(count, len(range(3, length - 8, 8))), replace=False)
+            spots = np.arange(3, length - 8, 8)  # flashes at least 8 frames apart, not at the shot's ends
+            places = rng.choice(spots, size=min(count, spots.size), replace=False)
             for place in sorted(places.tolist()):
                 duration = int(rng.integers(1, 4))
                 strength = rng.uniform(0.55, 0.9)
