@@ -537,15 +537,21 @@ def test_demo(capsys, tmp_path):
     assert status == 0, err
     for mode in ("contiguous", "strided", "keyframe", "indexed", "jittered", "downscaled"):
         assert any(line.strip().startswith(mode) and line.endswith("barcodes match") for line in out.splitlines())
-    assert "codec  frames 0, 30, 60, 90: the stream's keyframes, 4 packets decoded of 120" in out
-    assert "scene  frames 0, 45, 85: shot starts in shots.mp4 (as made)" in out
+    assert "keyframes of shots.mp4 (200 frames, cuts at 45, 97, a dissolve over 150-164, a keyframe every 60):" in out
+    assert "codec  frames 0, 60, 120, 180: the stream's keyframes, 4 packets decoded of 200" in out
+    differ, = [line for line in out.splitlines() if "they differ because" in line]
+    assert differ.startswith("  codec keyframes: 0, 60, 120, 180; scene boundaries: 0, 45, 97, 1")
+    dissolve = differ.split("(dissolve ")[1].split(")")[0]
+    first, last = map(int, dissolve.split("-"))
+    assert 150 <= first < last <= 165 and f"scene boundaries: 0, 45, 97, {last} (dissolve" in differ
     assert "3,185,049,600 bytes (3.19 GB, 2.97 GiB)" in out
     assert "all frames correct" in out
     sheet, = decoded_frames(tmp_path / "demo" / "clips.png")
     assert sheet.shape[0] > 6 * 96  # one row per mode
     manifest = json.loads((tmp_path / "demo" / "keyframes" / "manifest.json").read_text())
     assert [(r["method"], r["frame_index"]) for r in manifest["keyframes"]] == [
-        ("codec", 0), ("codec", 30), ("codec", 60), ("codec", 90), ("scene", 0), ("scene", 45), ("scene", 85)]
+        ("codec", 0), ("codec", 60), ("codec", 120), ("codec", 180), ("scene", 0), ("scene", 45), ("scene", 97),
+        ("scene", last)]
     assert all((tmp_path / "demo" / "keyframes" / m / "contact_sheet.jpg").is_file() for m in ("codec", "scene"))
 
 

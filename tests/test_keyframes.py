@@ -83,19 +83,30 @@ def test_scene_method_with_max_frames_and_scaling(shots_video):
 
 
 def test_scene_signal_is_the_same_in_chunks(shots_video, monkeypatch):
+    """The features and gap distances carried across decode chunks equal one pass over the video."""
     decoder = vclip.VideoDecoder(shots_video)
-    whole = keyframes_module._frame_differences(decoder, 64)
+    whole = keyframes_module._scene_signals(decoder, 64)
     monkeypatch.setattr(keyframes_module, "_CHUNK_FRAMES", 7)
     chunks = keyframes_module._keyframe_chunks(decoder.index, 7)
     assert len(chunks) > 1 and all(decoder.index.is_keyframe[start] for start, _ in chunks)
-    assert np.array_equal(keyframes_module._frame_differences(decoder, 64), whole)
-    assert whole[0] == 0 and sorted(np.argsort(whole)[-2:].tolist()) == [40, 75]
+    chunked = keyframes_module._scene_signals(decoder, 64)
+    for name in ("H", "B"):
+        assert np.allclose(chunked.distances[name], whole.distances[name], equal_nan=True, atol=1e-6)
+    assert np.allclose(chunked.luma_mean, whole.luma_mean) and np.array_equal(chunked.dark_share, whole.dark_share)
+    cut_changes = whole.distances["H"][1]
+    assert np.isnan(cut_changes[0]) and sorted(np.argsort(np.nan_to_num(cut_changes))[-2:].tolist()) == [40, 75]
 
 
 def test_scene_method_on_real_footage(shared_videos):
-    """nasa_13013.mp4 cuts to a new shot at frame 202."""
+    """nasa_13013.mp4 stream 0 dissolves to a new shot from frame 127 (the old shot shows faintly
+    until about frame 150) and cuts at frame 202; stream 3 holds the same shots at 30000/1001 fps
+    instead of 25: the dissolve from frame 152 to about 180, the cut at 240."""
     result = extract_keyframes(shared_videos / "nasa_13013.mp4", method="scene")
-    assert result.frame_indices.tolist() == [0, 202]
+    dissolve_end, cut = result.frame_indices.tolist()[1:]
+    assert result.frame_indices[0] == 0 and 127 < dissolve_end <= 150 and cut == 202
+    stream3 = vclip.keyframes.find_shot_boundaries(shared_videos / "nasa_13013.mp4", stream_index=3)
+    assert [b.kind for b in stream3] == ["dissolve", "cut"]
+    assert 152 <= stream3[0].start < stream3[0].frame <= 180 and stream3[1].frame == 240
 
 
 def test_save_writes_images_contact_sheet_and_records(shots_video, tmp_path):

@@ -11,12 +11,12 @@ from typing import Sequence, TextIO
 
 import numpy as np
 
-from ._images import contact_sheet, to_numpy, write_image, write_video
+from ._images import contact_sheet, to_numpy, write_image
 from .decoder import VideoDecoder
-from .keyframes import extract_keyframes
+from .keyframes import extract_keyframes, find_shot_boundaries
 from .memory import estimate_memory
 from .sampling import contiguous, downscaled, indexed, jittered, keyframe, strided
-from .synthetic import _texture, make_video, read_barcode, render_frame
+from .synthetic import _draw_barcode, _encode_rgb, _tinted_texture, make_video, read_barcode, render_frame
 
 __all__ = ["run_demo", "make_shots_video", "format_numbers"]
 
@@ -28,31 +28,71 @@ _DEMO_SAMPLERS = (
     ("jittered", jittered(8, 4, 1)),
     ("downscaled", downscaled(strided(8, 4), 0.5)),
 )
-_SHOT_LENGTHS = (45, 40, 35)
+# The demo's shot video: cuts at frames 45 and 97, a dissolve over frames 150-164 (the fourth shot
+# alone from 165), a keyframe every 60 frames (0, 60, 120, 180): the scenes are not the keyframes.
+_SHOT_LENGTHS = (45, 52, 68, 35)
+_DISSOLVES = (0, 0, 15)
+_KEYFRAME_INTERVAL = 60
 
 
 def make_shots_video(
     path: str | os.PathLike,
     *,
     shot_lengths: Sequence[int] = _SHOT_LENGTHS,
+    dissolves: Sequence[int] | None = None,
     width: int = 320,
     height: int = 240,
     fps: int = 30,
+    keyframe_interval: int = _KEYFRAME_INTERVAL,
     seed: int = 1,
 ) -> str:
-    """A synthetic video of several shots with hard cuts between them (libx264).
+    """A synthetic video of several shots with cuts or dissolves between them (libx264, a keyframe
+    every ``keyframe_interval`` frames wherever the shots change).
 
-    Each shot pans a different texture (seeds ``seed``, ``seed + 1``...); every frame carries its
+    Each shot pans a texture of its own colours (seeds ``seed``, ``seed + 1``...); every frame carries its
     index as a barcode (:func:`vclip.synthetic.read_barcode`), counted across shots, so shot ``k``
-    starts at frame ``sum(shot_lengths[:k])``.
+    is shown alone from frame ``sum(shot_lengths[:k])``. ``dissolves[k - 1]`` frames before that
+    (0: a cut) are blends of shot ``k - 1`` into shot ``k``, taken from the end of shot ``k - 1``.
     """
     total = sum(shot_lengths)
+    dissolves = list(dissolves) if dissolves is not None else [0] * (len(shot_lengths) - 1)
+    if len(dissolves) != len(shot_lengths) - 1:
+        raise ValueError(f"dissolves has {len(dissolves)} values for {len(shot_lengths) - 1} boundaries")
+    textures = [_tinted_texture(2 * width, 2 * height, np.random.default_rng(seed + shot))
+                for shot in range(len(shot_lengths))]
     frames = []
     for shot, length in enumerate(shot_lengths):
-        texture = _texture(2 * width, 2 * height, np.random.default_rng(seed + shot))
         first = len(frames)
-        frames.extend(render_frame(i, texture, width, height, total) for i in range(first, first + length))
-    return write_video(path, frames, fps=fps)
+        frames.extend(render_frame(i, textures[shot], width, height, total) for i in range(first, first + length))
+        blends = dissolves[shot - 1] if shot > 0 else 0
+        for k in range(blends):  # the last frames of the shot before fade into this one
+            i = first - blends + k
+            alpha = (k + 1) / (blends + 1)
+            incoming = render_frame(i, textures[shot], width, height, total).astype(np.float32)
+            frames[i] = np.clip((1 - alpha) * frames[i] + alpha * incoming + 0.5, 0, 255).astype(np.uint8)
+            _draw_barcode(frames[i], i)
+    return _encode_rgb(os.fspath(path), frames, fps=fps, keyframe_interval=keyframe_interval)
+
+
+def _shot_plan() -> str:
+    """``"cuts at 45, 97, a dissolve over 150-164"``: how the demo's shot video was made."""
+    starts = np.cumsum(_SHOT_LENGTHS)[:-1].tolist()
+    cuts = [start for start, blends in zip(starts, _DISSOLVES) if blends == 0]
+    gradual = [f"a dissolve over {start - blends}-{start - 1}" for start, blends in zip(starts, _DISSOLVES) if blends]
+    return ", ".join([f"cuts at {', '.join(map(str, cuts))}"] + gradual)
+
+
+def _as_made(boundaries) -> bool:
+    """The demo's shot boundaries found as made: each cut on its frame, the dissolve inside its span."""
+    starts = np.cumsum(_SHOT_LENGTHS)[:-1].tolist()
+    if len(boundaries) != len(starts):
+        return False
+    for boundary, start, blends in zip(boundaries, starts, _DISSOLVES):
+        if blends == 0 and (boundary.kind, boundary.frame) != ("cut", start):
+            return False
+        if blends and not (boundary.kind == "dissolve" and start - blends <= boundary.frame <= start):
+            return False
+    return True
 
 
 def format_numbers(values: Sequence[int], limit: int = 10) -> str:
@@ -64,8 +104,10 @@ def format_numbers(values: Sequence[int], limit: int = 10) -> str:
 
 
 def run_demo(folder: str | os.PathLike, *, device: str = "cpu", stream: TextIO | None = None) -> bool:
-    """Make a 120-frame synthetic video, sample clips in every mode, check their barcodes, extract
-    keyframes (codec and scene), print the memory estimate, and write pictures into ``folder``.
+    """Make a 120-frame synthetic video, sample clips in every mode and check their barcodes; make a
+    200-frame video of four shots (two cuts and a dissolve, none on a keyframe) and extract its
+    codec and scene keyframes, saying how they differ; print the memory estimate; write pictures
+    into ``folder``.
 
     Args:
         folder: Output folder (created if missing).
@@ -73,7 +115,8 @@ def run_demo(folder: str | os.PathLike, *, device: str = "cpu", stream: TextIO |
         stream: Where the report goes (default: standard output).
 
     Returns:
-        True when every sampled frame is the frame asked for and the scene cuts were found.
+        True when every sampled frame is the frame asked for and the shot boundaries were found as
+        made (cuts on their frame, the dissolve within its frames).
     """
     started = time.perf_counter()
     folder = Path(folder)
@@ -83,7 +126,7 @@ def run_demo(folder: str | os.PathLike, *, device: str = "cpu", stream: TextIO |
         print(text, file=stream or sys.stdout)
 
     video = make_video(folder / "demo.mp4", num_frames=120, width=320, height=240, keyframe_interval=30)
-    shots = make_shots_video(folder / "shots.mp4")
+    shots = make_shots_video(folder / "shots.mp4", dissolves=_DISSOLVES)
     decoder = VideoDecoder(video, device=device)
     say(f"video   {decoder.index!r}")
     say(f"device  {decoder.device}")
@@ -106,21 +149,28 @@ def run_demo(folder: str | os.PathLike, *, device: str = "cpu", stream: TextIO |
     sheet = write_image(folder / "clips.png", clips_sheet)
     say()
 
-    say("keyframes:")
+    shots_index = VideoDecoder(shots).index
+    say(f"keyframes of {Path(shots).name} ({shots_index.num_frames} frames, {_shot_plan()}, "
+        f"a keyframe every {_KEYFRAME_INTERVAL}):")
     manifest = []
-    expected_cuts = np.cumsum((0,) + _SHOT_LENGTHS[:-1]).tolist()
-    for method, path in (("codec", video), ("scene", shots)):
-        result = extract_keyframes(path, method=method, device=device)
+    found = {}
+    for method in ("codec", "scene"):
+        result = extract_keyframes(shots, method=method, device=device)
         manifest.extend(result.save(folder / "keyframes" / method, image_format="jpg"))
-        found = result.frame_indices.tolist()
+        found[method] = result.frame_indices.tolist()
         if method == "codec":
-            detail = (f"the stream's keyframes, {result.packets_decoded} packets decoded "
-                      f"of {decoder.index.num_packets}")
+            detail = f"the stream's keyframes, {result.packets_decoded} packets decoded of {shots_index.num_packets}"
         else:
-            all_correct &= found == expected_cuts
-            made = "as made" if found == expected_cuts else f"made at {expected_cuts}"
-            detail = f"shot starts in {Path(path).name} ({made})"
-        say(f"  {method:<6} frames {format_numbers(found)}: {detail}")
+            detail = "the first frame of every shot"
+        say(f"  {method:<6} frames {format_numbers(found[method])}: {detail}")
+    boundaries = find_shot_boundaries(shots, device=device)
+    scene_correct = _as_made(boundaries)
+    all_correct &= scene_correct
+    gradual = ", ".join(f"{b.kind} {b.start}-{b.frame}" for b in boundaries if b.kind != "cut")
+    say(f"  codec keyframes: {format_numbers(found['codec'])}; scene boundaries: {format_numbers(found['scene'])}"
+        f"{f' ({gradual})' if gradual else ''}: they differ because the encoder puts a keyframe every "
+        f"{_KEYFRAME_INTERVAL} frames wherever the picture is, and a shot starts where the picture changes"
+        f"{'' if scene_correct else f' (SCENES NOT AS MADE: {_shot_plan()})'}")
     manifest_path = folder / "keyframes" / "manifest.json"
     manifest_path.write_text(json.dumps({"keyframes": manifest}, indent=2))
     say()

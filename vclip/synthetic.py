@@ -10,13 +10,17 @@ from __future__ import annotations
 
 import math
 import os
+from dataclasses import dataclass
 from fractions import Fraction
 from typing import Sequence
 
 import av
 import numpy as np
 
-__all__ = ["make_video", "read_barcode", "BARCODE_BITS"]
+__all__ = [
+    "make_video", "read_barcode", "BARCODE_BITS", "make_scene_video", "LabelledVideo", "LabelledEvent",
+    "BOUNDARY_KINDS", "SCENE_VIDEO_CLASSES",
+]
 
 BARCODE_BITS = 12
 _BOX_COLORS = ((230, 60, 40), (40, 200, 70), (50, 90, 230))
@@ -165,3 +169,260 @@ def read_barcode(frame: np.ndarray, *, flipped: bool = False) -> int:
             cell = gray[rows, width - columns.stop:width - columns.start]
         value = (value << 1) | int(cell.mean() > 125.0)
     return value
+
+
+# --- Labelled shot-boundary videos -------------------------------------------------------------
+
+BOUNDARY_KINDS = ("cut", "dissolve", "fade")
+SCENE_VIDEO_CLASSES = ("cuts", "dissolves", "fades", "motion", "flashes")
+
+
+@dataclass(frozen=True)
+class LabelledEvent:
+    """Something that happens in a labelled video, frames ``start`` to ``end`` inclusive.
+
+    Shot boundaries (``kind`` in :data:`BOUNDARY_KINDS`): ``end`` is the first frame that shows
+    the new shot alone and ``start`` the first frame that is not the old shot alone, so a cut has
+    ``start == end``, a dissolve's ``start..end-1`` are blends, and a fade's ``start..end-1``
+    are the frames dimmed towards, at, and back from black. Events that are not boundaries:
+    ``"flash"`` (a few overexposed frames) and ``"motion"`` (a fast pan, shake, zoom or large
+    object crossing the frame, with motion blur).
+    """
+
+    kind: str
+    start: int
+    end: int
+
+    @property
+    def is_boundary(self) -> bool:
+        return self.kind in BOUNDARY_KINDS
+
+
+@dataclass(frozen=True)
+class LabelledVideo:
+    """A synthetic video and the ground truth of what happens in it."""
+
+    path: str
+    num_frames: int
+    fps: int
+    events: tuple[LabelledEvent, ...]
+
+    @property
+    def boundaries(self) -> tuple[LabelledEvent, ...]:
+        """The shot boundaries (frame 0, the start of the first shot, is not one of them)."""
+        return tuple(event for event in self.events if event.is_boundary)
+
+    def score(self, found: Sequence[int], *, cut_tolerance: int = 2) -> dict[str, int]:
+        """Count detections (frame numbers of new shots) against the labels.
+
+        A cut is found by a detection within ``cut_tolerance`` frames of it; a dissolve or fade by
+        one within its span (``start`` to ``end``). Each detection finds one boundary at most (the
+        one whose new-shot frame it is nearest); the detections left over are false.
+
+        Returns:
+            ``true`` (boundaries found), ``missed`` (boundaries not found), ``false`` (detections
+            that are no boundary).
+        """
+        unused = sorted({int(frame) for frame in found})
+        hits = 0
+        for boundary in self.boundaries:
+            margin = cut_tolerance if boundary.kind == "cut" else 0
+            inside = [frame for frame in unused if boundary.start - margin <= frame <= boundary.end + margin]
+            if inside:
+                unused.remove(min(inside, key=lambda frame: abs(frame - boundary.end)))
+                hits += 1
+        return {"true": hits, "missed": len(self.boundaries) - hits, "false": len(unused)}
+
+
+def _tinted_texture(width: int, height: int, rng: np.random.Generator) -> np.ndarray:
+    """:func:`_texture` with a palette of its own: its colours mixed by a random matrix, a random
+    contrast, a random mean colour and a colour ramp across it (uint8 RGB)."""
+    texture = _texture(width, height, rng).astype(np.float32) - 128.0
+    mix = rng.uniform(-0.6, 0.6, size=(3, 3)) + np.eye(3) * rng.uniform(0.3, 1.2)
+    base = rng.uniform(50, 200, size=3)
+    ramp = rng.uniform(-60, 60, size=3)
+    angle = rng.uniform(0, 2 * math.pi)
+    ys, xs = np.mgrid[0:height, 0:width].astype(np.float32)
+    along = (np.cos(angle) * xs / width + np.sin(angle) * ys / height)[..., None]
+    look = (texture @ mix.T.astype(np.float32)) * rng.uniform(0.6, 1.3) + base + ramp * (along - 0.5)
+    return np.clip(look, 0, 255).astype(np.uint8)
+
+
+class _Shot:
+    """One synthetic shot: a camera moving over a tinted noise texture with coloured boxes moving
+    across it, rendered as float32 RGB (0-255) for any shot-local time, fractions included."""
+
+    def __init__(self, rng: np.random.Generator, width: int, height: int, *, motion: str = "slow",
+                 look: tuple | None = None):
+        self.width, self.height = width, height
+        if look is None:  # a new place: texture, palette, brightness and contrast of its own
+            look = _tinted_texture(3 * width, 3 * height, rng).astype(np.float32)
+        self.look = look
+        th, tw = look.shape[:2]
+        self.x0, self.y0 = rng.uniform(0, tw), rng.uniform(0, th)
+        self.zoom0 = rng.uniform(0.9, 1.4)
+        self.motion = motion
+        slow = rng.uniform(0.2, 1.5) * width / 160
+        direction = rng.uniform(0, 2 * math.pi)
+        self.vx, self.vy, self.zoom_rate = slow * math.cos(direction), slow * math.sin(direction), 0.0
+        self.shake = 0.0
+        self.big_box = None
+        if motion == "pan":
+            fast = rng.uniform(0.06, 0.15) * width
+            self.vx, self.vy = fast * math.cos(direction), 0.3 * fast * math.sin(direction)
+        elif motion == "shake":
+            self.shake = rng.uniform(0.04, 0.08) * width
+        elif motion == "zoom":
+            self.zoom_rate = rng.uniform(0.1, 0.15)  # zooming in and out: up to 2x either way
+        elif motion == "object":
+            self.big_box = (rng.uniform(0, 255, size=3), rng.uniform(0.07, 0.12) * width)
+        self.seed = int(rng.integers(1 << 30))
+        self.boxes = [(rng.uniform(0, 255, size=3), rng.uniform(0.1, 0.25), rng.uniform(0, 6)) for _ in range(2)]
+
+    def render(self, t: float) -> np.ndarray:
+        width, height = self.width, self.height
+        th, tw = self.look.shape[:2]
+        zoom = self.zoom0 * math.exp(math.log(2) * math.sin(self.zoom_rate * t))
+        jitter_x = jitter_y = 0.0
+        if self.shake:
+            whole = math.floor(t)
+            here, after = (np.random.default_rng([self.seed, whole + k + 1000]).normal(size=2) for k in (0, 1))
+            jitter_x, jitter_y = (here + (after - here) * (t - whole)) * self.shake
+        cx = self.x0 + self.vx * t + jitter_x
+        cy = self.y0 + self.vy * t + jitter_y
+        rows = np.floor(cy + (np.arange(height) - height / 2) / zoom).astype(np.int64) % th
+        columns = np.floor(cx + (np.arange(width) - width / 2) / zoom).astype(np.int64) % tw
+        frame = self.look[rows][:, columns]
+        box_w, box_h = max(2, width // 8), max(2, height // 6)
+        for color, speed, phase in self.boxes:
+            bx = int((width - box_w) * (0.5 + 0.5 * math.sin(speed * t + phase)))
+            by = int((height - box_h) * (0.5 + 0.5 * math.cos(0.7 * speed * t + 2 * phase)))
+            frame[by:by + box_h, bx:bx + box_w] = color
+        if self.big_box is not None:  # a large object crossing the frame fast, back and forth
+            color, speed = self.big_box
+            size_w, size_h = width // 2, (2 * height) // 3
+            span = width + size_w
+            bx = int((speed * t) % (2 * span)) - size_w
+            bx = bx if bx < width else 2 * width - bx
+            left, right = max(0, bx), min(width, bx + size_w)
+            if right > left:
+                frame[height // 6:height // 6 + size_h, left:right] = color
+        return frame
+
+    def frame(self, t: float, *, blur: bool) -> np.ndarray:
+        """The picture at shot time ``t``; ``blur``: averaged over the frame interval (motion blur)."""
+        if not blur:
+            return self.render(t)
+        return np.mean([self.render(t - s) for s in (0.0, 0.25, 0.5, 0.75)], axis=0)
+
+
+def _encode_rgb(path: str, frames, *, fps: int, keyframe_interval: int, crf: int = 20) -> str:
+    """libx264 at a fixed keyframe interval, x264's own scene-cut keyframes off."""
+    with av.open(path, "w") as container:
+        stream = None
+        for image in frames:
+            if stream is None:
+                stream = container.add_stream("libx264", rate=fps)
+                stream.width, stream.height, stream.pix_fmt = image.shape[1], image.shape[0], "yuv420p"
+                stream.options = {"preset": "veryfast", "crf": str(crf), "g": str(keyframe_interval),
+                                  "keyint_min": str(keyframe_interval), "sc_threshold": "0"}
+            container.mux(stream.encode(av.VideoFrame.from_ndarray(image, format="rgb24")))
+        container.mux(stream.encode(None))
+    return path
+
+
+def make_scene_video(
+    path: str | os.PathLike,
+    kind: str,
+    *,
+    num_shots: int = 6,
+    width: int = 192,
+    height: int = 108,
+    fps: int = 25,
+    keyframe_interval: int = 250,
+    seed: int = 0,
+) -> LabelledVideo:
+    """A video of ``num_shots`` synthetic shots with labelled shot boundaries of one class.
+
+    ``kind``:
+
+    - ``"cuts"``: hard cuts; shots of 8 to 60 frames; one in three new shots is the same place as
+      the shot before (same texture and palette, another camera position), so only the picture's
+      structure changes, not its colours.
+    - ``"dissolves"``: cross-dissolves of 10 to 30 frames, both shots moving through them.
+    - ``"fades"``: fade to black (6-20 frames), 0-8 black frames, fade from black (6-20 frames);
+      one in three leaves out the fade-out (a cut to black) or the fade-in (a cut from black).
+    - ``"motion"``: hard cuts between shots in fast motion (fast pans, shaky camera, fast zooms, a
+      large object crossing the frame), all with motion blur; each shot's motion is an event.
+    - ``"flashes"``: hard cuts between shots lit by 1-3 flashes each, 1-3 overexposed frames.
+
+    Every frame carries its index as a barcode (:func:`read_barcode`). The shots pan slowly and
+    their boxes move, so no two consecutive frames are identical.
+
+    Returns:
+        The path, frame count, frame rate and every event (boundaries and, for ``"motion"`` and
+        ``"flashes"``, what is not a boundary).
+    """
+    if kind not in SCENE_VIDEO_CLASSES:
+        raise ValueError(f"kind ({kind!r}) must be one of {', '.join(map(repr, SCENE_VIDEO_CLASSES))}")
+    path = os.fspath(path)
+    rng = np.random.default_rng([seed, SCENE_VIDEO_CLASSES.index(kind)])
+    motions = ("pan", "shake", "zoom", "object")
+    shots: list[_Shot] = []
+    for number in range(num_shots):
+        motion = motions[(number + seed) % len(motions)] if kind == "motion" else "slow"
+        same_place = kind == "cuts" and number > 0 and number % 3 == 2
+        shots.append(_Shot(rng, width, height, motion=motion, look=shots[-1].look if same_place else None))
+    frames: list[np.ndarray] = []
+    events: list[LabelledEvent] = []
+    blur = kind == "motion"
+    origin = 0  # frame number of the current shot's time 0
+    for number, shot in enumerate(shots):
+        length = int(rng.integers(8, 61)) if kind == "cuts" else int(rng.integers(40, 71))
+        lead_in = 0  # frames of this shot already shown by the transition into it
+        if number > 0 and kind in ("cuts", "motion", "flashes"):
+            events.append(LabelledEvent("cut", len(frames), len(frames)))
+        elif number > 0 and kind == "dissolves":
+            lead_in = int(rng.integers(10, 31))
+            start = len(frames) - lead_in  # the last frames of the shot before become the blends
+            previous = shots[number - 1]
+            for i in range(lead_in):
+                alpha = (i + 1) / (lead_in + 1)
+                old = previous.frame(start + i - origin, blur=blur)
+                frames[start + i] = (1 - alpha) * old + alpha * shot.frame(i, blur=blur)
+            events.append(LabelledEvent("dissolve", start, len(frames)))
+        elif number > 0:  # fades
+            variant = number % 3
+            fade_out = 0 if variant == 2 else int(rng.integers(6, 21))
+            lead_in = 0 if variant == 1 else int(rng.integers(6, 21))
+            black = int(rng.integers(0, 9)) if fade_out and lead_in else int(rng.integers(2, 9))
+            start = len(frames) - fade_out
+            for i in range(fade_out):
+                frames[start + i] = frames[start + i] * (1 - (i + 1) / (fade_out + 1))
+            frames.extend(np.zeros((height, width, 3), np.float32) for _ in range(black))
+            frames.extend(shot.frame(i, blur=blur) * ((i + 1) / (lead_in + 1)) for i in range(lead_in))
+            events.append(LabelledEvent("fade", start, len(frames)))
+        origin = len(frames) - lead_in
+        body = [shot.frame(lead_in + i, blur=blur) for i in range(length)]
+        first = len(frames)
+        if kind == "motion":
+            events.append(LabelledEvent("motion", first, first + length - 1))
+        if kind == "flashes":
+            count = int(rng.integers(1, 4)) if length >= 30 else 1
+            spots = np.arange(3, length - 8, 8)  # flashes at least 8 frames apart, not at the shot's ends
+            places = rng.choice(spots, size=min(count, spots.size), replace=False)
+            for place in sorted(places.tolist()):
+                duration = int(rng.integers(1, 4))
+                strength = rng.uniform(0.55, 0.9)
+                for i in range(duration):
+                    level = strength * 0.75 ** i
+                    body[place + i] = body[place + i] * (1 - level) + 255.0 * level
+                events.append(LabelledEvent("flash", first + place, first + place + duration - 1))
+        frames.extend(body)
+    images = []
+    for index, frame in enumerate(frames):
+        image = np.clip(frame, 0, 255).astype(np.uint8)
+        _draw_barcode(image, index)
+        images.append(image)
+    _encode_rgb(path, images, fps=fps, keyframe_interval=keyframe_interval)
+    return LabelledVideo(path, len(images), fps, tuple(sorted(events, key=lambda e: (e.start, e.end))))

@@ -1,0 +1,175 @@
+"""Shot-boundary detection: vclip's scene method against PySceneDetect, per kind of transition.
+
+Labelled set (:func:`vclip.synthetic.make_scene_video`, generated here): for each class, ``--seeds``
+videos of 6 shots at 192x108, 25 fps, H.264 (seeds from ``--first-seed``, 100 by default: the
+detector's thresholds were set on seeds 0-11, so these are held out):
+
+- ``cuts``: hard cuts, shots of 8-60 frames, a third of them cuts to another view of the same place
+  (same colours, new layout);
+- ``dissolves``: cross-dissolves of 10-30 frames with both shots moving;
+- ``fades``: fade to black (6-20 frames), 0-8 black frames, fade from black (6-20 frames), some with
+  a cut to or from black instead of one of the fades;
+- ``motion``: cuts between shots in fast motion (fast pans, shaky camera, fast zooms, a large object
+  crossing the frame), with motion blur: what counts here is the false boundaries;
+- ``flashes``: cuts between shots lit by 1-3 flashes each (1-3 overexposed frames): the same.
+
+A boundary is found when a detection lies within 2 frames of a cut, or within the span of a gradual
+transition (its first blended or dimmed frame to the first frame of the new shot alone); each
+detection matches one boundary at most, and the rest are false. Precision and recall per class.
+
+Detectors: ``vclip.keyframes.find_shot_boundaries`` (default settings, ``--device``), and
+PySceneDetect's ``ContentDetector`` and ``AdaptiveDetector`` with their defaults (OpenCV backend,
+its automatic downscaling), on the CPU. Speed: frames per second of the whole job per file (open,
+decode, detect), the median of ``--repeats`` runs, on the labelled set and on a 1280x720 video.
+
+    python benchmarks/scenes.py [--device cpu|cuda] [--out DIR] [--videos DIR] [--seeds 6]
+
+PySceneDetect is not a dependency of vclip: ``pip install scenedetect opencv-python-headless``
+(or the ``bench`` extra); without it only vclip is measured.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from common import environment, save_results
+
+import vclip
+from vclip.keyframes import find_shot_boundaries
+from vclip.synthetic import SCENE_VIDEO_CLASSES, LabelledVideo, make_scene_video
+
+CUT_TOLERANCE = 2  # frames either side of a cut
+SPEED_SIZE = (1280, 720)
+
+
+def detect_vclip(path: str, device: str) -> list[int]:
+    return [boundary.frame for boundary in find_shot_boundaries(path, device=device)]
+
+
+def detect_pyscenedetect(path: str, detector_name: str) -> list[int]:
+    from scenedetect import AdaptiveDetector, ContentDetector, SceneManager, open_video
+
+    video = open_video(path)
+    manager = SceneManager()
+    manager.add_detector(ContentDetector() if detector_name == "content" else AdaptiveDetector())
+    manager.detect_scenes(video)
+    starts = [scene[0] for scene in manager.get_scene_list()]
+    return [start.frame_num if hasattr(start, "frame_num") else start.get_frames() for start in starts][1:]
+
+
+def detectors(device: str) -> dict:
+    ways = {f"vclip_{device}": lambda path: detect_vclip(path, device)}
+    try:
+        import scenedetect  # noqa: F401
+    except ImportError:
+        return ways
+    ways["pyscenedetect_content"] = lambda path: detect_pyscenedetect(path, "content")
+    ways["pyscenedetect_adaptive"] = lambda path: detect_pyscenedetect(path, "adaptive")
+    return ways
+
+
+def _scenedetect_version() -> str | None:
+    try:
+        import scenedetect
+    except ImportError:
+        return None
+    return scenedetect.__version__
+
+
+def make_labelled_set(folder: Path, seeds: range) -> dict[str, list[LabelledVideo]]:
+    return {kind: [make_scene_video(folder / f"{kind}_{seed}.mp4", kind, seed=seed) for seed in seeds]
+            for kind in SCENE_VIDEO_CLASSES}
+
+
+def timed(run_once, repeats: int) -> tuple[object, float]:
+    """The result of the last run and the median seconds of ``repeats`` runs (after one warm-up)."""
+    result = run_once()
+    seconds = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        result = run_once()
+        seconds.append(time.perf_counter() - started)
+    return result, statistics.median(seconds)
+
+
+def measure(videos: dict[str, list[LabelledVideo]], ways: dict, repeats: int) -> dict:
+    results = {}
+    for name, detect in ways.items():
+        per_class, frames, seconds = {}, 0, 0.0
+        for kind, group in videos.items():
+            counts = {"true": 0, "missed": 0, "false": 0}
+            detections = []
+            for video in group:
+                found, spent = timed(lambda detect=detect, path=video.path: detect(path), repeats)
+                frames += video.num_frames
+                seconds += spent
+                for key, value in video.score(found, cut_tolerance=CUT_TOLERANCE).items():
+                    counts[key] += value
+                detections.append(found)
+            found_total = counts["true"] + counts["false"]
+            counts["precision"] = counts["true"] / found_total if found_total else 1.0
+            counts["recall"] = counts["true"] / (counts["true"] + counts["missed"])
+            counts["detections"] = detections
+            per_class[kind] = counts
+        results[name] = {"classes": per_class, "frames_per_second": frames / seconds}
+    return results
+
+
+def speed_on_large_video(folder: Path, ways: dict, repeats: int) -> dict:
+    width, height = SPEED_SIZE
+    video = make_scene_video(folder / f"speed_{width}x{height}.mp4", "dissolves", width=width, height=height,
+                             num_shots=4, seed=7)
+    rates = {}
+    for name, detect in ways.items():
+        _, seconds = timed(lambda detect=detect: detect(video.path), repeats)
+        rates[name] = video.num_frames / seconds
+    return {"video": {"width": width, "height": height, "frames": video.num_frames}, "frames_per_second": rates}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--device", default="cpu", help="vclip's decoder device: cpu or cuda (default cpu)")
+    parser.add_argument("--out", help="folder for scenes.json (default: $OUT or benchmarks/results/)")
+    parser.add_argument("--videos", help="folder to keep the generated videos in (default: a temporary folder)")
+    parser.add_argument("--seeds", type=int, default=6, help="videos per class (default 6)")
+    parser.add_argument("--first-seed", type=int, default=100, help="seed of the first video of each class")
+    parser.add_argument("--repeats", type=int, default=3, help="timed runs per video (default 3)")
+    args = parser.parse_args()
+    ways = detectors(args.device)
+    with tempfile.TemporaryDirectory() as scratch:
+        folder = Path(args.videos or scratch)
+        folder.mkdir(parents=True, exist_ok=True)
+        videos = make_labelled_set(folder, range(args.first_seed, args.first_seed + args.seeds))
+        results = {
+            "labelled_set": {kind: [{"path": Path(v.path).name, "frames": v.num_frames,
+                                     "events": [(e.kind, e.start, e.end) for e in v.events]} for v in group]
+                             for kind, group in videos.items()},
+            "cut_tolerance_frames": CUT_TOLERANCE,
+            "device": args.device,
+            "scenedetect": _scenedetect_version(),
+            "vclip_device": vclip.VideoDecoder(videos["cuts"][0].path, device=args.device).device,
+            "detectors": measure(videos, ways, args.repeats),
+            "speed_large_video": speed_on_large_video(folder, ways, args.repeats),
+        }
+    kinds = list(SCENE_VIDEO_CLASSES)
+    print(f"{'detector':<24}" + "".join(f"{kind:>18}" for kind in kinds) + f"{'frames/s':>10}{'720p f/s':>10}")
+    print(f"{'':<24}" + "".join(f"{'precision recall':>18}" for _ in kinds))
+    for name, measured in results["detectors"].items():
+        cells = "".join(f"{c['precision']:>10.2f}{c['recall']:>8.2f}" for c in measured["classes"].values())
+        large = results["speed_large_video"]["frames_per_second"][name]
+        print(f"{name:<24}{cells}{measured['frames_per_second']:>10.0f}{large:>10.0f}")
+    folder = args.out or None
+    if folder is None:
+        import os
+
+        folder = os.environ.get("OUT") or Path(__file__).resolve().parent / "results"
+    print(f"saved {save_results('scenes', results, folder)}")
+    print(f"machine: {environment().get('gpu') or 'no GPU'}")
+
+
+if __name__ == "__main__":
+    main()

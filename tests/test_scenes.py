@@ -1,0 +1,159 @@
+"""Shot boundaries on a labelled set made here: hard cuts, dissolves, fades through black, fast motion
+and flashes (vclip.synthetic.make_scene_video), scored per class as benchmarks/scenes.py scores them;
+the dissolve of nasa_13013.mp4; the same boundaries on the GPU as on the CPU."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import vclip
+from vclip.keyframes import ShotBoundary, extract_keyframes, find_shot_boundaries
+from vclip.synthetic import SCENE_VIDEO_CLASSES, make_scene_video, read_barcode
+
+# Held out: the thresholds were set on seeds 0-11. Two videos of 6 shots per class.
+SEEDS = (100, 101)
+
+# What vclip must reach per class: precision and recall of the boundaries (cuts within 2 frames,
+# gradual transitions within their span), at least what PySceneDetect 0.7.2's better default
+# detector reached on each class of the held-out benchmark set (benchmarks/README.md): cuts
+# 1.00 / 0.80, dissolves none found / 0.00, fades 1.00 / 1.00, motion 1.00 / 0.73 (0.84 / 0.90),
+# flashes 0.55 / 0.93. vclip reached 1.00 / 1.00 on every class there.
+REQUIRED = {  # class: (precision, recall)
+    "cuts": (1.0, 1.0),
+    "dissolves": (0.9, 0.9),
+    "fades": (1.0, 1.0),
+    "motion": (1.0, 1.0),
+    "flashes": (1.0, 1.0),
+}
+
+SHARED_VIDEOS = Path(os.environ.get("VCLIP_SHARED_VIDEOS", Path(__file__).resolve().parents[2] / "shared" / "videos"))
+
+
+@pytest.fixture(scope="module")
+def labelled(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("scenes")
+    return {kind: [make_scene_video(folder / f"{kind}_{seed}.mp4", kind, seed=seed) for seed in SEEDS]
+            for kind in SCENE_VIDEO_CLASSES}
+
+
+@pytest.fixture(scope="module")
+def cpu_found(labelled):
+    return {kind: [find_shot_boundaries(video.path) for video in group] for kind, group in labelled.items()}
+
+
+def scores(group, found_per_video):
+    counts = {"true": 0, "missed": 0, "false": 0}
+    for video, found in zip(group, found_per_video):
+        for key, value in video.score([b.frame for b in found]).items():
+            counts[key] += value
+    detected = counts["true"] + counts["false"]
+    precision = counts["true"] / detected if detected else 1.0
+    return precision, counts["true"] / (counts["true"] + counts["missed"]), counts
+
+
+@pytest.mark.parametrize("kind", SCENE_VIDEO_CLASSES)
+def test_precision_and_recall_per_class(labelled, cpu_found, kind):
+    precision, recall, counts = scores(labelled[kind], cpu_found[kind])
+    wanted_precision, wanted_recall = REQUIRED[kind]
+    detail = [[(b.kind, b.start, b.frame) for b in found] for found in cpu_found[kind]]
+    assert precision >= wanted_precision and recall >= wanted_recall, (counts, detail)
+
+
+def test_kinds_and_spans_of_what_is_found(labelled, cpu_found):
+    """Cuts are reported as cuts on the cut frame; dissolves and fades as such, inside their span."""
+    for kind, expected in (("cuts", "cut"), ("dissolves", "dissolve"), ("fades", "fade")):
+        for video, found in zip(labelled[kind], cpu_found[kind]):
+            for boundary in video.boundaries:
+                near = [b for b in found if boundary.start - 2 <= b.frame <= boundary.end + 2]
+                assert len(near) == 1, (boundary, found)
+                if expected == "cut":
+                    assert near[0] == ShotBoundary(boundary.start, boundary.start, "cut")
+                elif near[0].kind == expected:  # a fade that cuts to black may be found as that cut
+                    assert boundary.start - 2 <= near[0].start < near[0].frame <= boundary.end
+
+
+def test_scene_keyframes_are_the_new_shots(labelled):
+    video = labelled["cuts"][0]
+    result = extract_keyframes(video.path, method="scene")
+    cuts = [boundary.start for boundary in video.boundaries]
+    assert result.frame_indices.tolist() == [0] + cuts
+    assert [read_barcode(frame) for frame in result.frames] == [0] + cuts
+
+
+def test_labelled_videos_are_what_they_say(labelled):
+    """Frame numbers are stamped in the frames; fades pass through black; flashes are bright."""
+    fades = labelled["fades"][0]
+    decoder = vclip.VideoDecoder(fades.path)
+    assert decoder.index.num_frames == fades.num_frames
+    frames = decoder.get_frames(np.arange(fades.num_frames)).data
+    assert [read_barcode(frame) for frame in frames[::17]] == list(range(0, fades.num_frames, 17))
+    band = frames.shape[1] // 8 + 1  # below the barcode
+    for fade in fades.boundaries:
+        darkest = frames[fade.start:fade.end, band:].mean(axis=(1, 2, 3)).min()
+        assert darkest < 0.2 * frames[fade.end, band:].mean()
+    flashes = labelled["flashes"][0]
+    frames = vclip.VideoDecoder(flashes.path).get_frames(np.arange(flashes.num_frames)).data
+    for flash in (e for e in flashes.events if e.kind == "flash"):
+        assert frames[flash.start, band:].mean() > frames[flash.start - 1, band:].mean() + 40
+    with pytest.raises(ValueError, match="kind \\('wipes'\\) must be one of"):
+        make_scene_video(Path(fades.path).with_name("x.mp4"), "wipes")
+
+
+def test_score_counts_hits_misses_and_false_detections(labelled):
+    video = labelled["dissolves"][0]
+    first, second = video.boundaries[:2]
+    found = [first.start, first.end, second.end + 1, 3]  # two in one span: one is false
+    assert video.score(found) == {"true": 1, "missed": len(video.boundaries) - 1, "false": 3}
+    cut = labelled["cuts"][0].boundaries[0].start
+    assert labelled["cuts"][0].score([cut + 2])["true"] == 1 and labelled["cuts"][0].score([cut + 3])["true"] == 0
+
+
+def test_a_still_video_and_a_very_short_one_have_no_boundary(videos):
+    assert find_shot_boundaries(videos["h264"]) == []  # one panning shot
+    assert find_shot_boundaries(videos["odd"]) == []
+    assert find_shot_boundaries(videos["h264_10bit"]) == []
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"scene_threshold": 1.0}, r"scene_threshold \(1.0\) must be a number > 1"),
+    ({"analysis_width": 0}, r"analysis_width \(0\) must be an integer >= 1"),
+])
+def test_bad_options(videos, options, message):
+    with pytest.raises(ValueError, match=message):
+        find_shot_boundaries(videos["h264"], **options)
+
+
+def test_the_nasa_dissolve():
+    """nasa_13013.mp4 stream 0 dissolves from the first shot to the second over frames 127-147 (a
+    contact sheet shows it plainly; the old shot stays faintly visible until about frame 150), then
+    cuts at frame 202. Set VCLIP_SHARED_VIDEOS to the folder of the shared test videos (default
+    ../shared/videos) to run this."""
+    path = SHARED_VIDEOS / "nasa_13013.mp4"
+    if not path.exists():
+        pytest.skip(f"{path} not found: set VCLIP_SHARED_VIDEOS to the folder holding nasa_13013.mp4")
+    dissolve, cut = find_shot_boundaries(path, stream_index=0)
+    assert dissolve.kind == "dissolve" and 127 <= dissolve.start < dissolve.frame <= 150
+    assert cut == ShotBoundary(202, 202, "cut")
+
+
+@pytest.mark.gpu
+def test_gpu_finds_the_same_boundaries(labelled, cpu_found):
+    """NVDEC decodes and the kernel downscales; the features and the decision are the same code.
+    The GPU's and the CPU's 64-pixel frames differ by rounding, so gradual boundaries may move by a
+    frame or two; cuts and the scores per class do not change."""
+    for kind, group in labelled.items():
+        gpu_found = []
+        for video, cpu in zip(group, cpu_found[kind]):
+            decoder = vclip.VideoDecoder(video.path, device="cuda")
+            assert decoder.device.startswith("cuda")
+            gpu = find_shot_boundaries(video.path, device="cuda")
+            gpu_found.append(gpu)
+            assert [b.frame for b in gpu if b.kind == "cut"] == [b.frame for b in cpu if b.kind == "cut"]
+            assert len(gpu) == len(cpu)
+            for g, c in zip(gpu, cpu):
+                assert g.kind == c.kind and abs(g.frame - c.frame) <= 2
+        assert scores(group, gpu_found)[:2] == scores(group, cpu_found[kind])[:2], kind
