@@ -204,6 +204,11 @@ class KernelConverter(PictureConverter):
         pitch = (chroma - luma) // self._height
         if pitch < self._minimum_pitch:
             raise RuntimeError(f"unexpected NVDEC surface layout (pitch {pitch} < {self._minimum_pitch})")
+        self.launch(luma, chroma, pitch, destinations)
+
+    def launch(self, luma: int, chroma: int, pitch: int, destinations: list[tuple[int, int]]) -> None:
+        """Convert the NV12/P016 picture at device addresses ``luma``/``chroma`` (``pitch`` bytes per
+        row) into each destination, on the current CUDA stream."""
         for target, position in destinations:
             frame_job = self._jobs[target]
             frame_job["luma"], frame_job["chroma"] = luma, chroma
