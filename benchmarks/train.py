@@ -32,8 +32,8 @@ from common import make_video_set, median_rate, save_results
 import vclip
 from vclip._engine import (
     ClipTarget,
-    DecodeStats,
     DecoderPool,
+    DecodeStats,
     JobRunner,
     PooledBackend,
     VideoJob,
@@ -71,7 +71,8 @@ def cpu_seconds() -> float:
     total = 0.0
     for pid in [os.getpid()] + [child.pid for child in multiprocessing.active_children()]:
         try:
-            fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+            with open(f"/proc/{pid}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
         except OSError:
             continue
         total += (int(fields[11]) + int(fields[12])) / tick  # utime, stime
@@ -330,7 +331,12 @@ def decode_capacity(paths, nvdec_workers: int, cpu_decoders: int, device: str = 
     """Whole-file decode rate (pictures/s, every frame to a 64x64 thumbnail through the kernel) of
     NVDEC alone, of ``cpu_decoders`` CPU decoders alone and of both taking jobs from one queue:
     the ceiling of the hybrid configurations (on a CPU ``device``: the CPU decoders only)."""
-    from vclip._engine import CpuBackend, SharedQueueRunner, UploadBackend, in_process_backend
+    from vclip._engine import (
+        CpuBackend,
+        SharedQueueRunner,
+        UploadBackend,
+        in_process_backend,
+    )
 
     resolved = resolve_device(device).device
     spec = vclip.TransformSpec(resize=(64, 64))

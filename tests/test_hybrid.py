@@ -5,11 +5,13 @@ and NVDEC-decoded clips is checked on the GPU (tests marked gpu)."""
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 
 import av
 import numpy as np
 import pytest
-from kernel_cases import assert_matches_twin, pack_semi_planar as reference_pack
+from kernel_cases import assert_matches_twin
+from kernel_cases import pack_semi_planar as reference_pack
 from test_kernel_host import host_library, host_transform  # noqa: F401 (fixtures)
 
 import vclip
@@ -18,15 +20,14 @@ from vclip._engine import (
     JOB_DTYPE,
     ClipTarget,
     CpuBackend,
-    DecodeStats,
     DecoderPool,
+    DecodeStats,
     SharedQueueRunner,
     VideoJob,
     auto_cpu_decoders,
     fill_job,
     frame_strides,
     launch_grid,
-    make_backend,
     pack_semi_planar,
     resolve_transform,
     semi_planar_shape,
@@ -169,7 +170,7 @@ def test_a_helper_takes_a_job_only_when_it_would_finish_first(same_size_videos, 
 def test_bad_videos_are_errors_per_job(same_size_videos, tmp_path):
     garbage = tmp_path / "garbage.mp4"
     jobs, output, _ = clip_jobs(same_size_videos[:2])
-    data = bytearray(open(same_size_videos[1], "rb").read())
+    data = bytearray(Path(same_size_videos[1]).read_bytes())
     index = jobs[1].index
     for packet in range(1, index.num_packets):
         start, size = int(index.packet_pos[packet]), int(index.packet_size[packet])
@@ -194,7 +195,7 @@ def test_auto_cpu_decoders_leaves_cores_to_nvdec_feeders_and_the_consumer():
     assert auto_cpu_decoders(gpu=True, cores=16) == 12
     assert auto_cpu_decoders(gpu=True, decode_processes=4, cores=16) == 10
     assert auto_cpu_decoders(gpu=True, cores=4) == 0
-    assert auto_cpu_decoders(gpu=False, cores=2) == 2
+    assert auto_cpu_decoders(gpu=False, cores=16) == 0
 
 
 # -- the loader -------------------------------------------------------------------------------------
@@ -216,7 +217,7 @@ def test_loader_cpu_decoders_same_batches_and_stats_per_kind(same_size_videos):
     assert stats.decoders["cpu"].pictures == stats.frames.decoded > 0
     assert 0 < stats.decoders["cpu"].busy <= 1
     assert before.decoders["cpu"].clips == 16 and stats.nvdec_decoders == 0
-    assert "decoders: cpu 3 workers" in stats.summary()
+    assert "3 decode workers (0 NVDEC)" in stats.summary()
     assert loader.decode_workers == 3
     loader.close()
     plain.close()
@@ -276,3 +277,56 @@ def test_gpu_loader_with_cpu_decoders_matches_nvdec_alone(videos):
         loader.close()
     for left, right in zip(*epochs):
         np.testing.assert_array_equal(left, right)
+
+
+# -- long GOPs ----------------------------------------------------------------------------------------
+def test_bound_lead_moves_late_starts_to_the_first_frames_of_their_gop(videos):
+    from vclip.gop import bound_lead, lead_frames
+
+    index = vclip.index_video(videos["long_gop"])  # keyframes at 0 and 250
+    assert index.keyframe_indices.tolist() == [0, 250]
+    clip = np.arange(100, 116, 2)
+    np.testing.assert_array_equal(bound_lead(index, clip, 30), clip - 93)  # lead 100 -> 100 mod 31 = 7
+    np.testing.assert_array_equal(bound_lead(index, clip, 100), clip)
+    np.testing.assert_array_equal(bound_lead(index, np.arange(260, 276, 2), 5), np.arange(254, 270, 2))
+    assert lead_frames(index, 260) == 10 and lead_frames(index, 0) == 0
+
+
+def test_start_distribution_of_uniform_and_bounded_starts(videos):
+    from vclip.gop import bound_lead, start_distribution
+
+    index = vclip.index_video(videos["long_gop"])
+    possible = np.arange(0, 250)
+    uniform = start_distribution([(index, s) for s in possible], [(index, possible)] * possible.size)
+    assert uniform.total_variation < 1e-9 and uniform.mean_lead[0] == pytest.approx(uniform.mean_lead[1])
+    bounded = start_distribution([(index, int(bound_lead(index, np.array([s]), 24)[0])) for s in possible],
+                                 [(index, possible)] * possible.size)
+    assert bounded.observed[0] == 1.0 and bounded.total_variation == pytest.approx(0.9)
+    assert bounded.mean_lead[0] < 13 and "total variation 0.900" in str(bounded)
+
+
+def test_loader_max_lead_frames_bounds_decode_work(videos):
+    from vclip.gop import lead_frames
+
+    index = vclip.index_video(videos["long_gop"])
+    results = {}
+    for bound in (None, 20):
+        loader = vclip.ClipLoader([(videos["long_gop"], 0)], vclip.strided(4, 2, clips_per_video=12), device="cpu",
+                                  batch_size=4, seed=2, max_lead_frames=bound, cpu_decoders=0)
+        starts = []
+        for batch in loader:
+            for clip, frames in zip(batch.data.numpy(), batch.frame_indices.tolist()):
+                assert [read_barcode(frame) for frame in clip] == frames
+                starts.append(frames[0])
+        results[bound] = (starts, loader.stats().frames.decoded_per_delivered)
+        loader.close()
+    assert max(lead_frames(index, s) for s in results[20][0]) <= 20 < max(lead_frames(index, s) for s in results[None][0])
+    assert results[20][1] < results[None][1]
+
+
+def test_max_lead_frames_needs_moveable_starts(videos):
+    with pytest.raises(ValueError, match="max_lead_frames .* needs random or even starts"):
+        vclip.ClipLoader([(videos["long_gop"], 0)], vclip.strided(4, 2, starts="step", step=4), device="cpu",
+                         max_lead_frames=8)
+    with pytest.raises(ValueError, match=r"max_lead_frames \(-1\) must be"):
+        vclip.ClipLoader([(videos["long_gop"], 0)], vclip.strided(4, 2), device="cpu", max_lead_frames=-1)

@@ -140,12 +140,17 @@ class ClipLoader(IterableDataset):
             started with "spawn": a script must create the loader under
             ``if __name__ == "__main__":``; not available inside DataLoader workers.
         cpu_decoders: PyAV decoders working beside the default ones, from the same job queue
-            (``"auto"``, default: the cores left free, see
-            :func:`vclip._engine.scheduler.auto_cpu_decoders`; 0: none). On the GPU they decode on
+            (``"auto"``, default: on the GPU the cores left free, none on machines under 8 cores,
+            see :func:`vclip._engine.scheduler.auto_cpu_decoders`; on the CPU none; 0: none). On the GPU they decode on
             the CPU and the same CUDA kernel converts their pictures into the same batch, taking a
             video only when they would finish it before NVDEC empties the queue; on the CPU they
             are single-threaded decoders replacing the default pool. ``stats().decoders`` shows
             what each kind did.
+        max_lead_frames: Opt-in bound on decode work per clip in long GOPs: a clip starting more
+            than this many frames after its keyframe is moved earlier to start this many after it
+            (random and even starts only). Starts then cluster after keyframes: see
+            :func:`vclip.gop.start_distribution` and benchmarks/long_gop.py for the change.
+            None (default): clips start where the sampler draws them.
         prefetch_queue_depth: Batches queued ahead of the one the training loop holds (default
             2); with the one being built, ``prefetch_queue_depth + 1`` batches are decoded at once.
         shard_id, num_shards: This process's shard of the videos. Default: rank and world size of
@@ -207,6 +212,7 @@ class ClipLoader(IterableDataset):
         num_threads: int = 0,
         decode_processes: int = 0,
         cpu_decoders: int | str = "auto",
+        max_lead_frames: int | None = None,
         prefetch_queue_depth: int = 2,
         shard_id: int | None = None,
         num_shards: int | None = None,
@@ -246,7 +252,7 @@ class ClipLoader(IterableDataset):
         self.augmentation_factor = augmentation_factor
         self.cache_dir = cache_dir
         self.verbose = bool(verbose)
-        self._drawer = ClipDrawer(sampler, transform, clips_per_video)
+        self._drawer = ClipDrawer(sampler, transform, clips_per_video, max_lead_frames)
         self.frames_per_clip = self._drawer.frames_per_clip
         self._device: Device = resolve_device(device).device  # a GPU request without one warns once
         self._source = open_source(videos, cache_dir)

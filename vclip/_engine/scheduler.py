@@ -35,16 +35,18 @@ _SMOOTHING = 0.2
 
 
 def auto_cpu_decoders(*, gpu: bool, decode_processes: int = 0, cores: int | None = None) -> int:
-    """CPU decoders for ``cpu_decoders="auto"``: the cores left free.
+    """CPU decoders for ``cpu_decoders="auto"``: the cores left free beside NVDEC.
 
     On the GPU the NVDEC feeders need about one core per decode process (two for in-process
     threads, which share one GIL), and the training loop and batch hand-over two more; machines
-    with fewer than 8 cores get none. On the CPU every core decodes.
+    with fewer than 8 cores get none. On the CPU none: the default decode pool already keeps every
+    core busy, and single-threaded decoders from the shared queue measured no faster on 2 cores
+    (benchmarks/README.md); ask for a count to use them.
     """
+    if not gpu:
+        return 0
     if cores is None:
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    if not gpu:
-        return max(1, cores)
     if cores < 8:
         return 0
     return max(0, cores - (decode_processes or 2) - 2)
@@ -117,6 +119,7 @@ class SharedQueueRunner:
             raise ValueError("a SharedQueueRunner needs a primary pool with workers")
         self.pools = [pool for pool in pools if pool.workers > 0]
         self.num_workers = sum(pool.workers for pool in self.pools)
+        self.primary_workers = sum(pool.workers for pool in self.pools if not pool.helper)
         self._wrap = wrap or (lambda backend: backend)
         self._queue: deque[_Task] = deque()
         self._queued_frames = 0
@@ -186,7 +189,7 @@ class SharedQueueRunner:
                 None, backend.decode_job(task.job, task.conversion, task.output, own))
         except VideoError as error:  # reported per video; the caller applies its error policy
             outcome = (error, None)
-        except BaseException as error:  # a bug: raised in the caller's thread
+        except BaseException as error:  # noqa: BLE001 (a bug: raised in the caller's thread, never lost)
             task.future.set_exception(error)
             return
         finally:

@@ -109,6 +109,10 @@ class LoaderRuntime:
 
     @property
     def decode_workers(self) -> int:
+        """Decode threads of the default kind (each with an NVDEC decoder on the GPU); CPU decoders
+        beside NVDEC are counted in :meth:`decoder_kinds`."""
+        if isinstance(self.runner, SharedQueueRunner):
+            return self.runner.primary_workers
         return self.runner.num_workers
 
     def decoder_kinds(self) -> dict[str, DecoderKindStats] | None:

@@ -159,7 +159,7 @@ class LoaderStats:
         clips: Clips delivered.
         seconds: Time per stage (:class:`StageSeconds`).
         frames: Frames decoded and delivered (:class:`FrameCounts`).
-        decode_workers: Decode threads, in all processes.
+        decode_workers: Decode threads, in all processes, CPU decoders beside NVDEC included.
         nvdec_decoders: NVDEC decoders (one per decode worker on the GPU, 0 on the CPU).
         decode_workers_busy: Share of the decode workers' time spent demuxing, decoding or
             converting, in [0, 1].
@@ -211,9 +211,6 @@ class LoaderStats:
             f"  {self.decode_workers} decode workers ({self.nvdec_decoders} NVDEC), "
             f"{100 * self.decode_workers_busy:.0f}% busy: demux {s.demux:.2f} s, decode {s.decode:.2f} s, "
             f"convert {s.convert:.2f} s; index {s.index:.2f} s, sample {s.sample:.2f} s, build {s.build:.2f} s",
-            "  decoders: " + ", ".join(
-                f"{kind} {use.workers} workers {100 * use.busy:.0f}% busy, {use.clips} clips, {use.pictures} pictures"
-                for kind, use in self.decoders.items()),
             f"  frames: {self.frames.decoded} decoded for {self.frames.delivered} delivered "
             f"({self.frames.decoded_per_delivered:.2f} per delivered); "
             f"{self.fallback_videos} videos fell back to the CPU",
@@ -221,6 +218,10 @@ class LoaderStats:
             f"  memory: in use {format_bytes(self.memory.in_use_bytes)}, peak {format_bytes(self.memory.peak_bytes)}, "
             f"estimate {format_bytes(self.memory.estimate_bytes)}",
         ]
+        if len(self.decoders) > 1:  # several kinds side by side: what each did
+            lines.insert(3, "  decoders: " + ", ".join(
+                f"{kind} {use.workers} workers {100 * use.busy:.0f}% busy, {use.clips} clips, {use.pictures} pictures"
+                for kind, use in self.decoders.items()))
         lines += [f"    {path}: {problem}" for path, problem in sorted(self.skipped.videos.items())]
         return "\n".join(lines)
 
@@ -241,6 +242,8 @@ def make_stats(counters: LoaderCounters, *, device: Device, epoch: int, decode_w
             kind of ``device`` is reported from the counters.
     """
     values = counters.snapshot()
+    if decoder_kinds is not None:
+        decode_workers = sum(use.workers for use in decoder_kinds.values())
     active = values["active_seconds"] + running_seconds
     working = values["demux_seconds"] + values["decode_seconds"] + values["convert_seconds"]
     own = "device_used_bytes" if device.is_cuda else "buffers_bytes"
