@@ -25,10 +25,10 @@ import numpy as np
 from ..errors import CorruptVideoError
 from ..index import VideoIndex
 from .contract import Completion, PlanBackend, execute_plan
-from .cpu import CpuBackend, PyAVDecoder, yuv420_planes
+from .cpu import CpuBackend, PyAVDecoder, decode_then_upload, yuv420_planes
 from .device import Device
 from .nvdec import KernelConverter, KernelModule
-from .pipeline import ClipTarget, Conversion, DecodeStats, VideoJob
+from .pipeline import Conversion, DecodeStats, VideoJob
 
 __all__ = ["UploadBackend", "UploadConverter", "pack_semi_planar", "semi_planar_shape"]
 
@@ -185,12 +185,7 @@ class UploadBackend(PlanBackend):
             if upload_unsupported_reason(job.index) is None:
                 decoder, converter = self.open_job(job, conversion, output)
                 return execute_plan(self.plan(job), job, decoder, converter, stats)
-            targets = tuple(ClipTarget(t.frames, t.geometry, k) for k, t in enumerate(job.targets))
-            host = np.empty((len(targets),) + conversion.clip_shape(targets[0].frames.size, targets[0].geometry),
-                            dtype=output.dtype)
-            self._cpu.decode_job(VideoJob(job.index, targets), conversion, host, stats)
-            for k, target in enumerate(job.targets):
-                output[target.slot].set(host[k], stream=staging.stream)
+            decode_then_upload(self._cpu, job, conversion, output, stats, staging.stream)
             event = self._cupy.cuda.Event(disable_timing=True)
             event.record(staging.stream)
             return event

@@ -33,7 +33,7 @@ from .contract import (
     PlanBackend,
     execute_plan,
 )
-from .cpu import CpuBackend
+from .cpu import CpuBackend, decode_then_upload
 from .device import Device
 from .kernel_args import (
     BLOCK,
@@ -44,7 +44,7 @@ from .kernel_args import (
     transform_params,
 )
 from .layout import frame_strides
-from .pipeline import ClipTarget, Conversion, DecodeStats, VideoJob
+from .pipeline import Conversion, DecodeStats, VideoJob
 
 _CODEC_NAMES = {"h264": "H264", "hevc": "HEVC"}
 _INPUT_TYPES = {1: "unsigned char", 2: "unsigned short"}
@@ -332,9 +332,4 @@ class NvdecBackend(PlanBackend):
         warnings.warn(message, FallbackWarning, stacklevel=4)
 
     def _decode_on_cpu(self, job: VideoJob, conversion: Conversion, output, stats: DecodeStats) -> None:
-        targets = tuple(ClipTarget(t.frames, t.geometry, k) for k, t in enumerate(job.targets))
-        shape = conversion.clip_shape(targets[0].frames.size, targets[0].geometry)
-        host = np.empty((len(targets),) + shape, dtype=output.dtype)
-        self._cpu.decode_job(VideoJob(job.index, targets), conversion, host, stats)
-        for k, target in enumerate(job.targets):
-            output[target.slot].set(host[k], stream=self._cupy.cuda.get_current_stream())
+        decode_then_upload(self._cpu, job, conversion, output, stats, self._cupy.cuda.get_current_stream())
