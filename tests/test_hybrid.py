@@ -150,8 +150,8 @@ def test_every_pool_takes_jobs_from_one_queue(same_size_videos):
 
 @pytest.mark.parametrize("helper_seconds_per_frame, takes", [(1e3, False), (1e-9, True)])
 def test_a_helper_takes_a_job_only_when_it_would_finish_first(same_size_videos, helper_seconds_per_frame, takes):
-    """A helper as slow as 1000 s per frame never takes a job (the primary drains the queue first);
-    a helper faster than the primary takes some."""
+    """A helper as slow as 1000 s per frame never takes a job (the primary would do all the others
+    first); a helper faster than the primary takes some."""
     jobs, output, expected = clip_jobs(same_size_videos)
     primary = DecoderPool("primary", CpuBackend(threads=1), 1, seconds_per_frame=0.01)
     helper = DecoderPool("helper", CpuBackend(threads=1), 1, helper=True, seconds_per_frame=helper_seconds_per_frame)

@@ -142,8 +142,8 @@ class ClipLoader(IterableDataset):
         cpu_decoders: PyAV decoders working beside the default ones, from the same job queue
             (``"auto"``, default: on the GPU the cores left free, none on machines under 8 cores,
             see :func:`vclip._engine.scheduler.auto_cpu_decoders`; on the CPU none; 0: none). On the GPU they decode on
-            the CPU and the same CUDA kernel converts their pictures into the same batch, taking a
-            video only when they would finish it before NVDEC empties the queue; on the CPU they
+            the CPU and the same CUDA kernel converts their pictures into the same batch, taking the
+            newest video of the queue only when they would finish it before NVDEC has done the others; on the CPU they
             are single-threaded decoders replacing the default pool. ``stats().decoders`` shows
             what each kind did.
         max_lead_frames: Opt-in bound on decode work per clip in long GOPs: a clip starting more

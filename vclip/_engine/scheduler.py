@@ -5,13 +5,16 @@ A :class:`DecoderPool` is one kind of decoder (a backend and a number of worker 
 clips each) go into one FIFO queue, and each worker takes the next job when it is free, so all
 decoders stay busy while there is work.
 
-No batch waits on a slow decoder at its end: pools marked ``helper`` (CPU decoders beside NVDEC)
-take a job only when they are expected to finish it before the other pools would have emptied the
-queue, i.e. when ``helper seconds per frame x frames of the job`` is at most ``queued frames x
-primary seconds per frame / primary workers``. Seconds per frame are running averages measured per
-pool. Near the end of a batch the queue is short, so its last jobs go to NVDEC, and a helper is
-never the one a batch waits for (beyond the one job it started when the queue was long). Without
-helpers (CPU-only machines: all pools are primary) every worker takes the next job.
+No batch waits on a slow decoder at its end: primary pools (NVDEC) take the oldest job, from the
+head of the queue; pools marked ``helper`` (CPU decoders beside NVDEC) take the newest, from its
+tail, and only when they are expected to finish it before the primary pools would have done every
+other queued job, i.e. when ``helper seconds per frame x frames of the job`` is at most ``other
+queued frames x primary seconds per frame / primary workers``. The batch a helper works for is
+then one that NVDEC would reach last anyway. Seconds per frame are running averages measured per
+pool (before any measurement, helpers take work only while the queue holds more jobs than the
+primary pools have workers). With a short queue, at the end of an epoch or with few batches in
+flight, every job goes to NVDEC. Without helpers (CPU-only machines: all pools are primary) every
+worker takes the next job.
 """
 
 from __future__ import annotations
@@ -165,9 +168,9 @@ class SharedQueueRunner:
         measured = [p.seconds_per_frame for p in primaries if p.seconds_per_frame is not None]
         if pool.seconds_per_frame is None or not measured:
             return len(self._queue) > primary_workers  # nothing measured yet: only when the queue is long
-        primary_rate = min(measured)
-        drain_seconds = self._queued_frames * primary_rate / primary_workers
-        return pool.seconds_per_frame * self._queue[0].frames <= drain_seconds
+        newest = self._queue[-1].frames
+        drain_seconds = (self._queued_frames - newest) * min(measured) / primary_workers
+        return pool.seconds_per_frame * newest <= drain_seconds
 
     def _work(self, pool: DecoderPool, backend: Backend) -> None:
         while True:
@@ -177,7 +180,7 @@ class SharedQueueRunner:
                     self._condition.wait(timeout=0.05 if pool.helper and self._queue else None)
                 if self._closed:
                     return
-                task = self._queue.popleft()
+                task = self._queue.pop() if pool.helper else self._queue.popleft()
                 self._queued_frames -= task.frames
             self._execute(pool, backend, task)
 
