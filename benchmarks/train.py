@@ -8,13 +8,19 @@ frame numbers), then warmed up, then timed over whole batches with the GPU synch
     python benchmarks/train.py --out results/ [--sets 360p,1080p] [--tools vclip,pyav,decord,pynvc,spdl]
 
 Also measured: decoded frames per delivered frame (with and without skipping non-reference
-pictures), raw NVDEC frames/s through vclip's backend, and the fused kernel's bytes/s against a
-device-to-device copy.
+pictures), raw NVDEC frames/s through vclip's backend, the decode capacity (whole-file pictures/s)
+of NVDEC alone, of the CPU decoders alone and of both from one queue (the ceiling of the hybrid
+configurations), CPU cores used by each timed configuration, and the fused kernel's bytes/s
+against a device-to-device copy.
+
+vclip configurations sweep ``--workers``, ``--processes``, ``--in-flight`` and ``--cpu-decoders``
+(PyAV decoders beside NVDEC whose pictures the same kernel converts; "auto": the cores left free).
 """
 
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import os
 import threading
 import time
@@ -26,8 +32,10 @@ from common import make_video_set, median_rate, save_results
 import vclip
 from vclip._engine import (
     ClipTarget,
+    DecoderPool,
     DecodeStats,
     JobRunner,
+    PooledBackend,
     VideoJob,
     resolve_device,
     resolve_transform,
@@ -57,19 +65,37 @@ def unnormalized_barcodes(clip_tchw) -> list[int]:
 
 
 # -- tools ---------------------------------------------------------------------------------------
+def cpu_seconds() -> float:
+    """CPU time (user + system) of this process and its live children (decode worker processes)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for pid in [os.getpid()] + [child.pid for child in multiprocessing.active_children()]:
+        try:
+            with open(f"/proc/{pid}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += (int(fields[11]) + int(fields[12])) / tick  # utime, stime
+    return total
+
+
 class VclipTool:
     """vclip's NVDEC backend and fused kernel, several batches in flight; with ``processes``,
-    decoded in that many worker processes of ``workers`` threads each."""
+    decoded in that many worker processes of ``workers`` threads each; with ``cpu_decoders``, that
+    many PyAV decoders beside NVDEC take jobs from the same queue (their pictures go through the
+    same kernel)."""
 
     name = "vclip"
 
-    def __init__(self, workers: int, in_flight: int = 3, processes: int = 0, *, skip_non_reference: bool = True,
-                 device: str = "cuda"):
+    def __init__(self, workers: int, in_flight: int = 3, processes: int = 0, cpu_decoders: int | str = 0, *,
+                 skip_non_reference: bool = True, device: str = "cuda"):
         from vclip._engine import make_backend
 
         backend = make_backend(resolve_device(device).device, skip_non_reference=skip_non_reference, processes=processes,
-                               threads=workers)
-        self.runner = JobRunner(backend, num_workers=0 if processes else workers)
+                               threads=workers, cpu_decoders=cpu_decoders)
+        self.backend = backend
+        self.runner = (backend.runner() if isinstance(backend, PooledBackend)
+                       else JobRunner(backend, num_workers=0 if processes else workers))
         self.spec = vclip.TransformSpec.imagenet(SIZE, layout="TCHW", resize_mode="squash")  # design.md's workload
         self.conversion = resolve_transform(self.spec)
         self.stats = DecodeStats()
@@ -96,9 +122,14 @@ class VclipTool:
     def first_clips(self, batch):
         return self._batch(batch, self.buffers[0])
 
+    def decoders(self) -> dict:
+        """Jobs, clips, pictures and busy seconds per decoder kind (hybrid configurations)."""
+        kinds = getattr(self.runner, "kind_stats", None)
+        return {kind: vars(use) for kind, use in kinds().items()} if kinds else {}
+
     def close(self) -> None:
         self.runner.close()
-        self.runner.backend.close()
+        self.backend.close()
 
 
 def _imagenet_normalize(torch, rgb_tchw):
@@ -240,11 +271,12 @@ def check(tool, batch) -> list[str]:
 
 def measure(tool, batches, warmup: int) -> dict:
     tool.run(batches[:warmup])
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), cpu_seconds()
     tool.run(batches[warmup:])
     seconds = time.perf_counter() - started
     clips = (len(batches) - warmup) * BATCH
-    return {"clips_per_second": clips / seconds, "seconds": seconds, "clips": clips}
+    return {"clips_per_second": clips / seconds, "seconds": seconds, "clips": clips,
+            "cpu_cores_used": (cpu_seconds() - cpu_started) / seconds}
 
 
 # -- vclip-only measurements ---------------------------------------------------------------------
@@ -293,6 +325,53 @@ def raw_nvdec(paths, workers: int, processes: int = 0) -> dict:
     runner.close()
     backend.close()
     return {"frames_per_second": rate["rate"], "workers": workers, "processes": processes, "videos": len(jobs)}
+
+
+def decode_capacity(paths, nvdec_workers: int, cpu_decoders: int, device: str = "cuda") -> dict:
+    """Whole-file decode rate (pictures/s, every frame to a 64x64 thumbnail through the kernel) of
+    NVDEC alone, of ``cpu_decoders`` CPU decoders alone and of both taking jobs from one queue:
+    the ceiling of the hybrid configurations (on a CPU ``device``: the CPU decoders only)."""
+    from vclip._engine import (
+        CpuBackend,
+        SharedQueueRunner,
+        UploadBackend,
+        in_process_backend,
+    )
+
+    resolved = resolve_device(device).device
+    spec = vclip.TransformSpec(resize=(64, 64))
+    conversion = resolve_transform(spec)
+    index = [vclip.index_video(p) for p in paths]
+    jobs = [VideoJob(i, (ClipTarget(np.arange(i.num_frames), spec.geometry(i.width, i.height), slot),))
+            for slot, i in enumerate(index)]
+    pictures = sum(i.num_frames for i in index)
+    if resolved.is_cuda:
+        nvdec, cpu = in_process_backend(resolved), UploadBackend(resolved)
+        setups = {"nvdec": [DecoderPool("nvdec", nvdec, nvdec_workers)], "cpu": [DecoderPool("cpu", cpu, cpu_decoders)],
+                  "both": [DecoderPool("nvdec", nvdec, nvdec_workers), DecoderPool("cpu", cpu, cpu_decoders)]}
+    else:
+        cpu = CpuBackend(threads=1)
+        setups = {"cpu": [DecoderPool("cpu", cpu, cpu_decoders)]}
+    output = cpu.empty((len(jobs), max(i.num_frames for i in index), 64, 64, 3), "uint8")
+    results = {}
+    for name, pools in setups.items():
+        if not pools[-1].workers:
+            continue
+        runner = SharedQueueRunner(pools)  # all primary: each decoder takes the next whole file
+
+        def once(runner=runner):
+            result = runner.run(jobs, conversion, output, DecodeStats())
+            assert not any(result.errors), result.errors
+            for completion in result.completions:
+                completion.synchronize()
+
+        started, cpu_started = time.perf_counter(), cpu_seconds()
+        rate = median_rate(once, pictures, repeats=3)
+        cores = (cpu_seconds() - cpu_started) / (time.perf_counter() - started)
+        results[name] = {"pictures_per_second": rate["rate"], "workers": {p.kind: p.workers for p in pools},
+                         "cpu_cores_used": cores}
+        runner.close()
+    return results
 
 
 def kernel_bandwidth() -> dict:
@@ -374,6 +453,8 @@ def main() -> None:
     parser.add_argument("--workers", default="12", help="vclip decode threads (per process); several (8,16) are swept")
     parser.add_argument("--processes", default="0", help="vclip decode processes (0: threads only); several (0,4) are swept")
     parser.add_argument("--in-flight", default="3", help="vclip batches in flight; several (2,4) are swept")
+    parser.add_argument("--cpu-decoders", default="0,auto,4,8",
+                        help="PyAV decoders beside NVDEC (0: NVDEC only, auto: the cores left free); several are swept")
     parser.add_argument("--extras", action=argparse.BooleanOptionalAction, default=True,
                         help="also measure decode work, raw NVDEC and kernel bandwidth")
     arguments = parser.parse_args()
@@ -384,6 +465,7 @@ def main() -> None:
     worker_counts = [int(w) for w in arguments.workers.split(",")]
     in_flight_counts = [int(n) for n in arguments.in_flight.split(",")]
     process_counts = [int(n) for n in arguments.processes.split(",")]
+    cpu_decoder_counts = [n if n == "auto" else int(n) for n in arguments.cpu_decoders.split(",")]
     warmup = 5
     for set_name in set_names:
         paths = video_sets[set_name]
@@ -392,15 +474,16 @@ def main() -> None:
         count = arguments.batches or (100 if set_name == "360p" else 16)
         batches = make_batches(paths, count + warmup, seed=1)
         table = {}
-        settings = {}  # vclip label -> (workers, in flight, processes)
+        settings = {}  # vclip label -> (workers, in flight, processes, cpu decoders)
         entry = results["sets"][set_name] = {"tools": table}
         for tool_name in arguments.tools.split(","):
-            configurations = ([(w, n, p) for p in process_counts for w in worker_counts for n in in_flight_counts]
-                              if tool_name == "vclip" else [None])
+            configurations = ([(w, n, p, c) for c in cpu_decoder_counts for p in process_counts for w in worker_counts
+                               for n in in_flight_counts] if tool_name == "vclip" else [None])
             for configuration in configurations:
                 label = tool_name if configuration is None else (
-                    "vclip[{}workers={},in_flight={}]".format(f"processes={configuration[2]}," if configuration[2] else "",
-                                                             *configuration[:2]))
+                    "vclip[{}workers={},in_flight={}{}]".format(
+                        f"processes={configuration[2]}," if configuration[2] else "", *configuration[:2],
+                        f",cpu_decoders={configuration[3]}" if configuration[3] else ""))
                 if configuration:
                     settings[label] = configuration
                 tool = None
@@ -411,6 +494,7 @@ def main() -> None:
                     row["wrong_clips"] = wrong
                     if configuration:
                         row["decode_stats"] = tool.stats.as_dict()
+                        row["decoders"] = tool.decoders()
                 except Exception as error:  # a missing or broken tool is reported, not fatal
                     row = {"error": f"{type(error).__name__}: {error}"}
                 finally:
@@ -425,6 +509,10 @@ def main() -> None:
             entry["raw_nvdec"] = raw_nvdec(paths[:16], max(worker_counts))
             if max(process_counts):
                 entry["raw_nvdec_processes"] = raw_nvdec(paths[:16], min(worker_counts), max(process_counts))
+            from vclip._engine import auto_cpu_decoders
+
+            cpu_count = max([c for c in cpu_decoder_counts if c != "auto"] + [auto_cpu_decoders(gpu=True), 1])
+            entry["decode_capacity"] = decode_capacity(paths[:16], max(worker_counts), cpu_count)
             timed = {label: row for label, row in table.items() if label in settings and "clips_per_second" in row}
             if timed:
                 best = max(timed, key=lambda label: timed[label]["clips_per_second"])
@@ -436,6 +524,9 @@ def main() -> None:
             print(f"{set_name:>6} extras: {entry['decode_work']} raw NVDEC {entry['raw_nvdec']['frames_per_second']:.0f} "
                   f"frames/s (processes: {entry.get('raw_nvdec_processes', {}).get('frames_per_second')}), "
                   f"skip speedup {entry.get('skip_speedup')}", flush=True)
+            capacity = entry["decode_capacity"]
+            print(f"{set_name:>6} decode capacity (pictures/s): " + ", ".join(
+                f"{name} {row['pictures_per_second']:.0f}" for name, row in capacity.items()), flush=True)
         save_results("train", results, arguments.out)
     if arguments.extras:
         results["kernel"] = kernel_bandwidth()

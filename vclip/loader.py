@@ -154,6 +154,18 @@ class ClipLoader(IterableDataset):
             counted in :attr:`memory_estimate`) and starts in a couple of seconds. Processes are
             started with "spawn": a script must create the loader under
             ``if __name__ == "__main__":``; not available inside DataLoader workers.
+        cpu_decoders: PyAV decoders working beside the default ones, from the same job queue
+            (``"auto"``, default: on the GPU the cores left free, none on machines under 8 cores,
+            see :func:`vclip._engine.scheduler.auto_cpu_decoders`; on the CPU none; 0: none). On the GPU they decode on
+            the CPU and the same CUDA kernel converts their pictures into the same batch, taking the
+            newest video of the queue only when they would finish it before NVDEC has done the others; on the CPU they
+            are single-threaded decoders replacing the default pool. ``stats().decoders`` shows
+            what each kind did.
+        max_lead_frames: Opt-in bound on decode work per clip in long GOPs: a clip starting more
+            than this many frames after its keyframe is moved earlier to start this many after it
+            (random and even starts only). Starts then cluster after keyframes: see
+            :func:`vclip.gop.start_distribution` and benchmarks/long_gop.py for the change.
+            None (default): clips start where the sampler draws them.
         prefetch_queue_depth: Batches queued ahead of the one the training loop holds (default
             2); with the one being built, ``prefetch_queue_depth + 1`` batches are decoded at once.
         shard_id, num_shards: This process's shard of the videos. Default: rank and world size of
@@ -214,6 +226,8 @@ class ClipLoader(IterableDataset):
         device: Any = "auto",
         num_threads: int = 0,
         decode_processes: int = 0,
+        cpu_decoders: int | str = "auto",
+        max_lead_frames: int | None = None,
         prefetch_queue_depth: int = 2,
         shard_id: int | None = None,
         num_shards: int | None = None,
@@ -238,6 +252,12 @@ class ClipLoader(IterableDataset):
         self.drop_last = bool(drop_last)
         self.num_threads = check_integer("num_threads", num_threads, minimum=0)
         self.decode_processes = check_integer("decode_processes", decode_processes, minimum=0)
+        if not (isinstance(cpu_decoders, str) and cpu_decoders == "auto"):
+            try:
+                cpu_decoders = check_integer("cpu_decoders", cpu_decoders, minimum=0)
+            except ArgumentError:
+                raise fail("cpu_decoders", cpu_decoders, '"auto" or an integer >= 0') from None
+        self.cpu_decoders: int | str = cpu_decoders
         self.prefetch_queue_depth = check_integer("prefetch_queue_depth", prefetch_queue_depth, minimum=1)
         check_choice("even_shards", even_shards, ("pad", "drop"))
         check_choice("on_error", on_error, ("skip", "raise"))
@@ -247,7 +267,7 @@ class ClipLoader(IterableDataset):
         self.augmentation_factor = augmentation_factor
         self.cache_dir = cache_dir
         self.verbose = bool(verbose)
-        self._drawer = ClipDrawer(sampler, transform, clips_per_video)
+        self._drawer = ClipDrawer(sampler, transform, clips_per_video, max_lead_frames)
         self.frames_per_clip = self._drawer.frames_per_clip
         self._device: Device = resolve_device(device).device  # a GPU request without one warns once
         self._source = open_source(videos, cache_dir)
@@ -414,7 +434,8 @@ class ClipLoader(IterableDataset):
             return runtime
         if runtime is not None and runtime.pid != os.getpid():
             self._bad = copy.copy(self._bad)  # a lock of its own in this process
-        backend = make_backend(self._device, processes=self.decode_processes, threads=self.num_threads)
+        backend = make_backend(self._device, processes=self.decode_processes, threads=self.num_threads,
+                               cpu_decoders=self.cpu_decoders)
         builder = BatchBuilder(self._source, self._drawer, self._bad, seed=self.seed, on_error=self.on_error)
         self._runtime = LoaderRuntime(
             backend, self._device, builder, self._allocate_buffer, num_threads=self.num_threads,
@@ -474,6 +495,7 @@ class ClipLoader(IterableDataset):
             memory_baseline=runtime.memory_baseline if runtime is not None else {},
             estimate_bytes=self.memory_estimate.total,
             skipped_videos={paths[video].path: problem for video, problem in self._bad.problems().items()},
+            decoder_kinds=runtime.decoder_kinds() if runtime is not None else None,
         )
 
     def __repr__(self) -> str:

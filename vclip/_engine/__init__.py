@@ -11,6 +11,8 @@ Layers, each importing only those above it:
                 one loop that executes a decode plan (``execute_plan``, ``PlanBackend``)
     cpu, nvdec  the PyAV and NVDEC backends
     processes   decoding in worker processes (``ProcessBackend``, built from a backend factory)
+    hybrid      CPU decoders whose pictures the CUDA kernel converts (``UploadBackend``)
+    scheduler   one job queue for every decoder pool (``SharedQueueRunner``, ``PooledBackend``)
     backends    choosing a backend (``make_backend``) and running jobs on threads (``JobRunner``)
 
 The names below are the internal surface that tests and benchmarks use; they are imported on
@@ -38,6 +40,9 @@ _SURFACE = {
     "is_reference_packet": "bitstream", "nvdec_packet_converter": "bitstream",
     "ProcessBackend": "processes",
     "JobRunner": "backends", "in_process_backend": "backends", "make_backend": "backends",
+    "DecoderKindStats": "scheduler", "DecoderPool": "scheduler", "PooledBackend": "scheduler",
+    "SharedQueueRunner": "scheduler", "auto_cpu_decoders": "scheduler",
+    "UploadBackend": "hybrid", "pack_semi_planar": "hybrid", "semi_planar_shape": "hybrid",
 }
 
 __all__ = sorted(_SURFACE)

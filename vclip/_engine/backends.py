@@ -37,16 +37,40 @@ def in_process_backend(device: Device, *, skip_non_reference: bool = True) -> Ba
         return _gpu_backends[key]
 
 
-def make_backend(device: Device, *, skip_non_reference: bool = True, processes: int = 0, threads: int = 0) -> Backend:
+def make_backend(device: Device, *, skip_non_reference: bool = True, processes: int = 0, threads: int = 0,
+                 cpu_decoders: int | str = 0) -> Backend:
     """The backend for a resolved ``device``: in this process, or, with ``processes`` > 0, a new
     :class:`~vclip._engine.processes.ProcessBackend` of that many worker processes (``threads``
-    decode threads each), each running :func:`in_process_backend` on the same device."""
-    if not processes:
-        return in_process_backend(device, skip_non_reference=skip_non_reference)
-    from .processes import ProcessBackend
+    decode threads each), each running :func:`in_process_backend` on the same device.
 
-    factory: Callable[[], Backend] = partial(in_process_backend, device, skip_non_reference=skip_non_reference)
-    return ProcessBackend(factory, device, processes, threads)
+    With ``cpu_decoders`` (a count, or ``"auto"``: :func:`~vclip._engine.scheduler.auto_cpu_decoders`)
+    the result is a :class:`~vclip._engine.scheduler.PooledBackend`: on the GPU that many PyAV
+    decoders whose pictures the CUDA kernel converts join NVDEC as helpers; on the CPU that many
+    single-threaded PyAV decoders replace the default pool.
+    """
+    from .scheduler import DecoderPool, PooledBackend, auto_cpu_decoders
+
+    if cpu_decoders == "auto":
+        cpu_decoders = auto_cpu_decoders(gpu=device.is_cuda, decode_processes=processes)
+    if not device.is_cuda and cpu_decoders:
+        return PooledBackend([DecoderPool("cpu", CpuBackend(threads=1, skip_non_reference=skip_non_reference),
+                                          int(cpu_decoders))])
+    if not processes:
+        primary = in_process_backend(device, skip_non_reference=skip_non_reference)
+    else:
+        from .processes import ProcessBackend
+
+        factory: Callable[[], Backend] = partial(in_process_backend, device, skip_non_reference=skip_non_reference)
+        primary = ProcessBackend(factory, device, processes, threads)
+    if not cpu_decoders:
+        return primary
+    from .hybrid import UploadBackend
+
+    nvdec_workers = primary.default_workers if processes or not threads else threads
+    return PooledBackend([
+        DecoderPool("nvdec", primary, nvdec_workers),
+        DecoderPool("cpu", UploadBackend(device, skip_non_reference=skip_non_reference), int(cpu_decoders), helper=True),
+    ])
 
 
 @dataclass

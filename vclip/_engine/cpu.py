@@ -21,7 +21,7 @@ from ..index import VideoIndex, open_container
 from .contract import PacketRun, PictureConverter, PictureDecoder, PlanBackend
 from .device import CPU
 from .layout import frame_view
-from .pipeline import ClipTarget, Conversion, VideoJob
+from .pipeline import ClipTarget, Conversion, DecodeStats, VideoJob
 from .reference import yuv420_to_rgb_tensor
 
 _NATIVE_420 = {"yuv420p": 8, "yuvj420p": 8, "yuv420p10le": 10, "yuv420p12le": 12}
@@ -121,3 +121,15 @@ class CpuBackend(PlanBackend):
 
     def open_job(self, job: VideoJob, conversion: Conversion, output: np.ndarray) -> tuple[PyAVDecoder, HostConverter]:
         return PyAVDecoder(job.index, threads=self.threads), HostConverter(job, conversion, output)
+
+
+def decode_then_upload(cpu: CpuBackend, job: VideoJob, conversion: Conversion, output: Any, stats: DecodeStats,
+                       stream: Any) -> None:
+    """Decode and convert ``job`` on the CPU, then copy its clips into ``output`` on the GPU (a CuPy
+    array) on ``stream``: for videos the GPU path cannot take."""
+    targets = tuple(ClipTarget(t.frames, t.geometry, k) for k, t in enumerate(job.targets))
+    shape = conversion.clip_shape(targets[0].frames.size, targets[0].geometry)
+    host = np.empty((len(targets),) + shape, dtype=output.dtype)
+    cpu.decode_job(VideoJob(job.index, targets), conversion, host, stats)
+    for k, target in enumerate(job.targets):
+        output[target.slot].set(host[k], stream=stream)

@@ -35,7 +35,7 @@ from .contract import (
     PlanBackend,
     execute_plan,
 )
-from .cpu import CpuBackend
+from .cpu import CpuBackend, decode_then_upload
 from .device import Device
 from .kernel_args import (
     BLOCK,
@@ -46,7 +46,7 @@ from .kernel_args import (
     transform_params,
 )
 from .layout import frame_strides
-from .pipeline import ClipTarget, Conversion, DecodeStats, VideoJob
+from .pipeline import Conversion, DecodeStats, VideoJob
 
 # FFmpeg codec name: PyNvVideoCodec's cudaVideoCodec member, for the codecs whose packets vclip can
 # hand to NVDEC. Whether this GPU decodes one (at this bit depth and size) is its capability
@@ -231,6 +231,11 @@ class KernelConverter(PictureConverter):
         if pitch < self._minimum_pitch or (chroma - luma) % self._surface_rows:
             raise RuntimeError(f"unexpected NVDEC surface layout (planes {chroma - luma} bytes apart for "
                                f"{self._surface_rows} rows of at least {self._minimum_pitch} bytes)")
+        self.launch(luma, chroma, pitch, destinations)
+
+    def launch(self, luma: int, chroma: int, pitch: int, destinations: list[tuple[int, int]]) -> None:
+        """Convert the NV12/P016 picture at device addresses ``luma``/``chroma`` (``pitch`` bytes per
+        row) into each destination, on the current CUDA stream."""
         for target, position in destinations:
             frame_job = self._jobs[target]
             frame_job["luma"], frame_job["chroma"] = luma, chroma
@@ -344,9 +349,4 @@ class NvdecBackend(PlanBackend):
         warnings.warn(message, FallbackWarning, stacklevel=4)
 
     def _decode_on_cpu(self, job: VideoJob, conversion: Conversion, output, stats: DecodeStats) -> None:
-        targets = tuple(ClipTarget(t.frames, t.geometry, k) for k, t in enumerate(job.targets))
-        shape = conversion.clip_shape(targets[0].frames.size, targets[0].geometry)
-        host = np.empty((len(targets),) + shape, dtype=output.dtype)
-        self._cpu.decode_job(VideoJob(job.index, targets), conversion, host, stats)
-        for k, target in enumerate(job.targets):
-            output[target.slot].set(host[k], stream=self._cupy.cuda.get_current_stream())
+        decode_then_upload(self._cpu, job, conversion, output, stats, self._cupy.cuda.get_current_stream())

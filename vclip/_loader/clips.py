@@ -9,6 +9,7 @@ import numpy as np
 
 from .._engine.pipeline import resolve_transform
 from .._validation import ArgumentError, check_optional_integer
+from ..gop import bound_lead
 from ..index import VideoIndex
 from ..sampling import ClipSampler, Segment, describe_segment
 from ..transforms import FrameGeometry, TransformSpec
@@ -41,14 +42,24 @@ class ClipDrawer:
         clips_per_video: Clips of each video per epoch; None with ``starts="step"``, where each
             video gives every clip that fits.
         conversion: How decoded frames become clips (the transform, resolved once).
+        max_lead_frames: Clips starting more frames than this after their keyframe are moved
+            earlier to start this many after it (see :mod:`vclip.gop`); None: no bound.
     """
 
-    def __init__(self, sampler: ClipSampler, transform: TransformSpec | None, clips_per_video: int | None):
+    def __init__(self, sampler: ClipSampler, transform: TransformSpec | None, clips_per_video: int | None,
+                 max_lead_frames: int | None = None):
         self.sampler = sampler
         self.frames_per_clip = _frames_per_clip(sampler)
         self._clip_sampler, self.clips_per_video = _clip_plan(sampler, clips_per_video)
         self.conversion = resolve_transform(transform, sampler.scaling_factor)
         self._facts_by_timing: dict[tuple, VideoFacts | ValueError] = {}  # see inspect()
+        self.max_lead_frames = check_optional_integer("max_lead_frames", max_lead_frames, minimum=0,
+                                                      none_means="(no bound)")
+        if self.max_lead_frames is not None and (sampler.mode in ("keyframe", "indexed") or sampler.starts == "step"):
+            raise ArgumentError(
+                f"max_lead_frames ({max_lead_frames}) moves clip starts; it needs random or even starts of a "
+                f"temporal sampler, not {sampler.mode} clips with starts={sampler.starts!r}"
+            )
 
     @property
     def dtype(self) -> str:
@@ -94,7 +105,10 @@ class ClipDrawer:
         """The frames and the geometry of clip ``ref`` in ``epoch`` (inside ``segment``, seconds)."""
         rng = ref.rng(seed, epoch)
         clips = self._clip_sampler.sample(index, seed=rng, segment=segment)
-        return clips[ref.clip % len(clips)], self._geometry(index, rng)
+        frames = clips[ref.clip % len(clips)]
+        if self.max_lead_frames is not None:
+            frames = bound_lead(index, frames, self.max_lead_frames)
+        return frames, self._geometry(index, rng)
 
     def _geometry(self, index: VideoIndex, rng: np.random.Generator) -> FrameGeometry:
         return self.conversion.index_geometry(index, rng)

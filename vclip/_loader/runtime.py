@@ -21,6 +21,7 @@ import torch
 from .._engine.backends import JobRunner
 from .._engine.device import Device
 from .._engine.pipeline import Conversion, DecodeStats, VideoJob
+from .._engine.scheduler import DecoderKindStats, PooledBackend, SharedQueueRunner
 from .batches import BatchBuilder, BuiltBatch
 from .handoff import BufferRing, make_handoff
 from .source import as_video_error
@@ -88,8 +89,11 @@ class LoaderRuntime:
     def __init__(self, backend, device: Device, builder: BatchBuilder, allocate: Callable[[Any], Any], *,
                  num_threads: int, decode_processes: int, prefetch_queue_depth: int):
         self.backend = backend
-        self.runner = JobRunner(_GuardedBackend(backend), 0 if decode_processes else num_threads,
-                                dedicated_threads=True)
+        if isinstance(backend, PooledBackend):
+            self.runner: JobRunner | SharedQueueRunner = backend.runner(wrap=_GuardedBackend)
+        else:
+            self.runner = JobRunner(_GuardedBackend(backend), 0 if decode_processes else num_threads,
+                                    dedicated_threads=True)
         self.builder = builder
         self.decode_processes = decode_processes
         self.depth = prefetch_queue_depth
@@ -105,7 +109,15 @@ class LoaderRuntime:
 
     @property
     def decode_workers(self) -> int:
+        """Decode threads of the default kind (each with an NVDEC decoder on the GPU); CPU decoders
+        beside NVDEC are counted in :meth:`decoder_kinds`."""
+        if isinstance(self.runner, SharedQueueRunner):
+            return self.runner.primary_workers
         return self.runner.num_workers
+
+    def decoder_kinds(self) -> dict[str, DecoderKindStats] | None:
+        """What each kind of decoder did, when several pools share the queue (else None)."""
+        return self.runner.kind_stats() if isinstance(self.runner, SharedQueueRunner) else None
 
     def begin(self, epoch: int, shard: np.ndarray, batches: list, first: int, start_stats) -> Pass:
         """A new pass (ending the one in progress)."""

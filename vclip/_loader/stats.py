@@ -8,10 +8,11 @@ from dataclasses import dataclass, field
 
 from .._engine.device import Device
 from .._engine.pipeline import DecodeStats
+from .._engine.scheduler import DecoderKindStats
 from ..memory import format_bytes
 
 __all__ = ["LoaderCounters", "LoaderStats", "StageSeconds", "FrameCounts", "SkippedVideos", "LoaderMemory",
-           "make_stats", "epoch_summary"]
+           "DecoderUse", "make_stats", "epoch_summary"]
 
 
 @dataclass
@@ -128,6 +129,23 @@ class LoaderMemory:
 
 
 @dataclass(frozen=True)
+class DecoderUse:
+    """What one kind of decoder did (``"nvdec"``, ``"cpu"``).
+
+    Attributes:
+        workers: Decode workers of this kind.
+        clips: Clips it decoded.
+        pictures: Pictures it decoded.
+        busy: Share of its workers' time spent on jobs, in [0, 1].
+    """
+
+    workers: int
+    clips: int
+    pictures: int
+    busy: float
+
+
+@dataclass(frozen=True)
 class LoaderStats:
     """What a ClipLoader has done since it was created, to tell whether it holds training back.
 
@@ -141,11 +159,13 @@ class LoaderStats:
         clips: Clips delivered.
         seconds: Time per stage (:class:`StageSeconds`).
         frames: Frames decoded and delivered (:class:`FrameCounts`).
-        decode_workers: Decode threads, in all processes.
+        decode_workers: Decode threads, in all processes, CPU decoders beside NVDEC included.
         nvdec_decoders: NVDEC decoders (one per decode worker on the GPU, 0 on the CPU).
         decode_workers_busy: Share of the decode workers' time spent demuxing, decoding or
             converting, in [0, 1].
         fallback_videos: Videos decoded on the CPU although the loader runs on the GPU.
+        decoders: Per kind of decoder (``"nvdec"``, ``"cpu"``): workers, clips, pictures and
+            how busy they were (:class:`DecoderUse`); CPU decoders beside NVDEC are ``"cpu"``.
         skipped: Videos left out and clips replaced (:class:`SkippedVideos`).
         memory: Estimated and measured memory (:class:`LoaderMemory`).
     """
@@ -162,6 +182,7 @@ class LoaderStats:
     fallback_videos: int
     skipped: SkippedVideos
     memory: LoaderMemory
+    decoders: dict[str, DecoderUse] = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         """Plain nested dicts, lists and numbers (JSON-ready); ``frames`` includes ``decoded_per_delivered``."""
@@ -197,6 +218,10 @@ class LoaderStats:
             f"  memory: in use {format_bytes(self.memory.in_use_bytes)}, peak {format_bytes(self.memory.peak_bytes)}, "
             f"estimate {format_bytes(self.memory.estimate_bytes)}",
         ]
+        if len(self.decoders) > 1:  # several kinds side by side: what each did
+            lines.insert(3, "  decoders: " + ", ".join(
+                f"{kind} {use.workers} workers {100 * use.busy:.0f}% busy, {use.clips} clips, {use.pictures} pictures"
+                for kind, use in self.decoders.items()))
         lines += [f"    {path}: {problem}" for path, problem in sorted(self.skipped.videos.items())]
         return "\n".join(lines)
 
@@ -205,20 +230,35 @@ _GPU_FIGURES = ("device_used_bytes", "cupy_pool_used_bytes", "cupy_pool_total_by
 
 
 def make_stats(counters: LoaderCounters, *, device: Device, epoch: int, decode_workers: int, running_seconds: float,
-               memory_baseline: dict[str, int], estimate_bytes: int, skipped_videos: dict[str, str]) -> LoaderStats:
+               memory_baseline: dict[str, int], estimate_bytes: int, skipped_videos: dict[str, str],
+               decoder_kinds: dict[str, DecoderKindStats] | None = None) -> LoaderStats:
     """The loader's stats from its counters.
 
     Args:
         running_seconds: Wall time of the pass in progress so far (0 when none).
         memory_baseline: The memory figures when the loader's runtime started (the loader's own
             memory is what it uses above them).
+        decoder_kinds: What each decoder pool did, when several share the queue; else the one
+            kind of ``device`` is reported from the counters.
     """
     values = counters.snapshot()
+    if decoder_kinds is not None:
+        decode_workers = sum(use.workers for use in decoder_kinds.values())
     active = values["active_seconds"] + running_seconds
     working = values["demux_seconds"] + values["decode_seconds"] + values["convert_seconds"]
     own = "device_used_bytes" if device.is_cuda else "buffers_bytes"
     base = memory_baseline.get(own, 0)
     now, peak = values["memory_now"], values["memory_peak"]
+    busy = min(1.0, working / (active * decode_workers)) if active > 0 else 0.0
+    if decoder_kinds is None:
+        kind = "nvdec" if device.is_cuda else "cpu"
+        decoders = {kind: DecoderUse(decode_workers, values["clips"], values["packets_sent"], busy)}
+    else:
+        decoders = {
+            kind: DecoderUse(use.workers, use.clips, use.pictures,
+                             min(1.0, use.busy_seconds / (active * use.workers)) if active > 0 and use.workers else 0.0)
+            for kind, use in decoder_kinds.items()
+        }
     return LoaderStats(
         device=str(device),
         epoch=epoch,
@@ -231,8 +271,8 @@ def make_stats(counters: LoaderCounters, *, device: Device, epoch: int, decode_w
         ),
         frames=FrameCounts(decoded=values["packets_sent"], delivered=values["frames_delivered"]),
         decode_workers=decode_workers,
-        nvdec_decoders=decode_workers if device.is_cuda else 0,
-        decode_workers_busy=min(1.0, working / (active * decode_workers)) if active > 0 else 0.0,
+        nvdec_decoders=decoders["nvdec"].workers if "nvdec" in decoders else 0,
+        decode_workers_busy=busy,
         fallback_videos=values["fallback_videos"],
         skipped=SkippedVideos(clips=values["skipped_clips"], videos=skipped_videos),
         memory=LoaderMemory(
@@ -242,6 +282,7 @@ def make_stats(counters: LoaderCounters, *, device: Device, epoch: int, decode_w
             gpu={name: now[name] for name in _GPU_FIGURES if name in now},
             gpu_peak={name: peak[name] for name in _GPU_FIGURES if name in peak},
         ),
+        decoders=decoders,
     )
 
 

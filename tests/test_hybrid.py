@@ -1,0 +1,332 @@
+"""CPU decoders beside NVDEC (issue 14): the NV12/P016 staging layout the kernel reads, one job
+queue for every decoder pool, and the loader's ``cpu_decoders``. The byte-identity of CPU-decoded
+and NVDEC-decoded clips is checked on the GPU (tests marked gpu)."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import av
+import numpy as np
+import pytest
+from kernel_cases import assert_matches_twin
+from kernel_cases import pack_semi_planar as reference_pack
+from test_kernel_host import host_library, host_transform  # noqa: F401 (fixtures)
+
+import vclip
+from vclip._engine import (
+    BLOCK,
+    JOB_DTYPE,
+    ClipTarget,
+    CpuBackend,
+    DecoderPool,
+    DecodeStats,
+    SharedQueueRunner,
+    VideoJob,
+    auto_cpu_decoders,
+    fill_job,
+    frame_strides,
+    launch_grid,
+    pack_semi_planar,
+    resolve_transform,
+    semi_planar_shape,
+    transform_params,
+)
+from vclip._engine.cpu import yuv420_planes
+from vclip._engine.kernel_args import OUTPUT_KINDS, PARAMS_DTYPE
+from vclip.synthetic import read_barcode
+
+
+def decoded_frames(path: str, count: int) -> list[av.VideoFrame]:
+    with av.open(path) as container:
+        frames = []
+        for frame in container.decode(video=0):
+            frames.append(frame)
+            if len(frames) == count:
+                return frames
+    return frames
+
+
+@pytest.mark.parametrize("name", ["h264", "h264_10bit", "odd"])
+def test_staging_layout_is_nvdec_layout(videos, name):
+    """Y rows, then interleaved UV rows, one 256-byte-aligned pitch; 10-bit samples MSB-aligned (P016)."""
+    index = vclip.index_video(videos[name])
+    frame = decoded_frames(videos[name], 1)[0]
+    y, u, v, bit_depth = yuv420_planes(frame, index.color_range)
+    shape, dtype = semi_planar_shape(index.width, index.height, index.bit_depth)
+    assert shape[0] == index.height + (index.height + 1) // 2
+    assert (shape[1] * dtype.itemsize) % 256 == 0 and shape[1] >= 2 * u.shape[1]
+    staged = np.full(shape, 0xAB, dtype)
+    pack_semi_planar(y, u, v, bit_depth, staged)
+    luma, chroma = reference_pack(y, u, v, bit_depth)
+    np.testing.assert_array_equal(staged[: index.height, : luma.shape[1]], luma)
+    np.testing.assert_array_equal(staged[index.height:, : chroma.shape[1]], chroma)
+
+
+@pytest.mark.parametrize("name, spec", [
+    ("h264", vclip.TransformSpec()),
+    ("h264", vclip.TransformSpec.imagenet(112, layout="TCHW")),
+    ("h264_10bit", vclip.TransformSpec(resize=(64, 96), dtype="float32")),
+])
+def test_staged_pictures_through_the_kernel_match_the_cpu_path(host_transform, videos, name, spec):  # noqa: F811
+    """PyAV pictures packed as the hybrid backend stages them, converted by the kernel (compiled for
+    the host), equal the CPU backend's clip of the same frames within the kernel's tolerance."""
+    path = videos[name]
+    index = vclip.index_video(path)
+    frames = np.arange(0, 8, 2)
+    geometry = spec.geometry(index.width, index.height)
+    conversion = resolve_transform(spec)
+    shape = conversion.clip_shape(frames.size, geometry)
+
+    expected = np.empty((1,) + shape, spec.dtype)
+    CpuBackend().decode_job(VideoJob(index, (ClipTarget(frames, geometry, 0),)), conversion, expected, DecodeStats())
+
+    stage_shape, stage_dtype = semi_planar_shape(index.width, index.height, index.bit_depth)
+    pictures = decoded_frames(path, int(frames[-1]) + 1)
+    staged = [np.zeros(stage_shape, stage_dtype) for _ in frames]
+    output = np.full(shape, 77 if spec.dtype == "uint8" else np.nan, spec.dtype)
+    frame_stride, strides = frame_strides(spec.layout, frames.size, geometry.output_height, geometry.output_width)
+    params = np.array(transform_params(spec, geometry, strides), dtype=PARAMS_DTYPE)
+    jobs = np.zeros(frames.size, JOB_DTYPE)
+    for t, number in enumerate(frames.tolist()):
+        y, u, v, bit_depth = yuv420_planes(pictures[number], index.color_range)
+        pack_semi_planar(y, u, v, bit_depth, staged[t])
+        pitch = staged[t].strides[0]
+        luma = staged[t].ctypes.data
+        fill_job(jobs[t], luma=luma, chroma=luma + index.height * pitch, luma_pitch=pitch, chroma_pitch=pitch,
+                 output=output.ctypes.data + t * frame_stride * output.itemsize, geometry=geometry,
+                 bit_depth=index.bit_depth, stored_bits=8 if index.bit_depth == 8 else 16,
+                 matrix=index.color_matrix, color_range=index.color_range)
+    assert launch_grid(params[()])[2] == 1 and BLOCK[2] == 1
+    host_transform(stage_dtype.itemsize, OUTPUT_KINDS[spec.dtype], params.ctypes.data, jobs.ctypes.data, frames.size)
+    assert_matches_twin(output, expected[0], spec.dtype)
+
+
+# -- the shared queue -------------------------------------------------------------------------------
+def clip_jobs(paths: list[str], frames_per_clip: int = 4) -> tuple[list[VideoJob], np.ndarray, list]:
+    """One job of two clips per video (native size, uint8), their output and expected frame numbers."""
+    spec = vclip.TransformSpec()
+    jobs, expected = [], []
+    for number, path in enumerate(paths):
+        index = vclip.index_video(path)
+        geometry = spec.geometry(index.width, index.height)
+        targets = []
+        for k in range(2):
+            frames = np.arange(frames_per_clip) * 2 + 3 * k + number
+            targets.append(ClipTarget(frames, geometry, 2 * number + k))
+            expected.append(frames.tolist())
+        jobs.append(VideoJob(index, tuple(targets)))
+    first = jobs[0].index
+    output = np.zeros((2 * len(paths), frames_per_clip, first.height, first.width, 3), np.uint8)
+    return jobs, output, expected
+
+
+@pytest.fixture(scope="module")
+def same_size_videos(tmp_path_factory) -> list[str]:
+    folder = tmp_path_factory.mktemp("hybrid")
+    return [vclip.synthetic.make_video(folder / f"v{i}.mp4", num_frames=24, width=96, height=64, keyframe_interval=8,
+                                       seed=i) for i in range(8)]
+
+
+def test_every_pool_takes_jobs_from_one_queue(same_size_videos):
+    jobs, output, expected = clip_jobs(same_size_videos)
+    pools = [DecoderPool("a", CpuBackend(threads=1), 1), DecoderPool("b", CpuBackend(threads=1), 2)]
+    runner = SharedQueueRunner(pools)
+    stats = DecodeStats()
+    try:
+        result = runner.run(jobs, resolve_transform(None), output, stats)
+        kinds = runner.kind_stats()
+    finally:
+        runner.close()
+    assert result.errors == [None] * len(jobs)
+    assert [[read_barcode(frame) for frame in clip] for clip in output] == expected
+    assert sum(use.jobs for use in kinds.values()) == len(jobs)
+    assert sum(use.clips for use in kinds.values()) == 2 * len(jobs)
+    assert sum(use.pictures for use in kinds.values()) == stats.packets_sent > 0
+    assert kinds["a"].workers == 1 and kinds["b"].workers == 2
+    assert all(use.jobs > 0 and use.busy_seconds > 0 for use in kinds.values())
+
+
+@pytest.mark.parametrize("helper_seconds_per_frame, takes", [(1e3, False), (1e-9, True)])
+def test_a_helper_takes_a_job_only_when_it_would_finish_first(same_size_videos, helper_seconds_per_frame, takes):
+    """A helper as slow as 1000 s per frame never takes a job (the primary would do all the others
+    first); a helper faster than the primary takes some."""
+    jobs, output, expected = clip_jobs(same_size_videos)
+    primary = DecoderPool("primary", CpuBackend(threads=1), 1, seconds_per_frame=0.01)
+    helper = DecoderPool("helper", CpuBackend(threads=1), 1, helper=True, seconds_per_frame=helper_seconds_per_frame)
+    runner = SharedQueueRunner([primary, helper])
+    try:
+        result = runner.run(jobs, resolve_transform(None), output, DecodeStats())
+        kinds = runner.kind_stats()
+    finally:
+        runner.close()
+    assert result.errors == [None] * len(jobs)
+    assert [[read_barcode(frame) for frame in clip] for clip in output] == expected
+    assert (kinds["helper"].jobs > 0) is takes
+    assert kinds["primary"].jobs + kinds["helper"].jobs == len(jobs)
+
+
+def test_bad_videos_are_errors_per_job(same_size_videos, tmp_path):
+    garbage = tmp_path / "garbage.mp4"
+    jobs, output, _ = clip_jobs(same_size_videos[:2])
+    data = bytearray(Path(same_size_videos[1]).read_bytes())
+    index = jobs[1].index
+    for packet in range(1, index.num_packets):
+        start, size = int(index.packet_pos[packet]), int(index.packet_size[packet])
+        data[start + 4:start + size] = bytes(size - 4)
+    garbage.write_bytes(data)
+    broken = VideoJob(vclip.index_video(str(garbage)), jobs[1].targets)
+    runner = SharedQueueRunner([DecoderPool("cpu", CpuBackend(threads=1), 2)])
+    try:
+        result = runner.run([jobs[0], broken], resolve_transform(None), output, DecodeStats())
+    finally:
+        runner.close()
+    assert result.errors[0] is None
+    assert isinstance(result.errors[1], vclip.errors.VideoError) and str(garbage) in str(result.errors[1])
+
+
+def test_a_runner_needs_a_primary_pool():
+    with pytest.raises(ValueError, match="primary pool"):
+        SharedQueueRunner([DecoderPool("cpu", CpuBackend(), 2, helper=True)])
+
+
+def test_auto_cpu_decoders_leaves_cores_to_nvdec_feeders_and_the_consumer():
+    assert auto_cpu_decoders(gpu=True, cores=16) == 12
+    assert auto_cpu_decoders(gpu=True, decode_processes=4, cores=16) == 10
+    assert auto_cpu_decoders(gpu=True, cores=4) == 0
+    assert auto_cpu_decoders(gpu=False, cores=16) == 0
+
+
+# -- the loader -------------------------------------------------------------------------------------
+def loader_epoch(paths, **options) -> tuple[list[np.ndarray], vclip.ClipLoader]:
+    loader = vclip.ClipLoader([(path, 0) for path in paths], vclip.strided(4, 2, clips_per_video=2), device="cpu",
+                              batch_size=4, seed=3, **options)
+    return [batch.data.numpy().copy() for batch in loader], loader
+
+
+def test_loader_cpu_decoders_same_batches_and_stats_per_kind(same_size_videos):
+    default, plain = loader_epoch(same_size_videos, cpu_decoders=0)
+    pooled, loader = loader_epoch(same_size_videos, cpu_decoders=3)
+    assert len(default) == len(pooled) == 4
+    for left, right in zip(default, pooled):
+        np.testing.assert_array_equal(left, right)
+    stats, before = loader.stats(), plain.stats()
+    assert set(stats.decoders) == {"cpu"} and stats.decoders["cpu"].workers == 3
+    assert stats.decoders["cpu"].clips == stats.clips == 16
+    assert stats.decoders["cpu"].pictures == stats.frames.decoded > 0
+    assert 0 < stats.decoders["cpu"].busy <= 1
+    assert before.decoders["cpu"].clips == 16 and stats.nvdec_decoders == 0
+    assert "3 decode workers (0 NVDEC)" in stats.summary()
+    assert loader.decode_workers == 3
+    loader.close()
+    plain.close()
+
+
+def test_loader_cpu_decoders_run_on_their_own_threads(same_size_videos, monkeypatch):
+    threads, decode_job = set(), CpuBackend.decode_job
+    monkeypatch.setattr(CpuBackend, "decode_job", lambda *a: threads.add(threading.current_thread()) or decode_job(*a))
+    loader_epoch(same_size_videos, cpu_decoders=2)[1].close()
+    assert 1 <= len(threads) <= 2 and all(t.name == "vclip-decode-cpu" for t in threads)
+
+
+@pytest.mark.parametrize("value", [-1, 1.5, "many"])
+def test_cpu_decoders_is_checked(same_size_videos, value):
+    with pytest.raises(ValueError,
+                       match=r'cpu_decoders .* must be "auto" or an integer >= 0'):
+        vclip.ClipLoader([(path, 0) for path in same_size_videos], vclip.strided(4, 2), device="cpu",
+                         cpu_decoders=value)
+
+
+# -- on the GPU (run by the lead on the H200) -------------------------------------------------------
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", ["h264", "hevc"])
+@pytest.mark.parametrize("spec", [vclip.TransformSpec(), vclip.TransformSpec.imagenet(112, layout="TCHW")])
+def test_cpu_decoded_clips_are_byte_identical_to_nvdec(videos, name, spec):
+    import cupy
+
+    from vclip._engine import UploadBackend, in_process_backend, resolve_device
+
+    device = resolve_device("cuda").device
+    index = vclip.index_video(videos[name])
+    geometry = spec.geometry(index.width, index.height)
+    conversion = resolve_transform(spec)
+    targets = (ClipTarget(np.arange(0, 16, 2), geometry, 0), ClipTarget(np.array([1, 5, 9, 29, 31, 40, 41, 59]), geometry, 1))
+    job = VideoJob(index, targets)
+    outputs = []
+    for backend in (in_process_backend(device), UploadBackend(device)):
+        output = backend.empty((2,) + conversion.clip_shape(8, geometry), spec.dtype)
+        output.fill(0)
+        backend.decode_job(job, conversion, output, DecodeStats()).synchronize()
+        outputs.append(cupy.asnumpy(output))
+    np.testing.assert_array_equal(outputs[0], outputs[1])
+
+
+@pytest.mark.gpu
+def test_gpu_loader_with_cpu_decoders_matches_nvdec_alone(videos):
+    paths = [(videos["h264"], 0)] * 4
+    epochs = []
+    for count in (0, 4):
+        loader = vclip.ClipLoader(paths, vclip.strided(8, 2, clips_per_video=3), device="cuda", batch_size=6,
+                                  seed=1, cpu_decoders=count)
+        epochs.append([batch.data.cpu().numpy().copy() for batch in loader])
+        stats = loader.stats()
+        if count:
+            assert set(stats.decoders) == {"nvdec", "cpu"} and stats.decoders["cpu"].workers == 4
+            assert stats.decoders["nvdec"].clips + stats.decoders["cpu"].clips == stats.clips
+        loader.close()
+    for left, right in zip(*epochs):
+        np.testing.assert_array_equal(left, right)
+
+
+# -- long GOPs ----------------------------------------------------------------------------------------
+def test_bound_lead_moves_late_starts_to_the_first_frames_of_their_gop(videos):
+    from vclip.gop import bound_lead, lead_frames
+
+    index = vclip.index_video(videos["long_gop"])  # keyframes at 0 and 250
+    assert index.keyframe_indices.tolist() == [0, 250]
+    clip = np.arange(100, 116, 2)
+    np.testing.assert_array_equal(bound_lead(index, clip, 30), clip - 93)  # lead 100 -> 100 mod 31 = 7
+    np.testing.assert_array_equal(bound_lead(index, clip, 100), clip)
+    np.testing.assert_array_equal(bound_lead(index, np.arange(260, 276, 2), 5), np.arange(254, 270, 2))
+    assert lead_frames(index, 260) == 10 and lead_frames(index, 0) == 0
+
+
+def test_start_distribution_of_uniform_and_bounded_starts(videos):
+    from vclip.gop import bound_lead, start_distribution
+
+    index = vclip.index_video(videos["long_gop"])
+    possible = np.arange(0, 250)
+    uniform = start_distribution([(index, s) for s in possible], [(index, possible)] * possible.size)
+    assert uniform.total_variation < 1e-9 and uniform.mean_lead[0] == pytest.approx(uniform.mean_lead[1])
+    bounded = start_distribution([(index, int(bound_lead(index, np.array([s]), 24)[0])) for s in possible],
+                                 [(index, possible)] * possible.size)
+    assert bounded.observed[0] == 1.0 and bounded.total_variation == pytest.approx(0.9)
+    assert bounded.mean_lead[0] < 13 and "total variation 0.900" in str(bounded)
+
+
+def test_loader_max_lead_frames_bounds_decode_work(videos):
+    from vclip.gop import lead_frames
+
+    index = vclip.index_video(videos["long_gop"])
+    results = {}
+    for bound in (None, 20):
+        loader = vclip.ClipLoader([(videos["long_gop"], 0)], vclip.strided(4, 2, clips_per_video=12), device="cpu",
+                                  batch_size=4, seed=2, max_lead_frames=bound, cpu_decoders=0)
+        starts = []
+        for batch in loader:
+            for clip, frames in zip(batch.data.numpy(), batch.frame_indices.tolist()):
+                assert [read_barcode(frame) for frame in clip] == frames
+                starts.append(frames[0])
+        results[bound] = (starts, loader.stats().frames.decoded_per_delivered)
+        loader.close()
+    assert max(lead_frames(index, s) for s in results[20][0]) <= 20 < max(lead_frames(index, s) for s in results[None][0])
+    assert results[20][1] < results[None][1]
+
+
+def test_max_lead_frames_needs_moveable_starts(videos):
+    with pytest.raises(ValueError, match="max_lead_frames .* needs random or even starts"):
+        vclip.ClipLoader([(videos["long_gop"], 0)], vclip.strided(4, 2, starts="step", step=4), device="cpu",
+                         max_lead_frames=8)
+    with pytest.raises(ValueError, match=r"max_lead_frames \(-1\) must be"):
+        vclip.ClipLoader([(videos["long_gop"], 0)], vclip.strided(4, 2), device="cpu", max_lead_frames=-1)

@@ -1,0 +1,280 @@
+"""One queue of video jobs for every decoder in the box: NVDEC and CPU decoders side by side.
+
+A :class:`DecoderPool` is one kind of decoder (a backend and a number of worker threads). A
+:class:`SharedQueueRunner` owns the worker threads of all its pools; every batch's jobs (one video's
+clips each) go into one FIFO queue, and each worker takes the next job when it is free, so all
+decoders stay busy while there is work.
+
+No batch waits on a slow decoder at its end: primary pools (NVDEC) take the oldest job, from the
+head of the queue; pools marked ``helper`` (CPU decoders beside NVDEC) take the newest, from its
+tail, and only when they are expected to finish it before the primary pools would have done every
+other queued job, i.e. when ``helper seconds per frame x frames of the job`` is at most ``other
+queued frames x primary seconds per frame / primary workers``. The batch a helper works for is
+then one that NVDEC would reach last anyway. Seconds per frame are running averages measured per
+pool (before any measurement, helpers take work only while the queue holds more jobs than the
+primary pools have workers). With a short queue, at the end of an epoch or with few batches in
+flight, every job goes to NVDEC. Without helpers (CPU-only machines: all pools are primary) every
+worker takes the next job.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections import deque
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from ..errors import VideoError
+from .contract import Backend, Completion
+from .pipeline import Conversion, DecodeStats, VideoJob
+
+__all__ = ["DecoderKindStats", "DecoderPool", "PooledBackend", "SharedQueueRunner", "auto_cpu_decoders"]
+
+_SMOOTHING = 0.2
+"""Weight of the newest job in a pool's running average of seconds per frame."""
+
+
+def auto_cpu_decoders(*, gpu: bool, decode_processes: int = 0, cores: int | None = None) -> int:
+    """CPU decoders for ``cpu_decoders="auto"``: the cores left free beside NVDEC.
+
+    On the GPU the NVDEC feeders need about one core per decode process (two for in-process
+    threads, which share one GIL), and the training loop and batch hand-over two more; machines
+    with fewer than 8 cores get none. On the CPU none: the default decode pool already keeps every
+    core busy, and single-threaded decoders from the shared queue measured no faster on 2 cores
+    (benchmarks/README.md); ask for a count to use them.
+    """
+    if not gpu:
+        return 0
+    if cores is None:
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    if cores < 8:
+        return 0
+    return max(0, cores - (decode_processes or 2) - 2)
+
+
+@dataclass
+class DecoderKindStats:
+    """What one kind of decoder did.
+
+    Attributes:
+        workers: Decode workers of this kind.
+        jobs: Videos decoded (one job: one video's clips of a batch).
+        clips: Clips decoded.
+        pictures: Pictures decoded (packets sent to the decoder).
+        frames: Clip frames delivered.
+        busy_seconds: Wall time the workers spent on jobs, summed over workers.
+    """
+
+    workers: int
+    jobs: int = 0
+    clips: int = 0
+    pictures: int = 0
+    frames: int = 0
+    busy_seconds: float = 0.0
+
+
+@dataclass
+class DecoderPool:
+    """One kind of decoder: ``workers`` threads decoding with ``backend``.
+
+    Attributes:
+        kind: Name in the stats (``"nvdec"``, ``"cpu"``).
+        helper: Takes a job only when expected to finish before the primary pools empty the queue.
+    """
+
+    kind: str
+    backend: Backend
+    workers: int
+    helper: bool = False
+    seconds_per_frame: float | None = None
+    stats: DecoderKindStats = field(init=False)
+
+    def __post_init__(self):
+        self.stats = DecoderKindStats(self.workers)
+
+
+@dataclass(eq=False)
+class _Task:
+    job: VideoJob
+    conversion: Conversion
+    output: Any
+    stats: DecodeStats
+    future: Future
+    frames: int
+
+
+class SharedQueueRunner:
+    """Runs the video jobs of every batch on the workers of all ``pools``, from one queue.
+
+    Keeps :class:`~vclip._engine.backends.JobRunner`'s interface (``run``, ``close``,
+    ``num_workers``); :meth:`kind_stats` tells what each kind of decoder did.
+
+    Args:
+        pools: The decoders; at least one must not be a helper.
+        wrap: Applied to each pool's backend before use (the loader's error guard).
+    """
+
+    def __init__(self, pools: list[DecoderPool], *, wrap: Callable[[Backend], Backend] | None = None):
+        if not any(not pool.helper and pool.workers > 0 for pool in pools):
+            raise ValueError("a SharedQueueRunner needs a primary pool with workers")
+        self.pools = [pool for pool in pools if pool.workers > 0]
+        self.num_workers = sum(pool.workers for pool in self.pools)
+        self.primary_workers = sum(pool.workers for pool in self.pools if not pool.helper)
+        self._wrap = wrap or (lambda backend: backend)
+        self._queue: deque[_Task] = deque()
+        self._queued_frames = 0
+        self._condition = threading.Condition()
+        self._closed = False
+        self._threads = [
+            threading.Thread(target=self._work, args=(pool, self._wrap(pool.backend)), daemon=True,
+                             name=f"vclip-decode-{pool.kind}")
+            for pool in self.pools for _ in range(pool.workers)
+        ]
+        for thread in self._threads:
+            thread.start()
+
+    def run(self, jobs: list[VideoJob], conversion: Conversion, output: Any, stats: DecodeStats):
+        """Decode every job into ``output``; bad videos are returned as errors per job, not raised."""
+        from .backends import JobsResult
+
+        tasks = [_Task(job, conversion, output, stats, Future(), sum(t.frames.size for t in job.targets))
+                 for job in jobs]
+        with self._condition:
+            if self._closed:
+                raise RuntimeError("this SharedQueueRunner is closed")
+            self._queue.extend(tasks)
+            self._queued_frames += sum(task.frames for task in tasks)
+            self._condition.notify_all()
+        errors: list[BaseException | None] = []
+        completions: list[Completion] = []
+        for task in tasks:
+            error, completion = task.future.result()
+            errors.append(error)
+            if completion is not None:
+                completions.append(completion)
+        return JobsResult(errors, completions)
+
+    def _may_take(self, pool: DecoderPool) -> bool:
+        """Whether a worker of ``pool`` should take the job at the head of the queue now."""
+        if not self._queue:
+            return False
+        if not pool.helper:
+            return True
+        primaries = [p for p in self.pools if not p.helper]
+        primary_workers = sum(p.workers for p in primaries)
+        measured = [p.seconds_per_frame for p in primaries if p.seconds_per_frame is not None]
+        if pool.seconds_per_frame is None or not measured:
+            return len(self._queue) > primary_workers  # nothing measured yet: only when the queue is long
+        newest = self._queue[-1].frames
+        drain_seconds = (self._queued_frames - newest) * min(measured) / primary_workers
+        return pool.seconds_per_frame * newest <= drain_seconds
+
+    def _work(self, pool: DecoderPool, backend: Backend) -> None:
+        while True:
+            with self._condition:
+                while not self._closed and not self._may_take(pool):
+                    # Helpers re-check as the queue and the measured rates change.
+                    self._condition.wait(timeout=0.05 if pool.helper and self._queue else None)
+                if self._closed:
+                    return
+                task = self._queue.pop() if pool.helper else self._queue.popleft()
+                self._queued_frames -= task.frames
+            self._execute(pool, backend, task)
+
+    def _execute(self, pool: DecoderPool, backend: Backend, task: _Task) -> None:
+        own = DecodeStats()
+        started = time.perf_counter()
+        try:
+            outcome: tuple[VideoError | None, Completion | None] = (
+                None, backend.decode_job(task.job, task.conversion, task.output, own))
+        except VideoError as error:  # reported per video; the caller applies its error policy
+            outcome = (error, None)
+        except BaseException as error:  # noqa: BLE001 (a bug: raised in the caller's thread, never lost)
+            task.future.set_exception(error)
+            return
+        finally:
+            seconds = time.perf_counter() - started
+            task.stats.add(**own.as_dict())
+            with self._condition:
+                frames = max(task.frames, 1)
+                rate = seconds / frames
+                previous = pool.seconds_per_frame
+                pool.seconds_per_frame = rate if previous is None else previous + _SMOOTHING * (rate - previous)
+                kind = pool.stats
+                kind.jobs += 1
+                kind.clips += len(task.job.targets)
+                kind.pictures += own.packets_sent
+                kind.frames += own.frames_delivered
+                kind.busy_seconds += seconds
+        task.future.set_result(outcome)
+
+    def kind_stats(self) -> dict[str, DecoderKindStats]:
+        """A copy of each kind's counters (pools of the same kind summed)."""
+        with self._condition:
+            totals: dict[str, DecoderKindStats] = {}
+            for pool in self.pools:
+                total = totals.setdefault(pool.kind, DecoderKindStats(0))
+                for name, value in vars(pool.stats).items():
+                    setattr(total, name, getattr(total, name) + value)
+            return totals
+
+    def close(self) -> None:
+        """Stop the worker threads after the jobs they hold (the backends belong to the caller).
+        Jobs still queued fail with an error."""
+        with self._condition:
+            if self._closed:
+                return
+            self._closed = True
+            left, self._queue = list(self._queue), deque()
+            self._condition.notify_all()
+        for task in left:
+            task.future.set_exception(RuntimeError(f"{task.job.index.path}: the decoder was closed before this video"))
+        for thread in self._threads:
+            thread.join()
+
+
+class PooledBackend:
+    """Several decoder pools behind the :class:`~vclip._engine.contract.Backend` contract.
+
+    Output buffers come from the first pool's backend (the others write into them: NVDEC worker
+    processes' CUDA IPC buffers are ordinary CuPy arrays here). :meth:`runner` gives the loader a
+    :class:`SharedQueueRunner` over the pools; :meth:`decode_job` runs one job through one.
+    """
+
+    def __init__(self, pools: list[DecoderPool]):
+        self.pools = pools
+        self.device = pools[0].backend.device
+        self.default_workers = sum(pool.workers for pool in pools)
+        self._runner: SharedQueueRunner | None = None
+        self._lock = threading.Lock()
+
+    def empty(self, shape: tuple[int, ...], dtype: str) -> Any:
+        return self.pools[0].backend.empty(shape, dtype)
+
+    def runner(self, wrap: Callable[[Backend], Backend] | None = None) -> SharedQueueRunner:
+        """A runner over fresh copies of the pools (its own workers and counters)."""
+        return SharedQueueRunner(
+            [DecoderPool(pool.kind, pool.backend, pool.workers, pool.helper) for pool in self.pools], wrap=wrap)
+
+    def decode_job(self, job: VideoJob, conversion: Conversion, output: Any, stats: DecodeStats) -> Completion | None:
+        with self._lock:
+            if self._runner is None:
+                self._runner = self.runner()
+        result = self._runner.run([job], conversion, output, stats)
+        if result.errors[0] is not None:
+            raise result.errors[0]
+        return result.completions[0] if result.completions else None
+
+    def close(self) -> None:
+        with self._lock:
+            runner, self._runner = self._runner, None
+        if runner is not None:
+            runner.close()
+        closed: set[int] = set()
+        for pool in self.pools:
+            if id(pool.backend) not in closed:
+                closed.add(id(pool.backend))
+                pool.backend.close()
