@@ -11,6 +11,7 @@ import numpy as np
 from ._engine.backends import JobRunner, make_backend
 from ._engine.device import resolve_device
 from ._engine.pipeline import ClipTarget, DecodeStats, VideoJob, resolve_transform
+from ._sources import VideoInput, hold_video
 from ._validation import check_optional_integer, fail
 from .index import VideoIndex, index_video
 from .sampling import ClipSampler, check_scaling_factor
@@ -66,7 +67,9 @@ class VideoDecoder:
     """Frames of one video stream, exact by presentation order.
 
     Args:
-        path: The video file.
+        path: The video file; a URL fsspec opens (``s3://``, ``gs://``, ``https://``...; clips
+            then read only their packets' byte ranges); its bytes; or a binary file object with
+            ``read`` and ``seek`` (read under a lock, kept open by the decoder).
         stream_index: Container index of the video stream; default: the first video stream.
         device: ``"cpu"``, ``"cuda"``, ``"cuda:N"`` or ``"auto"``. A GPU request that cannot be
             served falls back to the CPU with one :class:`~vclip.errors.FallbackWarning`, and
@@ -81,7 +84,7 @@ class VideoDecoder:
 
     def __init__(
         self,
-        path: str | os.PathLike,
+        path: VideoInput,
         *,
         stream_index: int | None = None,
         device: str = "cpu",
@@ -91,7 +94,8 @@ class VideoDecoder:
         check_optional_integer("stream_index", stream_index, minimum=0, none_means="(the first video stream)")
         _check_flag("skip_non_reference", skip_non_reference)
         resolved = resolve_device(device)
-        self.index: VideoIndex = index_video(path, stream_index=stream_index, cache_dir=cache_dir)
+        name, self._held = hold_video(path)  # keeps bytes and file objects readable by name
+        self.index: VideoIndex = index_video(name, stream_index=stream_index, cache_dir=cache_dir)
         self._runner = JobRunner(make_backend(resolved.device, skip_non_reference=skip_non_reference), num_workers=1)
         self.device: str = str(resolved.device)
         self.fell_back_to_cpu: bool = resolved.fell_back_to_cpu

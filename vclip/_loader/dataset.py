@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
+from .._sources import is_url
+
 __all__ = ["LabeledVideo", "load_videos", "VIDEO_EXTENSIONS"]
 
 VIDEO_EXTENSIONS = (".mp4", ".m4v", ".mkv", ".webm", ".mov", ".avi", ".mpg", ".mpeg", ".ts", ".flv", ".wmv")
@@ -29,7 +31,7 @@ def load_videos(source: VideoSource) -> tuple[list[LabeledVideo], tuple[str, ...
     Args:
         source: Either (path, label) pairs; a text or CSV file with one ``path label`` or
             ``path,label`` per line (blank lines, ``#`` comments and a ``path,label`` header are
-            skipped; relative paths are taken from the list's folder); or a root folder with one
+            skipped; relative paths are taken from the list's folder, URLs are kept); or a root folder with one
             subfolder per class, whose video files (by extension, searched recursively) get the
             label of the subfolder's position in sorted order.
 
@@ -84,7 +86,8 @@ def _from_file_list(list_file: Path) -> list[LabeledVideo]:
         path, label = parts[0].strip(), parts[1].strip()
         if not videos and label.lower() == "label":
             continue  # CSV header
-        videos.append(LabeledVideo(os.fspath(list_file.parent / path), _label(label, where)))
+        located = path if is_url(path) else os.fspath(list_file.parent / path)  # URLs as they are
+        videos.append(LabeledVideo(located, _label(label, where)))
     return videos
 
 
