@@ -4,6 +4,7 @@ honours ``Range`` requests and counts what it sends, and moto's S3-compatible se
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import re
 import socket
@@ -23,8 +24,8 @@ class RangeServer(ThreadingHTTPServer):
     Attributes:
         bytes_sent: Body bytes sent so far (all requests).
         requests: ``(method, path, Range header or None, status)`` of every request.
-        fail_first: Paths under ``/flaky/`` answer 503 to the first request of each distinct range.
-        denied: Paths under ``/secret/`` answer 403.
+        Paths under ``/flaky/`` answer 503 to the first request of each distinct range.
+        Paths under ``/secret/`` answer 403, under ``/down/`` always 503.
     """
 
     daemon_threads = True
@@ -68,6 +69,8 @@ class _Handler(BaseHTTPRequestHandler):
         wanted = self.headers.get("Range")
         if name.startswith("secret/"):
             return self._status(403)
+        if name.startswith("down/"):
+            return self._status(503)
         if name.startswith("flaky/") and body:
             with self.server.lock:
                 first = (name, wanted) not in self.server._failed_once
@@ -135,6 +138,7 @@ def s3_server() -> Iterator[str]:
     """
     from moto.server import ThreadedMotoServer
 
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # no line per request
     port = free_port()
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()

@@ -13,6 +13,7 @@ import pytest
 
 import vclip
 from range_server import range_server, s3_server
+from vclip._sources import coalesce
 from vclip.cli import main
 from vclip.errors import NotAVideoError, UnreadableVideoError, VideoNotFoundError
 from vclip.synthetic import make_video, read_barcode
@@ -95,6 +96,22 @@ def test_transient_server_errors_are_retried(http, folder):
     assert statuses.count(503) >= 2 and statuses.count(206) >= 2
 
 
+def test_a_server_that_keeps_failing_is_reported_after_the_retries(http):
+    http.reset_counts()
+    with pytest.raises(UnreadableVideoError, match="HTTP 503.*still failing after 4 tries") as caught:
+        vclip.index_video(http.url("down/short.mp4"))
+    assert caught.value.path == http.url("down/short.mp4")
+    assert len(http.requests) >= 4
+
+
+def test_nearby_ranges_are_fetched_in_one_request():
+    ranges = [(5000, 100), (0, 1000), (1000, 10), (300_000, 5), (1 << 30, 7)]
+    assert coalesce(ranges, gap=2048) == [(0, 1010), (5000, 5100), (300_000, 300_005), (1 << 30, (1 << 30) + 7)]
+    assert coalesce(ranges, gap=1 << 20) == [(0, 300_005), (1 << 30, (1 << 30) + 7)]
+    assert coalesce([(0, 600), (500, 600)], gap=0, limit=1000) == [(0, 1100)]  # overlapping: always one
+    assert coalesce([(0, 600), (700, 600)], gap=200, limit=1000) == [(0, 600), (700, 1300)]  # over the limit
+
+
 def test_a_missing_url_is_video_not_found(http):
     url = http.url("nowhere.mp4")
     with pytest.raises(VideoNotFoundError, match="not found") as caught:
@@ -157,12 +174,24 @@ def test_cli_info_and_sample_take_urls(http, folder, tmp_path, capsys):
         assert [barcodes(clip) for clip in stored["clips"]] == [[3, 30], [3, 30]]
 
 
+@pytest.mark.gpu
+def test_http_frames_on_the_gpu_equal_the_local_files(http, folder):
+    import cupy
+
+    indices = [599, 0, 301, 302, 45]
+    remote = vclip.VideoDecoder(http.url("long.mp4"), device="cuda").get_frames(indices)
+    local = vclip.VideoDecoder(folder / "long.mp4", device="cuda").get_frames(indices)
+    assert remote.device.startswith("cuda") and not remote.fell_back_to_cpu
+    data = cupy.asnumpy(remote.data)
+    assert barcodes(data) == indices
+    np.testing.assert_array_equal(data, cupy.asnumpy(local.data))
+
+
 # -- S3 (moto's server) ---------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def s3(folder):
     """A bucket ``videos`` on a local S3-compatible server holding the served folder's videos."""
-    pytest.importorskip("s3fs")
-    boto3 = pytest.importorskip("boto3")
+    import boto3
     import fsspec
 
     with pytest.MonkeyPatch.context() as patch:

@@ -184,11 +184,12 @@ class RemoteReader(RangeReader):
 def coalesce(ranges: list[tuple[int, int]], gap: int = COALESCE_GAP_BYTES,
              limit: int = MAX_REQUEST_BYTES) -> list[tuple[int, int]]:
     """``(start, end)`` spans covering every ``(offset, length)`` range, neighbours closer than
-    ``gap`` bytes merged while a span stays under ``limit`` bytes."""
+    ``gap`` bytes merged while a span stays under ``limit`` bytes (overlapping ones always)."""
     spans: list[list[int]] = []
     for offset, length in sorted(ranges):
         end = offset + length
-        if spans and offset - spans[-1][1] <= gap and max(end, spans[-1][1]) - spans[-1][0] <= limit:
+        if spans and (offset < spans[-1][1] or
+                      (offset - spans[-1][1] <= gap and max(end, spans[-1][1]) - spans[-1][0] <= limit)):
             spans[-1][1] = max(spans[-1][1], end)
         else:
             spans.append([offset, end])
