@@ -8,8 +8,8 @@
    barcodes are checked.
 2. Clips/s: the train workload of benchmarks/loader.py (batches of 8 clips, 16 frames at stride 2,
    224x224 ImageNet-normalized) on ``--s3-videos`` videos of the ``--set`` set, from a local
-   S3-compatible server (moto) through s3fs, against the same files on local disk; same clips (checked:
-   frame indices and pixels of the first batch are equal).
+   S3-compatible server (moto) through s3fs, against the same files on local disk, in ``--repeats``
+   alternated passes (medians); same clips (checked: frame indices and pixels of the first batch).
 
     python benchmarks/remote.py --out results/ --device cpu                                   # CPU, small
     python benchmarks/remote.py --out results/ --device cuda --size 1920x1080 --duration 600 --set 1080p
@@ -113,8 +113,9 @@ def _clips_per_second(loader: vclip.ClipLoader, batches: int, warmup: int, devic
 
 
 def s3_against_local(folder: Path, video_set: str, count: int, device: str, batches: int, warmup: int,
-                     processes: int) -> dict:
-    """Train-workload clips/s from a local S3-compatible server and from local files."""
+                     processes: int, repeats: int) -> dict:
+    """Train-workload clips/s from a local S3-compatible server and from local files (median of
+    ``repeats`` alternated passes each)."""
     import boto3
 
     paths = make_video_set(folder, video_set, count=count)
@@ -132,12 +133,19 @@ def s3_against_local(folder: Path, video_set: str, count: int, device: str, batc
             client.upload_file(path, "videos", Path(path).name)
         urls = [f"s3://videos/{Path(path).name}" for path in paths]
         total = batches + warmup
-        remote_rate, remote_first = _clips_per_second(_loader(urls, device, total, processes), batches, warmup, device)
-    local_rate, local_first = _clips_per_second(_loader(paths, device, total, processes), batches, warmup, device)
-    if remote_first[0].tolist() != local_first[0].tolist() or not np.allclose(remote_first[1], local_first[1]):
+        rates: dict[str, list[float]] = {"s3": [], "local": []}
+        firsts = {}
+        for _ in range(repeats):  # alternated, so that a busy moment of the machine hits both
+            for name, videos in (("s3", urls), ("local", paths)):
+                rate, firsts[name] = _clips_per_second(_loader(videos, device, total, processes), batches, warmup,
+                                                       device)
+                rates[name].append(rate)
+    if firsts["s3"][0].tolist() != firsts["local"][0].tolist() or not np.allclose(firsts["s3"][1], firsts["local"][1]):
         raise AssertionError("the S3 loader's first batch differs from the local one")
+    remote_rate, local_rate = statistics.median(rates["s3"]), statistics.median(rates["local"])
     return {"set": video_set, "videos": len(paths), "batches": batches, "warmup_batches": warmup,
             "batch": [BATCH, LENGTH, 3, SIZE, SIZE], "decode_processes": processes,
+            "repeats": repeats, "runs_clips_per_second": rates,
             "clips_per_second": {"s3": remote_rate, "local": local_rate, "s3_over_local": remote_rate / local_rate}}
 
 
@@ -153,6 +161,7 @@ def main() -> None:
     parser.add_argument("--s3-videos", type=int, default=8, help="videos of the set used (default 8)")
     parser.add_argument("--batches", type=int, default=10, help="timed batches (default 10)")
     parser.add_argument("--warmup", type=int, default=2, help="batches before timing (default 2)")
+    parser.add_argument("--repeats", type=int, default=3, help="alternated S3/local passes (default 3)")
     parser.add_argument("--processes", type=int, default=0, help="decode_processes (default 0)")
     parser.add_argument("--videos", default=None, help="folder for the generated videos (default: a temp folder)")
     args = parser.parse_args()
@@ -165,7 +174,8 @@ def main() -> None:
           f"per clip median {http['bytes_per_clip']['median'] / 1e3:.0f} kB "
           f"({100 * http['bytes_per_clip']['median_fraction_of_file']:.2f}% of the file), "
           f"{http['requests_per_clip_median']} requests")
-    s3 = s3_against_local(folder, args.set, args.s3_videos, args.device, args.batches, args.warmup, args.processes)
+    s3 = s3_against_local(folder, args.set, args.s3_videos, args.device, args.batches, args.warmup, args.processes,
+                          args.repeats)
     rates = s3["clips_per_second"]
     print(f"S3 {rates['s3']:.1f} clips/s, local {rates['local']:.1f} clips/s ({rates['s3_over_local']:.2f}x)")
     print(save_results("remote", {"device": args.device, "http_bytes_per_clip": http, "s3_against_local": s3},
