@@ -33,7 +33,7 @@ from vclip._images import to_numpy
 from vclip.synthetic import make_video, read_barcode
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from range_server import range_server, s3_server  # noqa: E402
+from range_server import range_server, s3_server
 
 LENGTH, STRIDE, BATCH, SIZE = 16, 2, 8, 224
 SPEC = vclip.TransformSpec.imagenet(SIZE, layout="TCHW")

@@ -9,11 +9,11 @@ import os
 import re
 import socket
 import threading
+from collections.abc import Iterator
 from contextlib import contextmanager
 from email.utils import formatdate
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Iterator
 
 _RANGE = re.compile(r"bytes=(\d+)-(\d*)$")
 
@@ -96,7 +96,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_response(status)
         self.send_header("Content-Length", str(end - start))
         self.send_header("Accept-Ranges", "bytes")
-        self.send_header("ETag", '"%s"' % hashlib.md5(data).hexdigest())
+        self.send_header("ETag", f'"{hashlib.md5(data).hexdigest()}"')
         self.send_header("Last-Modified", formatdate(file.stat().st_mtime, usegmt=True))
         if status == 206:
             self.send_header("Content-Range", f"bytes {start}-{end - 1}/{len(data)}")

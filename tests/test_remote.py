@@ -10,9 +10,9 @@ import shutil
 
 import numpy as np
 import pytest
+from range_server import range_server, s3_server
 
 import vclip
-from range_server import range_server, s3_server
 from vclip._sources import coalesce
 from vclip.cli import main
 from vclip.errors import NotAVideoError, UnreadableVideoError, VideoNotFoundError
@@ -148,7 +148,7 @@ def test_bytes_and_file_objects(folder, kind):
 
 def test_clip_loader_takes_urls(http, folder):
     names = ["short.mp4", "short.mkv", "short.ts"]
-    options = dict(device="cpu", batch_size=3, num_threads=2, seed=3)
+    options = {"device": "cpu", "batch_size": 3, "num_threads": 2, "seed": 3}
     sampler = vclip.strided(4, 2, clips_per_video=1)
     remote = list(vclip.ClipLoader([(http.url(n), i) for i, n in enumerate(names)], sampler, **options))
     local = list(vclip.ClipLoader([(folder / n, i) for i, n in enumerate(names)], sampler, **options))

@@ -29,24 +29,31 @@ import time
 import weakref
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
-from typing import BinaryIO, Union
+from typing import BinaryIO
 
-from .errors import CorruptVideoError, UnreadableVideoError, VideoError, VideoNotFoundError
+from .errors import (
+    CorruptVideoError,
+    UnreadableVideoError,
+    VideoError,
+    VideoNotFoundError,
+)
 
 __all__ = [
-    "VideoInput",
-    "is_local",
-    "is_url",
-    "hold_video",
-    "open_reader",
-    "open_binary",
-    "source_fingerprint",
-    "read_ranges",
     "RangeReader",
     "RemoteReader",
+    "VideoInput",
+    "coalesce",
+    "hold_video",
+    "is_local",
+    "is_url",
+    "open_binary",
+    "open_reader",
+    "read_ranges",
+    "remote_error",
+    "source_fingerprint",
 ]
 
-VideoInput = Union[str, os.PathLike, bytes, bytearray, memoryview, BinaryIO]
+VideoInput = str | os.PathLike | bytes | bytearray | memoryview | BinaryIO
 """A video: a path, a URL, its bytes, or a binary file-like object with ``read`` and ``seek``."""
 
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]+://")  # two letters or more: "C://" is a drive
@@ -154,7 +161,10 @@ class RemoteReader(RangeReader):
         info = _with_retries(self.name, lambda: self.fs.info(self.path))
         if info.get("type") == "directory":
             raise VideoNotFoundError(self.name, "is a folder (prefix), not a file")
-        self._size = int(info.get("size") or info.get("Size") or 0)
+        size = info.get("size", info.get("Size"))
+        if size is None:
+            raise UnreadableVideoError(self.name, "the server does not tell the file's size (no Content-Length)")
+        self._size = int(size)
         return info
 
     def size(self) -> int:
@@ -238,7 +248,7 @@ def remote_error(url: str, error: BaseException) -> VideoError:
     if isinstance(error, VideoError):
         return error
     if status in (401, 403) or isinstance(error, PermissionError):
-        return UnreadableVideoError(url, f"access denied ({'HTTP %d' % status if status else reason})")
+        return UnreadableVideoError(url, f"access denied ({f'HTTP {status}' if status else reason})")
     if status == 404 or (status is None and isinstance(error, FileNotFoundError)):
         return VideoNotFoundError(url, "not found (no such object; HTTP 404)")
     if status is not None:
@@ -248,17 +258,17 @@ def remote_error(url: str, error: BaseException) -> VideoError:
 
 def _with_retries(url: str, request):
     """``request()``, retried on transient errors; any failure as a VideoError naming ``url``."""
-    for attempt in range(ATTEMPTS):
+    for attempt in range(1, ATTEMPTS + 1):
         try:
             return request()
-        except Exception as error:  # fsspec drivers raise their own types (aiohttp, botocore)
-            if attempt + 1 == ATTEMPTS or not _is_transient(error):
+        except Exception as error:  # noqa: BLE001  fsspec drivers raise their own types (aiohttp, botocore)
+            transient = _is_transient(error)
+            if not transient or attempt == ATTEMPTS:
                 failure = remote_error(url, error)
-                if _is_transient(error):
+                if transient:
                     failure = UnreadableVideoError(url, f"{failure.problem}, still failing after {ATTEMPTS} tries")
                 raise failure from None
-        time.sleep(_BACKOFF_SECONDS * 2**attempt * (1 + random.random() / 2))
-    raise AssertionError("unreachable")
+        time.sleep(_BACKOFF_SECONDS * 2 ** (attempt - 1) * (1 + random.random() / 2))
 
 
 # -- shared state: the request pool, opened remote files, in-memory videos ----------------------

@@ -21,7 +21,15 @@ import numpy as np
 
 from ._engine.bitstream import is_reference_packet, nal_length_size
 from ._fingerprint import content_fingerprint
-from ._sources import VideoInput, hold_video, is_local, is_url, open_binary, open_reader, source_fingerprint
+from ._sources import (
+    VideoInput,
+    hold_video,
+    is_local,
+    is_url,
+    open_binary,
+    open_reader,
+    source_fingerprint,
+)
 from .errors import (
     CorruptVideoError,
     IndexCacheWarning,
