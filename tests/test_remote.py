@@ -71,17 +71,21 @@ def test_a_clip_reads_only_the_byte_ranges_of_its_packets(http, folder):
     assert all(method == "GET" and status == 206 for method, _, _, status in http.requests), http.requests
 
 
-def test_the_index_cache_keys_urls_by_metadata(http, folder, tmp_path):
+def test_the_index_cache_keys_urls_by_metadata(http, folder, tmp_path, monkeypatch):
     shutil.copy(folder / "short.mp4", folder / "changing.mp4")
     url = http.url("changing.mp4")
     first = vclip.index_video(url, cache_dir=tmp_path)
     http.reset_counts()
     assert vclip.index_video(url, cache_dir=tmp_path) is first
-    assert [(method, status) for method, _, _, status in http.requests] == [("HEAD", 200)]  # no content read
+    assert http.requests == []  # checked less than 30 s ago: no request
     vclip.clear_index_cache()
+    again = vclip.index_video(url, cache_dir=tmp_path)  # from the disk cache: one HEAD, no content read
+    assert again.num_frames == first.num_frames
+    assert [(method, status) for method, _, _, status in http.requests] == [("HEAD", 200)]
+    monkeypatch.setattr("vclip.index._REMOTE_TRUST_SECONDS", 0.0)
     http.reset_counts()
-    again = vclip.index_video(url, cache_dir=tmp_path)  # from the disk cache: still one HEAD
-    assert again.num_frames == first.num_frames and http.bytes_sent == 0
+    assert vclip.index_video(url, cache_dir=tmp_path) is again  # metadata unchanged: the same entry
+    assert [method for method, *_ in http.requests] == ["HEAD"]
     make_video(folder / "changing.mp4", num_frames=24, width=128, height=96, keyframe_interval=8)
     assert vclip.index_video(url, cache_dir=tmp_path).num_frames == 24  # new ETag and size: indexed again
 

@@ -376,13 +376,15 @@ _CACHE_BYTES_VARIABLE = "VCLIP_INDEX_CACHE_BYTES"
 # A file's change times are trusted to reveal later changes only once they are this much older
 # than the content read (file system clocks tick coarsely: ~4 ms on ext4, 2 s on FAT).
 _SETTLE_NS = 2_000_000_000
+# A URL's cached index is served without asking the server again for this long after a check.
+_REMOTE_TRUST_SECONDS = 30.0
 
 
 @dataclass
 class _MemoryEntry:
     index: VideoIndex
     fingerprint: str
-    signature: tuple  # (device, inode, size, mtime_ns, ctime_ns) when the index was checked
+    signature: tuple  # (device, inode, size, mtime_ns, ctime_ns) at the last check; a URL's: (monotonic time,)
     settled: bool  # any change after that check alters the signature
     nbytes: int
 
@@ -518,7 +520,8 @@ def index_video(
     A URL (``s3://``, ``gs://``, ``https://``: anything fsspec opens), ``bytes`` or a binary file
     object is read through :mod:`vclip._sources` (the indexing pass reads the whole file once).
     Remote indexes are cached by URL and a metadata fingerprint (size, ETag, last-modified: one
-    HEAD/stat request per call), bytes by their digest; file objects are not cached. The index of
+    HEAD/stat request, made again when the entry was last checked over 30 seconds ago), bytes by
+    their digest; file objects are not cached. The index of
     bytes or a file object names them ``<bytes:DIGEST>``/``<file:ID>``: its frames can be decoded
     while a :class:`~vclip.VideoDecoder` made from the same object is alive.
 
@@ -583,34 +586,45 @@ def index_video(
 
 
 def _index_source(name: str, stream_index: int | None, cache_dir: str | os.PathLike | None) -> VideoIndex:
-    """:func:`index_video` of a URL or in-memory name, cached by its metadata fingerprint."""
-    fingerprint = source_fingerprint(name)
+    """:func:`index_video` of a URL or in-memory name, cached by its metadata fingerprint.
+
+    A URL's in-memory entry is served without a request for :data:`_REMOTE_TRUST_SECONDS` after
+    its metadata was last checked (the loader asks for a video's index once per clip).
+    """
     key = (name, stream_index)
-    cached = is_url(name)  # bytes: only on disk (memory would keep the data); file objects: never
-    if cached:
-        with _cache_lock:
-            entry = _cache.get(key)
-            if entry is not None:
-                _cache.move_to_end(key)
-        if entry is not None and entry.fingerprint == fingerprint:
-            return entry.index
-    disk = _DiskCache.open(cache_dir) if cache_dir is not None and fingerprint is not None else None
+    with _cache_lock:
+        entry = _cache.get(key)
+        if entry is not None:
+            _cache.move_to_end(key)
+    if entry is not None and entry.signature and time.monotonic() - entry.signature[0] < _REMOTE_TRUST_SECONDS:
+        return entry.index
+    fingerprint = source_fingerprint(name)  # None for file objects: never cached
+    if fingerprint is None:
+        return _build_source_index(name, stream_index)
+    checked = (time.monotonic(),) if is_url(name) else ()
+    if entry is not None and entry.fingerprint == fingerprint:
+        _remember(key, replace(entry, signature=checked))
+        return entry.index
+    disk = _DiskCache.open(cache_dir) if cache_dir is not None else None
     try:
         entry_name = disk.entry_name(key) if disk is not None else None
         index = disk.load(entry_name, fingerprint, stream_index, name) if disk is not None else None
         if index is None:
-            size = open_reader(name).size()
-            if size == 0:
-                raise CorruptVideoError(name, "file is empty (0 bytes)")
-            index = _build_index(name, stream_index, size)
+            index = _build_source_index(name, stream_index)
             if disk is not None:
                 disk.save(entry_name, fingerprint, stream_index, index)
     finally:
         if disk is not None:
             disk.close()
-    if cached:
-        _remember(key, _MemoryEntry(index, fingerprint, (), False, _index_nbytes(index)))
+    _remember(key, _MemoryEntry(index, fingerprint, checked, False, _index_nbytes(index)))
     return index
+
+
+def _build_source_index(name: str, stream_index: int | None) -> VideoIndex:
+    size = open_reader(name).size()
+    if size == 0:
+        raise CorruptVideoError(name, "file is empty (0 bytes)")
+    return _build_index(name, stream_index, size)
 
 
 # -- reading containers -------------------------------------------------------------------------
