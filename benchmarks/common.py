@@ -33,9 +33,12 @@ def _make_one(arguments):
     return path
 
 
-def make_video_set(folder: str | os.PathLike, name: str, workers: int | None = None) -> list[str]:
-    """The benchmark videos of set ``name`` ("360p" or "1080p"), generated once into ``folder``."""
-    count, width, height = VIDEO_SETS[name]
+def make_video_set(folder: str | os.PathLike, name: str, workers: int | None = None,
+                   count: int | None = None) -> list[str]:
+    """The benchmark videos of set ``name`` ("360p" or "1080p"), generated once into ``folder``
+    (the first ``count`` of them when given)."""
+    full_count, width, height = VIDEO_SETS[name]
+    count = min(count or full_count, full_count)
     folder = Path(folder) / name
     folder.mkdir(parents=True, exist_ok=True)
     jobs = [(str(folder / f"video_{i:03d}.mp4"), width, height, i) for i in range(count)]

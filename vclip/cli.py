@@ -43,6 +43,7 @@ from ._outputs import (
     printable,
     unique_names,
 )
+from ._sources import is_url
 from ._validation import check_integer, check_number, check_optional_integer
 from .check import CheckResult, check_videos
 from .decoder import Frames, VideoDecoder
@@ -180,7 +181,7 @@ def _internal_error(command: str, path: str, error: Exception) -> str:
 
 def _expand_inputs(sources: Sequence[str]) -> list[str]:
     """Video paths from files, folders (their videos by extension, recursively, sorted) and list
-    files (``.txt``, ``.csv``, ``.lst``, ``.list``: one path per line, relative to the list's folder;
+    files (``.txt``, ``.csv``, ``.lst``, ``.list``: one path or URL per line, relative to the list's folder;
     blank lines and ``#`` comments skipped; a trailing ``,label`` or `` label`` is ignored).
 
     Raises:
@@ -213,6 +214,10 @@ def _read_list_file(list_file: Path) -> list[str]:
     for line in lines:
         text = line.strip()
         if not text or text.startswith("#") or text.lower().replace(" ", "") in ("path,label", "path"):
+            continue
+        if is_url(text):  # a URL is taken as it is, less a trailing label
+            match = re.fullmatch(r"(\S+?)\s*(?:,|\s)\s*-?\d+", text)
+            paths.append(match.group(1) if match else text)
             continue
         candidate = list_file.parent / text
         if not candidate.exists():

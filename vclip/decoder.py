@@ -11,6 +11,7 @@ import numpy as np
 from ._engine.backends import JobRunner, make_backend
 from ._engine.device import resolve_device
 from ._engine.pipeline import ClipTarget, DecodeStats, VideoJob, resolve_transform
+from ._sources import VideoInput, hold_video
 from ._validation import check_optional_integer, fail
 from .index import VideoIndex, index_video
 from .sampling import ClipSampler, check_scaling_factor
@@ -66,8 +67,11 @@ class VideoDecoder:
     """Frames of one video stream, exact by presentation order.
 
     Args:
-        path: The video file, or an entry of a dataset catalog (``vclip.catalog.Catalog.entry(path)``:
-            its stored index is used, after checking the file's fingerprint once).
+        path: The video file; a URL fsspec opens (``s3://``, ``gs://``, ``https://``...; clips
+            then read only their packets' byte ranges); its bytes; a binary file object with
+            ``read`` and ``seek`` (read under a lock, kept open by the decoder); or an entry of a
+            dataset catalog (``vclip.catalog.Catalog.entry(path)``: its stored index is used,
+            after checking the file's fingerprint once).
         stream_index: Container index of the video stream; default: the first video stream.
         device: ``"cpu"``, ``"cuda"``, ``"cuda:N"`` or ``"auto"``. A GPU request that cannot be
             served falls back to the CPU with one :class:`~vclip.errors.FallbackWarning`, and
@@ -82,7 +86,7 @@ class VideoDecoder:
 
     def __init__(
         self,
-        path: str | os.PathLike | Any,
+        path: VideoInput | Any,
         *,
         stream_index: int | None = None,
         device: str = "cpu",
@@ -93,10 +97,12 @@ class VideoDecoder:
         _check_flag("skip_non_reference", skip_non_reference)
         resolved = resolve_device(device)
         from_catalog = getattr(path, "verified_index", None)  # a vclip.catalog.CatalogEntry
-        self.index: VideoIndex = (
-            from_catalog() if from_catalog is not None
-            else index_video(path, stream_index=stream_index, cache_dir=cache_dir)
-        )
+        if from_catalog is not None:
+            self._held = None
+            self.index: VideoIndex = from_catalog()
+        else:
+            name, self._held = hold_video(path)  # keeps bytes and file objects readable by name
+            self.index = index_video(name, stream_index=stream_index, cache_dir=cache_dir)
         self._runner = JobRunner(make_backend(resolved.device, skip_non_reference=skip_non_reference), num_workers=1)
         self.device: str = str(resolved.device)
         self.fell_back_to_cpu: bool = resolved.fell_back_to_cpu

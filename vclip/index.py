@@ -23,6 +23,15 @@ import numpy as np
 
 from ._engine.bitstream import is_reference_packet, nal_length_size
 from ._fingerprint import content_fingerprint
+from ._sources import (
+    VideoInput,
+    hold_video,
+    is_local,
+    is_url,
+    open_binary,
+    open_reader,
+    source_fingerprint,
+)
 from .transforms import Orientation
 from .errors import (
     CorruptVideoError,
@@ -458,13 +467,15 @@ _CACHE_BYTES_VARIABLE = "VCLIP_INDEX_CACHE_BYTES"
 # A file's change times are trusted to reveal later changes only once they are this much older
 # than the content read (file system clocks tick coarsely: ~4 ms on ext4, 2 s on FAT).
 _SETTLE_NS = 2_000_000_000
+# A URL's cached index is served without asking the server again for this long after a check.
+_REMOTE_TRUST_SECONDS = 30.0
 
 
 @dataclass
 class _MemoryEntry:
     index: VideoIndex
     fingerprint: str
-    signature: tuple  # (device, inode, size, mtime_ns, ctime_ns) when the index was checked
+    signature: tuple  # (device, inode, size, mtime_ns, ctime_ns) at the last check; a URL's: (monotonic time,)
     settled: bool  # any change after that check alters the signature
     nbytes: int
 
@@ -578,7 +589,7 @@ def _fingerprint(path: str, stat: os.stat_result) -> tuple[str, bool]:
 
 
 def index_video(
-    path: str | os.PathLike,
+    path: VideoInput,
     *,
     stream_index: int | None = None,
     cache_dir: str | os.PathLike | None = None,
@@ -597,6 +608,14 @@ def index_video(
     then a rename) into a folder created with mode 0o700; a folder that is not yours or that
     others can write is not used (one :class:`~vclip.errors.IndexCacheWarning`).
 
+    A URL (``s3://``, ``gs://``, ``https://``: anything fsspec opens), ``bytes`` or a binary file
+    object is read through :mod:`vclip._sources` (the indexing pass reads the whole file once).
+    Remote indexes are cached by URL and a metadata fingerprint (size, ETag, last-modified: one
+    HEAD/stat request, made again when the entry was last checked over 30 seconds ago), bytes by
+    their digest; file objects are not cached. The index of
+    bytes or a file object names them ``<bytes:DIGEST>``/``<file:ID>``: its frames can be decoded
+    while a :class:`~vclip.VideoDecoder` made from the same object is alive.
+
     A stream whose timestamps are missing (e.g. negative timestamps Matroska cannot store) gets
     them reconstructed from the decoder's output order (the frames are decoded once, up to the
     last such frame). An MPEG-TS file that ends inside the stream's last packet has that packet
@@ -604,12 +623,12 @@ def index_video(
     :class:`~vclip.errors.TruncatedVideoWarning`: its frame would come out concealed.
 
     Args:
-        path: The video file.
+        path: The video file, a URL, bytes or a binary file object.
         stream_index: Container stream index of the video stream; default: the first video stream.
         cache_dir: Folder for an on-disk cache of indexes (created if missing).
 
     Raises:
-        VideoNotFoundError: The file does not exist.
+        VideoNotFoundError: The file does not exist (a URL: HTTP 404, no such object).
         UnreadableVideoError: The file cannot be read (permission denied, a symlink loop, a name
             too long, an I/O error).
         NotAVideoError: Not a container FFmpeg can read, no video stream, or ``stream_index``
@@ -617,6 +636,9 @@ def index_video(
         UnsupportedCodecError: FFmpeg has no decoder for the stream's codec.
         CorruptVideoError: Empty, truncated, damaged headers, or no frame to show.
     """
+    if not is_local(path):
+        name, _holder = hold_video(path)  # the holder keeps bytes or a file object readable meanwhile
+        return _index_source(name, stream_index, cache_dir)
     path = os.fspath(path)
     stat = _stat_video(path)
     key = (os.path.realpath(path), stream_index)
@@ -654,20 +676,66 @@ def index_video(
     return index
 
 
+def _index_source(name: str, stream_index: int | None, cache_dir: str | os.PathLike | None) -> VideoIndex:
+    """:func:`index_video` of a URL or in-memory name, cached by its metadata fingerprint.
+
+    A URL's in-memory entry is served without a request for :data:`_REMOTE_TRUST_SECONDS` after
+    its metadata was last checked (the loader asks for a video's index once per clip).
+    """
+    key = (name, stream_index)
+    with _cache_lock:
+        entry = _cache.get(key)
+        if entry is not None:
+            _cache.move_to_end(key)
+    if entry is not None and entry.signature and time.monotonic() - entry.signature[0] < _REMOTE_TRUST_SECONDS:
+        return entry.index
+    fingerprint = source_fingerprint(name)  # None for file objects: never cached
+    if fingerprint is None:
+        return _build_source_index(name, stream_index)
+    checked = (time.monotonic(),) if is_url(name) else ()
+    if entry is not None and entry.fingerprint == fingerprint:
+        _remember(key, replace(entry, signature=checked))
+        return entry.index
+    disk = _DiskCache.open(cache_dir) if cache_dir is not None else None
+    try:
+        entry_name = disk.entry_name(key) if disk is not None else None
+        index = disk.load(entry_name, fingerprint, stream_index, name) if disk is not None else None
+        if index is None:
+            index = _build_source_index(name, stream_index)
+            if disk is not None:
+                disk.save(entry_name, fingerprint, stream_index, index)
+    finally:
+        if disk is not None:
+            disk.close()
+    _remember(key, _MemoryEntry(index, fingerprint, checked, False, _index_nbytes(index)))
+    return index
+
+
+def _build_source_index(name: str, stream_index: int | None) -> VideoIndex:
+    size = open_reader(name).size()
+    if size == 0:
+        raise CorruptVideoError(name, "file is empty (0 bytes)")
+    return _build_index(name, stream_index, size)
+
+
 # -- reading containers -------------------------------------------------------------------------
 def open_container(path: str):
     """``av.open(path)`` for reading, every failure a VideoError naming the file.
 
-    Metadata that is not valid UTF-8 is read with replacement characters, not refused.
+    Metadata that is not valid UTF-8 is read with replacement characters, not refused. URLs and
+    in-memory videos are opened through :func:`vclip._sources.open_binary`.
     """
+    local = is_local(path)
     try:
-        return av.open(path, metadata_errors="replace")
+        return av.open(path if local else open_binary(path), metadata_errors="replace")
+    except VideoError:
+        raise
     except av.error.FileNotFoundError:
         raise VideoNotFoundError(path, "file does not exist") from None
     except (av.error.InvalidDataError, av.error.EOFError) as error:
         raise NotAVideoError(path, f"not a video container FFmpeg can read ({_reason(error)})") from None
     except av.error.FFmpegError as error:
-        if isinstance(error, OSError):  # permission, loop, name length: let the OS say which
+        if isinstance(error, OSError) and local:  # permission, loop, name length: let the OS say which
             try:
                 with open(path, "rb"):
                     pass
@@ -876,7 +944,7 @@ def _ts_ends_inside_last_packet(path: str, file_size: int, pid: int, last_positi
     packet and hands over the rest, which decodes to a concealed frame."""
     if last_position < 0:
         return False
-    with open(path, "rb") as file:
+    with open_binary(path) as file:
         def byte_at(offset: int) -> int | None:
             file.seek(offset)
             value = file.read(1)
@@ -1001,7 +1069,7 @@ def _decoder_output_order(path: str, stream_index: int, needed: set[int], count:
 
 def _bytes_match(path: str, samples: list[tuple[int, bytes]]) -> bool:
     """Whether packet bytes sit contiguously in the file at their demuxer position."""
-    with open(path, "rb") as file:
+    with open_binary(path) as file:
         for position, data in samples:
             file.seek(position)
             if file.read(len(data)) != data:

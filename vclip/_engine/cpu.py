@@ -16,6 +16,7 @@ from typing import Any, Iterable
 import av
 import numpy as np
 
+from .._sources import is_local
 from ..errors import CorruptVideoError
 from ..index import VideoIndex, open_container
 from .contract import PacketRun, PictureConverter, PictureDecoder, PlanBackend
@@ -31,8 +32,14 @@ class PyAVDecoder(PictureDecoder):
     """FFmpeg's decoder for one video stream, fed the plan's packets; pictures are ``av.VideoFrame``."""
 
     def __init__(self, index: VideoIndex, *, threads: int = 0):
-        self._container = open_container(index.path)
-        self._context = self._container.streams[index.stream_index].codec_context
+        if is_local(index.path) or not index.packets_addressable:
+            self._container = open_container(index.path)
+            self._context = self._container.streams[index.stream_index].codec_context
+        else:  # a remote or in-memory MP4/Matroska: the index has what the decoder needs, read no header
+            self._container = None
+            self._context = av.CodecContext.create(index.codec, "r")
+            self._context.extradata = index.extradata or None
+            self._context.width, self._context.height = index.width, index.height
         self._context.thread_count = threads
         self._context.thread_type = "AUTO" if threads != 1 else "SLICE"
 
@@ -53,7 +60,8 @@ class PyAVDecoder(PictureDecoder):
             self._context.flush_buffers()
 
     def close(self) -> None:
-        self._container.close()
+        if self._container is not None:
+            self._container.close()
 
 
 def yuv420_planes(frame: av.VideoFrame, color_range: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:

@@ -2,7 +2,9 @@
 
 MP4/Matroska packets are read straight from the file at the offsets the index recorded (one read
 per segment, no demuxer). Other containers are demuxed with PyAV after a seek to the segment's
-keyframe, or from the start of the file when that seek fails or misses packets.
+keyframe, or from the start of the file when that seek fails or misses packets. For a URL or an
+in-memory video, the packets' byte ranges are read through :mod:`vclip._sources` (nearby ranges
+coalesced, remote requests concurrent and retried), so a clip transfers only what its plan needs.
 
 Every failure is a :class:`~vclip.errors.VideoError` naming the file: a file that went missing or
 became unreadable since it was indexed, a seek or read FFmpeg refuses, packets that are not there.
@@ -15,6 +17,7 @@ import os
 import av
 import numpy as np
 
+from .._sources import is_local, read_ranges
 from ..errors import CorruptVideoError, video_error_from_os_error
 from ..index import VideoIndex, open_container
 
@@ -35,6 +38,8 @@ def read_packets(index: VideoIndex, packets: np.ndarray) -> list[bytes]:
 def _read_from_file(index: VideoIndex, packets: np.ndarray) -> list[bytes]:
     positions = index.packet_pos[packets]
     sizes = index.packet_size[packets]
+    if not is_local(index.path):
+        return read_ranges(index.path, list(zip(positions.tolist(), sizes.tolist())))
     first, end = int(positions.min()), int((positions + sizes).max())
     try:
         with open(index.path, "rb") as file:

@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
+from .._sources import is_url
+
 __all__ = ["LabeledVideo", "load_videos", "VIDEO_EXTENSIONS"]
 
 VIDEO_EXTENSIONS = (".mp4", ".m4v", ".mkv", ".webm", ".mov", ".avi", ".mpg", ".mpeg", ".ts", ".flv", ".wmv")
@@ -66,7 +68,7 @@ def load_videos(source: VideoSource) -> tuple[list[LabeledVideo], tuple[str, ...
             ``path label`` / ``path,label`` or ``path start end label`` / ``path,start,end,label``
             per line, or a CSV whose header names the columns (``path``, ``label`` and optionally
             ``start``, ``end``, in any order); blank lines and ``#`` comments are skipped, relative
-            paths are taken from the list's folder, times are seconds or ``[HH:]MM:SS[.ff]``;
+            paths are taken from the list's folder (URLs are kept as they are), times are seconds or ``[HH:]MM:SS[.ff]``;
             or a root folder with one subfolder per class, whose video files (by extension,
             searched recursively) get the label of the subfolder's position in sorted order.
 
@@ -188,7 +190,7 @@ def _from_columns(list_file: Path, number: int, text: str, columns: list[str]) -
     if len(fields) != len(columns):
         raise ValueError(f"{where} ({text!r}) has {len(fields)} fields, the header names {len(columns)}")
     row = dict(zip(columns, fields))
-    return _row(list_file.parent / row["path"], row["label"], row.get("start"), row.get("end"), where)
+    return _row(_located(list_file, row["path"]), row["label"], row.get("start"), row.get("end"), where)
 
 
 def _from_line(list_file: Path, number: int, text: str) -> LabeledVideo:
@@ -199,11 +201,16 @@ def _from_line(list_file: Path, number: int, text: str) -> LabeledVideo:
     parts = text.rsplit(separator, 3)
     if len(parts) == 4 and _is_seconds(parts[1]) and _is_seconds(parts[2]):
         path, start, end, label = (part.strip() for part in parts)
-        return _row(list_file.parent / path, label, start, end, where)
+        return _row(_located(list_file, path), label, start, end, where)
     parts = text.rsplit(separator, 1)
     if len(parts) != 2:
         raise ValueError(f"{where} ({text!r}) must be 'path label', 'path,label' or 'path start end label'")
-    return _row(list_file.parent / parts[0].strip(), parts[1].strip(), None, None, where)
+    return _row(_located(list_file, parts[0].strip()), parts[1].strip(), None, None, where)
+
+
+def _located(list_file: Path, path: str) -> str:
+    """A path of a list file: relative ones from the list's folder, URLs as they are."""
+    return path if is_url(path) else os.fspath(list_file.parent / path)
 
 
 def _from_class_folders(root: Path) -> tuple[list[LabeledVideo], tuple[str, ...]]:

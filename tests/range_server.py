@@ -1,0 +1,148 @@
+"""Real servers on localhost for the remote-source tests and benchmark: an HTTP file server that
+honours ``Range`` requests and counts what it sends, and moto's S3-compatible server."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import re
+import socket
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from email.utils import formatdate
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+_RANGE = re.compile(r"bytes=(\d+)-(\d*)$")
+
+
+class RangeServer(ThreadingHTTPServer):
+    """Serves the files of ``root`` (GET/HEAD, single byte ranges, ETag and Last-Modified).
+
+    Attributes:
+        bytes_sent: Body bytes sent so far (all requests).
+        requests: ``(method, path, Range header or None, status)`` of every request.
+        Paths under ``/flaky/`` answer 503 to the first request of each distinct range.
+        Paths under ``/secret/`` answer 403, under ``/down/`` always 503.
+    """
+
+    daemon_threads = True
+
+    def __init__(self, root: str | os.PathLike):
+        super().__init__(("127.0.0.1", 0), _Handler)
+        self.root = Path(root)
+        self.bytes_sent = 0
+        self.requests: list[tuple[str, str, str | None, int]] = []
+        self._failed_once: set[tuple[str, str | None]] = set()
+        self.lock = threading.Lock()
+
+    def url(self, name: str) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}/{name}"
+
+    def reset_counts(self) -> None:
+        with self.lock:
+            self.bytes_sent = 0
+            self.requests.clear()
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: RangeServer
+
+    def log_message(self, *args) -> None:  # quiet
+        pass
+
+    def do_HEAD(self) -> None:
+        self._serve(body=False)
+
+    def do_GET(self) -> None:
+        self._serve(body=True)
+
+    def _record(self, status: int, sent: int = 0) -> None:
+        with self.server.lock:
+            self.server.bytes_sent += sent
+            self.server.requests.append((self.command, self.path, self.headers.get("Range"), status))
+
+    def _serve(self, body: bool) -> None:
+        name = self.path.lstrip("/")
+        wanted = self.headers.get("Range")
+        if name.startswith("secret/"):
+            return self._status(403)
+        if name.startswith("down/"):
+            return self._status(503)
+        if name.startswith("flaky/") and body:
+            with self.server.lock:
+                first = (name, wanted) not in self.server._failed_once
+                self.server._failed_once.add((name, wanted))
+            if first:
+                return self._status(503)
+            name = name.removeprefix("flaky/")
+        elif name.startswith("flaky/"):
+            name = name.removeprefix("flaky/")
+        file = self.server.root / name
+        if not file.is_file():
+            return self._status(404)
+        data = file.read_bytes()
+        start, end, status = 0, len(data), 200
+        match = _RANGE.match(wanted or "")
+        if match:
+            start = int(match.group(1))
+            end = min(len(data), int(match.group(2)) + 1 if match.group(2) else len(data))
+            if start >= len(data):
+                return self._status(416)
+            status = 206
+        self._record(status, end - start if body else 0)  # before replying: the client may go on at once
+        self.send_response(status)
+        self.send_header("Content-Length", str(end - start))
+        self.send_header("Accept-Ranges", "bytes")
+        self.send_header("ETag", f'"{hashlib.md5(data).hexdigest()}"')
+        self.send_header("Last-Modified", formatdate(file.stat().st_mtime, usegmt=True))
+        if status == 206:
+            self.send_header("Content-Range", f"bytes {start}-{end - 1}/{len(data)}")
+        self.end_headers()
+        if body:
+            self.wfile.write(data[start:end])
+
+    def _status(self, status: int) -> None:
+        self._record(status)
+        self.send_response(status)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+
+@contextmanager
+def range_server(root: str | os.PathLike) -> Iterator[RangeServer]:
+    """A :class:`RangeServer` of ``root`` running on a free localhost port."""
+    server = RangeServer(root)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@contextmanager
+def s3_server() -> Iterator[str]:
+    """moto's S3-compatible server on a free localhost port; yields its endpoint URL.
+
+    Credentials are fake (``testing``); set them in the environment before creating clients.
+    """
+    from moto.server import ThreadedMotoServer
+
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # no line per request
+    port = free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.stop()

@@ -1,0 +1,228 @@
+"""Videos that are not local files: bytes, file objects, HTTP(S) and S3 URLs, against real servers
+started on localhost (tests/range_server.py) that count the bytes they send."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shutil
+
+import numpy as np
+import pytest
+from range_server import range_server, s3_server
+
+import vclip
+from vclip._sources import coalesce
+from vclip.cli import main
+from vclip.errors import NotAVideoError, UnreadableVideoError, VideoNotFoundError
+from vclip.synthetic import make_video, read_barcode
+
+LONG_FRAMES, KEYFRAME_INTERVAL = 600, 30
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory):
+    """A served folder: a 600-frame video (keyframe every 30), a short one, a Matroska and a TS one."""
+    root = tmp_path_factory.mktemp("served")
+    make_video(root / "long.mp4", num_frames=LONG_FRAMES, width=192, height=112, keyframe_interval=KEYFRAME_INTERVAL)
+    make_video(root / "short.mp4", num_frames=40, width=128, height=96, keyframe_interval=16, seed=1)
+    make_video(root / "short.mkv", num_frames=40, width=128, height=96, keyframe_interval=16, seed=2)
+    make_video(root / "short.ts", num_frames=40, width=128, height=96, keyframe_interval=16, seed=3)
+    (root / "notes.mp4").write_bytes(b"this is text, not a video\n" * 100)
+    return root
+
+
+@pytest.fixture(scope="module")
+def http(folder):
+    with range_server(folder) as server:
+        yield server
+
+
+def barcodes(frames) -> list[int]:
+    return [read_barcode(frame) for frame in np.asarray(frames)]
+
+
+def local_frames(path, indices) -> np.ndarray:
+    return vclip.VideoDecoder(path).get_frames(indices).data
+
+
+@pytest.mark.parametrize("name", ["long.mp4", "short.mkv", "short.ts"])
+def test_http_frames_equal_the_local_files(http, folder, name):
+    indices = [0, 17, 39, 38, 5] if name.startswith("short") else [599, 0, 301, 302, 303, 45]
+    decoder = vclip.VideoDecoder(http.url(name))
+    assert decoder.index.path == http.url(name)
+    assert decoder.index.num_frames == vclip.index_video(folder / name).num_frames
+    frames = decoder.get_frames(indices)
+    assert barcodes(frames.data) == indices
+    np.testing.assert_array_equal(frames.data, local_frames(folder / name, indices))
+
+
+def test_a_clip_reads_only_the_byte_ranges_of_its_packets(http, folder):
+    url, size = http.url("long.mp4"), os.path.getsize(folder / "long.mp4")
+    decoder = vclip.VideoDecoder(url)  # the indexing pass reads the file once
+    http.reset_counts()
+    clip = decoder.get_frames([310, 311, 312, 313])
+    assert barcodes(clip.data) == [310, 311, 312, 313]
+    assert 0 < http.bytes_sent < 0.15 * size, (http.bytes_sent, size)
+    first, last = decoder.index.decode_start_packet(310), int(decoder.index.frame_packet[313])
+    needed = int(decoder.index.packet_size[first:last + 1].sum())
+    assert http.bytes_sent < needed + (256 << 10)  # the packets, plus at most a coalesced gap
+    assert all(method == "GET" and status == 206 for method, _, _, status in http.requests), http.requests
+
+
+def test_the_index_cache_keys_urls_by_metadata(http, folder, tmp_path, monkeypatch):
+    shutil.copy(folder / "short.mp4", folder / "changing.mp4")
+    url = http.url("changing.mp4")
+    first = vclip.index_video(url, cache_dir=tmp_path)
+    http.reset_counts()
+    assert vclip.index_video(url, cache_dir=tmp_path) is first
+    assert http.requests == []  # checked less than 30 s ago: no request
+    vclip.clear_index_cache()
+    again = vclip.index_video(url, cache_dir=tmp_path)  # from the disk cache: one HEAD, no content read
+    assert again.num_frames == first.num_frames
+    assert [(method, status) for method, _, _, status in http.requests] == [("HEAD", 200)]
+    monkeypatch.setattr("vclip.index._REMOTE_TRUST_SECONDS", 0.0)
+    http.reset_counts()
+    assert vclip.index_video(url, cache_dir=tmp_path) is again  # metadata unchanged: the same entry
+    assert [method for method, *_ in http.requests] == ["HEAD"]
+    make_video(folder / "changing.mp4", num_frames=24, width=128, height=96, keyframe_interval=8)
+    assert vclip.index_video(url, cache_dir=tmp_path).num_frames == 24  # new ETag and size: indexed again
+
+
+def test_transient_server_errors_are_retried(http, folder):
+    indices = [0, 20, 21, 39]
+    http.reset_counts()
+    frames = vclip.VideoDecoder(http.url("flaky/short.mp4")).get_frames(indices)
+    assert barcodes(frames.data) == indices
+    np.testing.assert_array_equal(frames.data, local_frames(folder / "short.mp4", indices))
+    statuses = [status for _, _, _, status in http.requests]
+    assert statuses.count(503) >= 2 and statuses.count(206) >= 2
+
+
+def test_a_server_that_keeps_failing_is_reported_after_the_retries(http):
+    http.reset_counts()
+    with pytest.raises(UnreadableVideoError, match="HTTP 503.*still failing after 4 tries") as caught:
+        vclip.index_video(http.url("down/short.mp4"))
+    assert caught.value.path == http.url("down/short.mp4")
+    assert len(http.requests) >= 4
+
+
+def test_nearby_ranges_are_fetched_in_one_request():
+    ranges = [(5000, 100), (0, 1000), (1000, 10), (300_000, 5), (1 << 30, 7)]
+    assert coalesce(ranges, gap=2048) == [(0, 1010), (5000, 5100), (300_000, 300_005), (1 << 30, (1 << 30) + 7)]
+    assert coalesce(ranges, gap=1 << 20) == [(0, 300_005), (1 << 30, (1 << 30) + 7)]
+    assert coalesce([(0, 600), (500, 600)], gap=0, limit=1000) == [(0, 1100)]  # overlapping: always one
+    assert coalesce([(0, 600), (700, 600)], gap=200, limit=1000) == [(0, 600), (700, 1300)]  # over the limit
+
+
+def test_a_missing_url_is_video_not_found(http):
+    url = http.url("nowhere.mp4")
+    with pytest.raises(VideoNotFoundError, match="not found") as caught:
+        vclip.VideoDecoder(url)
+    assert caught.value.path == url and url in str(caught.value)
+
+
+def test_access_denied_and_not_a_video_name_the_url(http):
+    with pytest.raises(UnreadableVideoError, match="access denied") as denied:
+        vclip.index_video(http.url("secret/long.mp4"))
+    assert denied.value.path == http.url("secret/long.mp4")
+    with pytest.raises(NotAVideoError, match="not a video container") as text:
+        vclip.index_video(http.url("notes.mp4"))
+    assert text.value.path == http.url("notes.mp4")
+
+
+def test_unknown_protocol_is_an_unreadable_video():
+    with pytest.raises(UnreadableVideoError, match="nosuchprotocol://x/v.mp4"):
+        vclip.index_video("nosuchprotocol://x/v.mp4")
+
+
+@pytest.mark.parametrize("kind", ["bytes", "file object"])
+def test_bytes_and_file_objects(folder, kind):
+    data = (folder / "short.mkv").read_bytes()
+    source = data if kind == "bytes" else io.BytesIO(data)
+    decoder = vclip.VideoDecoder(source)
+    assert decoder.index.path.startswith("<bytes:" if kind == "bytes" else "<file:")
+    clips = decoder.get_clips(vclip.strided(4, 3, clips_per_video=2), seed=5)
+    expected = vclip.VideoDecoder(folder / "short.mkv").get_clips(vclip.strided(4, 3, clips_per_video=2), seed=5)
+    assert clips.frame_indices.tolist() == expected.frame_indices.tolist()
+    assert [barcodes(clip) for clip in clips.data] == clips.frame_indices.tolist()
+    np.testing.assert_array_equal(clips.data, expected.data)
+
+
+def test_clip_loader_takes_urls(http, folder):
+    names = ["short.mp4", "short.mkv", "short.ts"]
+    options = {"device": "cpu", "batch_size": 3, "num_threads": 2, "seed": 3}
+    sampler = vclip.strided(4, 2, clips_per_video=1)
+    remote = list(vclip.ClipLoader([(http.url(n), i) for i, n in enumerate(names)], sampler, **options))
+    local = list(vclip.ClipLoader([(folder / n, i) for i, n in enumerate(names)], sampler, **options))
+    assert len(remote) == len(local) == 1
+    assert remote[0].frame_indices.tolist() == local[0].frame_indices.tolist()
+    assert remote[0].labels.tolist() == local[0].labels.tolist()
+    assert np.array_equal(remote[0].data.numpy(), local[0].data.numpy())
+
+
+def test_cli_info_and_sample_take_urls(http, folder, tmp_path, capsys):
+    url = http.url("short.mkv")
+    assert main(["info", "--json", url]) == 0
+    report = json.loads(capsys.readouterr().out)[0]
+    assert report["file"] == url and report["video"]["num_frames"] == 40
+    listing = tmp_path / "videos.txt"
+    listing.write_text(f"{http.url('short.mp4')},0\n{url} 1\n")
+    out = tmp_path / "clips.npz"
+    assert main(["sample", str(listing), "--mode", "indexed", "--frame-indices", "3,30", "--out", str(out),
+                 "--device", "cpu", "--no-progress"]) == 0, capsys.readouterr().err
+    with np.load(out) as stored:
+        assert stored["paths"].tolist() == [http.url("short.mp4"), url]
+        assert stored["video_ids"].tolist() == [0, 1]
+        assert [barcodes(clip) for clip in stored["clips"]] == [[3, 30], [3, 30]]
+
+
+@pytest.mark.gpu
+def test_http_frames_on_the_gpu_equal_the_local_files(http, folder):
+    import cupy
+
+    indices = [599, 0, 301, 302, 45]
+    remote = vclip.VideoDecoder(http.url("long.mp4"), device="cuda").get_frames(indices)
+    local = vclip.VideoDecoder(folder / "long.mp4", device="cuda").get_frames(indices)
+    assert remote.device.startswith("cuda") and not remote.fell_back_to_cpu
+    data = cupy.asnumpy(remote.data)
+    assert barcodes(data) == indices
+    np.testing.assert_array_equal(data, cupy.asnumpy(local.data))
+
+
+# -- S3 (moto's server) ---------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def s3(folder):
+    """A bucket ``videos`` on a local S3-compatible server holding the served folder's videos."""
+    import boto3
+    import fsspec
+
+    with pytest.MonkeyPatch.context() as patch:
+        for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+            patch.setenv(name, "testing")
+        patch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+        with s3_server() as endpoint:
+            client = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1")
+            client.create_bucket(Bucket="videos")
+            for name in ("long.mp4", "short.mkv"):
+                client.upload_file(str(folder / name), "videos", name)
+            patch.setitem(fsspec.config.conf, "s3", {"endpoint_url": endpoint, "key": "testing",
+                                                     "secret": "testing"})
+            yield endpoint
+
+
+def test_s3_frames_equal_the_local_files(s3, folder):
+    indices = [598, 0, 300, 301, 31]
+    decoder = vclip.VideoDecoder("s3://videos/long.mp4")
+    assert decoder.index.num_frames == LONG_FRAMES
+    frames = decoder.get_frames(indices)
+    assert barcodes(frames.data) == indices
+    np.testing.assert_array_equal(frames.data, local_frames(folder / "long.mp4", indices))
+
+
+def test_s3_missing_objects_and_buckets(s3):
+    for url in ("s3://videos/nothing.mp4", "s3://no-such-bucket/v.mp4"):
+        with pytest.raises(VideoNotFoundError) as caught:
+            vclip.VideoDecoder(url)
+        assert caught.value.path == url
