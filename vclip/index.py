@@ -719,6 +719,21 @@ def _build_source_index(name: str, stream_index: int | None) -> VideoIndex:
 
 
 # -- reading containers -------------------------------------------------------------------------
+_OPEN_OPTIONS = {"metadata_errors": "replace"}
+"""Options of ``av.open`` for reading: PyAV up to 18 refuses metadata that is not valid UTF-8
+unless told to replace it; later PyAV has no such option (and no such refusal)."""
+
+
+def _open_for_reading(source):
+    try:
+        return av.open(source, **_OPEN_OPTIONS)
+    except TypeError as error:
+        if "metadata_errors" not in str(error):
+            raise
+        _OPEN_OPTIONS.clear()
+        return av.open(source)
+
+
 def open_container(path: str):
     """``av.open(path)`` for reading, every failure a VideoError naming the file.
 
@@ -727,7 +742,7 @@ def open_container(path: str):
     """
     local = is_local(path)
     try:
-        return av.open(path if local else open_binary(path), metadata_errors="replace")
+        return _open_for_reading(path if local else open_binary(path))
     except VideoError:
         raise
     except av.error.FileNotFoundError:
