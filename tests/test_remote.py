@@ -194,7 +194,10 @@ def test_http_frames_on_the_gpu_equal_the_local_files(http, folder):
 # -- S3 (moto's server) ---------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def s3(folder):
-    """A bucket ``videos`` on a local S3-compatible server holding the served folder's videos."""
+    """A bucket ``videos`` on a local S3-compatible server holding the served folder's videos
+    (moto, s3fs and boto3 come with the test extra; the GPU machine has none of them)."""
+    for module in ("moto", "s3fs", "boto3"):
+        pytest.importorskip(module)
     import boto3
     import fsspec
 

@@ -927,10 +927,17 @@ def _display_orientation(context, first_packet: bytes) -> Orientation:
         frames = list(context.decode(packet)) or list(context.decode(None))
     except (av.error.FFmpegError, ValueError):
         return Orientation()
-    for side_data in frames[0].side_data if frames else ():
-        if side_data.type.name == "DISPLAYMATRIX" and len(bytes(side_data)) == 36:
+    for kind, side_data in _side_data_items(frames[0]) if frames else ():
+        if getattr(kind, "name", str(kind)).upper().endswith("DISPLAYMATRIX") and len(bytes(side_data)) == 36:
             return Orientation.from_display_matrix(np.frombuffer(bytes(side_data), dtype="<i4"))
     return Orientation()
+
+
+def _side_data_items(frame) -> list:
+    """``(type, data)`` of a frame's side data: iterating it gives the entries (each with a
+    ``type``) up to PyAV 18, and the types, which map to the entries, later."""
+    side_data = frame.side_data
+    return [(entry.type, entry) if hasattr(entry, "type") else (entry, side_data[entry]) for entry in side_data]
 
 
 def _sample_aspect_ratio(stream) -> Fraction:
