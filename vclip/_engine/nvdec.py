@@ -292,23 +292,28 @@ class NvdecBackend(PlanBackend):
     def decode_job(self, job: VideoJob, conversion: Conversion, output, stats: DecodeStats) -> Completion:
         """Decode ``job`` into ``output``; returns a CUDA event that fires when its frames are written.
 
-        A video NVDEC cannot take, or fails on, is decoded on the CPU (one warning per kind of
-        video); the CPU then decides whether the file itself is bad.
+        A video NVDEC fails on is tried once more on a new decoder (a decoder an earlier broken
+        file left in a bad state is not reused); a video NVDEC cannot take, or fails on twice, is
+        decoded on the CPU (one warning per kind of video); the CPU then decides whether the file
+        itself is bad.
         """
         index = job.index
         reason = self.unsupported_reason(index) or self._failed.get((index.path, index.stream_index))
         worker = self._worker()
         with self._cupy.cuda.Device(self.device_id), worker.stream:
-            if reason is None:
+            for attempt in range(2 if reason is None else 0):  # the second on a new decoder
                 try:
                     decoder, converter = self.open_job(job, conversion, output)
                     return execute_plan(self.plan(job), job, decoder, converter, stats)
                 except Exception as error:
-                    worker.forget(index)
+                    worker.forget(index)  # a decoder a broken file left in a bad state is not reused
+                    if attempt == 0:
+                        continue
                     cause = error.__cause__ if error.__cause__ is not None else error
                     reason = f"NVDEC failed ({type(cause).__name__}: {cause})"
                     with self._lock:
                         self._failed[(index.path, index.stream_index)] = reason
+            assert reason is not None  # both attempts failed, or NVDEC cannot take the stream
             self._warn_once(index, reason)
             self._decode_on_cpu(job, conversion, output, stats)
             stats.add(fallback_videos=1)
