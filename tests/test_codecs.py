@@ -144,7 +144,7 @@ def gpu_codec_videos(tmp_path_factory) -> dict[str, str]:
 @pytest.mark.gpu
 @pytest.mark.parametrize("name", ["vp9", "mpeg4_avi", "mpeg4_mp4"])
 def test_nvdec_decodes_the_frames_the_cpu_decodes(gpu_codec_videos, name):
-    from ffmpeg_reference import ffmpeg_rgb24
+    from helpers import ffmpeg_rgb24
     from kernel_cases import assert_matches_twin
 
     path = gpu_codec_videos[name]

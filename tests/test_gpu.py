@@ -71,7 +71,7 @@ def test_native_rgb_against_ffmpeg_on_real_videos(shared_videos, name, stream_in
 
 def test_10_bit_hevc_against_ffmpeg_rgb24(shared_videos):
     """P016 surfaces through the kernel against FFmpeg's rgb24 (nearest chroma, as its 8-bit path;
-    see ffmpeg_reference.py), and against FFmpeg's decoded planes through the twin."""
+    see helpers.py), and against FFmpeg's decoded planes through the twin."""
     path = shared_videos / "h265_10bits.mp4"
     native = TransformSpec()
     gpu = vclip.VideoDecoder(path, device="cuda").get_frames(list(range(30)), transform=native)

@@ -104,7 +104,9 @@ def ffmpeg_autorotated_rgb24(path: str) -> list[np.ndarray]:
         frames = list(container.decode(video=0))
     result = []
     for frame in frames:
-        matrices = [bytes(data) for data in frame.side_data if data.type.name == "DISPLAYMATRIX"]
+        # PyAV up to 18 iterates side data entries, later PyAV the types that map to them
+        entries = [entry if hasattr(entry, "type") else frame.side_data[entry] for entry in frame.side_data]
+        matrices = [bytes(data) for data in entries if data.type.name.endswith("DISPLAYMATRIX")]
         filters = _ffmpeg_autorotate_filters(np.frombuffer(matrices[0], "<i4").tolist()) if matrices else []
         result.append((_filtered(frame, filters) if filters else frame).to_ndarray(format="rgb24"))
     return result
