@@ -164,7 +164,11 @@ def test_nvdec_decodes_the_frames_the_cpu_decodes(gpu_codec_videos, name):
     spec = vclip.TransformSpec(resize=112, crop=(96, 96), crop_mode="random", flip_probability=0.5, dtype="float32")
     on_gpu = vclip.VideoDecoder(path, device="cuda").get_clips(sampler, transform=spec, seed=5)
     on_cpu = vclip.VideoDecoder(path, device="cpu").get_clips(sampler, transform=spec, seed=5)
-    assert_matches_twin(host(on_gpu.data), on_cpu.data, "float32")
+    if name == "vp9":  # VP9 decoding is exact: the kernel and its twin see the same planes
+        assert_matches_twin(host(on_gpu.data), on_cpu.data, "float32")
+    else:  # MPEG-4 Part 2 lets decoders' inverse DCTs differ slightly: the native-size bar, in 0-1 units
+        difference = np.abs(host(on_gpu.data) - on_cpu.data) * 255
+        assert difference.mean() <= 1.5 and np.percentile(difference, 99) <= 4, difference.mean()
 
 
 @pytest.mark.gpu
