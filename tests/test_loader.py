@@ -609,7 +609,7 @@ def test_resume_in_a_fresh_process(resume_videos, tmp_path):
 
 
 def test_resume_through_torchdata_stateful_dataloader(resume_videos):
-    from torchdata.stateful_dataloader import StatefulDataLoader
+    StatefulDataLoader = pytest.importorskip("torchdata.stateful_dataloader").StatefulDataLoader  # in the test extra
 
     expected = epoch_of(resume_loader(resume_videos))
     running = StatefulDataLoader(resume_loader(resume_videos), batch_size=None)

@@ -155,8 +155,11 @@ class ClipLoader(IterableDataset):
             started with "spawn": a script must create the loader under
             ``if __name__ == "__main__":``; not available inside DataLoader workers.
         cpu_decoders: PyAV decoders working beside the default ones, from the same job queue
-            (``"auto"``, default: on the GPU the cores left free, none on machines under 8 cores,
-            see :func:`vclip._engine.scheduler.auto_cpu_decoders`; on the CPU none; 0: none). On the GPU they decode on
+            (0, default: none; ``"auto"``: on the GPU the cores left free, none on machines under
+            8 cores, see :func:`vclip._engine.scheduler.auto_cpu_decoders`; on the CPU none). Opt-in:
+            on an H200 they added nothing to the train workload (NVDEC took every job; see
+            benchmarks/README.md), and a damaged video may decode differently on NVDEC (which
+            conceals some errors) and on the CPU, so which decoder took it can change a batch. On the GPU they decode on
             the CPU and the same CUDA kernel converts their pictures into the same batch, taking the
             newest video of the queue only when they would finish it before NVDEC has done the others; on the CPU they
             are single-threaded decoders replacing the default pool. ``stats().decoders`` shows
@@ -226,7 +229,7 @@ class ClipLoader(IterableDataset):
         device: Any = "auto",
         num_threads: int = 0,
         decode_processes: int = 0,
-        cpu_decoders: int | str = "auto",
+        cpu_decoders: int | str = 0,
         max_lead_frames: int | None = None,
         prefetch_queue_depth: int = 2,
         shard_id: int | None = None,
