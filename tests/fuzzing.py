@@ -36,9 +36,9 @@ import time
 import traceback
 import warnings
 from collections import Counter
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator
 
 import av
 import numpy as np

@@ -42,6 +42,7 @@ from . import (  # noqa: F401
     synthetic,
     transforms,
 )
+from ._loader.dataset import LabeledVideo
 from ._loader.stats import LoaderStats
 from ._validation import ArgumentError
 from .decoder import Frames, VideoDecoder
@@ -67,7 +68,6 @@ from .memory import (
     parse_bytes,
     plan_loader_memory,
 )
-from ._loader.dataset import LabeledVideo
 from .plan import DecodePlan, DecodeSegment, plan_decode
 from .sampling import (
     ClipSampler,

@@ -13,10 +13,10 @@ import multiprocessing
 import os
 import time
 from collections import deque
+from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
-from typing import Callable, Iterator
 
 from ._fingerprint import content_fingerprint
 from .errors import VideoError, VideoNotFoundError

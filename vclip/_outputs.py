@@ -7,8 +7,9 @@ from __future__ import annotations
 import hashlib
 import os
 import sys
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Iterable, Sequence, TextIO
+from typing import TextIO
 
 __all__ = ["OutputError", "printable", "safe_name", "unique_names", "check_output_file", "check_output_folder",
            "inside"]

@@ -10,7 +10,8 @@ from __future__ import annotations
 import math
 import numbers
 import operator
-from typing import Any, Sequence, TypeVar
+from collections.abc import Sequence
+from typing import Any, TypeVar
 
 __all__ = [
     "ArgumentError",

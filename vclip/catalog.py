@@ -28,10 +28,11 @@ import time
 import uuid
 import warnings
 from collections import OrderedDict
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
-from typing import Iterable, Iterator, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 
@@ -434,7 +435,7 @@ class CatalogEntry:
 
     __slots__ = ("_catalog", "row", "path", "label", "class_name", "fingerprint", "error")
 
-    def __init__(self, catalog: "Catalog", row: int):
+    def __init__(self, catalog: Catalog, row: int):
         self._catalog = catalog
         self.row = row
         self.path: str = catalog._path_list[row]

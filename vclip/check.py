@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import (
     Executor,
     ProcessPoolExecutor,
@@ -24,7 +25,7 @@ from concurrent.futures import (
     as_completed,
 )
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Literal, Sequence
+from typing import Literal
 
 import av
 import numpy as np

@@ -17,9 +17,9 @@ import re
 import sys
 import time
 import warnings
+from collections.abc import Callable, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Sequence
 
 import numpy as np
 from tqdm import tqdm

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any, NoReturn, Sequence
+from typing import Any, NoReturn
 
 import numpy as np
 

@@ -10,8 +10,8 @@ starts. :func:`start_distribution` measures the change against uniform starts.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 import numpy as np
 

@@ -32,7 +32,6 @@ from ._sources import (
     open_reader,
     source_fingerprint,
 )
-from .transforms import Orientation
 from .errors import (
     CorruptVideoError,
     IndexCacheWarning,
@@ -43,6 +42,7 @@ from .errors import (
     VideoNotFoundError,
     video_error_from_os_error,
 )
+from .transforms import Orientation
 
 __all__ = [
     "VideoIndex",
@@ -312,7 +312,7 @@ class VideoIndex:
         return stored
 
     @classmethod
-    def from_arrays(cls, path: str | os.PathLike, stored: dict) -> "VideoIndex":
+    def from_arrays(cls, path: str | os.PathLike, stored: dict) -> VideoIndex:
         """The index that :meth:`to_arrays` gave, for ``path``, without opening the file.
 
         Arrays are taken as they are when their dtype is right (no copy; views stay views).
@@ -1121,7 +1121,7 @@ class _DiskCache:
         self.descriptor = descriptor
 
     @classmethod
-    def open(cls, cache_dir) -> "_DiskCache | None":
+    def open(cls, cache_dir) -> _DiskCache | None:
         folder = os.fspath(cache_dir)
         try:
             os.makedirs(folder, mode=0o700, exist_ok=True)

@@ -8,8 +8,8 @@ as non-reference, it is only sent to the decoder when it was requested itself.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 

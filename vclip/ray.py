@@ -24,7 +24,7 @@ from __future__ import annotations
 import logging
 import time
 import warnings
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 
@@ -73,7 +73,7 @@ def connect(address: str | None = None) -> None:
 
 
 # -- the videos ----------------------------------------------------------------------------------
-def videos_dataset(sources) -> "ray.data.Dataset":
+def videos_dataset(sources) -> ray.data.Dataset:
     """One row per video: ``video_id`` (position in the sources), ``path``, ``label`` (-1 when
     none) and ``class_name`` ("" when none).
 
@@ -146,7 +146,7 @@ class IndexVideos:
 
 
 def index_videos(sources, *, stream_index: int | None = None, concurrency: int | None = None,
-                 address: str | None = None) -> "ray.data.Dataset":
+                 address: str | None = None) -> ray.data.Dataset:
     """A dataset of catalog rows (see :class:`IndexVideos`), one per video of ``sources``."""
     connect(address)
     _, resources = _placement("cpu", None, concurrency)
@@ -260,7 +260,7 @@ class CheckVideos:
 
 
 def check_videos(sources, *, device: str = "auto", num_gpus: float | None = None, concurrency: int | None = None,
-                 address: str | None = None) -> "ray.data.Dataset":
+                 address: str | None = None) -> ray.data.Dataset:
     """A dataset with one :class:`CheckVideos` row per video of ``sources``."""
     connect(address)
     actor_device, resources = _placement(device, num_gpus, concurrency)
@@ -311,7 +311,7 @@ class ExtractKeyframes:
 
 def read_keyframes(sources, *, method: str = "codec", max_frames: int | None = None, scaling_factor: float = 1.0,
                    scene_threshold: float = 2.0, device: str = "auto", num_gpus: float | None = None,
-                   concurrency: int | None = None, address: str | None = None) -> "ray.data.Dataset":
+                   concurrency: int | None = None, address: str | None = None) -> ray.data.Dataset:
     """A dataset of keyframes, one row per keyframe of each video (see :class:`ExtractKeyframes`)."""
     connect(address)
     actor_device, resources = _placement(device, num_gpus, concurrency)
@@ -374,7 +374,7 @@ class DecodeClips:
 
 def read_clips(sources, sampler: ClipSampler, *, transform: TransformSpec | None = None, seed: int = 0,
                device: str = "auto", num_gpus: float | None = None, concurrency: int | None = None,
-               address: str | None = None) -> "ray.data.Dataset":
+               address: str | None = None) -> ray.data.Dataset:
     """A Ray dataset of clips, one row per clip (see :class:`DecodeClips`), from the videos of
     ``sources`` (a catalog, or files, class folders, list files, pairs).
 

@@ -9,8 +9,9 @@ A ``segment`` (start, end) in seconds keeps a video's clips inside that time win
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Literal, NamedTuple, Sequence
+from typing import Literal, NamedTuple
 
 import numpy as np
 

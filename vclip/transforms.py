@@ -262,7 +262,7 @@ class TransformSpec:
         dtype: OutputDtype = "float32",
         layout: Layout = "TCHW",
         **options,
-    ) -> "TransformSpec":
+    ) -> TransformSpec:
         """The usual video recipe: ``size`` x ``size`` clips normalized with the ImageNet mean and std.
 
         With ``resize_mode="short_side"`` (default) the picture keeps its shape: the shorter side is

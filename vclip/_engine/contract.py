@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import time
 from abc import ABC, abstractmethod
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable, Protocol
+from typing import Any, Protocol
 
 from ..errors import CorruptVideoError, VideoError
 from ..plan import DecodePlan, plan_decode

@@ -11,7 +11,8 @@ CPU and GPU agree within rounding.
 from __future__ import annotations
 
 import os
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import av
 import numpy as np

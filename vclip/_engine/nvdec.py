@@ -20,7 +20,8 @@ from __future__ import annotations
 import threading
 import warnings
 from collections import OrderedDict
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 
@@ -60,7 +61,7 @@ _OUTPUT_TYPES = {"uint8": "unsigned char", "float16": "Float16Bits", "float32": 
 class KernelModule:
     """``nv12_transform.cu`` compiled once per device (NVRTC through CuPy), every type pair."""
 
-    _modules: dict[int, "KernelModule"] = {}
+    _modules: dict[int, KernelModule] = {}
     _lock = threading.Lock()
 
     def __init__(self, device_id: int):
@@ -79,7 +80,7 @@ class KernelModule:
         self._functions = {name: self._module.get_function(name) for name in names}
 
     @classmethod
-    def for_device(cls, device_id: int) -> "KernelModule":
+    def for_device(cls, device_id: int) -> KernelModule:
         with cls._lock:
             if device_id not in cls._modules:
                 cls._modules[device_id] = cls(device_id)

@@ -131,7 +131,7 @@ class VideoLookups:
         self.packet_frame = index.packet_frame.tolist()
 
 
-_lookups: "weakref.WeakKeyDictionary[VideoIndex, VideoLookups]" = weakref.WeakKeyDictionary()
+_lookups: weakref.WeakKeyDictionary[VideoIndex, VideoLookups] = weakref.WeakKeyDictionary()
 _lookups_lock = threading.Lock()
 
 

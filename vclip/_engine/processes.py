@@ -34,10 +34,11 @@ import traceback
 import warnings
 import weakref
 from collections import OrderedDict
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from multiprocessing.connection import wait as wait_for_connections
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -554,7 +555,7 @@ class ProcessBackend:
             _SharedAllocation.release(memory, self.device)
 
 
-_open_backends: "weakref.WeakSet[ProcessBackend]" = weakref.WeakSet()
+_open_backends: weakref.WeakSet[ProcessBackend] = weakref.WeakSet()
 
 
 @atexit.register

@@ -6,9 +6,9 @@ from __future__ import annotations
 import csv
 import math
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
 
 from .._sources import is_url
 

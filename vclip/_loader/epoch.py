@@ -13,7 +13,8 @@ smallest.
 
 from __future__ import annotations
 
-from typing import Literal, NamedTuple, Sequence
+from collections.abc import Sequence
+from typing import Literal, NamedTuple
 
 import numpy as np
 

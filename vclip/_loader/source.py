@@ -13,9 +13,10 @@ import logging
 import os
 import time
 from collections import Counter
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Literal, Protocol, Sequence, runtime_checkable
+from typing import Literal, Protocol, runtime_checkable
 
 from .._validation import ArgumentError
 from ..errors import CorruptVideoError, VideoError
