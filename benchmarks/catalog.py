@@ -65,9 +65,16 @@ def make_small_set(folder: Path, total: int = TOTAL) -> Path:
         return root
     sources = folder / "small_sources"
     sources.mkdir(parents=True, exist_ok=True)
-    originals = _pool_map(_encode, [(str(sources / f"source_{i:03d}.mp4"),
-                                     dict(num_frames=8, width=32, height=32, keyframe_interval=4, b_frames=1, seed=i))
-                                    for i in range(DISTINCT)])
+    originals = _pool_map(
+        _encode,
+        [
+            (
+                str(sources / f"source_{i:03d}.mp4"),
+                dict(num_frames=8, width=32, height=32, keyframe_interval=4, b_frames=1, seed=i),
+            )
+            for i in range(DISTINCT)
+        ],
+    )
     for number in range(total):
         target = root / f"class_{number % CLASSES:02d}" / f"video_{number:05d}.mp4"
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -82,9 +89,16 @@ def make_hour_sets(folder: Path) -> dict[str, list[str]]:
     made = {}
     for name, (count, frames) in sets.items():
         (folder / name).mkdir(parents=True, exist_ok=True)
-        made[name] = _pool_map(_encode, [(str(folder / name / f"v{i:03d}.mp4"), dict(
-            num_frames=frames, width=160, height=90, keyframe_interval=60, b_frames=2, seed=i))
-            for i in range(count)])
+        made[name] = _pool_map(
+            _encode,
+            [
+                (
+                    str(folder / name / f"v{i:03d}.mp4"),
+                    dict(num_frames=frames, width=160, height=90, keyframe_interval=60, b_frames=2, seed=i),
+                )
+                for i in range(count)
+            ],
+        )
     return made
 
 
@@ -109,6 +123,7 @@ class OpenCounter:
                 if path.startswith(self.root):
                     self.files.add(path)
             return function(file, *args, **kwargs)
+
         return counted
 
     def __enter__(self):
@@ -131,12 +146,18 @@ def _first_batch(videos, root: str) -> dict:
         first = time.perf_counter()
     frames = batch.frame_indices.numpy()
     clips = batch.data.numpy()
-    exact = all(read_barcode(frame) == int(index) for clip, indices in zip(clips, frames)
-                for frame, index in zip(clip, indices))
+    exact = all(
+        read_barcode(frame) == int(index) for clip, indices in zip(clips, frames) for frame, index in zip(clip, indices)
+    )
     loader.close()
-    return {"construct_seconds": constructed - started, "first_batch_seconds": first - started,
-            "files_opened_during_construction": opened_at_construction,
-            "files_opened_before_first_batch": opens.count, "frames_exact": exact, "videos": len(loader.videos)}
+    return {
+        "construct_seconds": constructed - started,
+        "first_batch_seconds": first - started,
+        "files_opened_during_construction": opened_at_construction,
+        "files_opened_before_first_batch": opens.count,
+        "frames_exact": exact,
+        "videos": len(loader.videos),
+    }
 
 
 def measure_cold(root: str) -> dict:
@@ -156,9 +177,12 @@ def measure_catalog(catalog_path: str, root: str) -> dict:
         indexes = [index() for _, _, index in sources]
         built = time.perf_counter()
     result = {
-        "import_pyarrow_seconds": import_seconds, "read_seconds": read - started,
-        "all_indexes_seconds": built - read, "read_and_indexes_seconds": built - started,
-        "videos": len(indexes), "frames": int(sum(index.num_frames for index in indexes)),
+        "import_pyarrow_seconds": import_seconds,
+        "read_seconds": read - started,
+        "all_indexes_seconds": built - read,
+        "read_and_indexes_seconds": built - started,
+        "videos": len(indexes),
+        "frames": int(sum(index.num_frames for index in indexes)),
         "files_opened": opens.count,
     }
     result["loader_from_catalog"] = _first_batch(catalog_path, root)
@@ -176,10 +200,17 @@ def measure_build(root: str, out: str, mode: str, workers: int) -> dict:
         init_seconds = time.perf_counter() - started
     built = build_catalog(root, out, workers=workers, incremental=False, ray=mode == "ray", progress=False)
     again = build_catalog(root, out, workers=workers, ray=mode == "ray", progress=False)
-    result = {"mode": mode, "workers": workers, "videos": built.videos, "seconds": built.seconds,
-              "videos_per_second": built.videos / built.seconds, "unusable": len(built.unusable),
-              "incremental_rerun_seconds": again.seconds, "incremental_rerun_indexed": len(again.indexed),
-              "catalog_bytes": os.path.getsize(out)}
+    result = {
+        "mode": mode,
+        "workers": workers,
+        "videos": built.videos,
+        "seconds": built.seconds,
+        "videos_per_second": built.videos / built.seconds,
+        "unusable": len(built.unusable),
+        "incremental_rerun_seconds": again.seconds,
+        "incremental_rerun_indexed": len(again.indexed),
+        "catalog_bytes": os.path.getsize(out),
+    }
     if mode == "ray":
         result["ray_init_seconds"] = init_seconds
     return result
@@ -192,29 +223,40 @@ def measure_size(paths: list[str], out: str) -> dict:
     table = read_catalog(out).to_table(["duration_seconds", "num_frames", "size_bytes"])
     hours = sum(table.column("duration_seconds").to_pylist()) / 3600
     size = os.path.getsize(out)
-    return {"videos": table.num_rows, "frames": sum(table.column("num_frames").to_pylist()), "hours": hours,
-            "catalog_bytes": size, "bytes_per_hour": size / hours, "bytes_per_frame": size / (hours * 3600 * 30),
-            "video_bytes": sum(table.column("size_bytes").to_pylist())}
+    return {
+        "videos": table.num_rows,
+        "frames": sum(table.column("num_frames").to_pylist()),
+        "hours": hours,
+        "catalog_bytes": size,
+        "bytes_per_hour": size / hours,
+        "bytes_per_frame": size / (hours * 3600 * 30),
+        "video_bytes": sum(table.column("size_bytes").to_pylist()),
+    }
 
 
 def _in_fresh_process(name: str, *args) -> dict:
     """Run ``measure_<name>(*args)`` in a new interpreter; its JSON result."""
     import json
 
-    code = (f"import sys, json; sys.path[:0] = {[str(Path(__file__).parent), str(Path(__file__).parents[1])]!r}; "
-            f"import catalog as bench; print('RESULT' + json.dumps(bench.measure_{name}(*{list(args)!r})))")
+    code = (
+        f"import sys, json; sys.path[:0] = {[str(Path(__file__).parent), str(Path(__file__).parents[1])]!r}; "
+        f"import catalog as bench; print('RESULT' + json.dumps(bench.measure_{name}(*{list(args)!r})))"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     line = next((line for line in done.stdout.splitlines() if line.startswith("RESULT")), None)
     if done.returncode or line is None:
         raise RuntimeError(f"measure_{name} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
-    return json.loads(line[len("RESULT"):])
+    return json.loads(line[len("RESULT") :])
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", required=True, help="folder for catalog.json")
-    parser.add_argument("--videos", default=os.path.join(tempfile.gettempdir(), "vclip-catalog-bench"),
-                        help="folder for the generated videos (kept between runs)")
+    parser.add_argument(
+        "--videos",
+        default=os.path.join(tempfile.gettempdir(), "vclip-catalog-bench"),
+        help="folder for the generated videos (kept between runs)",
+    )
     parser.add_argument("--total", type=int, default=TOTAL, help=f"small videos (default {TOTAL})")
     parser.add_argument("--no-ray", action="store_true", help="skip the local Ray throughput")
     parser.add_argument("--repeats", type=int, default=5, help="fresh-process runs of cold and catalog (median)")
@@ -226,8 +268,10 @@ def main() -> None:
     hour_sets = make_hour_sets(folder)
     print(f"videos ready in {time.perf_counter() - started:.1f} s", flush=True)
     work = Path(tempfile.mkdtemp(prefix="vclip-catalog-"))
-    results: dict = {"set": {"videos": args.total, "width": 32, "height": 32, "frames": 8, "classes": CLASSES},
-                     "cores": cores}
+    results: dict = {
+        "set": {"videos": args.total, "width": 32, "height": 32, "frames": 8, "classes": CLASSES},
+        "cores": cores,
+    }
 
     results["build_processes"] = _in_fresh_process("build", root, str(work / "small.parquet"), "processes", cores)
     print("build (processes):", results["build_processes"], flush=True)
@@ -246,16 +290,20 @@ def main() -> None:
         "cold_first_batch": statistics.median(cold["first_batch_seconds"] for cold, _ in pairs),
         "catalog_read_and_all_indexes": statistics.median(c["read_and_indexes_seconds"] for _, c in pairs),
         "loader_first_batch_from_catalog": statistics.median(
-            c["loader_from_catalog"]["first_batch_seconds"] for _, c in pairs),
+            c["loader_from_catalog"]["first_batch_seconds"] for _, c in pairs
+        ),
     }
     results["speedup"] = {
         "cold_first_batch_over_catalog_read_and_indexes": statistics.median(
-            cold["first_batch_seconds"] / c["read_and_indexes_seconds"] for cold, c in pairs),
+            cold["first_batch_seconds"] / c["read_and_indexes_seconds"] for cold, c in pairs
+        ),
         "cold_first_batch_over_loader_from_catalog": statistics.median(
-            cold["first_batch_seconds"] / c["loader_from_catalog"]["first_batch_seconds"] for cold, c in pairs),
+            cold["first_batch_seconds"] / c["loader_from_catalog"]["first_batch_seconds"] for cold, c in pairs
+        ),
     }
-    results["size"] = {name: _in_fresh_process("size", paths, str(work / f"{name}.parquet"))
-                       for name, paths in hour_sets.items()}
+    results["size"] = {
+        name: _in_fresh_process("size", paths, str(work / f"{name}.parquet")) for name, paths in hour_sets.items()
+    }
     print("size:", results["size"], flush=True)
     results["benchmark_seconds"] = time.perf_counter() - started
     print("speedup:", results["speedup"])

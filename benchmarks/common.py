@@ -28,13 +28,25 @@ VIDEO_SETS = {"360p": (64, 640, 360), "1080p": (16, 1920, 1080)}
 def _make_one(arguments):
     path, width, height, seed = arguments
     if not Path(path).exists():
-        make_video(path, num_frames=300, width=width, height=height, fps=30, keyframe_interval=60, b_frames=2,
-                   crf=23, preset="veryfast", adaptive_b_frames=False, seed=seed)
+        make_video(
+            path,
+            num_frames=300,
+            width=width,
+            height=height,
+            fps=30,
+            keyframe_interval=60,
+            b_frames=2,
+            crf=23,
+            preset="veryfast",
+            adaptive_b_frames=False,
+            seed=seed,
+        )
     return path
 
 
-def make_video_set(folder: str | os.PathLike, name: str, workers: int | None = None,
-                   count: int | None = None) -> list[str]:
+def make_video_set(
+    folder: str | os.PathLike, name: str, workers: int | None = None, count: int | None = None
+) -> list[str]:
     """The benchmark videos of set ``name`` ("360p" or "1080p"), generated once into ``folder``
     (the first ``count`` of them when given)."""
     full_count, width, height = VIDEO_SETS[name]
@@ -59,13 +71,18 @@ def environment() -> dict:
     facts = {
         "python": platform.python_version(),
         "cpu_count": os.cpu_count(),
-        "packages": {name: _version(name) for name in ("vclip", "numpy", "av", "torch", "cupy", "PyNvVideoCodec", "decord", "cv2", "spdl")},
+        "packages": {
+            name: _version(name)
+            for name in ("vclip", "numpy", "av", "torch", "cupy", "PyNvVideoCodec", "decord", "cv2", "spdl")
+        },
         "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
     try:
         facts["gpu"] = subprocess.run(
             ["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"],
-            capture_output=True, text=True, check=True,
+            capture_output=True,
+            text=True,
+            check=True,
         ).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         facts["gpu"] = None

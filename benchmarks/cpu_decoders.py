@@ -33,15 +33,20 @@ def main() -> None:
         tool = VclipTool(0, in_flight=3, cpu_decoders=count, device="cpu")
         try:
             wrong = check(tool, batches[0])
-            row = measure(tool, batches, warmup) | {"wrong_clips": wrong, "decoders": tool.decoders(),
-                                                    "decode_stats": tool.stats.as_dict()}
+            row = measure(tool, batches, warmup) | {
+                "wrong_clips": wrong,
+                "decoders": tool.decoders(),
+                "decode_stats": tool.stats.as_dict(),
+            }
         finally:
             tool.close()
         row["cpu_seconds_per_clip"] = row["cpu_cores_used"] * row["seconds"] / row["clips"]
         results.setdefault(f"cpu_decoders={count}", []).append(row)  # repeated counts: one row per run
-        print(f"cpu_decoders={count}: {row['clips_per_second']:.2f} clips/s, {row['cpu_cores_used']:.2f} cores, "
-              f"{row['cpu_seconds_per_clip']:.3f} CPU s per clip"
-              + (f"  WRONG {wrong[:2]}" if wrong else ""), flush=True)
+        print(
+            f"cpu_decoders={count}: {row['clips_per_second']:.2f} clips/s, {row['cpu_cores_used']:.2f} cores, "
+            f"{row['cpu_seconds_per_clip']:.3f} CPU s per clip" + (f"  WRONG {wrong[:2]}" if wrong else ""),
+            flush=True,
+        )
     print("saved", save_results("cpu_decoders", {"videos": arguments.videos, "results": results}, arguments.out))
 
 

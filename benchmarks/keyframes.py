@@ -47,8 +47,17 @@ NUM_FRAMES, KEYFRAME_INTERVAL = 300, 60
 def make_benchmark_video(folder: Path) -> str:
     path = folder / "keyframes_1080p.mp4"
     if not path.exists():
-        make_video(path, num_frames=NUM_FRAMES, width=1920, height=1080, fps=30, keyframe_interval=KEYFRAME_INTERVAL,
-                   b_frames=2, crf=23, preset="veryfast")
+        make_video(
+            path,
+            num_frames=NUM_FRAMES,
+            width=1920,
+            height=1080,
+            fps=30,
+            keyframe_interval=KEYFRAME_INTERVAL,
+            b_frames=2,
+            crf=23,
+            preset="veryfast",
+        )
     return str(path)
 
 
@@ -112,8 +121,7 @@ def measure(path: str, device: str) -> dict:
     results["codec_packets_decoded"] = decoder.stats.packets_sent - packets_before
     every_frame_seconds = results["every_frame"]["median_seconds"]
     results["speedup_vs_every_frame"] = {
-        name: every_frame_seconds / results[name]["median_seconds"]
-        for name in ways if name != "every_frame"
+        name: every_frame_seconds / results[name]["median_seconds"] for name in ways if name != "every_frame"
     }
     results["target_met"] = results["speedup_vs_every_frame"]["codec"] >= TARGET_SPEEDUP
     return results
@@ -130,9 +138,14 @@ def main() -> None:
         path = make_benchmark_video(folder)
         index = vclip.index_video(path)
         results = {
-            "video": {"width": index.width, "height": index.height, "frames": index.num_frames,
-                      "keyframes": index.keyframe_indices.tolist(), "packets": index.num_packets,
-                      "bytes": Path(path).stat().st_size},
+            "video": {
+                "width": index.width,
+                "height": index.height,
+                "frames": index.num_frames,
+                "keyframes": index.keyframe_indices.tolist(),
+                "packets": index.num_packets,
+                "bytes": Path(path).stat().st_size,
+            },
             "target_speedup": TARGET_SPEEDUP,
             **keyframe_shares(path),
             "cpu": measure(path, "cpu"),
@@ -149,9 +162,11 @@ def main() -> None:
             print(f"  {name:<24} {seconds * 1e3:9.1f} ms  {speedup:6.1f}x faster than every_frame")
         print(f"  {'every_frame':<24} {results[device]['every_frame']['median_seconds'] * 1e3:9.1f} ms")
         print(f"  target {TARGET_SPEEDUP:g}x: {'met' if results[device]['target_met'] else 'NOT met'}")
-    print(f"keyframes: {results['keyframe_share_of_bytes']:.0%} of the bytes, "
-          f"{results['keyframe_share_of_decode_time']:.0%} of one-thread decode time "
-          f"(a keyframes-only decode can be at most {results['decode_only_speedup_ceiling']:.1f}x faster)")
+    print(
+        f"keyframes: {results['keyframe_share_of_bytes']:.0%} of the bytes, "
+        f"{results['keyframe_share_of_decode_time']:.0%} of one-thread decode time "
+        f"(a keyframes-only decode can be at most {results['decode_only_speedup_ceiling']:.1f}x faster)"
+    )
     print(f"saved {save_results('keyframes', results, args.out)}")
 
 

@@ -57,12 +57,23 @@ def _synchronize(device: str) -> None:
         torch.cuda.synchronize(device)
 
 
-def _make_loader(paths: list[str], clips: int, *, device: str, workers: int, depth: int, processes: int) -> vclip.ClipLoader:
+def _make_loader(
+    paths: list[str], clips: int, *, device: str, workers: int, depth: int, processes: int
+) -> vclip.ClipLoader:
     """The train workload: random starts in videos visited in a new random order each epoch."""
     return vclip.ClipLoader(
-        [(path, 0) for path in paths], vclip.strided(LENGTH, STRIDE), transform=SPEC, batch_size=BATCH,
-        clips_per_video=max(1, math.ceil(clips / len(paths))), shuffle=True, seed=0, drop_last=True,
-        device=device, num_threads=workers, prefetch_queue_depth=depth, decode_processes=processes,
+        [(path, 0) for path in paths],
+        vclip.strided(LENGTH, STRIDE),
+        transform=SPEC,
+        batch_size=BATCH,
+        clips_per_video=max(1, math.ceil(clips / len(paths))),
+        shuffle=True,
+        seed=0,
+        drop_last=True,
+        device=device,
+        num_threads=workers,
+        prefetch_queue_depth=depth,
+        decode_processes=processes,
     )
 
 
@@ -94,8 +105,17 @@ def _loader_passes(loader: vclip.ClipLoader, warmup: int, batches: int, repeats:
     return rates, clips
 
 
-def _raw_passes(paths: list[str], clips: list, *, device: str, workers: int, processes: int, in_flight: int,
-                warmup: int, repeats: int) -> list[float]:
+def _raw_passes(
+    paths: list[str],
+    clips: list,
+    *,
+    device: str,
+    workers: int,
+    processes: int,
+    in_flight: int,
+    warmup: int,
+    repeats: int,
+) -> list[float]:
     """Clips/s of JobRunner.run on the same clips, ``in_flight`` batches at a time."""
     backend = make_backend(resolve_device(device).device, processes=processes, threads=workers)
     runner = JobRunner(backend, 0 if processes else workers)
@@ -129,19 +149,29 @@ def _raw_passes(paths: list[str], clips: list, *, device: str, workers: int, pro
     return rates
 
 
-def measure_set(paths: list[str], *, device: str, batches: int, warmup: int, repeats: int, workers: int,
-                depth: int, processes: int) -> dict:
+def measure_set(
+    paths: list[str], *, device: str, batches: int, warmup: int, repeats: int, workers: int, depth: int, processes: int
+) -> dict:
     """Loader and raw pipeline on one video set (run in a fresh process)."""
-    loader = _make_loader(paths, (warmup + batches) * BATCH, device=device, workers=workers, depth=depth,
-                          processes=processes)
+    loader = _make_loader(
+        paths, (warmup + batches) * BATCH, device=device, workers=workers, depth=depth, processes=processes
+    )
     first = next(iter(loader))
     _check(first)
     loader_rates, clips = _loader_passes(loader, warmup, batches, repeats)
     stats = loader.stats()
     workers = stats.decode_workers
     loader.close()
-    raw_rates = _raw_passes(paths, clips, device=device, workers=workers // max(processes, 1), processes=processes,
-                            in_flight=depth + 1, warmup=warmup, repeats=repeats)
+    raw_rates = _raw_passes(
+        paths,
+        clips,
+        device=device,
+        workers=workers // max(processes, 1),
+        processes=processes,
+        in_flight=depth + 1,
+        warmup=warmup,
+        repeats=repeats,
+    )
     loader_rate, raw_rate = statistics.median(loader_rates), statistics.median(raw_rates)
     measured = stats.memory.gpu_peak.get("device_used_bytes", stats.memory.peak_bytes)
     return {
@@ -163,8 +193,9 @@ def measure_set(paths: list[str], *, device: str, batches: int, warmup: int, rep
     }
 
 
-def measure_memory(paths: list[str], *, device: str, batches: int, every: int, workers: int, depth: int,
-                   processes: int) -> dict:
+def measure_memory(
+    paths: list[str], *, device: str, batches: int, every: int, workers: int, depth: int, processes: int
+) -> dict:
     """The loader's memory every ``every`` batches over ``batches`` batches of several epochs."""
     per_epoch = max(every, batches // 10)
     loader = _make_loader(paths, per_epoch * BATCH, device=device, workers=workers, depth=depth, processes=processes)
@@ -214,8 +245,12 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=0, help="decode workers (default: the loader's)")
     parser.add_argument("--depth", type=int, default=2, help="prefetch_queue_depth (default 2)")
     parser.add_argument("--processes", type=int, default=0, help="decode_processes (default 0)")
-    parser.add_argument("--memory-batches", type=int, default=None,
-                        help="batches of the memory run (default 2000; 4x --batches on the CPU)")
+    parser.add_argument(
+        "--memory-batches",
+        type=int,
+        default=None,
+        help="batches of the memory run (default 2000; 4x --batches on the CPU)",
+    )
     parser.add_argument("--memory-every", type=int, default=None, help="memory sample interval (default 100)")
     arguments = parser.parse_args()
     on_cpu = arguments.device == "cpu"
@@ -224,29 +259,38 @@ def main() -> None:
     memory_batches = arguments.memory_batches or (4 * arguments.batches if on_cpu else 2000)
     every = arguments.memory_every or (max(1, memory_batches // 10) if on_cpu else 100)
     folder = arguments.videos or tempfile.mkdtemp(prefix="vclip-loader-videos-")
-    common = dict(device=arguments.device, workers=arguments.workers, depth=arguments.depth,
-                  processes=arguments.processes)
+    common = dict(
+        device=arguments.device, workers=arguments.workers, depth=arguments.depth, processes=arguments.processes
+    )
 
-    results = {"workload": f"{BATCH} clips x {LENGTH} frames, stride {STRIDE}, {SIZE}x{SIZE} float32 TCHW, ImageNet",
-               "device": arguments.device, "sets": {}}
+    results = {
+        "workload": f"{BATCH} clips x {LENGTH} frames, stride {STRIDE}, {SIZE}x{SIZE} float32 TCHW, ImageNet",
+        "device": arguments.device,
+        "sets": {},
+    }
     for name in arguments.sets.split(","):
         paths = make_video_set(folder, name)
-        result = _in_fresh_process(measure_set, paths, batches=arguments.batches, warmup=warmup, repeats=repeats,
-                                   **common)
+        result = _in_fresh_process(
+            measure_set, paths, batches=arguments.batches, warmup=warmup, repeats=repeats, **common
+        )
         results["sets"][name] = result
-        print(f"{name}: loader {result['loader_clips_per_second']:.1f} clips/s, raw pipeline "
-              f"{result['raw_clips_per_second']:.1f} clips/s, ratio {result['loader_over_raw']:.3f}; memory estimate "
-              f"{vclip.format_bytes(result['memory_estimate_bytes'])}, measured peak "
-              f"{vclip.format_bytes(result['memory_measured_peak_bytes'])} "
-              f"({100 * result['memory_estimate_error']:+.1f}%)")
+        print(
+            f"{name}: loader {result['loader_clips_per_second']:.1f} clips/s, raw pipeline "
+            f"{result['raw_clips_per_second']:.1f} clips/s, ratio {result['loader_over_raw']:.3f}; memory estimate "
+            f"{vclip.format_bytes(result['memory_estimate_bytes'])}, measured peak "
+            f"{vclip.format_bytes(result['memory_measured_peak_bytes'])} "
+            f"({100 * result['memory_estimate_error']:+.1f}%)"
+        )
     memory_set = "360p" if "360p" in results["sets"] else next(iter(results["sets"]))
     results["memory_flatness"] = _in_fresh_process(
         measure_memory, make_video_set(folder, memory_set), batches=memory_batches, every=every, **common
     )
     results["memory_flatness"]["set"] = memory_set
     flatness = results["memory_flatness"]
-    print(f"memory over {flatness['batches']} batches ({memory_set}): {flatness['measure']} grew "
-          f"{flatness['growth_bytes']:,} bytes, range {flatness['range_bytes']:,} bytes, flat={flatness['flat']}")
+    print(
+        f"memory over {flatness['batches']} batches ({memory_set}): {flatness['measure']} grew "
+        f"{flatness['growth_bytes']:,} bytes, range {flatness['range_bytes']:,} bytes, flat={flatness['flat']}"
+    )
     print(f"saved {save_results('loader', results, arguments.out)}")
 
 

@@ -51,10 +51,16 @@ def run_rank(arguments: argparse.Namespace) -> None:
     rank, world = dist.get_rank(), dist.get_world_size()
     source = arguments.catalog or [(path, 0) for path in json.loads(Path(arguments.videos).read_text())]
     loader = vclip.ClipLoader(
-        source, vclip.strided(LENGTH, STRIDE),
+        source,
+        vclip.strided(LENGTH, STRIDE),
         transform=vclip.TransformSpec.imagenet(SIZE, layout="TCHW", resize_mode="squash"),
-        batch_size=BATCH, clips_per_video=arguments.clips_per_video, shuffle=True, seed=0, drop_last=True,
-        device="cuda", decode_processes=arguments.processes,
+        batch_size=BATCH,
+        clips_per_video=arguments.clips_per_video,
+        shuffle=True,
+        seed=0,
+        drop_last=True,
+        device="cuda",
+        decode_processes=arguments.processes,
     )
     expected_device = torch.device("cuda", local_rank)
     devices, video_ids, clips, timed_clips = set(), [], 0, 0
@@ -81,12 +87,20 @@ def run_rank(arguments: argparse.Namespace) -> None:
     finished = time.perf_counter()
     stats = loader.stats()
     result = {
-        "rank": rank, "world_size": world, "local_rank": local_rank, "device": str(expected_device),
-        "batch_devices": sorted(devices), "batches": len(loader), "clips": clips,
-        "videos": sorted(set(int(v) for v in video_ids)), "num_videos": len(loader.videos),
-        "epoch_seconds": finished - started, "timed_clips": timed_clips,
+        "rank": rank,
+        "world_size": world,
+        "local_rank": local_rank,
+        "device": str(expected_device),
+        "batch_devices": sorted(devices),
+        "batches": len(loader),
+        "clips": clips,
+        "videos": sorted(set(int(v) for v in video_ids)),
+        "num_videos": len(loader.videos),
+        "epoch_seconds": finished - started,
+        "timed_clips": timed_clips,
         "timed_seconds": finished - (timed_from or started),
-        "memory_estimate_bytes": loader.memory_estimate.total, "loader_stats": stats.to_dict(),
+        "memory_estimate_bytes": loader.memory_estimate.total,
+        "loader_stats": stats.to_dict(),
         "torch_peak_allocated_bytes": torch.cuda.max_memory_allocated(expected_device),
     }
     loader.close()
@@ -129,9 +143,14 @@ class GpuSampler:
         self._thread.join()
 
     def summary(self) -> list[dict]:
-        return [{"gpu": number, "decoder_utilization_mean_percent": sum(values) / max(1, len(values)),
-                 "memory_peak_above_idle_bytes": self.peak[number] - self.baseline[number]}
-                for number, values in enumerate(self.decoder)]
+        return [
+            {
+                "gpu": number,
+                "decoder_utilization_mean_percent": sum(values) / max(1, len(values)),
+                "memory_peak_above_idle_bytes": self.peak[number] - self.baseline[number],
+            }
+            for number, values in enumerate(self.decoder)
+        ]
 
 
 def _free_port() -> int:
@@ -140,16 +159,29 @@ def _free_port() -> int:
         return probe.getsockname()[1]
 
 
-def _rank_command(arguments: argparse.Namespace, videos: Path, result: Path, clips_per_video: int,
-                  catalog: str | None) -> list[str]:
-    command = [__file__, "--rank", "--videos", str(videos), "--result", str(result),
-               "--processes", str(arguments.processes), "--clips-per-video", str(clips_per_video)]
+def _rank_command(
+    arguments: argparse.Namespace, videos: Path, result: Path, clips_per_video: int, catalog: str | None
+) -> list[str]:
+    command = [
+        __file__,
+        "--rank",
+        "--videos",
+        str(videos),
+        "--result",
+        str(result),
+        "--processes",
+        str(arguments.processes),
+        "--clips-per-video",
+        str(clips_per_video),
+    ]
     return command + (["--catalog", catalog] if catalog else [])
 
 
 def _launch(commands: list[tuple[list[str], dict]], timeout: float) -> None:
-    processes = [subprocess.Popen([sys.executable, "-m", "torch.distributed.run", *c], env={**os.environ, **e})
-                 for c, e in commands]
+    processes = [
+        subprocess.Popen([sys.executable, "-m", "torch.distributed.run", *c], env={**os.environ, **e})
+        for c, e in commands
+    ]
     for process in processes:
         if process.wait(timeout=timeout) != 0:
             for other in processes:
@@ -162,25 +194,48 @@ def _checks(ranks: list[dict]) -> dict:
     shards = [set(rank["videos"]) for rank in ranks]
     return {
         "every_batch_on_its_rank_device": all(rank["batch_devices"] == [rank["device"]] for rank in ranks),
-        "shards_disjoint": all(not (a & b) for i, a in enumerate(shards) for b in shards[i + 1:]),
+        "shards_disjoint": all(not (a & b) for i, a in enumerate(shards) for b in shards[i + 1 :]),
         "shards_cover_dataset": set().union(*shards) == set(range(num_videos)),
         "equal_batches_per_rank": len({rank["batches"] for rank in ranks}) == 1,
     }
 
 
-def run_configuration(arguments, videos: Path, set_name: str, gpus: int, *, two_nodes: bool = False,
-                      catalog: str | None = None) -> dict:
+def run_configuration(
+    arguments, videos: Path, set_name: str, gpus: int, *, two_nodes: bool = False, catalog: str | None = None
+) -> dict:
     result = Path(tempfile.mkdtemp()) / "ranks.json"
     clips_per_video = CLIPS_PER_VIDEO[set_name]
     rank = _rank_command(arguments, videos, result, clips_per_video, catalog)
     if two_nodes:
         endpoint = f"localhost:{_free_port()}"
-        commands = [(["--nnodes", "2", "--node_rank", str(node), "--nproc_per_node", "1", "--rdzv_backend", "c10d",
-                      "--rdzv_endpoint", endpoint, "--rdzv_id", "vclip-two-nodes", *rank],
-                     {"CUDA_VISIBLE_DEVICES": str(node)}) for node in range(2)]
+        commands = [
+            (
+                [
+                    "--nnodes",
+                    "2",
+                    "--node_rank",
+                    str(node),
+                    "--nproc_per_node",
+                    "1",
+                    "--rdzv_backend",
+                    "c10d",
+                    "--rdzv_endpoint",
+                    endpoint,
+                    "--rdzv_id",
+                    "vclip-two-nodes",
+                    *rank,
+                ],
+                {"CUDA_VISIBLE_DEVICES": str(node)},
+            )
+            for node in range(2)
+        ]
     else:
-        commands = [(["--standalone", "--nproc_per_node", str(gpus), *rank],
-                     {"CUDA_VISIBLE_DEVICES": ",".join(map(str, range(gpus)))})]
+        commands = [
+            (
+                ["--standalone", "--nproc_per_node", str(gpus), *rank],
+                {"CUDA_VISIBLE_DEVICES": ",".join(map(str, range(gpus)))},
+            )
+        ]
     with GpuSampler() as sampler:
         _launch(commands, timeout=arguments.timeout)
     ranks = json.loads(result.read_text())
@@ -190,9 +245,12 @@ def run_configuration(arguments, videos: Path, set_name: str, gpus: int, *, two_
         gpus_seen[number]["rank"] = rank["rank"]
         gpus_seen[number]["memory_estimate_bytes"] = rank["memory_estimate_bytes"]
     return {
-        "gpus": gpus, "two_nodes": two_nodes, "catalog": catalog is not None,
+        "gpus": gpus,
+        "two_nodes": two_nodes,
+        "catalog": catalog is not None,
         "clips_per_second": sum(rank["timed_clips"] for rank in ranks) / slowest,
-        "checks": _checks(ranks), "per_gpu": gpus_seen,
+        "checks": _checks(ranks),
+        "per_gpu": gpus_seen,
         "ranks": [{key: value for key, value in rank.items() if key != "videos"} for rank in ranks],
     }
 
@@ -215,8 +273,16 @@ def main() -> None:
     if arguments.rank:
         run_rank(arguments)
         return
-    results: dict = {"workload": {"batch": BATCH, "sequence_length": LENGTH, "stride": STRIDE, "size": SIZE,
-                                  "decode_processes_per_rank": arguments.processes}, "sets": {}}
+    results: dict = {
+        "workload": {
+            "batch": BATCH,
+            "sequence_length": LENGTH,
+            "stride": STRIDE,
+            "size": SIZE,
+            "decode_processes_per_rank": arguments.processes,
+        },
+        "sets": {},
+    }
     for set_name in arguments.sets.split(","):
         paths = make_video_set(arguments.video_folder, set_name)
         videos = Path(tempfile.mkdtemp()) / "videos.json"
@@ -231,10 +297,13 @@ def main() -> None:
         one = next((run["clips_per_second"] for run in runs if run["gpus"] == 1 and not run["two_nodes"]), None)
         for run in runs:
             run["speedup_over_one_gpu"] = run["clips_per_second"] / one if one else None
-            print(f"{set_name:>6} {run['gpus']} GPU{'s' if run['gpus'] > 1 else ''}"
-                  f"{' (2 nodes, catalog)' if run['two_nodes'] else ''}: {run['clips_per_second']:8.1f} clips/s "
-                  f"x{run['speedup_over_one_gpu'] or 0:.2f}  checks {run['checks']}  decoder% "
-                  f"{[round(g['decoder_utilization_mean_percent']) for g in run['per_gpu']]}", flush=True)
+            print(
+                f"{set_name:>6} {run['gpus']} GPU{'s' if run['gpus'] > 1 else ''}"
+                f"{' (2 nodes, catalog)' if run['two_nodes'] else ''}: {run['clips_per_second']:8.1f} clips/s "
+                f"x{run['speedup_over_one_gpu'] or 0:.2f}  checks {run['checks']}  decoder% "
+                f"{[round(g['decoder_utilization_mean_percent']) for g in run['per_gpu']]}",
+                flush=True,
+            )
         results["sets"][set_name] = runs
         print(f"saved {save_results('multi_gpu', results, arguments.out)}", flush=True)
 

@@ -42,8 +42,17 @@ SPEC = vclip.TransformSpec.imagenet(SIZE, layout="TCHW")
 def _long_video(folder: Path, width: int, height: int, seconds: int, keyframe_interval: int) -> Path:
     path = folder / f"long_{width}x{height}_{seconds}s_gop{keyframe_interval}.mp4"
     if not path.exists():
-        make_video(path, num_frames=30 * seconds, width=width, height=height, fps=30,
-                   keyframe_interval=keyframe_interval, b_frames=2, adaptive_b_frames=False, preset="veryfast")
+        make_video(
+            path,
+            num_frames=30 * seconds,
+            width=width,
+            height=height,
+            fps=30,
+            keyframe_interval=keyframe_interval,
+            b_frames=2,
+            adaptive_b_frames=False,
+            preset="veryfast",
+        )
     return path
 
 
@@ -70,17 +79,31 @@ def bytes_per_clip(video: Path, clips: int, device: str) -> dict:
                 raise AssertionError(f"clip from {start}: frames {found}, not {frames}")
             first = index.decode_start_packet(start)
             last = int(index.frame_packet[frames].max())
-            per_clip.append({"start": start, "bytes": server.bytes_sent, "requests": len(server.requests),
-                             "packet_bytes_from_keyframe": int(index.packet_size[first:last + 1].sum()),
-                             "seconds": seconds})
+            per_clip.append(
+                {
+                    "start": start,
+                    "bytes": server.bytes_sent,
+                    "requests": len(server.requests),
+                    "packet_bytes_from_keyframe": int(index.packet_size[first : last + 1].sum()),
+                    "seconds": seconds,
+                }
+            )
     sent = [clip["bytes"] for clip in per_clip]
     return {
-        "file": video.name, "file_bytes": size, "frames": index.num_frames, "width": index.width,
-        "height": index.height, "keyframes": int(index.keyframe_indices.size),
+        "file": video.name,
+        "file_bytes": size,
+        "frames": index.num_frames,
+        "width": index.width,
+        "height": index.height,
+        "keyframes": int(index.keyframe_indices.size),
         "index_pass": {"bytes": index_bytes, "fraction_of_file": index_bytes / size, "seconds": index_seconds},
         "clip": {"frames": LENGTH, "stride": STRIDE, "count": clips},
-        "bytes_per_clip": {"median": statistics.median(sent), "mean": statistics.fmean(sent), "max": max(sent),
-                           "median_fraction_of_file": statistics.median(sent) / size},
+        "bytes_per_clip": {
+            "median": statistics.median(sent),
+            "mean": statistics.fmean(sent),
+            "max": max(sent),
+            "median_fraction_of_file": statistics.median(sent) / size,
+        },
         "requests_per_clip_median": statistics.median(c["requests"] for c in per_clip),
         "seconds_per_clip_median": statistics.median(c["seconds"] for c in per_clip),
         "per_clip": per_clip,
@@ -89,9 +112,16 @@ def bytes_per_clip(video: Path, clips: int, device: str) -> dict:
 
 def _loader(videos: list[str], device: str, batches: int, processes: int) -> vclip.ClipLoader:
     return vclip.ClipLoader(
-        [(video, 0) for video in videos], vclip.strided(LENGTH, STRIDE), transform=SPEC, batch_size=BATCH,
-        clips_per_video=max(1, -(-batches * BATCH // len(videos))), shuffle=True, seed=0, drop_last=True,
-        device=device, decode_processes=processes,
+        [(video, 0) for video in videos],
+        vclip.strided(LENGTH, STRIDE),
+        transform=SPEC,
+        batch_size=BATCH,
+        clips_per_video=max(1, -(-batches * BATCH // len(videos))),
+        shuffle=True,
+        seed=0,
+        drop_last=True,
+        device=device,
+        decode_processes=processes,
     )
 
 
@@ -112,15 +142,19 @@ def _clips_per_second(loader: vclip.ClipLoader, batches: int, warmup: int, devic
     return batches * BATCH / (time.perf_counter() - started), first
 
 
-def s3_against_local(folder: Path, video_set: str, count: int, device: str, batches: int, warmup: int,
-                     processes: int, repeats: int) -> dict:
+def s3_against_local(
+    folder: Path, video_set: str, count: int, device: str, batches: int, warmup: int, processes: int, repeats: int
+) -> dict:
     """Train-workload clips/s from a local S3-compatible server and from local files (median of
     ``repeats`` alternated passes each)."""
     import boto3
 
     paths = make_video_set(folder, video_set, count=count)
-    for name, value in (("AWS_ACCESS_KEY_ID", "testing"), ("AWS_SECRET_ACCESS_KEY", "testing"),
-                        ("AWS_DEFAULT_REGION", "us-east-1")):
+    for name, value in (
+        ("AWS_ACCESS_KEY_ID", "testing"),
+        ("AWS_SECRET_ACCESS_KEY", "testing"),
+        ("AWS_DEFAULT_REGION", "us-east-1"),
+    ):
         os.environ[name] = value
     with s3_server() as endpoint:
         os.environ["FSSPEC_S3_ENDPOINT_URL"] = endpoint  # decode processes read fsspec's config from here
@@ -137,16 +171,24 @@ def s3_against_local(folder: Path, video_set: str, count: int, device: str, batc
         firsts = {}
         for _ in range(repeats):  # alternated, so that a busy moment of the machine hits both
             for name, videos in (("s3", urls), ("local", paths)):
-                rate, firsts[name] = _clips_per_second(_loader(videos, device, total, processes), batches, warmup,
-                                                       device)
+                rate, firsts[name] = _clips_per_second(
+                    _loader(videos, device, total, processes), batches, warmup, device
+                )
                 rates[name].append(rate)
     if firsts["s3"][0].tolist() != firsts["local"][0].tolist() or not np.allclose(firsts["s3"][1], firsts["local"][1]):
         raise AssertionError("the S3 loader's first batch differs from the local one")
     remote_rate, local_rate = statistics.median(rates["s3"]), statistics.median(rates["local"])
-    return {"set": video_set, "videos": len(paths), "batches": batches, "warmup_batches": warmup,
-            "batch": [BATCH, LENGTH, 3, SIZE, SIZE], "decode_processes": processes,
-            "repeats": repeats, "runs_clips_per_second": rates,
-            "clips_per_second": {"s3": remote_rate, "local": local_rate, "s3_over_local": remote_rate / local_rate}}
+    return {
+        "set": video_set,
+        "videos": len(paths),
+        "batches": batches,
+        "warmup_batches": warmup,
+        "batch": [BATCH, LENGTH, 3, SIZE, SIZE],
+        "decode_processes": processes,
+        "repeats": repeats,
+        "runs_clips_per_second": rates,
+        "clips_per_second": {"s3": remote_rate, "local": local_rate, "s3_over_local": remote_rate / local_rate},
+    }
 
 
 def main() -> None:
@@ -168,18 +210,23 @@ def main() -> None:
     width, height = map(int, args.size.lower().split("x"))
     folder = Path(args.videos or tempfile.mkdtemp(prefix="vclip-remote-"))
     folder.mkdir(parents=True, exist_ok=True)
-    http = bytes_per_clip(_long_video(folder, width, height, args.duration, args.keyframe_interval),
-                          args.clips, args.device)
-    print(f"HTTP: {http['file_bytes'] / 1e6:.1f} MB file, index pass {http['index_pass']['bytes'] / 1e6:.1f} MB; "
-          f"per clip median {http['bytes_per_clip']['median'] / 1e3:.0f} kB "
-          f"({100 * http['bytes_per_clip']['median_fraction_of_file']:.2f}% of the file), "
-          f"{http['requests_per_clip_median']} requests")
-    s3 = s3_against_local(folder, args.set, args.s3_videos, args.device, args.batches, args.warmup, args.processes,
-                          args.repeats)
+    http = bytes_per_clip(
+        _long_video(folder, width, height, args.duration, args.keyframe_interval), args.clips, args.device
+    )
+    print(
+        f"HTTP: {http['file_bytes'] / 1e6:.1f} MB file, index pass {http['index_pass']['bytes'] / 1e6:.1f} MB; "
+        f"per clip median {http['bytes_per_clip']['median'] / 1e3:.0f} kB "
+        f"({100 * http['bytes_per_clip']['median_fraction_of_file']:.2f}% of the file), "
+        f"{http['requests_per_clip_median']} requests"
+    )
+    s3 = s3_against_local(
+        folder, args.set, args.s3_videos, args.device, args.batches, args.warmup, args.processes, args.repeats
+    )
     rates = s3["clips_per_second"]
     print(f"S3 {rates['s3']:.1f} clips/s, local {rates['local']:.1f} clips/s ({rates['s3_over_local']:.2f}x)")
-    print(save_results("remote", {"device": args.device, "http_bytes_per_clip": http, "s3_against_local": s3},
-                       args.out))
+    print(
+        save_results("remote", {"device": args.device, "http_bytes_per_clip": http, "s3_against_local": s3}, args.out)
+    )
 
 
 if __name__ == "__main__":

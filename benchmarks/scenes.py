@@ -81,8 +81,10 @@ def _scenedetect_version() -> str | None:
 
 
 def make_labelled_set(folder: Path, seeds: range) -> dict[str, list[LabelledVideo]]:
-    return {kind: [make_scene_video(folder / f"{kind}_{seed}.mp4", kind, seed=seed) for seed in seeds]
-            for kind in SCENE_VIDEO_CLASSES}
+    return {
+        kind: [make_scene_video(folder / f"{kind}_{seed}.mp4", kind, seed=seed) for seed in seeds]
+        for kind in SCENE_VIDEO_CLASSES
+    }
 
 
 def timed(run_once, repeats: int) -> tuple[object, float]:
@@ -121,8 +123,9 @@ def measure(videos: dict[str, list[LabelledVideo]], ways: dict, repeats: int) ->
 
 def speed_on_large_video(folder: Path, ways: dict, repeats: int) -> dict:
     width, height = SPEED_SIZE
-    video = make_scene_video(folder / f"speed_{width}x{height}.mp4", "dissolves", width=width, height=height,
-                             num_shots=4, seed=7)
+    video = make_scene_video(
+        folder / f"speed_{width}x{height}.mp4", "dissolves", width=width, height=height, num_shots=4, seed=7
+    )
     rates = {}
     for name, detect in ways.items():
         _, seconds = timed(lambda detect=detect: detect(video.path), repeats)
@@ -145,9 +148,17 @@ def main() -> None:
         folder.mkdir(parents=True, exist_ok=True)
         videos = make_labelled_set(folder, range(args.first_seed, args.first_seed + args.seeds))
         results = {
-            "labelled_set": {kind: [{"path": Path(v.path).name, "frames": v.num_frames,
-                                     "events": [(e.kind, e.start, e.end) for e in v.events]} for v in group]
-                             for kind, group in videos.items()},
+            "labelled_set": {
+                kind: [
+                    {
+                        "path": Path(v.path).name,
+                        "frames": v.num_frames,
+                        "events": [(e.kind, e.start, e.end) for e in v.events],
+                    }
+                    for v in group
+                ]
+                for kind, group in videos.items()
+            },
             "cut_tolerance_frames": CUT_TOLERANCE,
             "device": args.device,
             "scenedetect": _scenedetect_version(),

@@ -52,7 +52,10 @@ def make_batches(paths: list[str], count: int, seed: int = 0) -> list[list[tuple
     rng = np.random.default_rng(seed)
     span = (LENGTH - 1) * STRIDE + 1
     return [
-        [(paths[rng.integers(len(paths))], rng.integers(0, 300 - span + 1) + np.arange(LENGTH) * STRIDE) for _ in range(BATCH)]
+        [
+            (paths[rng.integers(len(paths))], rng.integers(0, 300 - span + 1) + np.arange(LENGTH) * STRIDE)
+            for _ in range(BATCH)
+        ]
         for _ in range(count)
     ]
 
@@ -87,15 +90,31 @@ class VclipTool:
 
     name = "vclip"
 
-    def __init__(self, workers: int, in_flight: int = 3, processes: int = 0, cpu_decoders: int | str = 0, *,
-                 skip_non_reference: bool = True, device: str = "cuda"):
+    def __init__(
+        self,
+        workers: int,
+        in_flight: int = 3,
+        processes: int = 0,
+        cpu_decoders: int | str = 0,
+        *,
+        skip_non_reference: bool = True,
+        device: str = "cuda",
+    ):
         from vclip._engine import make_backend
 
-        backend = make_backend(resolve_device(device).device, skip_non_reference=skip_non_reference, processes=processes,
-                               threads=workers, cpu_decoders=cpu_decoders)
+        backend = make_backend(
+            resolve_device(device).device,
+            skip_non_reference=skip_non_reference,
+            processes=processes,
+            threads=workers,
+            cpu_decoders=cpu_decoders,
+        )
         self.backend = backend
-        self.runner = (backend.runner() if isinstance(backend, PooledBackend)
-                       else JobRunner(backend, num_workers=0 if processes else workers))
+        self.runner = (
+            backend.runner()
+            if isinstance(backend, PooledBackend)
+            else JobRunner(backend, num_workers=0 if processes else workers)
+        )
         self.spec = vclip.TransformSpec.imagenet(SIZE, layout="TCHW", resize_mode="squash")  # design.md's workload
         self.conversion = resolve_transform(self.spec)
         self.stats = DecodeStats()
@@ -109,14 +128,18 @@ class VclipTool:
             index = vclip.index_video(path)
             geometry = self.spec.geometry(index.width, index.height)
             jobs.setdefault(path, []).append(ClipTarget(frames, geometry, slot))
-        result = self.runner.run([VideoJob(vclip.index_video(p), tuple(t)) for p, t in jobs.items()], self.conversion, output, self.stats)
+        result = self.runner.run(
+            [VideoJob(vclip.index_video(p), tuple(t)) for p, t in jobs.items()], self.conversion, output, self.stats
+        )
         assert not any(result.errors), result.errors
         for completion in result.completions:
             completion.synchronize()
         return output
 
     def run(self, batches) -> list:
-        futures = [self.pool.submit(self._batch, batch, self.buffers[i % self.in_flight]) for i, batch in enumerate(batches)]
+        futures = [
+            self.pool.submit(self._batch, batch, self.buffers[i % self.in_flight]) for i, batch in enumerate(batches)
+        ]
         return [future.result() for future in futures]
 
     def first_clips(self, batch):
@@ -187,7 +210,9 @@ class PyavTool(ClipPoolTool):
             for frame in container.decode(stream):
                 number = number_of.get(frame.pts, -1)
                 if number in wanted:
-                    out[number] = cv2.resize(frame.to_ndarray(format="rgb24"), (SIZE, SIZE), interpolation=cv2.INTER_AREA)
+                    out[number] = cv2.resize(
+                        frame.to_ndarray(format="rgb24"), (SIZE, SIZE), interpolation=cv2.INTER_AREA
+                    )
                 if number >= frames[-1]:
                     break
         return _normalize_on_gpu(self.torch, np.stack([out[f] for f in frames.tolist()]))
@@ -206,7 +231,9 @@ class DecordTool(ClipPoolTool):
         if path not in readers:
             readers[path] = decord.VideoReader(path, ctx=decord.cpu(0), num_threads=1)
         batch = readers[path].get_batch(frames.tolist()).asnumpy()
-        return _normalize_on_gpu(self.torch, np.stack([cv2.resize(f, (SIZE, SIZE), interpolation=cv2.INTER_AREA) for f in batch]))
+        return _normalize_on_gpu(
+            self.torch, np.stack([cv2.resize(f, (SIZE, SIZE), interpolation=cv2.INTER_AREA) for f in batch])
+        )
 
 
 class PynvcTool(ClipPoolTool):
@@ -230,7 +257,9 @@ class PynvcTool(ClipPoolTool):
             self.local.path = path
         decoded = decoder.get_batch_frames_by_index(frames.tolist())
         rgb = torch.stack([torch.from_dlpack(f) for f in decoded]).float().div_(255)
-        rgb = torch.nn.functional.interpolate(rgb, size=(SIZE, SIZE), mode="bilinear", antialias=True, align_corners=False)
+        rgb = torch.nn.functional.interpolate(
+            rgb, size=(SIZE, SIZE), mode="bilinear", antialias=True, align_corners=False
+        )
         return _imagenet_normalize(torch, rgb)
 
 
@@ -252,7 +281,7 @@ class SpdlTool(ClipPoolTool):
             packets, device_config=spdl.io.cuda_config(device_index=0), scale_width=SIZE, scale_height=SIZE
         )
         decoded = spdl.io.to_torch(buffer)  # [N, 3, 224, 224] uint8, frames start..end
-        return _imagenet_normalize(torch, decoded[:: STRIDE][:LENGTH].float().div_(255))
+        return _imagenet_normalize(torch, decoded[::STRIDE][:LENGTH].float().div_(255))
 
 
 TOOLS = {"vclip": VclipTool, "pyav": PyavTool, "decord": DecordTool, "pynvc": PynvcTool, "spdl": SpdlTool}
@@ -275,8 +304,12 @@ def measure(tool, batches, warmup: int) -> dict:
     tool.run(batches[warmup:])
     seconds = time.perf_counter() - started
     clips = (len(batches) - warmup) * BATCH
-    return {"clips_per_second": clips / seconds, "seconds": seconds, "clips": clips,
-            "cpu_cores_used": (cpu_seconds() - cpu_started) / seconds}
+    return {
+        "clips_per_second": clips / seconds,
+        "seconds": seconds,
+        "clips": clips,
+        "cpu_cores_used": (cpu_seconds() - cpu_started) / seconds,
+    }
 
 
 # -- vclip-only measurements ---------------------------------------------------------------------
@@ -294,7 +327,8 @@ def decode_work(paths, batches) -> dict:
                 sent += vclip.plan_decode(index_of[path], clips, skip_non_reference=skip).packets_sent
                 delivered += sum(c.size for c in clips)
         out["skip_non_reference" if skip else "decode_all"] = {
-            "decoded_per_clip": sent / (len(batches) * BATCH), "decoded_per_delivered_frame": sent / delivered,
+            "decoded_per_clip": sent / (len(batches) * BATCH),
+            "decoded_per_delivered_frame": sent / delivered,
         }
     return out
 
@@ -342,13 +376,18 @@ def decode_capacity(paths, nvdec_workers: int, cpu_decoders: int, device: str = 
     spec = vclip.TransformSpec(resize=(64, 64))
     conversion = resolve_transform(spec)
     index = [vclip.index_video(p) for p in paths]
-    jobs = [VideoJob(i, (ClipTarget(np.arange(i.num_frames), spec.geometry(i.width, i.height), slot),))
-            for slot, i in enumerate(index)]
+    jobs = [
+        VideoJob(i, (ClipTarget(np.arange(i.num_frames), spec.geometry(i.width, i.height), slot),))
+        for slot, i in enumerate(index)
+    ]
     pictures = sum(i.num_frames for i in index)
     if resolved.is_cuda:
         nvdec, cpu = in_process_backend(resolved), UploadBackend(resolved)
-        setups = {"nvdec": [DecoderPool("nvdec", nvdec, nvdec_workers)], "cpu": [DecoderPool("cpu", cpu, cpu_decoders)],
-                  "both": [DecoderPool("nvdec", nvdec, nvdec_workers), DecoderPool("cpu", cpu, cpu_decoders)]}
+        setups = {
+            "nvdec": [DecoderPool("nvdec", nvdec, nvdec_workers)],
+            "cpu": [DecoderPool("cpu", cpu, cpu_decoders)],
+            "both": [DecoderPool("nvdec", nvdec, nvdec_workers), DecoderPool("cpu", cpu, cpu_decoders)],
+        }
     else:
         cpu = CpuBackend(threads=1)
         setups = {"cpu": [DecoderPool("cpu", cpu, cpu_decoders)]}
@@ -368,8 +407,11 @@ def decode_capacity(paths, nvdec_workers: int, cpu_decoders: int, device: str = 
         started, cpu_started = time.perf_counter(), cpu_seconds()
         rate = median_rate(once, pictures, repeats=3)
         cores = (cpu_seconds() - cpu_started) / (time.perf_counter() - started)
-        results[name] = {"pictures_per_second": rate["rate"], "workers": {p.kind: p.workers for p in pools},
-                         "cpu_cores_used": cores}
+        results[name] = {
+            "pictures_per_second": rate["rate"],
+            "workers": {p.kind: p.workers for p in pools},
+            "cpu_cores_used": cores,
+        }
         runner.close()
     return results
 
@@ -426,9 +468,19 @@ def kernel_bandwidth() -> dict:
         jobs = np.zeros(frames, JOB_DTYPE)
         for t in range(frames):
             luma = source[t].data.ptr
-            fill_job(jobs[t], luma=luma, chroma=luma + width * height, luma_pitch=width, chroma_pitch=width,
-                     output=output.data.ptr + t * frame_stride * output.itemsize, geometry=geometry, bit_depth=8,
-                     stored_bits=8, matrix="bt709", color_range="limited")
+            fill_job(
+                jobs[t],
+                luma=luma,
+                chroma=luma + width * height,
+                luma_pitch=width,
+                chroma_pitch=width,
+                output=output.data.ptr + t * frame_stride * output.itemsize,
+                geometry=geometry,
+                bit_depth=8,
+                stored_bits=8,
+                matrix="bt709",
+                color_range="limited",
+            )
         kernel = module.function(1, spec.dtype)
         grid = launch_grid(params)
 
@@ -438,8 +490,12 @@ def kernel_bandwidth() -> dict:
 
         seconds = time_it(launch_all)
         moved = source.nbytes + output.nbytes
-        results[name] = {"seconds": seconds, "bytes_per_second": moved / seconds, "fraction_of_copy": moved / seconds / copy_rate,
-                         "frames_per_second": frames / seconds}
+        results[name] = {
+            "seconds": seconds,
+            "bytes_per_second": moved / seconds,
+            "fraction_of_copy": moved / seconds / copy_rate,
+            "frames_per_second": frames / seconds,
+        }
     return results
 
 
@@ -449,14 +505,25 @@ def main() -> None:
     parser.add_argument("--videos", default="/tmp/vclip-bench", help="where the generated video sets go")
     parser.add_argument("--sets", default="360p,1080p")
     parser.add_argument("--tools", default="vclip,spdl,pynvc,pyav,decord")
-    parser.add_argument("--batches", type=int, default=0, help="timed batches per tool (default: 100 at 360p, 16 at 1080p)")
+    parser.add_argument(
+        "--batches", type=int, default=0, help="timed batches per tool (default: 100 at 360p, 16 at 1080p)"
+    )
     parser.add_argument("--workers", default="12", help="vclip decode threads (per process); several (8,16) are swept")
-    parser.add_argument("--processes", default="0", help="vclip decode processes (0: threads only); several (0,4) are swept")
+    parser.add_argument(
+        "--processes", default="0", help="vclip decode processes (0: threads only); several (0,4) are swept"
+    )
     parser.add_argument("--in-flight", default="3", help="vclip batches in flight; several (2,4) are swept")
-    parser.add_argument("--cpu-decoders", default="0,auto,4,8",
-                        help="PyAV decoders beside NVDEC (0: NVDEC only, auto: the cores left free); several are swept")
-    parser.add_argument("--extras", action=argparse.BooleanOptionalAction, default=True,
-                        help="also measure decode work, raw NVDEC and kernel bandwidth")
+    parser.add_argument(
+        "--cpu-decoders",
+        default="0,auto,4,8",
+        help="PyAV decoders beside NVDEC (0: NVDEC only, auto: the cores left free); several are swept",
+    )
+    parser.add_argument(
+        "--extras",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="also measure decode work, raw NVDEC and kernel bandwidth",
+    )
     arguments = parser.parse_args()
 
     set_names = arguments.sets.split(",")
@@ -477,13 +544,29 @@ def main() -> None:
         settings = {}  # vclip label -> (workers, in flight, processes, cpu decoders)
         entry = results["sets"][set_name] = {"tools": table}
         for tool_name in arguments.tools.split(","):
-            configurations = ([(w, n, p, c) for c in cpu_decoder_counts for p in process_counts for w in worker_counts
-                               for n in in_flight_counts] if tool_name == "vclip" else [None])
+            configurations = (
+                [
+                    (w, n, p, c)
+                    for c in cpu_decoder_counts
+                    for p in process_counts
+                    for w in worker_counts
+                    for n in in_flight_counts
+                ]
+                if tool_name == "vclip"
+                else [None]
+            )
             for configuration in configurations:
-                label = tool_name if configuration is None else (
-                    "vclip[{}workers={},in_flight={}{}]".format(
-                        f"processes={configuration[2]}," if configuration[2] else "", *configuration[:2],
-                        f",cpu_decoders={configuration[3]}" if configuration[3] else ""))
+                label = (
+                    tool_name
+                    if configuration is None
+                    else (
+                        "vclip[{}workers={},in_flight={}{}]".format(
+                            f"processes={configuration[2]}," if configuration[2] else "",
+                            *configuration[:2],
+                            f",cpu_decoders={configuration[3]}" if configuration[3] else "",
+                        )
+                    )
+                )
                 if configuration:
                     settings[label] = configuration
                 tool = None
@@ -501,8 +584,12 @@ def main() -> None:
                     if isinstance(tool, VclipTool):
                         tool.close()
                 table[label] = row
-                print(f"{set_name:>6} {label:>32}: " + (f"{row['clips_per_second']:8.1f} clips/s" if "clips_per_second" in row
-                                                        else row["error"]) + (f"  WRONG {row['wrong_clips'][:2]}" if row.get("wrong_clips") else ""), flush=True)
+                print(
+                    f"{set_name:>6} {label:>32}: "
+                    + (f"{row['clips_per_second']:8.1f} clips/s" if "clips_per_second" in row else row["error"])
+                    + (f"  WRONG {row['wrong_clips'][:2]}" if row.get("wrong_clips") else ""),
+                    flush=True,
+                )
                 save_results("train", results, arguments.out)
         if arguments.extras:
             entry["decode_work"] = decode_work(paths, batches)
@@ -521,16 +608,28 @@ def main() -> None:
                 tool.close()
                 entry["vclip_without_skipping"] = {"configuration": best, **full}
                 entry["skip_speedup"] = timed[best]["clips_per_second"] / full["clips_per_second"]
-            print(f"{set_name:>6} extras: {entry['decode_work']} raw NVDEC {entry['raw_nvdec']['frames_per_second']:.0f} "
-                  f"frames/s (processes: {entry.get('raw_nvdec_processes', {}).get('frames_per_second')}), "
-                  f"skip speedup {entry.get('skip_speedup')}", flush=True)
+            print(
+                f"{set_name:>6} extras: {entry['decode_work']} raw NVDEC {entry['raw_nvdec']['frames_per_second']:.0f} "
+                f"frames/s (processes: {entry.get('raw_nvdec_processes', {}).get('frames_per_second')}), "
+                f"skip speedup {entry.get('skip_speedup')}",
+                flush=True,
+            )
             capacity = entry["decode_capacity"]
-            print(f"{set_name:>6} decode capacity (pictures/s): " + ", ".join(
-                f"{name} {row['pictures_per_second']:.0f}" for name, row in capacity.items()), flush=True)
+            print(
+                f"{set_name:>6} decode capacity (pictures/s): "
+                + ", ".join(f"{name} {row['pictures_per_second']:.0f}" for name, row in capacity.items()),
+                flush=True,
+            )
         save_results("train", results, arguments.out)
     if arguments.extras:
         results["kernel"] = kernel_bandwidth()
-        print("kernel:", {k: (v if not isinstance(v, dict) else round(v["fraction_of_copy"], 3)) for k, v in results["kernel"].items()})
+        print(
+            "kernel:",
+            {
+                k: (v if not isinstance(v, dict) else round(v["fraction_of_copy"], 3))
+                for k, v in results["kernel"].items()
+            },
+        )
     print("saved", save_results("train", results, arguments.out))
 
 

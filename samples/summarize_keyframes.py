@@ -50,8 +50,10 @@ def summarize(paths: list[str], out: Path, *, method: str, max_frames: int | Non
             manifest["errors"].append({"file": path, "problem": error.problem})
             continue
         manifest["keyframes"] += keyframes.save(out / Path(path).stem, image_format="jpg")
-        print(f"{path}: frames {keyframes.frame_indices.tolist()} at "
-              f"{[round(t, 2) for t in keyframes.pts_seconds.tolist()]} s, {keyframes.packets_decoded} packets decoded")
+        print(
+            f"{path}: frames {keyframes.frame_indices.tolist()} at "
+            f"{[round(t, 2) for t in keyframes.pts_seconds.tolist()]} s, {keyframes.packets_decoded} packets decoded"
+        )
     (out / "manifest.json").write_text(json.dumps(manifest, indent=2))
     return manifest
 

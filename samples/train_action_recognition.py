@@ -35,17 +35,27 @@ def make_dataset(root: Path, videos_per_class: int = 4) -> Path:
             path = root / name / f"{name}_{number}.mp4"
             if not path.exists():
                 width, height = (160, 120) if number % 2 else (192, 144)
-                make_video(path, num_frames=num_frames, width=width, height=height, keyframe_interval=24,
-                           seed=number + 10 * len(name))
+                make_video(
+                    path,
+                    num_frames=num_frames,
+                    width=width,
+                    height=height,
+                    keyframe_interval=24,
+                    seed=number + 10 * len(name),
+                )
     return root
 
 
 def tiny_3d_network(classes: int) -> nn.Module:
     """Two 3D convolutions, global pooling and a linear classifier: [B, 3, T, H, W] -> [B, classes]."""
     return nn.Sequential(
-        nn.Conv3d(3, 16, kernel_size=3, stride=(1, 2, 2), padding=1), nn.ReLU(),
-        nn.Conv3d(16, 32, kernel_size=3, stride=2, padding=1), nn.ReLU(),
-        nn.AdaptiveAvgPool3d(1), nn.Flatten(), nn.Linear(32, classes),
+        nn.Conv3d(3, 16, kernel_size=3, stride=(1, 2, 2), padding=1),
+        nn.ReLU(),
+        nn.Conv3d(16, 32, kernel_size=3, stride=2, padding=1),
+        nn.ReLU(),
+        nn.AdaptiveAvgPool3d(1),
+        nn.Flatten(),
+        nn.Linear(32, classes),
     )
 
 
@@ -87,8 +97,10 @@ def main() -> None:
             clips += len(batch)
         seconds = time.perf_counter() - started
         waited = loader.stats().seconds.consumer_wait
-        print(f"epoch {epoch}: loss {sum(losses) / len(losses):.3f} (last {losses[-1]:.3f}), "
-              f"{clips / seconds:.1f} clips/s, {len(losses)} steps; waited {waited:.2f} s for data so far")
+        print(
+            f"epoch {epoch}: loss {sum(losses) / len(losses):.3f} (last {losses[-1]:.3f}), "
+            f"{clips / seconds:.1f} clips/s, {len(losses)} steps; waited {waited:.2f} s for data so far"
+        )
     loader.close()
 
 

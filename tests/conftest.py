@@ -21,11 +21,27 @@ REQUIRE_GPU = os.environ.get("VCLIP_REQUIRE_GPU", "").strip() not in ("", "0")
 SYNTHETIC = {
     "h264": ("h264_bframes.mp4", dict(num_frames=150, width=320, height=240, keyframe_interval=30, b_frames=2)),
     "hevc": ("hevc.mp4", dict(num_frames=60, width=256, height=160, codec="libx265", keyframe_interval=30)),
-    "vfr": ("vfr.mkv", dict(num_frames=40, width=160, height=128, time_base=Fraction(1, 1000),
-                            frame_pts=[i * 33 + (i % 3) * 9 for i in range(40)])),
+    "vfr": (
+        "vfr.mkv",
+        dict(
+            num_frames=40,
+            width=160,
+            height=128,
+            time_base=Fraction(1, 1000),
+            frame_pts=[i * 33 + (i % 3) * 9 for i in range(40)],
+        ),
+    ),
     "odd": ("odd_size.mp4", dict(num_frames=30, width=129, height=97, codec="mpeg4", keyframe_interval=10)),
-    "offset": ("first_pts_not_zero.mkv", dict(num_frames=30, width=192, height=112, time_base=Fraction(1, 1000),
-                                              frame_pts=[1500 + 40 * i for i in range(30)])),
+    "offset": (
+        "first_pts_not_zero.mkv",
+        dict(
+            num_frames=30,
+            width=192,
+            height=112,
+            time_base=Fraction(1, 1000),
+            frame_pts=[1500 + 40 * i for i in range(30)],
+        ),
+    ),
     "long_gop": ("long_gop.mp4", dict(num_frames=300, width=192, height=112, keyframe_interval=250, b_frames=3)),
     "h264_10bit": ("h264_10bit.mp4", dict(num_frames=20, width=192, height=112, pixel_format="yuv420p10le")),
 }

@@ -86,17 +86,41 @@ def make_seeds(folder: str | os.PathLike) -> dict[str, str]:
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     return {
-        name: make_video(folder / file, **{**_BASE, **options}) if options is not None
+        name: make_video(folder / file, **{**_BASE, **options})
+        if options is not None
         else make_negative_pts_mkv(folder / file)
         for name, (file, options) in SEEDS.items()
     }
 
 
 # -- container structure ------------------------------------------------------------------------
-_MP4_CONTAINERS = {b"moov", b"trak", b"mdia", b"minf", b"stbl", b"edts", b"dinf", b"udta", b"mvex", b"moof",
-                   b"traf", b"meta"}
-_MP4_COUNTED = {b"stts": 12, b"ctts": 12, b"stss": 12, b"stsc": 12, b"stco": 12, b"co64": 12, b"elst": 12,
-                b"dref": 12, b"stsd": 12, b"stsz": 16, b"sdtp": None}  # box: offset of its 32-bit count
+_MP4_CONTAINERS = {
+    b"moov",
+    b"trak",
+    b"mdia",
+    b"minf",
+    b"stbl",
+    b"edts",
+    b"dinf",
+    b"udta",
+    b"mvex",
+    b"moof",
+    b"traf",
+    b"meta",
+}
+_MP4_COUNTED = {
+    b"stts": 12,
+    b"ctts": 12,
+    b"stss": 12,
+    b"stsc": 12,
+    b"stco": 12,
+    b"co64": 12,
+    b"elst": 12,
+    b"dref": 12,
+    b"stsd": 12,
+    b"stsz": 16,
+    b"sdtp": None,
+}  # box: offset of its 32-bit count
 
 
 def mp4_boxes(data: bytes, start: int = 0, end: int | None = None, depth: int = 0) -> list[tuple[int, int, bytes]]:
@@ -135,10 +159,32 @@ def riff_chunks(data: bytes, start: int = 0, end: int | None = None, depth: int 
     return chunks
 
 
-_EBML_IDS = [bytes.fromhex(h) for h in (
-    "18538067", "1F43B675", "1654AE6B", "AE", "63A2", "A3", "A0", "1C53BB6B", "114D9B74", "1549A966", "E0",
-    "B0", "BA", "E7", "D7", "86", "83", "2AD7B1", "1A45DFA3", "4286", "42F7",
-)]
+_EBML_IDS = [
+    bytes.fromhex(h)
+    for h in (
+        "18538067",
+        "1F43B675",
+        "1654AE6B",
+        "AE",
+        "63A2",
+        "A3",
+        "A0",
+        "1C53BB6B",
+        "114D9B74",
+        "1549A966",
+        "E0",
+        "B0",
+        "BA",
+        "E7",
+        "D7",
+        "86",
+        "83",
+        "2AD7B1",
+        "1A45DFA3",
+        "4286",
+        "42F7",
+    )
+]
 
 
 def _regions(data: bytes, kind: str) -> tuple[tuple[int, int], tuple[int, int]]:
@@ -157,9 +203,9 @@ def _regions(data: bytes, kind: str) -> tuple[tuple[int, int], tuple[int, int]]:
             header, payload = (0, cluster), (cluster, n)
     elif kind == "avi":
         for offset, size, chunk in riff_chunks(data):
-            if chunk == b"LIST" and data[offset + 8:offset + 12] == b"hdrl":
+            if chunk == b"LIST" and data[offset + 8 : offset + 12] == b"hdrl":
                 header = (offset, offset + 8 + size)
-            elif chunk == b"LIST" and data[offset + 8:offset + 12] == b"movi":
+            elif chunk == b"LIST" and data[offset + 8 : offset + 12] == b"movi":
                 payload = (offset + 12, min(n, offset + 8 + size))
     elif kind == "ts":
         header, payload = (0, min(n, 3 * 188)), (min(n, 3 * 188), n)
@@ -216,14 +262,14 @@ def _flip_payload(data: bytearray, rng: random.Random, kind: str) -> str:
 def _zero_range(data: bytearray, rng: random.Random, kind: str) -> str:
     length = rng.choice([4, 16, 64, 188, 512, 2048])
     start = rng.randrange(0, max(1, len(data) - length))
-    data[start:start + length] = bytes(min(length, len(data) - start))
+    data[start : start + length] = bytes(min(length, len(data) - start))
     return f"{length} bytes at {start}"
 
 
 def _duplicate_chunk(data: bytearray, rng: random.Random, kind: str) -> str:
     length = rng.choice([16, 188, 500, 1500])
     start = rng.randrange(0, max(1, len(data) - length))
-    chunk = bytes(data[start:start + length])
+    chunk = bytes(data[start : start + length])
     at = rng.randrange(0, len(data))
     data[at:at] = chunk
     return f"{length} bytes from {start} inserted at {at}"
@@ -236,7 +282,7 @@ def _shuffle_chunks(data: bytearray, rng: random.Random, kind: str) -> str:
     edges = [span[0], *bounds, span[1]]
     chunks = [bytes(data[a:b]) for a, b in zip(edges, edges[1:])]
     rng.shuffle(chunks)
-    data[span[0]:span[1]] = b"".join(chunks)
+    data[span[0] : span[1]] = b"".join(chunks)
     return f"{len(chunks)} chunks of {span[0]}-{span[1]} shuffled"
 
 
@@ -362,8 +408,6 @@ class BadResult(AssertionError):
     """A call succeeded with a wrongly shaped result, or failed without naming the file."""
 
 
-
-
 def _expect_shape(what: str, array, shape: tuple) -> None:
     if tuple(array.shape) != shape or str(array.dtype) != "uint8":
         raise BadResult(f"{what}: {tuple(array.shape)} {array.dtype}, expected {shape} uint8")
@@ -390,8 +434,23 @@ def check_cli(path: str, device: str, folder: Path, api_outcome: str) -> None:
     from vclip.cli import main
 
     written_to = folder / (Path(path).name + ".npz")
-    for command in (["info", path], ["sample", path, "--mode", "contiguous", "--sequence-length", "4",
-                                     "--out", str(written_to), "--device", device, "--seed", "0"]):
+    for command in (
+        ["info", path],
+        [
+            "sample",
+            path,
+            "--mode",
+            "contiguous",
+            "--sequence-length",
+            "4",
+            "--out",
+            str(written_to),
+            "--device",
+            device,
+            "--seed",
+            "0",
+        ],
+    ):
         out, err = io.StringIO(), io.StringIO()
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             status = main(command)
@@ -467,13 +526,19 @@ class CampaignSummary:
         self.by_mutation.setdefault(mutant.mutation, Counter())[short] += 1
 
     def report(self) -> str:
-        lines = [f"vclip fuzz on {self.device}: {self.cases} mutants in {self.seconds:.1f} s, "
-                 f"{self.cli_cases} also through the CLI, {self.good_checks} good-video checks, "
-                 f"{len(self.failures)} failures"]
+        lines = [
+            f"vclip fuzz on {self.device}: {self.cases} mutants in {self.seconds:.1f} s, "
+            f"{self.cli_cases} also through the CLI, {self.good_checks} good-video checks, "
+            f"{len(self.failures)} failures"
+        ]
         lines += [f"  {count:5d}  {outcome}" for outcome, count in sorted(self.outcomes.items(), key=lambda x: -x[1])]
-        lines.append("  by mutation: " + "; ".join(
-            f"{name} " + "/".join(f"{k} {v}" for k, v in sorted(counts.items()))
-            for name, counts in self.by_mutation.items()))
+        lines.append(
+            "  by mutation: "
+            + "; ".join(
+                f"{name} " + "/".join(f"{k} {v}" for k, v in sorted(counts.items()))
+                for name, counts in self.by_mutation.items()
+            )
+        )
         for name, problem, details in self.failures[:20]:
             lines.append(f"  FAILED {name}: {problem}\n{details}")
         return "\n".join(lines)
@@ -512,11 +577,13 @@ def run_campaign(
         for mutant in mutants(seeds, count, seed=seed):
             path = str(work / mutant.name)
             Path(path).write_bytes(mutant.data)
-            state, error = _with_timeout(lambda: check(path, device), timeout)
+            state, error = _with_timeout(lambda path=path: check(path, device), timeout)
             outcome, problem = _classify(path, state, error)
             if problem is None and cli_every and mutant.number % cli_every == 0:
                 summary.cli_cases += 1
-                state, cli_error = _with_timeout(lambda: check_cli(path, device, work, outcome), timeout)
+                state, cli_error = _with_timeout(
+                    lambda path=path, outcome=outcome: check_cli(path, device, work, outcome), timeout
+                )
                 _, problem = _classify(path, state, cli_error)
                 if problem is not None:
                     outcome, problem, error = "FAILURE cli", "cli: " + problem, cli_error
@@ -530,12 +597,14 @@ def run_campaign(
             if good_every and (mutant.number + 1) % good_every == 0:
                 summary.good_checks += 1
                 pristine = good[(mutant.number // good_every) % len(good)]
-                state, error = _with_timeout(lambda: check_good(pristine, device), timeout)
+                state, error = _with_timeout(lambda pristine=pristine: check_good(pristine, device), timeout)
                 if state != "done" or error is not None:
                     summary.failures.append((f"good video after {mutant.name}", f"{state}: {error!r}", ""))
             if log and (mutant.number + 1) % 100 == 0:
-                log(f"{mutant.number + 1} mutants, {len(summary.failures)} failures, "
-                    f"{time.perf_counter() - started:.1f} s")
+                log(
+                    f"{mutant.number + 1} mutants, {len(summary.failures)} failures, "
+                    f"{time.perf_counter() - started:.1f} s"
+                )
     summary.seconds = time.perf_counter() - started
     return summary
 
@@ -566,9 +635,14 @@ def loader_epoch(paths: list[str], *, device: str = "cpu", timeout: float = 120.
     result: dict = {"batches": 0, "clips": 0, "skipped": set()}
 
     def epoch() -> None:
-        loader = vclip.ClipLoader([(path, number) for number, path in enumerate(paths)], vclip.contiguous(4),
-                                  transform=vclip.TransformSpec(resize=(HEIGHT, WIDTH)), device=device,
-                                  batch_size=4, on_error="skip")
+        loader = vclip.ClipLoader(
+            [(path, number) for number, path in enumerate(paths)],
+            vclip.contiguous(4),
+            transform=vclip.TransformSpec(resize=(HEIGHT, WIDTH)),
+            device=device,
+            batch_size=4,
+            on_error="skip",
+        )
         try:
             for batch in loader:
                 shape = tuple(batch.data.shape)
@@ -605,9 +679,17 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     args.out = args.out or tempfile.mkdtemp(prefix="vclip-fuzz-")
     print(f"seeds and mutants in {args.out}", flush=True)
-    summary = run_campaign(args.out, count=args.count, device=args.device, seed=args.seed, timeout=args.timeout,
-                           good_every=args.good_every, cli_every=args.cli_every, keep=args.keep,
-                           log=lambda line: print(line, flush=True))
+    summary = run_campaign(
+        args.out,
+        count=args.count,
+        device=args.device,
+        seed=args.seed,
+        timeout=args.timeout,
+        good_every=args.good_every,
+        cli_every=args.cli_every,
+        keep=args.keep,
+        log=lambda line: print(line, flush=True),
+    )
     print(summary.report())
     return 1 if summary.failures else 0
 

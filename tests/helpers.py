@@ -9,7 +9,11 @@ from vclip.synthetic import read_barcode
 
 def host(array) -> np.ndarray:
     """A NumPy copy of a NumPy, CuPy or torch array (or of a result's ``data``)."""
-    array = getattr(array, "data", array) if not isinstance(array, np.ndarray) and hasattr(array, "frame_indices") else array
+    array = (
+        getattr(array, "data", array)
+        if not isinstance(array, np.ndarray) and hasattr(array, "frame_indices")
+        else array
+    )
     if hasattr(array, "get") and not isinstance(array, np.ndarray):  # CuPy
         return array.get()
     if hasattr(array, "cpu"):  # torch

@@ -20,19 +20,53 @@ from vclip.transforms import IMAGENET_MEAN, IMAGENET_STD, TransformSpec
 CASES = {
     "native_uint8": (96, 64, 8, "bt601", "limited", TransformSpec(), None),
     "odd_size_area_downscale": (129, 97, 8, "bt709", "full", TransformSpec(resize=(30, 41)), None),
-    "bilinear_upscale_chw_float": (40, 30, 8, "bt601", "limited", TransformSpec(resize=(61, 83), dtype="float32", layout="TCHW"), None),
-    "short_side_crop_flip_norm": (
-        160, 90, 8, "bt709", "limited",
-        TransformSpec(resize=48, crop=(40, 40), crop_mode="random", flip_probability=1.0,
-                      mean=IMAGENET_MEAN, std=IMAGENET_STD, dtype="float32", layout="CTHW"), None,
+    "bilinear_upscale_chw_float": (
+        40,
+        30,
+        8,
+        "bt601",
+        "limited",
+        TransformSpec(resize=(61, 83), dtype="float32", layout="TCHW"),
+        None,
     ),
-    "aliased_downscale_half": (120, 80, 8, "bt601", "limited", TransformSpec(resize=(31, 45), antialias=False, dtype="float16"), None),
+    "short_side_crop_flip_norm": (
+        160,
+        90,
+        8,
+        "bt709",
+        "limited",
+        TransformSpec(
+            resize=48,
+            crop=(40, 40),
+            crop_mode="random",
+            flip_probability=1.0,
+            mean=IMAGENET_MEAN,
+            std=IMAGENET_STD,
+            dtype="float32",
+            layout="CTHW",
+        ),
+        None,
+    ),
+    "aliased_downscale_half": (
+        120,
+        80,
+        8,
+        "bt601",
+        "limited",
+        TransformSpec(resize=(31, 45), antialias=False, dtype="float16"),
+        None,
+    ),
     "p016_10bit_bt2020": (64, 48, 10, "bt2020", "limited", TransformSpec(resize=(20, 28), dtype="float32"), None),
     "p016_10bit_native": (50, 36, 10, "bt601", "limited", TransformSpec(), None),
     "mixed_scale_axes": (200, 40, 8, "bt601", "limited", TransformSpec(resize=(70, 50)), None),
     "native_crop_flip_planar": (
-        100, 60, 8, "bt709", "full",
-        TransformSpec(crop=(40, 62), crop_mode="random", flip_probability=1.0, dtype="float32", layout="TCHW"), None,
+        100,
+        60,
+        8,
+        "bt709",
+        "full",
+        TransformSpec(crop=(40, 62), crop_mode="random", flip_probability=1.0, dtype="float32", layout="TCHW"),
+        None,
     ),
     "native_half_cthw": (64, 32, 8, "bt601", "limited", TransformSpec(dtype="float16", layout="CTHW"), None),
     "native_float_thwc": (60, 20, 8, "bt709", "limited", TransformSpec(dtype="float32"), None),
@@ -69,11 +103,24 @@ def twin_clip(planes_per_frame, case, geometry):
     width, height, bit_depth, matrix, color_range, spec, _ = case
     scale, bias = spec.value_scale_bias()
     frames = [
-        yuv420_to_rgb_tensor(y, u, v, bit_depth=bit_depth, matrix=matrix, color_range=color_range,
-                             geometry=geometry, scale=scale, bias=bias, dtype=spec.dtype, antialias=spec.antialias)
+        yuv420_to_rgb_tensor(
+            y,
+            u,
+            v,
+            bit_depth=bit_depth,
+            matrix=matrix,
+            color_range=color_range,
+            geometry=geometry,
+            scale=scale,
+            bias=bias,
+            dtype=spec.dtype,
+            antialias=spec.antialias,
+        )
         for y, u, v in planes_per_frame
     ]
-    clip = np.empty(clip_shape(spec.layout, len(frames), geometry.output_height, geometry.output_width), dtype=spec.dtype)
+    clip = np.empty(
+        clip_shape(spec.layout, len(frames), geometry.output_height, geometry.output_width), dtype=spec.dtype
+    )
     for t, frame in enumerate(frames):
         frame_view(clip, spec.layout, t)[...] = frame
     return clip
@@ -90,9 +137,19 @@ def kernel_arguments(case, geometry, frames: int, output_address: int, planes_ad
     item = np.dtype(spec.dtype).itemsize
     jobs = np.zeros(frames, JOB_DTYPE)
     for t, (luma, chroma, luma_pitch, chroma_pitch) in enumerate(planes_addresses):
-        fill_job(jobs[t], luma=luma, chroma=chroma, luma_pitch=luma_pitch, chroma_pitch=chroma_pitch,
-                 output=output_address + t * frame_stride * item, geometry=geometry, bit_depth=bit_depth,
-                 stored_bits=8 if bit_depth == 8 else 16, matrix=matrix, color_range=color_range)
+        fill_job(
+            jobs[t],
+            luma=luma,
+            chroma=chroma,
+            luma_pitch=luma_pitch,
+            chroma_pitch=chroma_pitch,
+            output=output_address + t * frame_stride * item,
+            geometry=geometry,
+            bit_depth=bit_depth,
+            stored_bits=8 if bit_depth == 8 else 16,
+            matrix=matrix,
+            color_range=color_range,
+        )
     return params, jobs
 
 
@@ -107,4 +164,4 @@ def assert_matches_twin(result: np.ndarray, expected: np.ndarray, dtype: str) ->
     elif dtype == "float32":
         np.testing.assert_allclose(result, expected, rtol=1e-3, atol=1e-3)
     else:
-        np.testing.assert_allclose(result.astype(np.float32), expected.astype(np.float32), rtol=2 ** -9, atol=2 ** -12)
+        np.testing.assert_allclose(result.astype(np.float32), expected.astype(np.float32), rtol=2**-9, atol=2**-12)

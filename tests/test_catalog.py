@@ -24,8 +24,16 @@ from vclip.synthetic import make_video, read_barcode  # noqa: E402
 DATASET = {
     "cats": [
         ("a.mp4", dict(num_frames=24, width=64, height=48, keyframe_interval=8, b_frames=2)),
-        ("b.mkv", dict(num_frames=20, width=48, height=32, time_base=Fraction(1, 1000),
-                       frame_pts=[i * 33 + (i % 3) * 9 for i in range(20)])),
+        (
+            "b.mkv",
+            dict(
+                num_frames=20,
+                width=48,
+                height=32,
+                time_base=Fraction(1, 1000),
+                frame_pts=[i * 33 + (i % 3) * 9 for i in range(20)],
+            ),
+        ),
         ("c.mp4", dict(num_frames=16, width=64, height=48, codec="libx265", keyframe_interval=8)),
     ],
     "dogs": [
@@ -74,8 +82,15 @@ def test_build_lists_every_video_with_its_label_and_the_bad_ones_as_unusable(bui
     assert built.videos == len(catalog) == 7 and built.kept == 0 and len(built.indexed) == 7
     assert catalog.class_names == ("cats", "dogs")
     by_name = {os.path.basename(entry.path): entry for entry in catalog}
-    assert [os.path.basename(p) for p in catalog.paths] == ["a.mp4", "b.mkv", "c.mp4", "empty.mp4", "d.mp4",
-                                                            "e.mp4", "not_a_video.mp4"]
+    assert [os.path.basename(p) for p in catalog.paths] == [
+        "a.mp4",
+        "b.mkv",
+        "c.mp4",
+        "empty.mp4",
+        "d.mp4",
+        "e.mp4",
+        "not_a_video.mp4",
+    ]
     assert all(os.path.isabs(path) for path in catalog.paths)
     assert (by_name["a.mp4"].label, by_name["a.mp4"].class_name) == (0, "cats")
     assert (by_name["e.mp4"].label, by_name["e.mp4"].class_name) == (1, "dogs")
@@ -91,17 +106,51 @@ def test_build_lists_every_video_with_its_label_and_the_bad_ones_as_unusable(bui
 
 def test_rows_hold_what_vclip_info_shows(built):
     table = pq.read_table(built.path)
-    for column in ("codec", "width", "height", "average_fps", "num_frames", "duration_seconds", "keyframe_count",
-                   "bit_depth", "color_matrix", "color_range", "pixel_format", "time_base", "stream_index",
-                   "fingerprint", "label", "class_name", "size_bytes", "pts", "packet_is_keyframe",
-                   "packet_is_reference", "frame_packet", "packet_pos", "packet_size"):
+    for column in (
+        "codec",
+        "width",
+        "height",
+        "average_fps",
+        "num_frames",
+        "duration_seconds",
+        "keyframe_count",
+        "bit_depth",
+        "color_matrix",
+        "color_range",
+        "pixel_format",
+        "time_base",
+        "stream_index",
+        "fingerprint",
+        "label",
+        "class_name",
+        "size_bytes",
+        "pts",
+        "packet_is_keyframe",
+        "packet_is_reference",
+        "frame_packet",
+        "packet_pos",
+        "packet_size",
+    ):
         assert column in table.column_names
     catalog = vcatalog.read_catalog(built.path)
     for entry in catalog.usable:
         facts, index = entry.facts(), vclip.index_video(entry.path)
         info = index.to_dict()
-        for name in ("codec", "width", "height", "average_fps", "num_frames", "duration_seconds", "bit_depth",
-                     "color_matrix", "color_range", "pixel_format", "time_base", "stream_index", "start_seconds"):
+        for name in (
+            "codec",
+            "width",
+            "height",
+            "average_fps",
+            "num_frames",
+            "duration_seconds",
+            "bit_depth",
+            "color_matrix",
+            "color_range",
+            "pixel_format",
+            "time_base",
+            "stream_index",
+            "start_seconds",
+        ):
             assert facts[name] == info[name], name
         assert facts["keyframe_count"] == len(info["keyframe_indices"])
         assert facts["fingerprint"] == vclip._fingerprint.content_fingerprint(entry.path)
@@ -208,8 +257,15 @@ def test_incremental_run_indexes_only_new_and_changed_files(tmp_path):
     assert [os.path.basename(path) for path in second.indexed] == ["a.mp4", "f.mp4"]
     assert second.kept == 5 and second.videos == 7  # the bad files too: unchanged, so not tried again
     catalog = vcatalog.read_catalog(out)
-    assert [os.path.basename(p) for p in catalog.paths] == ["a.mp4", "c.mp4", "empty.mp4", "d.mp4", "e.mp4",
-                                                            "f.mp4", "not_a_video.mp4"]
+    assert [os.path.basename(p) for p in catalog.paths] == [
+        "a.mp4",
+        "c.mp4",
+        "empty.mp4",
+        "d.mp4",
+        "e.mp4",
+        "f.mp4",
+        "not_a_video.mp4",
+    ]
     assert catalog.entry(videos / "cats" / "a.mp4").facts()["num_frames"] == 26
     assert catalog.entry(videos / "dogs" / "f.mp4").label == 1
     assert catalog.entry(videos / "dogs" / "d.mp4").facts() == untouched
@@ -223,12 +279,22 @@ def test_incremental_run_indexes_only_new_and_changed_files(tmp_path):
 def test_sources_can_be_files_list_files_and_pairs(dataset, tmp_path):
     listing = tmp_path / "list.csv"
     listing.write_text(f"path,label\n{dataset / 'cats' / 'a.mp4'},5\n{dataset / 'dogs' / 'd.mp4'},7\n")
-    sources = [listing, dataset / "dogs" / "e.mp4", (dataset / "cats" / "c.mp4", 2), dataset / "dogs" / "d.mp4",
-               tmp_path / "missing.mp4"]
+    sources = [
+        listing,
+        dataset / "dogs" / "e.mp4",
+        (dataset / "cats" / "c.mp4", 2),
+        dataset / "dogs" / "d.mp4",
+        tmp_path / "missing.mp4",
+    ]
     videos, names = vcatalog.resolve_sources(sources)
     assert names is None
     assert [(os.path.basename(path), label) for path, label in videos] == [
-        ("a.mp4", 5), ("d.mp4", 7), ("e.mp4", None), ("c.mp4", 2), ("missing.mp4", None)]
+        ("a.mp4", 5),
+        ("d.mp4", 7),
+        ("e.mp4", None),
+        ("c.mp4", 2),
+        ("missing.mp4", None),
+    ]
     built = vcatalog.build_catalog(sources, tmp_path / "c.parquet", workers=1, progress=False)
     catalog = vcatalog.read_catalog(built.path)
     assert [entry.label for entry in catalog] == [5, 7, None, 2, None]
@@ -300,8 +366,9 @@ def test_a_damaged_row_is_indexed_from_the_video_instead(built, tmp_path):
     table = pq.read_table(built.path)
     rows = table.column("frame_packet").to_pylist()
     rows[0] = [value + 1000 for value in rows[0]]  # packet numbers out of range
-    damaged = table.set_column(table.column_names.index("frame_packet"), "frame_packet",
-                               pa.array(rows, pa.list_(pa.int64())))
+    damaged = table.set_column(
+        table.column_names.index("frame_packet"), "frame_packet", pa.array(rows, pa.list_(pa.int64()))
+    )
     pq.write_table(damaged, tmp_path / "damaged.parquet")
     catalog = vcatalog.read_catalog(tmp_path / "damaged.parquet")
     with pytest.warns(vcatalog.CatalogWarning, match="damaged"):
@@ -322,13 +389,15 @@ def test_from_arrays_refuses_arrays_that_do_not_fit(built):
 
 def test_the_readme_queries_run(built):
     pandas = pytest.importorskip("pandas")
-    df = pandas.read_parquet(built.path, columns=["class_name", "codec", "average_fps", "duration_seconds",
-                                                  "size_bytes", "usable"])
+    df = pandas.read_parquet(
+        built.path, columns=["class_name", "codec", "average_fps", "duration_seconds", "size_bytes", "usable"]
+    )
     summary = df[df.usable].groupby("class_name").agg(videos=("codec", "size"), hours=("duration_seconds", "sum"))
     assert summary["videos"].to_dict() == {"cats": 3, "dogs": 2}
     duckdb = pytest.importorskip("duckdb")
-    rows = duckdb.sql(f"SELECT codec, count(*) AS videos FROM '{built.path}' WHERE usable GROUP BY codec "
-                      "ORDER BY codec").fetchall()
+    rows = duckdb.sql(
+        f"SELECT codec, count(*) AS videos FROM '{built.path}' WHERE usable GROUP BY codec ORDER BY codec"
+    ).fetchall()
     assert rows == [("h264", 3), ("hevc", 1), ("mpeg4", 1)]
 
 

@@ -38,9 +38,15 @@ def dataset(tmp_path_factory):
     (folder / "flipped.mp4").write_bytes(flipped)
     (folder / "truncated.mp4").write_bytes(data[: len(data) // 2])
     (folder / "notes.mp4").write_text("not a video\n" * 40)
-    return {"good": good, "zeroed": str(folder / "zeroed.mp4"), "flipped": str(folder / "flipped.mp4"),
-            "truncated": str(folder / "truncated.mp4"), "text": str(folder / "notes.mp4"),
-            "missing": str(folder / "missing.mp4"), "folder": folder}
+    return {
+        "good": good,
+        "zeroed": str(folder / "zeroed.mp4"),
+        "flipped": str(folder / "flipped.mp4"),
+        "truncated": str(folder / "truncated.mp4"),
+        "text": str(folder / "notes.mp4"),
+        "missing": str(folder / "missing.mp4"),
+        "folder": folder,
+    }
 
 
 def test_a_good_video_is_ok(dataset):
@@ -58,11 +64,14 @@ def test_damage_is_found_in_the_frame_it_was_made(dataset, name):
     assert any(("decode error" in p or "concealed" in p) and str(DAMAGED_FRAME) in p for p in result.problems)
 
 
-@pytest.mark.parametrize("name, problem", [
-    ("truncated", "not a video container"),  # the mp4's index (moov) is at the end, cut off
-    ("text", "not a video container FFmpeg can read"),
-    ("missing", "file does not exist"),
-])
+@pytest.mark.parametrize(
+    "name, problem",
+    [
+        ("truncated", "not a video container"),  # the mp4's index (moov) is at the end, cut off
+        ("text", "not a video container FFmpeg can read"),
+        ("missing", "file does not exist"),
+    ],
+)
 def test_unreadable_files_say_why(dataset, name, problem):
     result = check_video(dataset[name])
     assert (result.status, result.num_frames, result.bad_frames) == ("unreadable", 0, ())
@@ -78,7 +87,8 @@ def test_a_cut_off_matroska_file_is_reported(tmp_path):
     assert result.status == "corrupt" and 0 < result.num_frames < 40 and result.bad_frames == ()
     assert result.problems == (
         f"the container says the stream lasts 1.333 s, its frames cover {result.num_frames / 30:.3f} s: about "
-        f"{40 - result.num_frames} frames after the last one are missing (truncated?)",)
+        f"{40 - result.num_frames} frames after the last one are missing (truncated?)",
+    )
 
 
 def test_check_videos_in_parallel_keeps_the_order(dataset):
@@ -122,12 +132,15 @@ def test_cli_check_takes_folders_and_list_files(capsys, dataset, tmp_path):
     listing.write_text(f"# my dataset\n{relative},3\n\n{dataset['zeroed']} 1\n")
     assert main(["check", str(listing), "--json", "--device", "cpu", "--workers", "1"]) == 3
     reports = json.loads(capsys.readouterr().out)
-    assert [Path(r["file"]).resolve() for r in reports] == [Path(dataset["good"]).resolve(),
-                                                          Path(dataset["zeroed"]).resolve()]
+    assert [Path(r["file"]).resolve() for r in reports] == [
+        Path(dataset["good"]).resolve(),
+        Path(dataset["zeroed"]).resolve(),
+    ]
     assert main(["check", str(dataset["folder"]), "--json", "--device", "cpu", "--workers", "1"]) == 3
     reports = json.loads(capsys.readouterr().out)
     assert [Path(r["file"]).name for r in reports] == sorted(
-        ["flipped.mp4", "good.mp4", "notes.mp4", "truncated.mp4", "zeroed.mp4"])
+        ["flipped.mp4", "good.mp4", "notes.mp4", "truncated.mp4", "zeroed.mp4"]
+    )
     assert [r["status"] for r in reports] == ["corrupt", "ok", "unreadable", "unreadable", "corrupt"]
 
 

@@ -34,17 +34,17 @@ def run_process(*argv, prelude="", **environment):
     """``vclip ARGV`` in a new Python process whose stdout and stderr are pipes, not terminals,
     after the Python statements of ``prelude``, with ``environment`` added."""
     script = f"import sys\n{prelude}\nfrom vclip.cli import main\nsys.exit(main(sys.argv[1:]))"
-    environment = dict(os.environ, PYTHONPATH=str(PACKAGE_ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
-                       **environment)
-    return subprocess.run([sys.executable, "-c", script, *map(str, argv)], capture_output=True, text=True,
-                          env=environment, timeout=120)
+    environment = dict(
+        os.environ, PYTHONPATH=str(PACKAGE_ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""), **environment
+    )
+    return subprocess.run(
+        [sys.executable, "-c", script, *map(str, argv)], capture_output=True, text=True, env=environment, timeout=120
+    )
 
 
 def decoded_frames(path):
     with av.open(str(path)) as container:
         return [frame.to_ndarray(format="rgb24") for frame in container.decode(video=0)]
-
-
 
 
 @pytest.fixture(scope="module")
@@ -53,8 +53,11 @@ def bad_files(tmp_path_factory, videos):
     (folder / "notes.mp4").write_text("these are not frames\n" * 50)
     data = Path(videos["h264"]).read_bytes()
     (folder / "truncated.mp4").write_bytes(data[: len(data) // 2])
-    return {"missing": str(folder / "missing.mp4"), "text": str(folder / "notes.mp4"),
-            "truncated": str(folder / "truncated.mp4")}
+    return {
+        "missing": str(folder / "missing.mp4"),
+        "text": str(folder / "notes.mp4"),
+        "truncated": str(folder / "truncated.mp4"),
+    }
 
 
 # -- info ------------------------------------------------------------------------------------------
@@ -86,8 +89,16 @@ def test_info_json_matches_the_index(capsys, videos):
         assert video["keyframe_indices"] == index.keyframe_indices.tolist()
         assert video["keyframe_count"] == len(index.keyframe_indices)
         assert video["keyframe_pts_seconds"] == index.pts_seconds[index.keyframe_indices].tolist()
-        assert report["streams"] == [{"index": 0, "type": "video", "codec": index.codec, "width": index.width,
-                                      "height": index.height, "average_fps": pytest.approx(index.average_fps)}]
+        assert report["streams"] == [
+            {
+                "index": 0,
+                "type": "video",
+                "codec": index.codec,
+                "width": index.width,
+                "height": index.height,
+                "average_fps": pytest.approx(index.average_fps),
+            }
+        ]
     assert [r["video"]["variable_frame_rate"] for r in reports] == [False, True, False, False]
     assert reports[2]["video"]["start_seconds"] == pytest.approx(1.5)
     assert reports[3]["video"]["bit_depth"] == 10
@@ -121,8 +132,13 @@ def test_info_reports_bad_files_and_goes_on(capsys, videos, bad_files):
 
 def test_python_dash_m_vclip_info(videos):
     environment = dict(os.environ, PYTHONPATH=str(PACKAGE_ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    completed = subprocess.run([sys.executable, "-m", "vclip", "info", "--json", videos["long_gop"]],
-                               capture_output=True, text=True, env=environment, timeout=120)
+    completed = subprocess.run(
+        [sys.executable, "-m", "vclip", "info", "--json", videos["long_gop"]],
+        capture_output=True,
+        text=True,
+        env=environment,
+        timeout=120,
+    )
     assert completed.returncode == 0, completed.stderr
     video = json.loads(completed.stdout)[0]["video"]
     assert (video["num_frames"], video["keyframe_indices"]) == (300, [0, 250])
@@ -130,14 +146,20 @@ def test_python_dash_m_vclip_info(videos):
 
 # -- sample ----------------------------------------------------------------------------------------
 MODES = {
-    "contiguous": (["--sequence-length", 6, "--clips-per-video", 2, "--seed", 1],
-                   vclip.contiguous(6, clips_per_video=2)),
-    "strided": (["--sequence-length", 5, "--stride", 3, "--starts", "even", "--clips-per-video", 3],
-                vclip.strided(5, 3, starts="even", clips_per_video=3)),
+    "contiguous": (
+        ["--sequence-length", 6, "--clips-per-video", 2, "--seed", 1],
+        vclip.contiguous(6, clips_per_video=2),
+    ),
+    "strided": (
+        ["--sequence-length", 5, "--stride", 3, "--starts", "even", "--clips-per-video", 3],
+        vclip.strided(5, 3, starts="even", clips_per_video=3),
+    ),
     "keyframe": (["--max-frames", 3], vclip.keyframe(3)),
     "indexed": (["--frame-indices", "149,3,3,0,-2"], vclip.indexed([149, 3, 3, 0, -2])),
-    "jittered": (["--sequence-length", 5, "--stride", 3, "--jitter", 1, "--seed", 4],
-                 vclip.jittered(5, 3, 1, clips_per_video=1)),
+    "jittered": (
+        ["--sequence-length", 5, "--stride", 3, "--jitter", 1, "--seed", 4],
+        vclip.jittered(5, 3, 1, clips_per_video=1),
+    ),
     "downscaled": (["--sequence-length", 4, "--stride", 2, "--seed", 9], vclip.downscaled(vclip.strided(4, 2), 0.5)),
 }
 
@@ -146,8 +168,9 @@ MODES = {
 def test_sample_every_mode_to_npz(capsys, videos, tmp_path, mode):
     options, sampler = MODES[mode]
     out = tmp_path / "clips.npz"
-    status, stdout, err = run(capsys, "sample", videos["h264"], "--mode", mode, "--out", out, "--device", "cpu",
-                              *options)
+    status, stdout, err = run(
+        capsys, "sample", videos["h264"], "--mode", mode, "--out", out, "--device", "cpu", *options
+    )
     assert status == 0, err
     seed = next((int(options[i + 1]) for i, o in enumerate(options) if o == "--seed"), None)
     expected = [c.tolist() for c in sampler.sample(vclip.index_video(videos["h264"]), seed=seed)]
@@ -163,48 +186,102 @@ def test_sample_every_mode_to_npz(capsys, videos, tmp_path, mode):
 
 
 def test_sample_indexed_with_duplicates_and_negative_indices(capsys, videos, tmp_path):
-    run(capsys, "sample", videos["h264"], "--mode", "indexed", "--frame-indices", "149,3,3,0,-2", "--out",
-        tmp_path / "c.npz")
+    run(
+        capsys,
+        "sample",
+        videos["h264"],
+        "--mode",
+        "indexed",
+        "--frame-indices",
+        "149,3,3,0,-2",
+        "--out",
+        tmp_path / "c.npz",
+    )
     with np.load(tmp_path / "c.npz") as stored:
         assert stored["frame_indices"].tolist() == [[149, 3, 3, 0, 148]]
         assert barcodes(stored["clips"][0]) == [149, 3, 3, 0, 148]
 
 
 def test_sample_scaling_factor_combines_with_any_mode(capsys, videos, tmp_path):
-    status, _, _ = run(capsys, "sample", videos["h264"], "--mode", "keyframe", "--scaling-factor", 0.25,
-                       "--out", tmp_path / "k.npz")
+    status, _, _ = run(
+        capsys, "sample", videos["h264"], "--mode", "keyframe", "--scaling-factor", 0.25, "--out", tmp_path / "k.npz"
+    )
     with np.load(tmp_path / "k.npz") as stored:
         assert status == 0 and stored["clips"].shape == (1, 5, 60, 80, 3)
         assert barcodes(stored["clips"][0]) == [0, 30, 60, 90, 120]
 
 
 def test_sample_resize_and_crop(capsys, videos, tmp_path):
-    status, _, _ = run(capsys, "sample", videos["h264"], "--mode", "strided", "--seed", 0, "--resize", 120,
-                       "--crop", "96x64", "--out", tmp_path / "r.npz")
+    status, _, _ = run(
+        capsys,
+        "sample",
+        videos["h264"],
+        "--mode",
+        "strided",
+        "--seed",
+        0,
+        "--resize",
+        120,
+        "--crop",
+        "96x64",
+        "--out",
+        tmp_path / "r.npz",
+    )
     with np.load(tmp_path / "r.npz") as stored:
         assert status == 0 and stored["clips"].shape == (1, 16, 64, 96, 3)
 
 
 def test_sample_to_png_folder(capsys, videos, tmp_path):
     out = tmp_path / "frames"
-    status, stdout, _ = run(capsys, "sample", videos["hevc"], "--mode", "strided", "--sequence-length", 4,
-                            "--stride", 5, "--starts", "even", "--clips-per-video", 2, "--out", out)
+    status, stdout, _ = run(
+        capsys,
+        "sample",
+        videos["hevc"],
+        "--mode",
+        "strided",
+        "--sequence-length",
+        4,
+        "--stride",
+        5,
+        "--starts",
+        "even",
+        "--clips-per-video",
+        2,
+        "--out",
+        out,
+    )
     assert status == 0
-    expected = [c.tolist() for c in vclip.strided(4, 5, starts="even", clips_per_video=2).sample(
-        vclip.index_video(videos["hevc"]))]
+    expected = [
+        c.tolist()
+        for c in vclip.strided(4, 5, starts="even", clips_per_video=2).sample(vclip.index_video(videos["hevc"]))
+    ]
     names = sorted(p.name for p in out.iterdir())
-    assert names == [f"clip{c:03d}_{t:03d}_frame{f:06d}.png"
-                     for c, clip in enumerate(expected) for t, f in enumerate(clip)]
+    assert names == [
+        f"clip{c:03d}_{t:03d}_frame{f:06d}.png" for c, clip in enumerate(expected) for t, f in enumerate(clip)
+    ]
     for name in names:
-        frame, = decoded_frames(out / name)
+        (frame,) = decoded_frames(out / name)
         assert read_barcode(frame) == int(name[-10:-4])
     assert f"-> {out}{os.sep}" in stdout
 
 
 def test_sample_to_mp4_for_a_quick_look(capsys, videos, tmp_path):
     out = tmp_path / "look.mp4"
-    status, _, _ = run(capsys, "sample", videos["odd"], "--mode", "contiguous", "--sequence-length", 5,
-                       "--clips-per-video", 2, "--seed", 3, "--out", out)
+    status, _, _ = run(
+        capsys,
+        "sample",
+        videos["odd"],
+        "--mode",
+        "contiguous",
+        "--sequence-length",
+        5,
+        "--clips-per-video",
+        2,
+        "--seed",
+        3,
+        "--out",
+        out,
+    )
     assert status == 0
     expected = [c.tolist() for c in vclip.contiguous(5, clips_per_video=2).sample(30, seed=3)]
     frames = decoded_frames(out)
@@ -215,8 +292,9 @@ def test_sample_to_mp4_for_a_quick_look(capsys, videos, tmp_path):
 def test_sample_to_torch_file(capsys, videos, tmp_path):
     torch = pytest.importorskip("torch")
     out = tmp_path / "clips.pt"
-    status, _, _ = run(capsys, "sample", videos["h264"], "--mode", "indexed", "--frame-indices", "7,70,140",
-                       "--out", out)
+    status, _, _ = run(
+        capsys, "sample", videos["h264"], "--mode", "indexed", "--frame-indices", "7,70,140", "--out", out
+    )
     assert status == 0
     stored = torch.load(out)
     assert stored["clips"].shape == (1, 3, 240, 320, 3) and stored["clips"].dtype == torch.uint8
@@ -244,53 +322,94 @@ def test_sample_bad_file(capsys, bad_files, tmp_path):
 @pytest.mark.parametrize(
     "argv, message",
     [
-        (["sample", "{v}", "--mode", "strided", "--stride", "0", "--out", "c.npz"], "stride (0) must be an integer >= 1"),
-        (["sample", "{v}", "--mode", "jittered", "--jitter", "-1", "--out", "c.npz"], "jitter (-1) must be an integer >= 0"),
-        (["sample", "{v}", "--mode", "contiguous", "--sequence-length", "0", "--out", "c.npz"],
-         "sequence_length (0) must be an integer >= 1"),
-        (["sample", "{v}", "--mode", "strided", "--scaling-factor", "0", "--out", "c.npz"],
-         "scaling_factor (0.0) must be a number in (0, 1]"),
-        (["sample", "{v}", "--mode", "strided", "--scaling-factor", "1.5", "--out", "c.npz"],
-         "scaling_factor (1.5) must be a number in (0, 1]"),
+        (
+            ["sample", "{v}", "--mode", "strided", "--stride", "0", "--out", "c.npz"],
+            "stride (0) must be an integer >= 1",
+        ),
+        (
+            ["sample", "{v}", "--mode", "jittered", "--jitter", "-1", "--out", "c.npz"],
+            "jitter (-1) must be an integer >= 0",
+        ),
+        (
+            ["sample", "{v}", "--mode", "contiguous", "--sequence-length", "0", "--out", "c.npz"],
+            "sequence_length (0) must be an integer >= 1",
+        ),
+        (
+            ["sample", "{v}", "--mode", "strided", "--scaling-factor", "0", "--out", "c.npz"],
+            "scaling_factor (0.0) must be a number in (0, 1]",
+        ),
+        (
+            ["sample", "{v}", "--mode", "strided", "--scaling-factor", "1.5", "--out", "c.npz"],
+            "scaling_factor (1.5) must be a number in (0, 1]",
+        ),
         (["sample", "{v}", "--mode", "indexed", "--out", "c.npz"], "--mode indexed needs --frame-indices"),
-        (["sample", "{v}", "--mode", "indexed", "--frame-indices", "3,150", "--out", "c.npz"],
-         "frame index 150 is out of range [0, 149] (150 frames)"),
-        (["sample", "{v}", "--mode", "indexed", "--frame-indices", "1,a", "--out", "c.npz"],
-         "argument --frame-indices: '1,a' is not a comma-separated list of integers"),
-        (["sample", "{v}", "--mode", "contiguous", "--stride", "2", "--out", "c.npz"],
-         "--stride does not apply to --mode contiguous (it applies to: strided, downscaled, jittered)"),
-        (["sample", "{v}", "--mode", "keyframe", "--sequence-length", "4", "--out", "c.npz"],
-         "--sequence-length does not apply to --mode keyframe"),
+        (
+            ["sample", "{v}", "--mode", "indexed", "--frame-indices", "3,150", "--out", "c.npz"],
+            "frame index 150 is out of range [0, 149] (150 frames)",
+        ),
+        (
+            ["sample", "{v}", "--mode", "indexed", "--frame-indices", "1,a", "--out", "c.npz"],
+            "argument --frame-indices: '1,a' is not a comma-separated list of integers",
+        ),
+        (
+            ["sample", "{v}", "--mode", "contiguous", "--stride", "2", "--out", "c.npz"],
+            "--stride does not apply to --mode contiguous (it applies to: strided, downscaled, jittered)",
+        ),
+        (
+            ["sample", "{v}", "--mode", "keyframe", "--sequence-length", "4", "--out", "c.npz"],
+            "--sequence-length does not apply to --mode keyframe",
+        ),
         (["sample", "{v}", "--mode", "slowmo", "--out", "c.npz"], "argument --mode: invalid choice: 'slowmo'"),
-        (["sample", "{v}", "--mode", "strided", "--out", "c.avi"],
-         "--out ('c.avi') must end in .npz, .pt, .mp4, or name a folder (end it in '/' or leave out the suffix)"),
+        (
+            ["sample", "{v}", "--mode", "strided", "--out", "c.avi"],
+            "--out ('c.avi') must end in .npz, .pt, .mp4, or name a folder (end it in '/' or leave out the suffix)",
+        ),
         (["sample", "{v}", "--mode", "strided", "--out", "e.jpg"], "--out ('e.jpg') must end in .npz, .pt, .mp4"),
-        (["sample", "{v}", "--mode", "strided", "--out", "missing/c.npz"],
-         "--out ('missing/c.npz'): its folder 'missing' does not exist"),
-        (["sample", "{v}", "{v}", "--mode", "strided", "--out", "c.mp4"],
-         "--out ('c.mp4') takes the clips of one video; for 2 videos name a folder and pass --format mp4"),
-        (["sample", "{v}", "--mode", "strided", "--out", "c.npz", "--format", "pt"],
-         "--format pt does not match --out ('c.npz')"),
+        (
+            ["sample", "{v}", "--mode", "strided", "--out", "missing/c.npz"],
+            "--out ('missing/c.npz'): its folder 'missing' does not exist",
+        ),
+        (
+            ["sample", "{v}", "{v}", "--mode", "strided", "--out", "c.mp4"],
+            "--out ('c.mp4') takes the clips of one video; for 2 videos name a folder and pass --format mp4",
+        ),
+        (
+            ["sample", "{v}", "--mode", "strided", "--out", "c.npz", "--format", "pt"],
+            "--format pt does not match --out ('c.npz')",
+        ),
         (["sample", "{v}", "--mode", "strided"], "the following arguments are required: --out"),
-        (["sample", "{v}", "--mode", "strided", "--out", "c.npz", "--device", "gpu"],
-         "argument --device: 'gpu' must be 'cpu', 'cuda', 'cuda:N' or 'auto'"),
-        (["sample", "{v}", "--mode", "strided", "--out", "c.npz", "--resize", "big"],
-         "argument --resize: 'big' must be a number of pixels"),
+        (
+            ["sample", "{v}", "--mode", "strided", "--out", "c.npz", "--device", "gpu"],
+            "argument --device: 'gpu' must be 'cpu', 'cuda', 'cuda:N' or 'auto'",
+        ),
+        (
+            ["sample", "{v}", "--mode", "strided", "--out", "c.npz", "--resize", "big"],
+            "argument --resize: 'big' must be a number of pixels",
+        ),
         (["keyframes", "{v}", "--out", "k", "--max", "0"], "max_frames (0) must be an integer >= 1"),
         (["keyframes", "{v}", "--out", "k", "--method", "shots"], "argument --method: invalid choice: 'shots'"),
         (["keyframes", "{v}", "--out", "k", "--scene-threshold", "0.5"], "scene_threshold (0.5) must be a number > 1"),
         (["keyframes", "{v}", "--out", "k", "--thumbnail-width", "8"], "thumbnail_width (8) must be an integer >= 16"),
-        (["budget", "--width", "0", "--height", "1080", "--batch", "32", "--seq", "16"],
-         "width (0) must be an integer >= 1"),
-        (["budget", *REFERENCE, "--budget", "8 gigs"], "memory size ('8 gigs') must be a number of bytes >= 0 or a number with a unit"),
+        (
+            ["budget", "--width", "0", "--height", "1080", "--batch", "32", "--seq", "16"],
+            "width (0) must be an integer >= 1",
+        ),
+        (
+            ["budget", *REFERENCE, "--budget", "8 gigs"],
+            "memory size ('8 gigs') must be a number of bytes >= 0 or a number with a unit",
+        ),
         (["budget", *REFERENCE, "--dtype", "int4"], "argument --dtype: invalid choice: 'int4'"),
         (["budget", *REFERENCE, "--aug", "-1"], "augmentation_factor (-1.0) must be a number >= 0"),
         (["budget", *REFERENCE, "--scaling-factor", "2"], "scaling_factor (2.0) must be a number in (0, 1]"),
-        (["budget", *REFERENCE, "--chart", "chart.gif"],
-         "--chart ('chart.gif') must end in .png, .jpg, .jpeg, .svg, .pdf"),
+        (
+            ["budget", *REFERENCE, "--chart", "chart.gif"],
+            "--chart ('chart.gif') must end in .png, .jpg, .jpeg, .svg, .pdf",
+        ),
         (["budget", "--width", "1920"], "the following arguments are required: --height, --seq"),
-        (["budget", "--width", "1920", "--height", "1080", "--seq", "16"],
-         "--batch is needed, unless --budget asks for the largest batch that fits"),
+        (
+            ["budget", "--width", "1920", "--height", "1080", "--seq", "16"],
+            "--batch is needed, unless --budget asks for the largest batch that fits",
+        ),
         (["budget", *REFERENCE, "--prefetch", "0"], "prefetch (0) must be an integer >= 1"),
         (["check", "{v}", "--workers", "0"], "workers (0) must be an integer >= 1"),
         (["transcode", "{v}"], "argument COMMAND: invalid choice: 'transcode'"),
@@ -315,8 +434,9 @@ def test_help_and_version_exit_0(capsys):
 # -- keyframes -------------------------------------------------------------------------------------
 def test_keyframes_codec_images_and_manifest(capsys, videos, tmp_path):
     out = tmp_path / "keys"
-    status, stdout, err = run(capsys, "keyframes", videos["h264"], videos["hevc"], "--out", out, "--format", "png",
-                              "--device", "cpu")
+    status, stdout, err = run(
+        capsys, "keyframes", videos["h264"], videos["hevc"], "--out", out, "--format", "png", "--device", "cpu"
+    )
     assert status == 0 and err == ""
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["method"] == "codec" and manifest["errors"] == []
@@ -328,7 +448,7 @@ def test_keyframes_codec_images_and_manifest(capsys, videos, tmp_path):
         for record in records:
             assert record["method"] == "codec"
             assert record["pts_seconds"] == pytest.approx(record["frame_index"] / 30)
-            frame, = decoded_frames(out / record["image"])
+            (frame,) = decoded_frames(out / record["image"])
             assert read_barcode(frame) == record["frame_index"]
         assert (out / video["contact_sheet"]).is_file()
     assert f"{videos['h264']}: 5 codec keyframes (frames 0, 30, 60, 90, 120)" in stdout
@@ -344,7 +464,11 @@ def test_keyframes_scene_finds_the_cuts(capsys, tmp_path):
     images = [decoded_frames(tmp_path / "scenes" / r["image"])[0] for r in manifest["keyframes"]]
     assert barcodes(images) == [0, 30, 66]
     assert sorted(os.listdir(tmp_path / "scenes" / "shots")) == [
-        "contact_sheet.jpg", "frame_000000.jpg", "frame_000030.jpg", "frame_000066.jpg"]
+        "contact_sheet.jpg",
+        "frame_000000.jpg",
+        "frame_000030.jpg",
+        "frame_000066.jpg",
+    ]
 
 
 @pytest.mark.parametrize("count, expected", [(2, [0, 120]), (3, [0, 60, 120])])
@@ -365,7 +489,10 @@ def test_keyframes_reports_bad_files_and_goes_on(capsys, videos, bad_files, tmp_
     assert manifest["errors"][0]["problem"] == "file does not exist"
     skipped = [line for line in err.splitlines() if line.startswith("vclip keyframes: skipped ")]
     assert [line.split(": ")[1].removeprefix("skipped ") for line in skipped] == [
-        bad_files["missing"], bad_files["text"], bad_files["truncated"]]
+        bad_files["missing"],
+        bad_files["text"],
+        bad_files["truncated"],
+    ]
     assert "2 of 5 videos, 7 images" in stdout
 
 
@@ -388,14 +515,16 @@ def test_keyframes_same_name_in_two_folders(capsys, videos, tmp_path):
     keyframes = vclip.index_video(videos["odd"]).keyframe_indices.tolist()
     for folder in folders:
         assert sorted(os.listdir(tmp_path / "keys" / folder)) == ["contact_sheet.jpg"] + [
-            f"frame_{k:06d}.jpg" for k in keyframes]
+            f"frame_{k:06d}.jpg" for k in keyframes
+        ]
 
 
 def test_keyframes_thumbnail_width(capsys, videos, tmp_path):
-    status, _, _ = run(capsys, "keyframes", videos["h264"], "--thumbnail-width", 80, "--format", "png",
-                       "--out", tmp_path)
-    video, = json.loads((tmp_path / "manifest.json").read_text())["videos"]
-    sheet, = decoded_frames(tmp_path / video["contact_sheet"])
+    status, _, _ = run(
+        capsys, "keyframes", videos["h264"], "--thumbnail-width", 80, "--format", "png", "--out", tmp_path
+    )
+    (video,) = json.loads((tmp_path / "manifest.json").read_text())["videos"]
+    (sheet,) = decoded_frames(tmp_path / video["contact_sheet"])
     assert status == 0 and 5 * 80 < sheet.shape[1] < 5 * 80 + 40  # five 80x60 thumbnails in a row
     assert 60 < sheet.shape[0] < 60 + 40
 
@@ -439,15 +568,25 @@ def test_progress_is_off_when_stderr_is_not_a_terminal(capsys, videos, tmp_path)
 
 def test_forced_progress_advances_within_one_file(videos, tmp_path):
     """A scene scan moves its bar frame by frame (here GOP by GOP: chunks cut small), on stderr."""
-    completed = run_process("keyframes", videos["h264"], "--method", "scene", "--progress", "--out", tmp_path,
-                            prelude="import vclip.keyframes; vclip.keyframes._CHUNK_FRAMES = 7", TQDM_MININTERVAL="0")
+    completed = run_process(
+        "keyframes",
+        videos["h264"],
+        "--method",
+        "scene",
+        "--progress",
+        "--out",
+        tmp_path,
+        prelude="import vclip.keyframes; vclip.keyframes._CHUNK_FRAMES = 7",
+        TQDM_MININTERVAL="0",
+    )
     assert completed.returncode == 0, completed.stderr
     frames_done = {int(done) for done in re.findall(r"(\d+)/150 \[", completed.stderr)}
     assert {0, 150} < frames_done and len(frames_done) >= 4
     assert "1/1 [" in completed.stderr
     assert completed.stdout.splitlines() == [
         f"{videos['h264']}: 1 scene keyframe (frames 0) -> {tmp_path / 'h264_bframes'}{os.sep}",
-        f"1 of 1 videos, 1 images; manifest: {tmp_path / 'manifest.json'}"]
+        f"1 of 1 videos, 1 images; manifest: {tmp_path / 'manifest.json'}",
+    ]
 
 
 def test_forced_progress_keeps_json_on_stdout(videos, bad_files):
@@ -488,8 +627,20 @@ def test_budget_json_and_what_fits(capsys):
 
 
 def test_budget_with_augmentation_scaling_and_float16(capsys):
-    status, out, _ = run(capsys, "budget", *REFERENCE, "--dtype", "float16", "--aug", "0.5", "--scaling-factor", "0.5",
-                         "--budget", "1GB", "--json")
+    status, out, _ = run(
+        capsys,
+        "budget",
+        *REFERENCE,
+        "--dtype",
+        "float16",
+        "--aug",
+        "0.5",
+        "--scaling-factor",
+        "0.5",
+        "--budget",
+        "1GB",
+        "--json",
+    )
     report = json.loads(out)
     assert (report["width"], report["height"]) == (960, 540)
     assert report["bytes"] == 960 * 540 * 3 * 2 * 32 * 16 * 3 // 2 == 2_388_787_200
@@ -516,14 +667,16 @@ def test_budget_chart(capsys, tmp_path):
 def test_budget_chart_without_matplotlib_names_the_extra(tmp_path):
     """matplotlib blocked: Python raises ImportError with the pip hint, the command exits 2 with it."""
     hint = "the memory chart needs matplotlib, which is not installed: pip install 'vclip-nvdec[chart]'"
-    prelude = "\n".join([
-        "sys.modules['matplotlib'] = None",
-        "from vclip._images import ChartSeries, memory_chart",
-        "try:",
-        "    memory_chart('unused.png', [1], [ChartSeries('formula', [1])], title='t')",
-        "except ImportError as error:",
-        "    print(f'ImportError: {error}')",
-    ])
+    prelude = "\n".join(
+        [
+            "sys.modules['matplotlib'] = None",
+            "from vclip._images import ChartSeries, memory_chart",
+            "try:",
+            "    memory_chart('unused.png', [1], [ChartSeries('formula', [1])], title='t')",
+            "except ImportError as error:",
+            "    print(f'ImportError: {error}')",
+        ]
+    )
     chart = tmp_path / "chart.png"
     completed = run_process("budget", *REFERENCE, "--chart", chart, prelude=prelude)
     assert (completed.returncode, completed.stdout) == (2, f"ImportError: {hint}\n")
@@ -539,27 +692,45 @@ def test_demo(capsys, tmp_path):
         assert any(line.strip().startswith(mode) and line.endswith("barcodes match") for line in out.splitlines())
     assert "keyframes of shots.mp4 (200 frames, cuts at 45, 97, a dissolve over 150-164, a keyframe every 60):" in out
     assert "codec  frames 0, 60, 120, 180: the stream's keyframes, 4 packets decoded of 200" in out
-    differ, = [line for line in out.splitlines() if "they differ because" in line]
+    (differ,) = [line for line in out.splitlines() if "they differ because" in line]
     assert differ.startswith("  codec keyframes: 0, 60, 120, 180; scene boundaries: 0, 45, 97, 1")
     dissolve = differ.split("(dissolve ")[1].split(")")[0]
     first, last = map(int, dissolve.split("-"))
     assert 150 <= first < last <= 165 and f"scene boundaries: 0, 45, 97, {last} (dissolve" in differ
     assert "3,185,049,600 bytes (3.19 GB, 2.97 GiB)" in out
     assert "all frames correct" in out
-    sheet, = decoded_frames(tmp_path / "demo" / "clips.png")
+    (sheet,) = decoded_frames(tmp_path / "demo" / "clips.png")
     assert sheet.shape[0] > 6 * 96  # one row per mode
     manifest = json.loads((tmp_path / "demo" / "keyframes" / "manifest.json").read_text())
     assert [(r["method"], r["frame_index"]) for r in manifest["keyframes"]] == [
-        ("codec", 0), ("codec", 60), ("codec", 120), ("codec", 180), ("scene", 0), ("scene", 45), ("scene", 97),
-        ("scene", last)]
+        ("codec", 0),
+        ("codec", 60),
+        ("codec", 120),
+        ("codec", 180),
+        ("scene", 0),
+        ("scene", 45),
+        ("scene", 97),
+        ("scene", last),
+    ]
     assert all((tmp_path / "demo" / "keyframes" / m / "contact_sheet.jpg").is_file() for m in ("codec", "scene"))
 
 
 # -- GPU -------------------------------------------------------------------------------------------
 @pytest.mark.gpu
 def test_sample_on_the_gpu(capsys, videos, tmp_path):
-    status, out, _ = run(capsys, "sample", videos["h264"], "--mode", "indexed", "--frame-indices", "5,90,3",
-                         "--device", "cuda", "--out", tmp_path / "c.npz")
+    status, out, _ = run(
+        capsys,
+        "sample",
+        videos["h264"],
+        "--mode",
+        "indexed",
+        "--frame-indices",
+        "5,90,3",
+        "--device",
+        "cuda",
+        "--out",
+        tmp_path / "c.npz",
+    )
     assert status == 0 and "on cuda:0" in out
     with np.load(tmp_path / "c.npz") as stored:
         assert barcodes(stored["clips"][0]) == [5, 90, 3]
@@ -614,8 +785,13 @@ def test_keyframes_rerun_refuses_or_replaces_only_its_own_outputs(capsys, videos
     assert all_files(out) == sorted(first + ["notes.txt"])
     status, _, _ = run(capsys, "keyframes", videos["h264"], "--out", out, "--max", 2, "--overwrite")
     assert status == 0
-    assert all_files(out) == ["h264_bframes/contact_sheet.jpg", "h264_bframes/frame_000000.jpg",
-                              "h264_bframes/frame_000120.jpg", "manifest.json", "notes.txt"]
+    assert all_files(out) == [
+        "h264_bframes/contact_sheet.jpg",
+        "h264_bframes/frame_000000.jpg",
+        "h264_bframes/frame_000120.jpg",
+        "manifest.json",
+        "notes.txt",
+    ]
     assert [r["frame_index"] for r in manifest_of(out)["keyframes"]] == [0, 120]
 
 
@@ -645,11 +821,26 @@ def test_names_that_are_not_utf8_print_on_a_strict_terminal(videos, tmp_path):
     strange = os.path.join(folder, b"caf\xe9.mp4")  # Latin-1 bytes
     with open(strange, "wb") as file:
         file.write(Path(videos["hevc"]).read_bytes())
-    environment = dict(os.environ, PYTHONIOENCODING="utf-8:strict",
-                       PYTHONPATH=str(PACKAGE_ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    environment = dict(
+        os.environ,
+        PYTHONIOENCODING="utf-8:strict",
+        PYTHONPATH=str(PACKAGE_ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+    )
     completed = subprocess.run(
-        [sys.executable, "-m", "vclip", "keyframes", strange, os.path.join(folder, b"gone\xff.mp4"),
-         "--out", os.path.join(folder, b"out")], capture_output=True, env=environment, timeout=120)
+        [
+            sys.executable,
+            "-m",
+            "vclip",
+            "keyframes",
+            strange,
+            os.path.join(folder, b"gone\xff.mp4"),
+            "--out",
+            os.path.join(folder, b"out"),
+        ],
+        capture_output=True,
+        env=environment,
+        timeout=120,
+    )
     assert completed.returncode == 3, completed.stderr
     assert b"caf\\xe9.mp4: 2 codec keyframes" in completed.stdout
     assert b"skipped " + folder + b"/gone\\xff.mp4: file does not exist" in completed.stderr
@@ -666,9 +857,28 @@ def test_sample_many_videos_into_one_npz(capsys, videos, bad_files, tmp_path):
     listing = tmp_path / "list.txt"
     listing.write_text(f"{videos['long_gop']}\n{bad_files['missing']}\n")
     out = tmp_path / "all.npz"
-    status, stdout, err = run(capsys, "sample", folder, listing, "--mode", "strided", "--sequence-length", 4,
-                              "--stride", 3, "--starts", "even", "--clips-per-video", 2, "--resize", "96x64",
-                              "--out", out, "--device", "cpu")
+    status, stdout, err = run(
+        capsys,
+        "sample",
+        folder,
+        listing,
+        "--mode",
+        "strided",
+        "--sequence-length",
+        4,
+        "--stride",
+        3,
+        "--starts",
+        "even",
+        "--clips-per-video",
+        2,
+        "--resize",
+        "96x64",
+        "--out",
+        out,
+        "--device",
+        "cpu",
+    )
     assert status == 3
     assert f"vclip sample: skipped {bad_files['missing']}: file does not exist" in err
     assert f"2 of 3 videos, 4 clips -> {out}" in stdout
@@ -677,8 +887,9 @@ def test_sample_many_videos_into_one_npz(capsys, videos, bad_files, tmp_path):
         assert stored["video_ids"].tolist() == [0, 0, 1, 1]
         assert stored["clips"].shape == (4, 4, 64, 96, 3) and not stored["padded"].any()
         sampler = vclip.strided(4, 3, starts="even", clips_per_video=2)
-        expected = [c.tolist() for name in ("h264", "long_gop")
-                    for c in sampler.sample(vclip.index_video(videos[name]))]
+        expected = [
+            c.tolist() for name in ("h264", "long_gop") for c in sampler.sample(vclip.index_video(videos[name]))
+        ]
         assert stored["frame_indices"].tolist() == expected
         assert [barcodes(clip) for clip in stored["clips"]] == expected
 
@@ -699,8 +910,18 @@ def test_sample_many_videos_one_output_each(capsys, videos, tmp_path):
     status, _, err = run(capsys, *argv)
     assert status == 2 and "3 of the outputs already exist" in err and "--overwrite" in err
     assert run(capsys, *argv, "--overwrite")[0] == 0 and sorted(os.listdir(out)) == names
-    status, _, _ = run(capsys, "sample", videos["odd"], videos["hevc"], "--mode", "indexed", "--frame-indices", "3",
-                       "--out", tmp_path / "png")
+    status, _, _ = run(
+        capsys,
+        "sample",
+        videos["odd"],
+        videos["hevc"],
+        "--mode",
+        "indexed",
+        "--frame-indices",
+        "3",
+        "--out",
+        tmp_path / "png",
+    )
     assert status == 0
     assert sorted(os.listdir(tmp_path / "png")) == ["hevc", "odd_size"]
     assert os.listdir(tmp_path / "png" / "hevc") == ["clip000_000_frame000003.png"]
@@ -712,17 +933,31 @@ def test_sample_png_rerun_never_mixes_old_and_new_files(capsys, videos, tmp_path
     (out / "mine.txt").write_text("kept")
     status, _, err = run(capsys, "sample", videos["h264"], "--mode", "indexed", "--frame-indices", "9", "--out", out)
     assert status == 2 and "already holds 3 clip PNGs of an earlier run; pass --overwrite" in err
-    assert run(capsys, "sample", videos["h264"], "--mode", "indexed", "--frame-indices", "9", "--out", out,
-               "--overwrite")[0] == 0
+    assert (
+        run(capsys, "sample", videos["h264"], "--mode", "indexed", "--frame-indices", "9", "--out", out, "--overwrite")[
+            0
+        ]
+        == 0
+    )
     assert sorted(os.listdir(out)) == ["clip000_000_frame000009.png", "mine.txt"]
 
 
 def test_sample_out_forms(capsys, videos, tmp_path):
-    status, stdout, _ = run(capsys, "sample", videos["h264"], "--mode", "indexed", "--frame-indices", "4",
-                            "--out", f"{tmp_path / 'e.jpg'}{os.sep}")
+    status, stdout, _ = run(
+        capsys,
+        "sample",
+        videos["h264"],
+        "--mode",
+        "indexed",
+        "--frame-indices",
+        "4",
+        "--out",
+        f"{tmp_path / 'e.jpg'}{os.sep}",
+    )
     assert status == 0 and os.listdir(tmp_path / "e.jpg") == ["clip000_000_frame000004.png"]
-    status, _, err = run(capsys, "sample", videos["h264"], "--mode", "indexed", "--frame-indices", "4",
-                         "--out", tmp_path / "f.jpg")
+    status, _, err = run(
+        capsys, "sample", videos["h264"], "--mode", "indexed", "--frame-indices", "4", "--out", tmp_path / "f.jpg"
+    )
     assert status == 2 and "must end in .npz, .pt, .mp4, or name a folder" in err
 
 
@@ -740,11 +975,26 @@ def make_video_file(path, num_frames):
 
 @pytest.mark.parametrize("policy, frames", [("repeat_last", [0, 2, 4, 5, 5]), ("wrap", [0, 2, 4, 0, 2])])
 def test_sample_says_which_clips_were_padded(capsys, short_video, tmp_path, policy, frames):
-    status, stdout, _ = run(capsys, "sample", short_video, "--mode", "strided", "--sequence-length", 5, "--stride", 2,
-                            "--end-policy", policy, "--out", tmp_path / "c.npz")
+    status, stdout, _ = run(
+        capsys,
+        "sample",
+        short_video,
+        "--mode",
+        "strided",
+        "--sequence-length",
+        5,
+        "--stride",
+        2,
+        "--end-policy",
+        policy,
+        "--out",
+        tmp_path / "c.npz",
+    )
     assert status == 0
-    assert (f"clip 0: frames {', '.join(map(str, frames))} (2 of 5 frames padded by end policy {policy}: "
-            "the video has 6 frames, a clip spans 9)") in stdout
+    assert (
+        f"clip 0: frames {', '.join(map(str, frames))} (2 of 5 frames padded by end policy {policy}: "
+        "the video has 6 frames, a clip spans 9)"
+    ) in stdout
     with np.load(tmp_path / "c.npz") as stored:
         assert stored["frame_indices"].tolist() == [frames]
         assert stored["padded"].tolist() == [[False, False, False, True, True]]
@@ -755,8 +1005,10 @@ def test_sample_drop_that_drops_everything_is_reported(capsys, short_video, vide
     argv = ["--mode", "contiguous", "--sequence-length", 8, "--end-policy", "drop", "--starts", "even"]
     status, stdout, err = run(capsys, "sample", short_video, videos["hevc"], *argv, "--out", tmp_path / "c.npz")
     assert status == 3
-    assert (f"vclip sample: skipped {short_video}: no clip fits (a clip spans 8 frames, the video has 6; "
-            "--end-policy drop drops them all)") in err
+    assert (
+        f"vclip sample: skipped {short_video}: no clip fits (a clip spans 8 frames, the video has 6; "
+        "--end-policy drop drops them all)"
+    ) in err
     with np.load(tmp_path / "c.npz") as stored:
         assert stored["paths"].tolist() == [videos["hevc"]] and stored["clips"].shape[:2] == (1, 8)
     status, _, _ = run(capsys, "sample", short_video, *argv, "--out", tmp_path / "d.npz")
@@ -764,41 +1016,67 @@ def test_sample_drop_that_drops_everything_is_reported(capsys, short_video, vide
 
 
 # -- budget: the formula and the loader ------------------------------------------------------------
-@pytest.mark.parametrize("options, settings", [
-    ([], dict(buffers=4, decoders=12, processes=0, on_gpu=True)),
-    (["--prefetch", "3", "--processes", "4"], dict(buffers=5, decoders=16, processes=4, on_gpu=True)),
-    (["--threads", "6", "--device", "cpu"], dict(buffers=4, decoders=6, processes=0, on_gpu=False)),
-])
+@pytest.mark.parametrize(
+    "options, settings",
+    [
+        ([], dict(buffers=4, decoders=12, processes=0, on_gpu=True)),
+        (["--prefetch", "3", "--processes", "4"], dict(buffers=5, decoders=16, processes=4, on_gpu=True)),
+        (["--threads", "6", "--device", "cpu"], dict(buffers=4, decoders=6, processes=0, on_gpu=False)),
+    ],
+)
 def test_budget_loader_figure_is_the_loaders(capsys, options, settings):
     argv = ["--width", "1280", "--height", "720", "--seq", "16", "--dtype", "float16", "--budget", "24GiB", "--json"]
     status, out, _ = run(capsys, "budget", *argv, "--batch", 32, *options)
     report = json.loads(out)
     assert status == 0
     expected = vclip.memory.estimate_loader_memory(
-        width=1280, height=720, batch_size=32, sequence_length=16, dtype="float16", video_width=1280,
-        video_height=720, **settings)
+        width=1280,
+        height=720,
+        batch_size=32,
+        sequence_length=16,
+        dtype="float16",
+        video_width=1280,
+        video_height=720,
+        **settings,
+    )
     loader = report["loader"]
     assert loader["bytes"] == expected.total and loader["decoders"] == expected.decoders
     assert (loader["output_buffers"], loader["decode_surfaces"], loader["cuda_context"]) == (
-        expected.output_buffers, expected.decode_surfaces, expected.cuda_context)
+        expected.output_buffers,
+        expected.decode_surfaces,
+        expected.cuda_context,
+    )
     largest = loader["largest_batch_size"]
-    fits = lambda batch: vclip.memory.estimate_loader_memory(  # noqa: E731
-        width=1280, height=720, batch_size=batch, sequence_length=16, dtype="float16", video_width=1280,
-        video_height=720, **settings).total <= 24 * 2**30
+
+    def fits(batch: int) -> bool:
+        estimate = vclip.memory.estimate_loader_memory(
+            width=1280,
+            height=720,
+            batch_size=batch,
+            sequence_length=16,
+            dtype="float16",
+            video_width=1280,
+            video_height=720,
+            **settings,
+        )
+        return estimate.total <= 24 * 2**30
+
     assert fits(largest) and not fits(largest + 1)
     assert report["largest_batch_size"] == 24 * 2**30 // (1280 * 720 * 3 * 2 * 16) == 291  # the formula, unchanged
     assert largest < 291
 
 
 def test_budget_without_batch_answers_the_largest_batch(capsys):
-    status, out, _ = run(capsys, "budget", "--width", "1280", "--height", "720", "--seq", "16", "--dtype", "float16",
-                         "--budget", "24GiB")
+    status, out, _ = run(
+        capsys, "budget", "--width", "1280", "--height", "720", "--seq", "16", "--dtype", "float16", "--budget", "24GiB"
+    )
     assert status == 0
     assert "one clip (no --batch)" in out
     assert "largest batch size at 16 frames                        291" in out
     loader_line = next(line for line in out.splitlines() if "largest batch size the loader fits" in line)
-    expected = vclip.memory.estimate_loader_memory(width=1280, height=720, batch_size=1, sequence_length=16,
-                                                   dtype="float16", video_width=1280, video_height=720)
+    expected = vclip.memory.estimate_loader_memory(
+        width=1280, height=720, batch_size=1, sequence_length=16, dtype="float16", video_width=1280, video_height=720
+    )
     assert loader_line.endswith(f"largest batch size the loader fits: {expected.largest_batch_size('24GiB'):,}")
     assert "largest sequence length" not in out
 

@@ -18,8 +18,14 @@ from vclip._engine import (
 )
 from vclip.synthetic import make_video, read_barcode
 
-H200_VP9_8BIT = {"supported": 1, "num_decoder_engines": 7, "width_min": 128, "height_min": 128,
-                 "width_max": 8192, "height_max": 8192}
+H200_VP9_8BIT = {
+    "supported": 1,
+    "num_decoder_engines": 7,
+    "width_min": 128,
+    "height_min": 128,
+    "width_max": 8192,
+    "height_max": 8192,
+}
 
 
 @pytest.fixture(scope="module")
@@ -37,22 +43,28 @@ def codec_videos(tmp_path_factory) -> dict[str, str]:
 
 def test_capability_answer_decides():
     assert capability_refusal("vp9", 8, 1920, 1080, H200_VP9_8BIT) is None
-    assert capability_refusal("av1", 8, 1920, 1080, {"supported": 0, "width_max": 0}) == \
-        "NVDEC on this GPU cannot decode 8-bit av1"
+    assert (
+        capability_refusal("av1", 8, 1920, 1080, {"supported": 0, "width_max": 0})
+        == "NVDEC on this GPU cannot decode 8-bit av1"
+    )
     assert capability_refusal("vp9", 8, 96, 1080, H200_VP9_8BIT) == "96x1080 is below NVDEC's minimum 128x128"
     assert capability_refusal("vp9", 8, 8200, 4320, H200_VP9_8BIT) == "8200x4320 is above NVDEC's maximum 8192x8192"
     assert capability_refusal("mpeg4", 8, 64, 48, {}) is None  # no answer: decoding will tell
-    assert capability_refusal("hevc", 10, 640, 480, {**H200_VP9_8BIT, "num_decoder_engines": 0}) == \
-        "NVDEC on this GPU cannot decode 10-bit hevc"
+    assert (
+        capability_refusal("hevc", 10, 640, 480, {**H200_VP9_8BIT, "num_decoder_engines": 0})
+        == "NVDEC on this GPU cannot decode 10-bit hevc"
+    )
 
 
 def test_streams_vclip_can_hand_to_nvdec(codec_videos, videos):
     for name in ("vp9", "mpeg4_avi", "mpeg4_mp4"):
         assert nvdec_unsupported_reason(vclip.index_video(codec_videos[name])) is None, name
-    assert nvdec_unsupported_reason(vclip.index_video(codec_videos["mjpeg"])) == \
-        "NVDEC decoding of mjpeg is not supported"
-    assert nvdec_unsupported_reason(vclip.index_video(videos["h264_10bit"])) == \
-        "10-bit H.264 cannot be decoded by NVDEC"
+    assert (
+        nvdec_unsupported_reason(vclip.index_video(codec_videos["mjpeg"])) == "NVDEC decoding of mjpeg is not supported"
+    )
+    assert (
+        nvdec_unsupported_reason(vclip.index_video(videos["h264_10bit"])) == "10-bit H.264 cannot be decoded by NVDEC"
+    )
 
 
 @pytest.mark.parametrize("name", ["mpeg4_avi", "mpeg4_mp4"])

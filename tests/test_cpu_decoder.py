@@ -61,8 +61,11 @@ def test_each_gop_is_decoded_once(videos):
     decoder = vclip.VideoDecoder(videos["long_gop"], skip_non_reference=False)
     decoder.get_frames([260, 10, 270, 20, 265])
     plan = vclip.plan_decode(decoder.index, [[260, 10, 270, 20, 265]], skip_non_reference=False)
-    assert decoder.stats.packets_sent == plan.packets_sent == (decoder.index.frame_packet[20] + 1) + (
-        decoder.index.frame_packet[270] - decoder.index.frame_packet[250] + 1
+    assert (
+        decoder.stats.packets_sent
+        == plan.packets_sent
+        == (decoder.index.frame_packet[20] + 1)
+        + (decoder.index.frame_packet[270] - decoder.index.frame_packet[250] + 1)
     )
     assert decoder.stats.segments == 2
 
@@ -110,15 +113,20 @@ def test_same_seed_same_clips(videos):
     assert not np.array_equal(a.frame_indices, c.frame_indices)
 
 
-@pytest.mark.parametrize("layout, shape", [("THWC", (4, 56, 72, 3)), ("TCHW", (4, 3, 56, 72)), ("CTHW", (3, 4, 56, 72))])
+@pytest.mark.parametrize(
+    "layout, shape", [("THWC", (4, 56, 72, 3)), ("TCHW", (4, 3, 56, 72)), ("CTHW", (3, 4, 56, 72))]
+)
 @pytest.mark.parametrize("dtype", ["uint8", "float16", "float32"])
 def test_transform_layouts_and_dtypes(videos, layout, shape, dtype):
     decoder = vclip.VideoDecoder(videos["h264"])
     spec = TransformSpec(resize=(56, 72), layout=layout, dtype=dtype)
     clips = decoder.get_clips(vclip.contiguous(4, starts="even"), transform=spec)
     assert clips.data.shape == (1,) + shape and clips.data.dtype == dtype
-    channel_last = {"THWC": clips.data[0], "TCHW": clips.data[0].transpose(0, 2, 3, 1),
-                    "CTHW": clips.data[0].transpose(1, 2, 3, 0)}[layout]
+    channel_last = {
+        "THWC": clips.data[0],
+        "TCHW": clips.data[0].transpose(0, 2, 3, 1),
+        "CTHW": clips.data[0].transpose(1, 2, 3, 0),
+    }[layout]
     assert barcodes(channel_last) == clips.frame_indices[0].tolist()
     if dtype != "uint8":
         assert 0.0 <= channel_last.min() and channel_last.max() <= 1.0
@@ -148,8 +156,14 @@ def test_normalization_matches_formula(videos):
 
 
 def test_real_videos_bit_for_bit(shared_videos):
-    for name, stream_index in [("nasa_13013.mp4", 0), ("nasa_13013.mp4", 3), ("bt709_full_range.mp4", None),
-                               ("h265_10bits.mp4", None), ("h264_10bits.mp4", None), ("av1_video.mkv", None)]:
+    for name, stream_index in [
+        ("nasa_13013.mp4", 0),
+        ("nasa_13013.mp4", 3),
+        ("bt709_full_range.mp4", None),
+        ("h265_10bits.mp4", None),
+        ("h264_10bits.mp4", None),
+        ("av1_video.mkv", None),
+    ]:
         path = shared_videos / name
         decoder = vclip.VideoDecoder(path, stream_index=stream_index)
         reference = ffmpeg_rgb24(path, stream_index)

@@ -22,8 +22,14 @@ def _rank_main(rank: int, videos: list, rendezvous: str, results: str) -> None:
         report = {}
         for even_shards in ("pad", "drop"):
             loader = vclip.ClipLoader(
-                videos, vclip.strided(4, 2, clips_per_video=2), batch_size=3, shuffle=True, seed=11,
-                device="cpu", num_threads=1, even_shards=even_shards,
+                videos,
+                vclip.strided(4, 2, clips_per_video=2),
+                batch_size=3,
+                shuffle=True,
+                seed=11,
+                device="cpu",
+                num_threads=1,
+                even_shards=even_shards,
             )
             epochs = []
             for epoch in range(2):
@@ -50,8 +56,14 @@ def _stop_and_resume(videos: list, stop: int = 2) -> dict:
 
     def make():
         return vclip.ClipLoader(
-            videos, vclip.jittered(4, 2, 1, clips_per_video=2), batch_size=3, shuffle=True, seed=5, device="cpu",
-            num_threads=1, transform=vclip.TransformSpec(crop=48, crop_mode="random", flip_probability=0.5),
+            videos,
+            vclip.jittered(4, 2, 1, clips_per_video=2),
+            batch_size=3,
+            shuffle=True,
+            seed=5,
+            device="cpu",
+            num_threads=1,
+            transform=vclip.TransformSpec(crop=48, crop_mode="random", flip_probability=0.5),
         )
 
     def batches(iterator):
@@ -78,8 +90,10 @@ def _stop_and_resume(videos: list, stop: int = 2) -> dict:
 @pytest.fixture(scope="module")
 def videos(tmp_path_factory) -> list[tuple[str, int]]:
     folder = tmp_path_factory.mktemp("distributed")
-    return [(make_video(folder / f"v{i}.mp4", num_frames=24, width=96, height=64, keyframe_interval=8, seed=i), i % 2)
-            for i in range(NUM_VIDEOS)]
+    return [
+        (make_video(folder / f"v{i}.mp4", num_frames=24, width=96, height=64, keyframe_interval=8, seed=i), i % 2)
+        for i in range(NUM_VIDEOS)
+    ]
 
 
 def test_two_ranks_get_disjoint_covering_equal_shards(videos, tmp_path):

@@ -73,11 +73,13 @@ def test_fuzz_loader_epoch_skips_bad_videos(tmp_path, fuzz_report):
         path.write_bytes(mutant.data)
         paths.append(str(path))
     result = fuzzing.loader_epoch(paths, timeout=180.0)
-    fuzz_report.sections.append((
-        "vclip fuzz: loader epoch",
-        f"{len(paths)} videos ({len(paths) - 2} mutants): {result['batches']} batches, {result['clips']} clips, "
-        f"{len(result['skipped'])} videos skipped",
-    ))
+    fuzz_report.sections.append(
+        (
+            "vclip fuzz: loader epoch",
+            f"{len(paths)} videos ({len(paths) - 2} mutants): {result['batches']} batches, {result['clips']} clips, "
+            f"{len(result['skipped'])} videos skipped",
+        )
+    )
     assert result["batches"] >= 1 and result["clips"] >= 4
     assert result["skipped"] <= set(paths) and seeds["h264_mp4"] not in result["skipped"]
 
@@ -96,8 +98,7 @@ def test_picture_size_changing_mid_stream_is_corrupt_video_error(tmp_path):
         wider.width, wider.height, wider.pix_fmt = 96, 48, "yuv420p"
         wider.time_base, wider.options = Fraction(1, 30), {"bf": "0", "g": "10"}
         for i in range(20):
-            frame = av.VideoFrame.from_ndarray(np.full((48, 64 if i < 10 else 96, 3), 10 * i, np.uint8),
-                                               format="rgb24")
+            frame = av.VideoFrame.from_ndarray(np.full((48, 64 if i < 10 else 96, 3), 10 * i, np.uint8), format="rgb24")
             frame.pts = i
             if i == 10:
                 container.mux(stream.encode(None))

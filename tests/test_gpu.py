@@ -27,12 +27,6 @@ from vclip.transforms import TransformSpec
 pytestmark = pytest.mark.gpu
 
 
-
-
-
-
-
-
 SAMPLERS = {
     "contiguous": vclip.contiguous(8, clips_per_video=3, seed=1),
     "strided": vclip.strided(6, 3, starts="even", clips_per_video=2),
@@ -58,7 +52,9 @@ def test_nvdec_returns_exactly_the_frames_the_cpu_returns(videos, name, mode):
     assert mean <= 1.5 and p99 <= 4, (mean, p99)
 
 
-@pytest.mark.parametrize("name, stream_index", [("nasa_13013.mp4", 0), ("nasa_13013.mp4", 3), ("bt709_full_range.mp4", None)])
+@pytest.mark.parametrize(
+    "name, stream_index", [("nasa_13013.mp4", 0), ("nasa_13013.mp4", 3), ("bt709_full_range.mp4", None)]
+)
 def test_native_rgb_against_ffmpeg_on_real_videos(shared_videos, name, stream_index):
     path = shared_videos / name
     reference = ffmpeg_rgb24(path, stream_index)
@@ -96,8 +92,9 @@ def test_native_rgb_against_ffmpeg_on_synthetic_videos(videos, name):
 def test_transformed_clips_match_cpu_twin(videos, layout, dtype):
     """NVDEC decodes the same YUV as FFmpeg, so GPU kernel and CPU twin agree to kernel precision."""
     options = dict(mean=vclip.IMAGENET_MEAN, std=vclip.IMAGENET_STD) if dtype != "uint8" else {}
-    spec = TransformSpec(resize=112, crop=(96, 96), crop_mode="random", flip_probability=0.5, dtype=dtype,
-                         layout=layout, **options)
+    spec = TransformSpec(
+        resize=112, crop=(96, 96), crop_mode="random", flip_probability=0.5, dtype=dtype, layout=layout, **options
+    )
     sampler = vclip.jittered(6, 3, 1, clips_per_video=4, seed=2)
     gpu = vclip.VideoDecoder(videos["h264"], device="cuda").get_clips(sampler, transform=spec, seed=8)
     cpu = vclip.VideoDecoder(videos["h264"], device="cpu").get_clips(sampler, transform=spec, seed=8)
@@ -119,7 +116,7 @@ def test_kernel_matches_numpy_twin(name, frames):
     packed = [[cupy.asarray(p) for p in pack_semi_planar(y, u, v, bit_depth, pad=13)] for y, u, v in planes]
     expected = twin_clip(planes, case, geometry)
     output = cupy.full(expected.shape, 77 if spec.dtype == "uint8" else np.nan, dtype=spec.dtype)
-    addresses = [(l.data.ptr, c.data.ptr, l.strides[0], c.strides[0]) for l, c in packed]
+    addresses = [(luma.data.ptr, chroma.data.ptr, luma.strides[0], chroma.strides[0]) for luma, chroma in packed]
     params, jobs = kernel_arguments(case, geometry, frames, output.data.ptr, addresses)
     module = KernelModule.for_device(0)
     input_bytes = 1 if bit_depth == 8 else 2
@@ -167,14 +164,24 @@ def test_decoders_are_reused_across_files(shared_videos, videos, tmp_path):
     backend = NvdecBackend(Device("cuda", 0))
     runner = JobRunner(backend, num_workers=1)
     second_h264 = vclip.synthetic.make_video(tmp_path / "other.mp4", num_frames=30, width=320, height=240, seed=3)
-    order = [(shared_videos / "nasa_13013.mp4", 3), (shared_videos / "nasa_13013.mp4", 0), (videos["h264"], None),
-             (second_h264, None), (shared_videos / "nasa_13013.mp4", 3), (videos["h264"], None)]
+    order = [
+        (shared_videos / "nasa_13013.mp4", 3),
+        (shared_videos / "nasa_13013.mp4", 0),
+        (videos["h264"], None),
+        (second_h264, None),
+        (shared_videos / "nasa_13013.mp4", 3),
+        (videos["h264"], None),
+    ]
     for path, stream_index in order:
         index = vclip.index_video(path, stream_index=stream_index)
         geometry = TransformSpec().geometry(index.width, index.height)
         output = backend.empty((1, 3, index.height, index.width, 3), "uint8")
-        result = runner.run([VideoJob(index, (ClipTarget(np.array([0, 5, 9]), geometry, 0),))], resolve_transform(None), output,
-                            DecodeStats())
+        result = runner.run(
+            [VideoJob(index, (ClipTarget(np.array([0, 5, 9]), geometry, 0),))],
+            resolve_transform(None),
+            output,
+            DecodeStats(),
+        )
         assert result.errors == [None]
         result.completions[0].synchronize()
         reference = ffmpeg_rgb24(path, stream_index)
@@ -221,8 +228,14 @@ def test_decode_processes_write_the_same_clips_as_threads(shared_videos, videos)
         index = vclip.index_video(path)
         geometry = spec.geometry(index.width, index.height)
         starts = (number, index.num_frames // 2)
-        jobs.append(VideoJob(index, tuple(ClipTarget(np.arange(start, start + 8), geometry, 2 * number + k)
-                                          for k, start in enumerate(starts))))
+        jobs.append(
+            VideoJob(
+                index,
+                tuple(
+                    ClipTarget(np.arange(start, start + 8), geometry, 2 * number + k) for k, start in enumerate(starts)
+                ),
+            )
+        )
     outputs, fallbacks = [], []
     for processes in (0, 2):
         backend = make_backend(Device("cuda", 0), processes=processes, threads=2)
@@ -242,7 +255,9 @@ def test_decode_processes_write_the_same_clips_as_threads(shared_videos, videos)
         runner.close()
         backend.close()
     assert np.array_equal(outputs[0], outputs[1])
-    assert len(fallbacks[1]) == 1 and "av1_video.mkv" in fallbacks[1][0]  # once in the parent, however many workers fell back
+    assert (
+        len(fallbacks[1]) == 1 and "av1_video.mkv" in fallbacks[1][0]
+    )  # once in the parent, however many workers fell back
     for job in jobs[:3]:  # the synthetic videos, which carry barcodes
         for target in job.targets:
             rgb = outputs[1][target.slot].transpose(0, 2, 3, 1) * np.array(vclip.IMAGENET_STD) + vclip.IMAGENET_MEAN

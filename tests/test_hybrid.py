@@ -61,14 +61,17 @@ def test_staging_layout_is_nvdec_layout(videos, name):
     pack_semi_planar(y, u, v, bit_depth, staged)
     luma, chroma = reference_pack(y, u, v, bit_depth)
     np.testing.assert_array_equal(staged[: index.height, : luma.shape[1]], luma)
-    np.testing.assert_array_equal(staged[index.height:, : chroma.shape[1]], chroma)
+    np.testing.assert_array_equal(staged[index.height :, : chroma.shape[1]], chroma)
 
 
-@pytest.mark.parametrize("name, spec", [
-    ("h264", vclip.TransformSpec()),
-    ("h264", vclip.TransformSpec.imagenet(112, layout="TCHW")),
-    ("h264_10bit", vclip.TransformSpec(resize=(64, 96), dtype="float32")),
-])
+@pytest.mark.parametrize(
+    "name, spec",
+    [
+        ("h264", vclip.TransformSpec()),
+        ("h264", vclip.TransformSpec.imagenet(112, layout="TCHW")),
+        ("h264_10bit", vclip.TransformSpec(resize=(64, 96), dtype="float32")),
+    ],
+)
 def test_staged_pictures_through_the_kernel_match_the_cpu_path(host_transform, videos, name, spec):  # noqa: F811
     """PyAV pictures packed as the hybrid backend stages them, converted by the kernel (compiled for
     the host), equal the CPU backend's clip of the same frames within the kernel's tolerance."""
@@ -94,10 +97,19 @@ def test_staged_pictures_through_the_kernel_match_the_cpu_path(host_transform, v
         pack_semi_planar(y, u, v, bit_depth, staged[t])
         pitch = staged[t].strides[0]
         luma = staged[t].ctypes.data
-        fill_job(jobs[t], luma=luma, chroma=luma + index.height * pitch, luma_pitch=pitch, chroma_pitch=pitch,
-                 output=output.ctypes.data + t * frame_stride * output.itemsize, geometry=geometry,
-                 bit_depth=index.bit_depth, stored_bits=8 if index.bit_depth == 8 else 16,
-                 matrix=index.color_matrix, color_range=index.color_range)
+        fill_job(
+            jobs[t],
+            luma=luma,
+            chroma=luma + index.height * pitch,
+            luma_pitch=pitch,
+            chroma_pitch=pitch,
+            output=output.ctypes.data + t * frame_stride * output.itemsize,
+            geometry=geometry,
+            bit_depth=index.bit_depth,
+            stored_bits=8 if index.bit_depth == 8 else 16,
+            matrix=index.color_matrix,
+            color_range=index.color_range,
+        )
     assert launch_grid(params[()])[2] == 1 and BLOCK[2] == 1
     host_transform(stage_dtype.itemsize, OUTPUT_KINDS[spec.dtype], params.ctypes.data, jobs.ctypes.data, frames.size)
     assert_matches_twin(output, expected[0], spec.dtype)
@@ -125,8 +137,12 @@ def clip_jobs(paths: list[str], frames_per_clip: int = 4) -> tuple[list[VideoJob
 @pytest.fixture(scope="module")
 def same_size_videos(tmp_path_factory) -> list[str]:
     folder = tmp_path_factory.mktemp("hybrid")
-    return [vclip.synthetic.make_video(folder / f"v{i}.mp4", num_frames=24, width=96, height=64, keyframe_interval=8,
-                                       seed=i) for i in range(8)]
+    return [
+        vclip.synthetic.make_video(
+            folder / f"v{i}.mp4", num_frames=24, width=96, height=64, keyframe_interval=8, seed=i
+        )
+        for i in range(8)
+    ]
 
 
 def test_every_pool_takes_jobs_from_one_queue(same_size_videos):
@@ -174,7 +190,7 @@ def test_bad_videos_are_errors_per_job(same_size_videos, tmp_path):
     index = jobs[1].index
     for packet in range(1, index.num_packets):
         start, size = int(index.packet_pos[packet]), int(index.packet_size[packet])
-        data[start + 4:start + size] = bytes(size - 4)
+        data[start + 4 : start + size] = bytes(size - 4)
     garbage.write_bytes(data)
     broken = VideoJob(vclip.index_video(str(garbage)), jobs[1].targets)
     runner = SharedQueueRunner([DecoderPool("cpu", CpuBackend(threads=1), 2)])
@@ -200,8 +216,14 @@ def test_auto_cpu_decoders_leaves_cores_to_nvdec_feeders_and_the_consumer():
 
 # -- the loader -------------------------------------------------------------------------------------
 def loader_epoch(paths, **options) -> tuple[list[np.ndarray], vclip.ClipLoader]:
-    loader = vclip.ClipLoader([(path, 0) for path in paths], vclip.strided(4, 2, clips_per_video=2), device="cpu",
-                              batch_size=4, seed=3, **options)
+    loader = vclip.ClipLoader(
+        [(path, 0) for path in paths],
+        vclip.strided(4, 2, clips_per_video=2),
+        device="cpu",
+        batch_size=4,
+        seed=3,
+        **options,
+    )
     return [batch.data.numpy().copy() for batch in loader], loader
 
 
@@ -232,10 +254,10 @@ def test_loader_cpu_decoders_run_on_their_own_threads(same_size_videos, monkeypa
 
 @pytest.mark.parametrize("value", [-1, 1.5, "many"])
 def test_cpu_decoders_is_checked(same_size_videos, value):
-    with pytest.raises(ValueError,
-                       match=r'cpu_decoders .* must be "auto" or an integer >= 0'):
-        vclip.ClipLoader([(path, 0) for path in same_size_videos], vclip.strided(4, 2), device="cpu",
-                         cpu_decoders=value)
+    with pytest.raises(ValueError, match=r'cpu_decoders .* must be "auto" or an integer >= 0'):
+        vclip.ClipLoader(
+            [(path, 0) for path in same_size_videos], vclip.strided(4, 2), device="cpu", cpu_decoders=value
+        )
 
 
 # -- on the GPU (run by the lead on the H200) -------------------------------------------------------
@@ -251,7 +273,10 @@ def test_cpu_decoded_clips_are_byte_identical_to_nvdec(videos, name, spec):
     index = vclip.index_video(videos[name])
     geometry = spec.geometry(index.width, index.height)
     conversion = resolve_transform(spec)
-    targets = (ClipTarget(np.arange(0, 16, 2), geometry, 0), ClipTarget(np.array([1, 5, 9, 29, 31, 40, 41, 59]), geometry, 1))
+    targets = (
+        ClipTarget(np.arange(0, 16, 2), geometry, 0),
+        ClipTarget(np.array([1, 5, 9, 29, 31, 40, 41, 59]), geometry, 1),
+    )
     job = VideoJob(index, targets)
     outputs = []
     for backend in (in_process_backend(device), UploadBackend(device)):
@@ -267,8 +292,9 @@ def test_gpu_loader_with_cpu_decoders_matches_nvdec_alone(videos):
     paths = [(videos["h264"], 0)] * 4
     epochs = []
     for count in (0, 4):
-        loader = vclip.ClipLoader(paths, vclip.strided(8, 2, clips_per_video=3), device="cuda", batch_size=6,
-                                  seed=1, cpu_decoders=count)
+        loader = vclip.ClipLoader(
+            paths, vclip.strided(8, 2, clips_per_video=3), device="cuda", batch_size=6, seed=1, cpu_decoders=count
+        )
         epochs.append([batch.data.cpu().numpy().copy() for batch in loader])
         stats = loader.stats()
         if count:
@@ -299,8 +325,9 @@ def test_start_distribution_of_uniform_and_bounded_starts(videos):
     possible = np.arange(0, 250)
     uniform = start_distribution([(index, s) for s in possible], [(index, possible)] * possible.size)
     assert uniform.total_variation < 1e-9 and uniform.mean_lead[0] == pytest.approx(uniform.mean_lead[1])
-    bounded = start_distribution([(index, int(bound_lead(index, np.array([s]), 24)[0])) for s in possible],
-                                 [(index, possible)] * possible.size)
+    bounded = start_distribution(
+        [(index, int(bound_lead(index, np.array([s]), 24)[0])) for s in possible], [(index, possible)] * possible.size
+    )
     assert bounded.observed[0] == 1.0 and bounded.total_variation == pytest.approx(0.9)
     assert bounded.mean_lead[0] < 13 and "total variation 0.900" in str(bounded)
 
@@ -311,8 +338,15 @@ def test_loader_max_lead_frames_bounds_decode_work(videos):
     index = vclip.index_video(videos["long_gop"])
     results = {}
     for bound in (None, 20):
-        loader = vclip.ClipLoader([(videos["long_gop"], 0)], vclip.strided(4, 2, clips_per_video=12), device="cpu",
-                                  batch_size=4, seed=2, max_lead_frames=bound, cpu_decoders=0)
+        loader = vclip.ClipLoader(
+            [(videos["long_gop"], 0)],
+            vclip.strided(4, 2, clips_per_video=12),
+            device="cpu",
+            batch_size=4,
+            seed=2,
+            max_lead_frames=bound,
+            cpu_decoders=0,
+        )
         starts = []
         for batch in loader:
             for clip, frames in zip(batch.data.numpy(), batch.frame_indices.tolist()):
@@ -320,13 +354,16 @@ def test_loader_max_lead_frames_bounds_decode_work(videos):
                 starts.append(frames[0])
         results[bound] = (starts, loader.stats().frames.decoded_per_delivered)
         loader.close()
-    assert max(lead_frames(index, s) for s in results[20][0]) <= 20 < max(lead_frames(index, s) for s in results[None][0])
+    assert (
+        max(lead_frames(index, s) for s in results[20][0]) <= 20 < max(lead_frames(index, s) for s in results[None][0])
+    )
     assert results[20][1] < results[None][1]
 
 
 def test_max_lead_frames_needs_moveable_starts(videos):
     with pytest.raises(ValueError, match="max_lead_frames .* needs random or even starts"):
-        vclip.ClipLoader([(videos["long_gop"], 0)], vclip.strided(4, 2, starts="step", step=4), device="cpu",
-                         max_lead_frames=8)
+        vclip.ClipLoader(
+            [(videos["long_gop"], 0)], vclip.strided(4, 2, starts="step", step=4), device="cpu", max_lead_frames=8
+        )
     with pytest.raises(ValueError, match=r"max_lead_frames \(-1\) must be"):
         vclip.ClipLoader([(videos["long_gop"], 0)], vclip.strided(4, 2), device="cpu", max_lead_frames=-1)

@@ -46,12 +46,12 @@ def test_contact_sheet_of_1080p_frames_at_the_default_thumbnail_width():
     frames = [solid(1920, 1080, colour) for colour in colours]
     columns = columns_for(320, len(frames))
     assert columns == 5 and columns_for(320, 3) == 3 and columns_for(4000, 3) == 1
-    rows = [frames[i:i + columns] for i in range(0, len(frames), columns)]
+    rows = [frames[i : i + columns] for i in range(0, len(frames), columns)]
     sheet = contact_sheet(rows, tile_width=320)
     assert sheet.shape == (4 + 3 * (180 + 4), 4 + 5 * (320 + 4), 3)
     for number, colour in enumerate(colours):
         top, left = 4 + (number // 5) * 184, 4 + (number % 5) * 324
-        assert (sheet[top:top + 180, left:left + 320] == colour).all()
+        assert (sheet[top : top + 180, left : left + 320] == colour).all()
 
 
 def test_contact_sheet_row_labels_sit_left_of_the_tiles():
@@ -69,8 +69,15 @@ def test_memory_chart_draws_every_series_and_the_budget(tmp_path):
     batches = [1, 8, 16, 24, 32]
     formula = ChartSeries("formula", [b * 2**28 for b in batches], largest_batch=30)
     loader = ChartSeries("loader", [b * 2**29 + 2**30 for b in batches], largest_batch=13)
-    path = memory_chart(tmp_path / "chart.png", batches, [formula, loader], title="two series",
-                        budget=8 * 2**30, batch_size=16, size=(640, 360))
+    path = memory_chart(
+        tmp_path / "chart.png",
+        batches,
+        [formula, loader],
+        title="two series",
+        budget=8 * 2**30,
+        batch_size=16,
+        size=(640, 360),
+    )
     image = Image.open(path)
     assert image.format == "PNG" and image.size == (640, 360)
     pixels = np.asarray(image.convert("RGB"))

@@ -112,7 +112,9 @@ def test_nasa_streams_match_ffprobe(shared_videos, stream_index):
     assert (index.width, index.height) == {0: (320, 180), 3: (480, 270)}[stream_index]
     expected = np.array([float(f["pts_time"]) for f in frames])
     assert np.allclose(index.pts_seconds, expected, atol=1e-6)
-    assert index.duration_seconds == pytest.approx(expected[-1] + float(frames[-1]["duration_time"]) - expected[0], abs=1e-6)
+    assert index.duration_seconds == pytest.approx(
+        expected[-1] + float(frames[-1]["duration_time"]) - expected[0], abs=1e-6
+    )
 
 
 def test_nasa_default_and_non_video_stream(shared_videos):
@@ -239,8 +241,6 @@ def tiny(path, **options):
     return vclip.synthetic.make_video(path, **{**TINY, **options})
 
 
-
-
 def patched(source, target, patch) -> str:
     data = bytearray(open(source, "rb").read())
     patch(data)
@@ -303,6 +303,7 @@ def test_unreadable_file_is_permission_denied(tmp_path, monkeypatch, clean_cache
     monkeypatch.setattr(builtins, "open", guarded_open)
     with pytest.raises(UnreadableVideoError, match=r"secret\.mp4: permission denied"):
         vclip.index_video(path)
+
     # FFmpeg's own refusal to open is diagnosed the same way
     def refuse(*args, **kwargs):
         raise av.error.PermissionError(13, "Permission denied")
@@ -365,6 +366,7 @@ def test_real_permission_denied_as_another_user(tmp_path, clean_cache):
 
 def test_stream_without_codec_parameters(tmp_path):
     """D2: a vmhd box whose size byte is 0x8C swallows the sample description."""
+
     def patch(data):
         at = data.find(b"vmhd")
         data[at - 1] = 0x8C
@@ -383,8 +385,9 @@ def test_invalid_utf8_metadata_is_read(tmp_path):
         stream.width, stream.height, stream.pix_fmt = 64, 48, "yuv420p"
         stream.metadata["handler_name"] = "WWWWWWWW"
         for i in range(5):
-            container.mux(stream.encode(av.VideoFrame.from_ndarray(np.full((48, 64, 3), 40 * i, np.uint8),
-                                                                   format="rgb24")))
+            container.mux(
+                stream.encode(av.VideoFrame.from_ndarray(np.full((48, 64, 3), 40 * i, np.uint8), format="rgb24"))
+            )
         container.mux(stream.encode(None))
     data = source.read_bytes().replace(b"QQQQQQQQ", b"\xff\xfe\xc3QQQQQ").replace(b"WWWWWWWW", b"\xff\xfeWWWWWW")
     path = tmp_path / "latin.mkv"
@@ -396,6 +399,7 @@ def test_invalid_utf8_metadata_is_read(tmp_path):
 
 def test_avi_seek_refused_falls_back_to_reading_from_the_start(tmp_path):
     """D4: an idx1 entry 0 of size 0x7FFFFFFF makes FFmpeg's seek fail with EPERM."""
+
     def patch(data):
         at = data.find(b"idx1")
         struct.pack_into("<I", data, at + 8 + 12, 0x7FFFFFFF)
@@ -432,6 +436,7 @@ def test_file_gone_after_indexing(tmp_path, clean_cache):
 
 def test_zero_frames_refused_everywhere(tmp_path, clean_cache):
     """D5: an edit list that starts after the last frame leaves nothing to show."""
+
     def patch(data):
         at = data.find(b"elst")
         struct.pack_into(">i", data, at + 16, 1_000_000)  # media_time of entry 0
@@ -442,8 +447,23 @@ def test_zero_frames_refused_everywhere(tmp_path, clean_cache):
     with pytest.raises(CorruptVideoError, match="no decodable frames"):
         vclip.VideoDecoder(path)
     assert vclip.cli.main(["info", path]) == 1
-    assert vclip.cli.main(["sample", path, "--mode", "indexed", "--frame-indices", "-1",
-                           "--out", str(tmp_path / "out.npz"), "--device", "cpu"]) == 1
+    assert (
+        vclip.cli.main(
+            [
+                "sample",
+                path,
+                "--mode",
+                "indexed",
+                "--frame-indices",
+                "-1",
+                "--out",
+                str(tmp_path / "out.npz"),
+                "--device",
+                "cpu",
+            ]
+        )
+        == 1
+    )
 
 
 def _negative_timestamp_mkv(path, b_frames: int, first_pts: int) -> str:
@@ -532,7 +552,7 @@ def test_same_size_same_mtime_replacement_is_reindexed(tmp_path, how, clean_cach
 
 def test_settled_memory_entry_is_served_without_reading(tmp_path, monkeypatch, clean_cache):
     path = tiny(tmp_path / "a.mp4")
-    monkeypatch.setattr(index_module, "_SETTLE_NS", -10**18)  # as if the file were long unchanged
+    monkeypatch.setattr(index_module, "_SETTLE_NS", -(10**18))  # as if the file were long unchanged
     reads = []
     real = index_module.content_fingerprint
     monkeypatch.setattr(index_module, "content_fingerprint", lambda *a: reads.append(a) or real(*a))
@@ -619,10 +639,20 @@ def _unknown_fact(record):
     record["facts"] = np.asarray(json.dumps(facts))
 
 
-@pytest.mark.parametrize("damage", [
-    "truncated", "not a zip", "planted reversed frames", "unknown fact", "old version", "other fingerprint",
-    "missing field", "symlink to elsewhere", "array of objects",
-])
+@pytest.mark.parametrize(
+    "damage",
+    [
+        "truncated",
+        "not a zip",
+        "planted reversed frames",
+        "unknown fact",
+        "old version",
+        "other fingerprint",
+        "missing field",
+        "symlink to elsewhere",
+        "array of objects",
+    ],
+)
 def test_bad_disk_entries_are_rebuilt_not_raised_nor_trusted(tmp_path, damage, clean_cache):
     """D10: only an entry that validates in every way is used; anything else is rebuilt."""
     path = tiny(tmp_path / "a.mp4")

@@ -38,9 +38,19 @@ def host_library(tmp_path_factory):
         pytest.fail("a C++ compiler (g++) is needed to check the CUDA kernel source on the host")
     library = tmp_path_factory.mktemp("kernel") / "nv12_transform_host.so"
     command = [
-        compiler, "-std=c++17", "-O1", "-shared", "-fPIC", "-Wall", "-Wextra", "-Werror",
-        f"-I{HARNESS}", f'-DVCLIP_KERNEL_SOURCE="{kernel_source_path()}"',
-        str(HARNESS / "harness.cpp"), "-o", str(library),
+        compiler,
+        "-std=c++17",
+        "-O1",
+        "-shared",
+        "-fPIC",
+        "-Wall",
+        "-Wextra",
+        "-Werror",
+        f"-I{HARNESS}",
+        f'-DVCLIP_KERNEL_SOURCE="{kernel_source_path()}"',
+        str(HARNESS / "harness.cpp"),
+        "-o",
+        str(library),
     ]
     built = subprocess.run(command, capture_output=True, text=True)
     assert built.returncode == 0, built.stderr
@@ -58,14 +68,18 @@ def run_on_host(host_transform, case, geometry, planes_per_frame):
     width, height, bit_depth, *_, spec, _ = case
     packed = [pack_semi_planar(y, u, v, bit_depth, pad=7) for y, u, v in planes_per_frame]
     frames = len(packed)
-    shape = {"THWC": (frames, geometry.output_height, geometry.output_width, 3),
-             "TCHW": (frames, 3, geometry.output_height, geometry.output_width),
-             "CTHW": (3, frames, geometry.output_height, geometry.output_width)}[spec.layout]
+    shape = {
+        "THWC": (frames, geometry.output_height, geometry.output_width, 3),
+        "TCHW": (frames, 3, geometry.output_height, geometry.output_width),
+        "CTHW": (3, frames, geometry.output_height, geometry.output_width),
+    }[spec.layout]
     output = np.full(shape, 77 if spec.dtype == "uint8" else np.nan, dtype=spec.dtype)  # poison
-    addresses = [(l.ctypes.data, c.ctypes.data, l.strides[0], c.strides[0]) for l, c in packed]
+    addresses = [(luma.ctypes.data, chroma.ctypes.data, luma.strides[0], chroma.strides[0]) for luma, chroma in packed]
     params, jobs = kernel_arguments(case, geometry, frames, output.ctypes.data, addresses)
     params_array = np.array(params, dtype=PARAMS_DTYPE)
-    host_transform(1 if bit_depth == 8 else 2, OUTPUT_KINDS[spec.dtype], params_array.ctypes.data, jobs.ctypes.data, frames)
+    host_transform(
+        1 if bit_depth == 8 else 2, OUTPUT_KINDS[spec.dtype], params_array.ctypes.data, jobs.ctypes.data, frames
+    )
     return output
 
 
@@ -84,9 +98,15 @@ def test_struct_layout_matches_c(host_library):
     layout = (ctypes.c_longlong * 9)()
     host_library.vclip_host_struct_layout(layout)
     expected = [
-        PARAMS_DTYPE.itemsize, PARAMS_DTYPE.fields["stride_c"][1], PARAMS_DTYPE.fields["scale"][1],
-        PARAMS_DTYPE.fields["bias"][1], JOB_DTYPE.itemsize, JOB_DTYPE.fields["luma_pitch"][1],
-        JOB_DTYPE.fields["crop_x"][1], JOB_DTYPE.fields["bit_shift"][1], JOB_DTYPE.fields["color"][1],
+        PARAMS_DTYPE.itemsize,
+        PARAMS_DTYPE.fields["stride_c"][1],
+        PARAMS_DTYPE.fields["scale"][1],
+        PARAMS_DTYPE.fields["bias"][1],
+        JOB_DTYPE.itemsize,
+        JOB_DTYPE.fields["luma_pitch"][1],
+        JOB_DTYPE.fields["crop_x"][1],
+        JOB_DTYPE.fields["bit_shift"][1],
+        JOB_DTYPE.fields["color"][1],
     ]
     assert list(layout) == expected
 
@@ -130,7 +150,8 @@ ORIENTATIONS = [Orientation.from_rotation(degrees, mirror) for degrees in (0, 90
 ORIENTED_SPECS = {
     "native": (8, TransformSpec()),
     "native_crop_flip_float": (
-        8, TransformSpec(crop=(30, 22), crop_mode="random", flip_probability=1.0, dtype="float32", layout="TCHW"),
+        8,
+        TransformSpec(crop=(30, 22), crop_mode="random", flip_probability=1.0, dtype="float32", layout="TCHW"),
     ),
     "area_crop_flip": (8, TransformSpec(resize=24, crop=(20, 18), crop_mode="random", flip_probability=1.0)),
     "bilinear_10bit": (10, TransformSpec(resize=(71, 53), dtype="float32", layout="CTHW")),

@@ -23,8 +23,6 @@ def shots_video(tmp_path_factory):
     return make_shots_video(path, shot_lengths=SHOT_LENGTHS, width=192, height=144)
 
 
-
-
 def decoded_image(path):
     with av.open(str(path)) as container:
         return next(container.decode(video=0)).to_ndarray(format="rgb24")
@@ -53,8 +51,17 @@ def test_codec_keyframes_of_the_h264_fixture(videos):
     assert "frame_indices=[0, 30, 60, 90, 120]" in repr(result) and "numpy[5, 240, 320, 3]" in repr(result)
 
 
-@pytest.mark.parametrize("max_frames, expected", [(1, [0]), (2, [0, 120]), (3, [0, 60, 120]), (4, [0, 30, 90, 120]),
-                                                  (5, [0, 30, 60, 90, 120]), (50, [0, 30, 60, 90, 120])])
+@pytest.mark.parametrize(
+    "max_frames, expected",
+    [
+        (1, [0]),
+        (2, [0, 120]),
+        (3, [0, 60, 120]),
+        (4, [0, 30, 90, 120]),
+        (5, [0, 30, 60, 90, 120]),
+        (50, [0, 30, 60, 90, 120]),
+    ],
+)
 def test_max_frames_spreads_evenly_like_the_keyframe_sampler(videos, max_frames, expected):
     result = extract_keyframes(videos["h264"], max_frames=max_frames)
     assert result.frame_indices.tolist() == expected
@@ -154,7 +161,7 @@ def test_contact_sheet_captions_are_drawn(videos, tmp_path):
     sheet = decoded_image(tmp_path / "contact_sheet.png")
     background = sheet[0, 0]
     tile_bottom = 4 + 72  # the gap, then 96x72 tiles
-    captions = [sheet[tile_bottom:, left:left + 96] for left in (4, 4 + 100, 4 + 200)]  # "0: 0.00s", "60: 2.00s", ...
+    captions = [sheet[tile_bottom:, left : left + 96] for left in (4, 4 + 100, 4 + 200)]  # "0: 0.00s", "60: 2.00s", ...
     assert all(ink(caption, background) > 40 for caption in captions)
     assert not np.array_equal(captions[0], captions[1]) and not np.array_equal(captions[1], captions[2])
     assert ink(sheet[:, 100:104], background) == 0  # the gap between the first two tiles and captions
@@ -227,8 +234,9 @@ def test_gpu_finds_the_same_keyframes(shots_video, method):
 @pytest.mark.gpu
 def test_gpu_scene_progress_and_contact_sheet(shots_video, tmp_path):
     calls = []
-    result = extract_keyframes(shots_video, method="scene", device="cuda",
-                               on_progress=lambda done, total: calls.append((done, total)))
+    result = extract_keyframes(
+        shots_video, method="scene", device="cuda", on_progress=lambda done, total: calls.append((done, total))
+    )
     assert calls[0] == (0, sum(SHOT_LENGTHS)) and calls[-1] == (sum(SHOT_LENGTHS), sum(SHOT_LENGTHS))
     result.save(tmp_path / "gpu", image_format="png", thumbnail_width=96)
     extract_keyframes(shots_video, method="scene").save(tmp_path / "cpu", image_format="png", thumbnail_width=96)

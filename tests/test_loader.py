@@ -34,8 +34,17 @@ def folder(tmp_path_factory):
 def dataset(folder) -> list[tuple[str, int]]:
     """Six 128x96 videos of 40 frames (keyframe every 16, 2 B-frames), labels 0, 1, 2, 0, 1, 2."""
     return [
-        (make_video(folder / f"video_{i}.mp4", num_frames=NUM_FRAMES, width=WIDTH, height=HEIGHT,
-                    keyframe_interval=16, seed=i), i % 3)
+        (
+            make_video(
+                folder / f"video_{i}.mp4",
+                num_frames=NUM_FRAMES,
+                width=WIDTH,
+                height=HEIGHT,
+                keyframe_interval=16,
+                seed=i,
+            ),
+            i % 3,
+        )
         for i in range(NUM_VIDEOS)
     ]
 
@@ -48,14 +57,15 @@ def bad_files(folder, dataset) -> dict[str, str]:
     open(paths["empty"], "wb").close()
     open(paths["garbage"], "wb").write(np.random.default_rng(0).integers(0, 256, 20_000, np.uint8).tobytes())
     open(paths["truncated"], "wb").write(good[: len(good) // 2])
-    garbled = make_video(folder / "bad_garbled.mkv", num_frames=NUM_FRAMES, width=WIDTH, height=HEIGHT,
-                         keyframe_interval=16, seed=9)
+    garbled = make_video(
+        folder / "bad_garbled.mkv", num_frames=NUM_FRAMES, width=WIDTH, height=HEIGHT, keyframe_interval=16, seed=9
+    )
     index = vclip.index_video(garbled)
     data = bytearray(open(garbled, "rb").read())
     rng = np.random.default_rng(1)
     for packet in range(1, index.num_packets):  # keep the first keyframe, garble every other picture
         start, size = int(index.packet_pos[packet]), int(index.packet_size[packet])
-        data[start + 4:start + size] = rng.integers(0, 256, size - 4, np.uint8).tobytes()
+        data[start + 4 : start + size] = rng.integers(0, 256, size - 4, np.uint8).tobytes()
     open(garbled, "wb").write(data)
     vclip.clear_index_cache()
     paths["garbled"] = garbled
@@ -68,13 +78,17 @@ def make_loader(videos, sampler=None, **options) -> vclip.ClipLoader:
     return vclip.ClipLoader(videos, sampler or vclip.strided(4, 2, clips_per_video=2), **options)
 
 
-
-
 def epoch_of(loader) -> list[dict]:
     """Every batch of one pass, copied out of the pooled buffers."""
     return [
-        {"data": b.data.clone(), "labels": b.labels.tolist(), "video_ids": b.video_ids.tolist(),
-         "frame_indices": b.frame_indices.tolist(), "skipped": b.skipped_videos, "batch_number": b.batch_number}
+        {
+            "data": b.data.clone(),
+            "labels": b.labels.tolist(),
+            "video_ids": b.video_ids.tolist(),
+            "frame_indices": b.frame_indices.tolist(),
+            "skipped": b.skipped_videos,
+            "batch_number": b.batch_number,
+        }
         for b in loader
     ]
 
@@ -137,8 +151,11 @@ def test_inputs_are_checked(videos, message):
         (dict(seed=-1), ValueError, r"seed \(-1\) must be an integer >= 0"),
         (dict(memory_budget="lots"), ValueError, r"memory size \('lots'\)"),
         (dict(sampler=vclip.keyframe()), ValueError, "keyframe sampling without max_frames"),
-        (dict(sampler=vclip.strided(4, 2, starts="step", step=8), clips_per_video=2), ValueError,
-         r"clips_per_video \(2\) cannot be combined with starts='step'"),
+        (
+            dict(sampler=vclip.strided(4, 2, starts="step", step=8), clips_per_video=2),
+            ValueError,
+            r"clips_per_video \(2\) cannot be combined with starts='step'",
+        ),
         (dict(sampler="strided"), TypeError, r"sampler \('strided'\) must be a ClipSampler"),
     ],
 )
@@ -406,11 +423,18 @@ def unreadable(folder, dataset) -> dict[str, str]:
     index entry claims 2 GiB (FFmpeg refuses to seek into its first frames with EPERM; now read
     from the start), a symlink loop (os.stat fails), a text file named .mp4 and a truncated copy
     of a good video."""
-    avi = make_video(folder / "huge_index_entry.avi", num_frames=NUM_FRAMES, width=WIDTH, height=HEIGHT,
-                     codec="mpeg4", keyframe_interval=16, seed=11)
+    avi = make_video(
+        folder / "huge_index_entry.avi",
+        num_frames=NUM_FRAMES,
+        width=WIDTH,
+        height=HEIGHT,
+        codec="mpeg4",
+        keyframe_interval=16,
+        seed=11,
+    )
     data = bytearray(open(avi, "rb").read())
     entry = data.find(b"idx1") + 8
-    data[entry + 12:entry + 16] = (0x7FFFFFFF).to_bytes(4, "little")
+    data[entry + 12 : entry + 16] = (0x7FFFFFFF).to_bytes(4, "little")
     open(avi, "wb").write(data)
     loop = str(folder / "loop.mp4")
     if not os.path.lexists(loop):
@@ -465,8 +489,10 @@ def test_videos_that_cannot_give_a_clip(dataset, folder):
 
 
 def test_mixed_sizes_are_refused_before_the_first_batch(dataset, folder):
-    others = [make_video(folder / f"other_size_{i}.mp4", num_frames=NUM_FRAMES, width=160, height=120, seed=i)
-              for i in range(2)]
+    others = [
+        make_video(folder / f"other_size_{i}.mp4", num_frames=NUM_FRAMES, width=160, height=120, seed=i)
+        for i in range(2)
+    ]
     videos = dataset + [(path, 2) for path in others]
     with pytest.raises(ValueError) as raised:
         make_loader(videos)
@@ -494,13 +520,14 @@ def test_shards_are_disjoint_cover_and_equal(num_videos, num_shards, shuffle):
     counts = np.full(num_videos, 2)
     for even_shards in ("pad", "drop"):
         shards = [
-            epoch_clip_refs(counts, seed=3, epoch=1, shuffle=shuffle, shard_id=r, num_shards=num_shards,
-                            even_shards=even_shards)
+            epoch_clip_refs(
+                counts, seed=3, epoch=1, shuffle=shuffle, shard_id=r, num_shards=num_shards, even_shards=even_shards
+            )
             for r in range(num_shards)
         ]
         videos = [{ref.video for ref in refs} for refs in shards]
         assert len({len(refs) for refs in shards}) == 1
-        assert all(not a & b for i, a in enumerate(videos) for b in videos[i + 1:])
+        assert all(not a & b for i, a in enumerate(videos) for b in videos[i + 1 :])
         total = 2 * (-(-num_videos // num_shards) if even_shards == "pad" else num_videos // num_shards)
         assert len(shards[0]) == total
         if even_shards == "pad":
@@ -547,8 +574,9 @@ def stop_after(loader, batches: int) -> dict:
 def resume_videos(dataset, bad_files, unreadable) -> list[tuple[str, int]]:
     """The dataset with a video found bad at construction, one whose every clip fails to decode,
     and one whose clips fail only when they touch its first 18 frames."""
-    return (dataset[:3] + [(bad_files["garbled"], 1)] + dataset[3:] + [(bad_files["missing"], 2)]
-            + [(unreadable["avi"], 0)])
+    return (
+        dataset[:3] + [(bad_files["garbled"], 1)] + dataset[3:] + [(bad_files["missing"], 2)] + [(unreadable["avi"], 0)]
+    )
 
 
 @pytest.mark.parametrize("stop", [0, 1, 4, 6])
@@ -603,8 +631,11 @@ def test_resume_in_a_fresh_process(resume_videos, tmp_path):
         "loader.load_state_dict(json.loads(open(sys.argv[3]).read()))\n"
         "torch.save(epoch_of(loader), sys.argv[4])\n"
     )
-    subprocess.run([sys.executable, "-c", code, os.path.dirname(__file__), json.dumps(resume_videos), str(state_file),
-                    str(out)], check=True, timeout=120)
+    subprocess.run(
+        [sys.executable, "-c", code, os.path.dirname(__file__), json.dumps(resume_videos), str(state_file), str(out)],
+        check=True,
+        timeout=120,
+    )
     same_batches(torch.load(out), expected[2:])
 
 
@@ -639,8 +670,15 @@ def test_state_from_another_run_is_refused(resume_videos, dataset):
 # -- memory -----------------------------------------------------------------------------------------
 def test_loader_memory_estimate_parts():
     estimate = vclip.estimate_loader_memory(
-        width=224, height=224, batch_size=8, sequence_length=16, dtype="float32", buffers=4, decoders=8,
-        video_width=1920, video_height=1080,
+        width=224,
+        height=224,
+        batch_size=8,
+        sequence_length=16,
+        dtype="float32",
+        buffers=4,
+        decoders=8,
+        video_width=1920,
+        video_height=1080,
     )
     assert estimate.batch.bytes == 224 * 224 * 3 * 4 * 8 * 16
     assert estimate.output_buffers == 4 * estimate.batch.bytes
@@ -676,8 +714,17 @@ def test_stats_and_epoch_summary(dataset, caplog, capsys):
         batches = epoch_of(loader)
     stats = loader.stats()
     seconds = stats.to_dict()["seconds"]
-    assert set(seconds) == {"index", "sample", "demux", "decode", "convert", "build", "queue", "consumer_wait",
-                            "active"}
+    assert set(seconds) == {
+        "index",
+        "sample",
+        "demux",
+        "decode",
+        "convert",
+        "build",
+        "queue",
+        "consumer_wait",
+        "active",
+    }
     assert all(value >= 0 for value in seconds.values()) and stats.seconds.decode > 0
     assert stats.batches == len(batches) == 3 and stats.clips == 12
     assert stats.device == "cpu" and stats.epoch == 0
@@ -689,8 +736,11 @@ def test_stats_and_epoch_summary(dataset, caplog, capsys):
     assert stats.skipped.clips == 0 and stats.skipped.videos == {}
 
     as_json = json.loads(json.dumps(stats.to_dict()))
-    assert as_json["frames"] == {"decoded": stats.frames.decoded, "delivered": 48,
-                                 "decoded_per_delivered": stats.frames.decoded_per_delivered}
+    assert as_json["frames"] == {
+        "decoded": stats.frames.decoded,
+        "delivered": 48,
+        "decoded_per_delivered": stats.frames.decoded_per_delivered,
+    }
     assert as_json["memory"]["peak_bytes"] == stats.memory.peak_bytes and as_json["batches"] == 3
     line = repr(stats)
     assert "\n" not in line and len(line) < 250
@@ -711,8 +761,10 @@ def test_stats_and_epoch_summary(dataset, caplog, capsys):
 def test_repr(dataset):
     loader = make_loader(dataset, transform=vclip.TransformSpec(resize=(64, 64), dtype="float16", layout="CTHW"))
     batch = next(iter(loader))
-    assert repr(batch) == ("ClipBatch(data=[4, 3, 4, 64, 64] float16 cpu, labels=[4], frame_indices=[4, 4], "
-                           "epoch=0, batch_number=0, skipped_videos=0)")
+    assert repr(batch) == (
+        "ClipBatch(data=[4, 3, 4, 64, 64] float16 cpu, labels=[4], frame_indices=[4, 4], "
+        "epoch=0, batch_number=0, skipped_videos=0)"
+    )
     assert "clip_shape=[3, 4, 64, 64]" in repr(loader) and "device='cpu'" in repr(loader)
 
 
@@ -744,7 +796,7 @@ def test_gpu_decode_processes_match_the_cpu(dataset):
     try:
         assert loader.decode_workers == 4
         assert loader.memory_estimate.cuda_context == 3 * vclip.memory.CUDA_CONTEXT_BYTES
-        for epoch in range(2):
+        for _ in range(2):  # the second epoch too
             gpu = epoch_of(loader)
             assert [x["frame_indices"] for x in gpu] == [x["frame_indices"] for x in cpu]
             for x, y in zip(gpu, cpu):

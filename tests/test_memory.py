@@ -24,7 +24,12 @@ def test_formula_reference_figure():
 @pytest.mark.parametrize("augmentation_factor", [0, 0.5, 1, 0.1])
 def test_formula_terms(dtype, augmentation_factor):
     estimate = vclip.estimate_memory(
-        width=224, height=224, channels=3, dtype=dtype, batch_size=8, sequence_length=16,
+        width=224,
+        height=224,
+        channels=3,
+        dtype=dtype,
+        batch_size=8,
+        sequence_length=16,
         augmentation_factor=augmentation_factor,
     )
     expected = 224 * 224 * 3 * BYTES_PER_ELEMENT[dtype] * 8 * 16 * (1 + augmentation_factor)
@@ -38,13 +43,21 @@ def test_largest_batch_and_sequence_fit_exactly():
     assert vclip.largest_batch_size("8GiB", **options) == 8 * 2**30 // (1920 * 1080 * 3 * 16)
     assert vclip.largest_batch_size(100, **options) == 0
     assert vclip.largest_sequence_length(3_185_049_600, width=1920, height=1080, batch_size=32) == 16
-    assert vclip.largest_batch_size("1GB", width=224, height=224, sequence_length=16, dtype="float32",
-                                    augmentation_factor=1) == 10**9 // (224 * 224 * 3 * 4 * 16 * 2)
+    assert vclip.largest_batch_size(
+        "1GB", width=224, height=224, sequence_length=16, dtype="float32", augmentation_factor=1
+    ) == 10**9 // (224 * 224 * 3 * 4 * 16 * 2)
 
 
 @pytest.mark.parametrize(
     "text, expected",
-    [("8GiB", 8 * 2**30), ("1.5 GB", 1_500_000_000), ("512MiB", 512 * 2**20), ("1000", 1000), (4096, 4096), ("2kb", 2000)],
+    [
+        ("8GiB", 8 * 2**30),
+        ("1.5 GB", 1_500_000_000),
+        ("512MiB", 512 * 2**20),
+        ("1000", 1000),
+        (4096, 4096),
+        ("2kb", 2000),
+    ],
 )
 def test_parse_bytes(text, expected):
     assert vclip.parse_bytes(text) == expected
@@ -90,12 +103,21 @@ def test_wrong_types_are_argument_errors(options, message):
 
 def test_numpy_numbers_are_accepted():
     """Sizes often come from arrays (``frames.shape``): NumPy integers are integers."""
-    estimate = vclip.estimate_memory(width=np.int64(1920), height=np.int32(1080), batch_size=np.uint16(32),
-                                     sequence_length=np.int64(16), augmentation_factor=np.float32(0.5))
+    estimate = vclip.estimate_memory(
+        width=np.int64(1920),
+        height=np.int32(1080),
+        batch_size=np.uint16(32),
+        sequence_length=np.int64(16),
+        augmentation_factor=np.float32(0.5),
+    )
     assert estimate.bytes == 3_185_049_600 * 3 // 2 and type(estimate.width) is int
     assert vclip.parse_bytes(np.int64(4096)) == 4096
-    assert vclip.largest_batch_size(np.int64(3_185_049_600), width=np.int64(1920), height=1080,
-                                    sequence_length=np.int8(16)) == 32
+    assert (
+        vclip.largest_batch_size(
+            np.int64(3_185_049_600), width=np.int64(1920), height=1080, sequence_length=np.int8(16)
+        )
+        == 32
+    )
 
 
 # -- the loader's answer -----------------------------------------------------------------------------
@@ -123,8 +145,9 @@ def test_loader_plan_defaults_and_checks():
     assert loader_decode_workers(device="cuda") == NVDEC_DEFAULT_THREADS
     assert loader_decode_workers(device="cuda:1", num_threads=5, decode_processes=3) == 15
     assert loader_decode_workers(device="cpu", decode_processes=2) == 2 * PROCESS_DEFAULT_THREADS["cpu"]
-    plan = vclip.plan_loader_memory(width=224, height=224, batch_size=8, sequence_length=16,
-                                    video_width=1920, video_height=1080, video_bit_depth=10)
+    plan = vclip.plan_loader_memory(
+        width=224, height=224, batch_size=8, sequence_length=16, video_width=1920, video_height=1080, video_bit_depth=10
+    )
     assert plan.decode_surfaces == NVDEC_DEFAULT_THREADS * 24 * 3 * 1920 * 1080  # P016 surfaces at the video size
     with pytest.raises(vclip.ArgumentError, match=r"prefetch_queue_depth \(0\) must be an integer >= 1"):
         vclip.plan_loader_memory(width=8, height=8, batch_size=1, sequence_length=1, prefetch_queue_depth=0)
@@ -155,11 +178,28 @@ LOADER_SETTINGS = [
 def _loader_and_plan(video, device, settings, budget=None):
     torch = pytest.importorskip("torch")  # noqa: F841
     transform = vclip.TransformSpec(resize=(48, 80), dtype="float16")
-    loader = vclip.ClipLoader([(video, 0)], vclip.strided(4, 2), transform=transform, batch_size=3,
-                              device=device, augmentation_factor=0.25, memory_budget=budget, **settings)
+    loader = vclip.ClipLoader(
+        [(video, 0)],
+        vclip.strided(4, 2),
+        transform=transform,
+        batch_size=3,
+        device=device,
+        augmentation_factor=0.25,
+        memory_budget=budget,
+        **settings,
+    )
     try:
-        options = dict(width=80, height=48, sequence_length=4, dtype="float16", augmentation_factor=0.25,
-                       device=loader.device, video_width=160, video_height=96, **settings)
+        options = dict(
+            width=80,
+            height=48,
+            sequence_length=4,
+            dtype="float16",
+            augmentation_factor=0.25,
+            device=loader.device,
+            video_width=160,
+            video_height=96,
+            **settings,
+        )
         return loader.memory_estimate, loader.decode_workers, options
     finally:
         loader.close()
@@ -175,8 +215,17 @@ def test_loader_and_plan_agree_on_the_cpu(small_video, settings):
 
 
 def test_a_refused_budget_names_the_planned_batch(small_video):
-    options = dict(width=80, height=48, sequence_length=4, dtype="float16", augmentation_factor=0.25,
-                   device="cpu", video_width=160, video_height=96, prefetch_queue_depth=2)
+    options = dict(
+        width=80,
+        height=48,
+        sequence_length=4,
+        dtype="float16",
+        augmentation_factor=0.25,
+        device="cpu",
+        video_width=160,
+        video_height=96,
+        prefetch_queue_depth=2,
+    )
     budget = vclip.plan_loader_memory(batch_size=2, **options).total  # room for 2, the loader asks for 3
     with pytest.raises(ValueError, match="the largest batch_size that fits is 2"):
         _loader_and_plan(small_video, "cpu", dict(prefetch_queue_depth=2), budget=budget)
@@ -191,7 +240,8 @@ WITH_PROCESSES = dict(decode_processes=2, num_threads=2, prefetch_queue_depth=3)
 def test_loader_and_plan_agree_on_the_gpu(small_video, settings):
     estimate, decode_workers, options = _loader_and_plan(small_video, "cuda", settings)
     assert estimate == vclip.plan_loader_memory(batch_size=3, **options)
-    assert decode_workers == loader_decode_workers(device="cuda", num_threads=settings.get("num_threads", 0),
-                                                   decode_processes=settings.get("decode_processes", 0))
+    assert decode_workers == loader_decode_workers(
+        device="cuda", num_threads=settings.get("num_threads", 0), decode_processes=settings.get("decode_processes", 0)
+    )
     budget = estimate.total + 5 * estimate.batch.bytes * estimate.buffers  # room for 5 more batches of 3 per buffer
     assert estimate.largest_batch_size(budget) == vclip.largest_loader_batch_size(budget, **options) == 3 + 5 * 3

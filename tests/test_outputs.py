@@ -16,18 +16,21 @@ from vclip._outputs import (
 )
 
 
-@pytest.mark.parametrize("path, expected", [
-    ("videos/clip one.mp4", "clip_one"),
-    ("...mp4", "video"),
-    ("..mp4", "video"),
-    (".hidden.mp4", "hidden"),
-    ("-rf.mp4", "rf"),
-    ("a\\b:c*d?.mkv", "a_b_c_d_"),
-    ("manifest.json.mp4", "manifest.json"),
-    ("CON.mp4", "_CON"),
-    ("Ünïcødé 映像.mp4", "Ünïcødé_映像"),
-    (os.fsdecode(b"bad\xff\xfename.mp4"), "bad__name"),
-])
+@pytest.mark.parametrize(
+    "path, expected",
+    [
+        ("videos/clip one.mp4", "clip_one"),
+        ("...mp4", "video"),
+        ("..mp4", "video"),
+        (".hidden.mp4", "hidden"),
+        ("-rf.mp4", "rf"),
+        ("a\\b:c*d?.mkv", "a_b_c_d_"),
+        ("manifest.json.mp4", "manifest.json"),
+        ("CON.mp4", "_CON"),
+        ("Ünïcødé 映像.mp4", "Ünïcødé_映像"),
+        (os.fsdecode(b"bad\xff\xfename.mp4"), "bad__name"),
+    ],
+)
 def test_safe_name(path, expected):
     assert safe_name(path) == expected
 

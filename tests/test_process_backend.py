@@ -32,8 +32,10 @@ FRAMES = 5
 @pytest.fixture(scope="module")
 def clips_videos(tmp_path_factory):
     folder = tmp_path_factory.mktemp("processes")
-    return [make_video(folder / f"v{i}.mp4", num_frames=40, width=128, height=96, keyframe_interval=12, seed=i)
-            for i in range(5)]
+    return [
+        make_video(folder / f"v{i}.mp4", num_frames=40, width=128, height=96, keyframe_interval=12, seed=i)
+        for i in range(5)
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +55,12 @@ def jobs_for(paths, first_frame=0):
         index = path if isinstance(path, vclip.VideoIndex) else vclip.index_video(path)
         geometry = SPEC.geometry(index.width, index.height)
         frames = (first_frame + k + np.arange(FRAMES) * 3) % 40
-        jobs.append(VideoJob(index, (ClipTarget(frames, geometry, 2 * k), ClipTarget(np.sort(frames[::-1] + 1) % 40, geometry, 2 * k + 1))))
+        jobs.append(
+            VideoJob(
+                index,
+                (ClipTarget(frames, geometry, 2 * k), ClipTarget(np.sort(frames[::-1] + 1) % 40, geometry, 2 * k + 1)),
+            )
+        )
     return jobs
 
 
@@ -89,8 +96,13 @@ def test_processes_decode_the_same_frames_as_this_process(backend, clips_videos)
 
 
 def test_loader_with_decode_processes_gives_the_same_batches(clips_videos):
-    options = dict(transform=vclip.TransformSpec(resize=(48, 64), crop=40, crop_mode="random", flip_probability=0.5),
-                   batch_size=3, shuffle=True, seed=3, device="cpu")
+    options = dict(
+        transform=vclip.TransformSpec(resize=(48, 64), crop=40, crop_mode="random", flip_probability=0.5),
+        batch_size=3,
+        shuffle=True,
+        seed=3,
+        device="cpu",
+    )
     videos = [(path, k % 2) for k, path in enumerate(clips_videos)]
     sampler = vclip.strided(4, 2, clips_per_video=2)
     reference = [(b.data.clone(), b.frame_indices.clone()) for b in vclip.ClipLoader(videos, sampler, **options)]
@@ -98,7 +110,7 @@ def test_loader_with_decode_processes_gives_the_same_batches(clips_videos):
     workers = list(loader._runtime.backend._workers)
     try:
         assert loader.decode_workers == 4 and loader.memory_estimate.cuda_context == 0
-        for epoch in range(2):  # the second epoch reuses the shared buffers
+        for _ in range(2):  # the second epoch reuses the shared buffers
             batches = [(b.data.clone(), b.frame_indices.clone()) for b in loader]
             assert len(batches) == len(reference)
             for (clips, frames), (expected, expected_frames) in zip(batches, reference):
@@ -157,7 +169,9 @@ def test_freed_buffers_are_released(backend):
 
 def test_buffers_must_come_from_the_backend(backend, clips_videos):
     with pytest.raises(ValueError, match="must come from its empty"):
-        backend.decode_job(jobs_for(clips_videos[:1])[0], CONVERSION, np.empty((2, FRAMES, 48, 64, 3), np.uint8), DecodeStats())
+        backend.decode_job(
+            jobs_for(clips_videos[:1])[0], CONVERSION, np.empty((2, FRAMES, 48, 64, 3), np.uint8), DecodeStats()
+        )
 
 
 class HangsOnStuckVideos:

@@ -15,15 +15,61 @@ import vclip
 ROOT = Path(__file__).resolve().parents[1]
 
 EXPORTED = [
-    "ArgumentError", "ClipBatch", "ClipLoader", "ClipSampler", "CorruptVideoError", "DecodePlan", "DecodeSegment",
-    "FallbackWarning", "FrameGeometry", "Frames", "IMAGENET_MEAN", "IMAGENET_STD", "LabeledVideo", "LoaderMemoryEstimate", "LoaderStats",
-    "MemoryEstimate", "NotAVideoError", "TransformSpec", "UnreadableVideoError", "UnsupportedCodecError", "VideoDecoder", "VideoError",
-    "VideoIndex", "VideoNotFoundError", "__version__", "clear_index_cache", "contiguous", "downscaled",
-    "estimate_loader_memory", "estimate_memory", "format_bytes", "index_video", "indexed", "jittered", "keyframe",
-    "largest_batch_size", "largest_loader_batch_size", "largest_sequence_length", "parse_bytes", "plan_decode",
-    "plan_loader_memory", "strided",
+    "ArgumentError",
+    "ClipBatch",
+    "ClipLoader",
+    "ClipSampler",
+    "CorruptVideoError",
+    "DecodePlan",
+    "DecodeSegment",
+    "FallbackWarning",
+    "FrameGeometry",
+    "Frames",
+    "IMAGENET_MEAN",
+    "IMAGENET_STD",
+    "LabeledVideo",
+    "LoaderMemoryEstimate",
+    "LoaderStats",
+    "MemoryEstimate",
+    "NotAVideoError",
+    "TransformSpec",
+    "UnreadableVideoError",
+    "UnsupportedCodecError",
+    "VideoDecoder",
+    "VideoError",
+    "VideoIndex",
+    "VideoNotFoundError",
+    "__version__",
+    "clear_index_cache",
+    "contiguous",
+    "downscaled",
+    "estimate_loader_memory",
+    "estimate_memory",
+    "format_bytes",
+    "index_video",
+    "indexed",
+    "jittered",
+    "keyframe",
+    "largest_batch_size",
+    "largest_loader_batch_size",
+    "largest_sequence_length",
+    "parse_bytes",
+    "plan_decode",
+    "plan_loader_memory",
+    "strided",
 ]
-SUBMODULES = ["check", "decoder", "errors", "index", "keyframes", "memory", "plan", "sampling", "synthetic", "transforms"]
+SUBMODULES = [
+    "check",
+    "decoder",
+    "errors",
+    "index",
+    "keyframes",
+    "memory",
+    "plan",
+    "sampling",
+    "synthetic",
+    "transforms",
+]
 
 
 def run_python(code: str) -> subprocess.CompletedProcess:
@@ -100,16 +146,26 @@ def test_argument_error_is_a_value_error_and_a_type_error():
         (lambda: vclip.TransformSpec(resize=1.5), r"resize \(1.5\) must be a positive integer"),
         (lambda: vclip.strided(4, 1.5), r"stride \(1.5\) must be an integer >= 1"),
         (lambda: vclip.strided(4, 0), r"stride \(0\) must be an integer >= 1"),
-        (lambda: vclip.estimate_memory(width=1.5, height=2, batch_size=1, sequence_length=1),
-         r"width \(1.5\) must be an integer >= 1"),
-        (lambda: vclip.largest_batch_size("lots", width=2, height=2, sequence_length=1),
-         r"budget \('lots'\) must be a number of bytes >= 0 or a number with a unit"),
-        (lambda: vclip.keyframes.extract_keyframes("x.mp4", method="shots"),
-         r"method \('shots'\) must be one of 'codec', 'scene'"),
-        (lambda: vclip.keyframes.extract_keyframes("x.mp4", max_frames=2.0),
-         r"max_frames \(2.0\) must be an integer >= 1, or None for all"),
-        (lambda: vclip.keyframes.extract_keyframes("x.mp4", analysis_width=True),
-         r"analysis_width \(True\) must be an integer >= 1"),
+        (
+            lambda: vclip.estimate_memory(width=1.5, height=2, batch_size=1, sequence_length=1),
+            r"width \(1.5\) must be an integer >= 1",
+        ),
+        (
+            lambda: vclip.largest_batch_size("lots", width=2, height=2, sequence_length=1),
+            r"budget \('lots'\) must be a number of bytes >= 0 or a number with a unit",
+        ),
+        (
+            lambda: vclip.keyframes.extract_keyframes("x.mp4", method="shots"),
+            r"method \('shots'\) must be one of 'codec', 'scene'",
+        ),
+        (
+            lambda: vclip.keyframes.extract_keyframes("x.mp4", max_frames=2.0),
+            r"max_frames \(2.0\) must be an integer >= 1, or None for all",
+        ),
+        (
+            lambda: vclip.keyframes.extract_keyframes("x.mp4", analysis_width=True),
+            r"analysis_width \(True\) must be an integer >= 1",
+        ),
     ],
 )
 def test_one_wording_value_echoed_form_named(call, message):
@@ -133,12 +189,17 @@ def test_numpy_integers_are_integers_everywhere(videos):
 @pytest.mark.parametrize(
     "call, message",
     [
-        (lambda d: d.get_frames([1], transform="imagenet"),
-         r"transform \('imagenet'\) must be a TransformSpec or None"),
+        (
+            lambda d: d.get_frames([1], transform="imagenet"),
+            r"transform \('imagenet'\) must be a TransformSpec or None",
+        ),
         (lambda d: d.get_frames([1], seed=-1), r"seed \(-1\) must be an integer >= 0"),
         (lambda d: d.get_frames([1], scaling_factor=2), r"scaling_factor \(2\) must be a number in \(0, 1\]"),
-        (lambda d: d.get_frames([0.5, 1.0]), r"indices \(\[0.5, 1.0\]\) must be a frame number or a sequence of frame "
-                                             r"numbers \(integers\); for times use get_frames_played_at"),
+        (
+            lambda d: d.get_frames([0.5, 1.0]),
+            r"indices \(\[0.5, 1.0\]\) must be a frame number or a sequence of frame "
+            r"numbers \(integers\); for times use get_frames_played_at",
+        ),
         (lambda d: d.get_frames_played_at("1s"), r"seconds \('1s'\) must be a time in seconds"),
         (lambda d: d.get_frames_played_at([0.0, float("nan")]), r"seconds \(\[0.0, nan\]\) must be a time in seconds"),
         (lambda d: d.get_clips("strided"), r"sampler \('strided'\) must be a ClipSampler"),

@@ -39,8 +39,15 @@ def dataset(tmp_path_factory):
     for label, name in enumerate(CLASSES):
         (root / name).mkdir(parents=True)
         for number in range(PER_CLASS):
-            make_video(root / name / f"{name}_{number:02d}.mp4", num_frames=10 + 2 * number, width=32, height=32,
-                       keyframe_interval=6, b_frames=2, seed=label * PER_CLASS + number)
+            make_video(
+                root / name / f"{name}_{number:02d}.mp4",
+                num_frames=10 + 2 * number,
+                width=32,
+                height=32,
+                keyframe_interval=6,
+                b_frames=2,
+                seed=label * PER_CLASS + number,
+            )
     (root / "bowling" / "broken.mp4").write_bytes(b"\x00\x00\x00\x18ftypmp42" + b"\x00" * 500)
     return root
 

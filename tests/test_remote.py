@@ -66,7 +66,7 @@ def test_a_clip_reads_only_the_byte_ranges_of_its_packets(http, folder):
     assert barcodes(clip.data) == [310, 311, 312, 313]
     assert 0 < http.bytes_sent < 0.15 * size, (http.bytes_sent, size)
     first, last = decoder.index.decode_start_packet(310), int(decoder.index.frame_packet[313])
-    needed = int(decoder.index.packet_size[first:last + 1].sum())
+    needed = int(decoder.index.packet_size[first : last + 1].sum())
     assert http.bytes_sent < needed + (256 << 10)  # the packets, plus at most a coalesced gap
     assert all(method == "GET" and status == 206 for method, _, _, status in http.requests), http.requests
 
@@ -170,8 +170,24 @@ def test_cli_info_and_sample_take_urls(http, folder, tmp_path, capsys):
     listing = tmp_path / "videos.txt"
     listing.write_text(f"{http.url('short.mp4')},0\n{url} 1\n")
     out = tmp_path / "clips.npz"
-    assert main(["sample", str(listing), "--mode", "indexed", "--frame-indices", "3,30", "--out", str(out),
-                 "--device", "cpu", "--no-progress"]) == 0, capsys.readouterr().err
+    assert (
+        main(
+            [
+                "sample",
+                str(listing),
+                "--mode",
+                "indexed",
+                "--frame-indices",
+                "3,30",
+                "--out",
+                str(out),
+                "--device",
+                "cpu",
+                "--no-progress",
+            ]
+        )
+        == 0
+    ), capsys.readouterr().err
     with np.load(out) as stored:
         assert stored["paths"].tolist() == [http.url("short.mp4"), url]
         assert stored["video_ids"].tolist() == [0, 1]
@@ -210,8 +226,7 @@ def s3(folder):
             client.create_bucket(Bucket="videos")
             for name in ("long.mp4", "short.mkv"):
                 client.upload_file(str(folder / name), "videos", name)
-            patch.setitem(fsspec.config.conf, "s3", {"endpoint_url": endpoint, "key": "testing",
-                                                     "secret": "testing"})
+            patch.setitem(fsspec.config.conf, "s3", {"endpoint_url": endpoint, "key": "testing", "secret": "testing"})
             yield endpoint
 
 

@@ -49,8 +49,9 @@ def base_video(tmp_path_factory) -> str:
 def turned_copies(source: str, folder) -> dict[tuple[int, bool], str]:
     """``source`` remuxed with each of the eight display matrices, by (degrees, mirrored)."""
     return {
-        (degrees, mirrored): remux(source, str(folder / f"turn{degrees}_{int(mirrored)}.mp4"),
-                                   degrees=degrees, mirrored=mirrored)
+        (degrees, mirrored): remux(
+            source, str(folder / f"turn{degrees}_{int(mirrored)}.mp4"), degrees=degrees, mirrored=mirrored
+        )
         for degrees, mirrored in TURNS
     }
 
@@ -70,8 +71,9 @@ def gpu_turned(tmp_path_factory) -> dict[tuple[int, bool], str]:
 
 def _ffmpeg_autorotate_filters(matrix) -> list[tuple[str, str | None]]:
     """The filters FFmpeg's command line (fftools/ffmpeg_filter.c) inserts for a display matrix."""
-    rotation = math.degrees(math.atan2(matrix[1] / math.hypot(matrix[1], matrix[4]),
-                                       matrix[0] / math.hypot(matrix[0], matrix[3])))
+    rotation = math.degrees(
+        math.atan2(matrix[1] / math.hypot(matrix[1], matrix[4]), matrix[0] / math.hypot(matrix[0], matrix[3]))
+    )
     theta = round(rotation)  # get_rotation(): -round(av_display_rotation_get()), which is -rotation
     theta -= 360 * math.floor(theta / 360 + 0.9 / 360)
     if abs(theta - 90) < 1:
@@ -85,8 +87,9 @@ def _ffmpeg_autorotate_filters(matrix) -> list[tuple[str, str | None]]:
 
 def _filtered(frame: av.VideoFrame, filters) -> av.VideoFrame:
     graph = av.filter.Graph()
-    source = node = graph.add_buffer(width=frame.width, height=frame.height, format=frame.format,
-                                     time_base=frame.time_base or Fraction(1, 30))
+    source = node = graph.add_buffer(
+        width=frame.width, height=frame.height, format=frame.format, time_base=frame.time_base or Fraction(1, 30)
+    )
     for name, argument in filters:
         following = graph.add(name, argument) if argument else graph.add(name)
         node.link_to(following)
@@ -210,8 +213,9 @@ def test_square_pixels_of_a_turned_video_stretch_the_stored_width(base_video, tm
     assert index.display_size == (HEIGHT, 128)
     decoder = vclip.VideoDecoder(path, device="cpu")
     square = decoder.get_frames([2], transform=TransformSpec(square_pixels=True, dtype="float32")).data
-    stored = decoder.get_frames([2], transform=TransformSpec(resize=(HEIGHT, 128), dtype="float32",
-                                                             orientation="stored")).data
+    stored = decoder.get_frames(
+        [2], transform=TransformSpec(resize=(HEIGHT, 128), dtype="float32", orientation="stored")
+    ).data
     assert square.shape == (1, 128, HEIGHT, 3)
     np.testing.assert_allclose(square[0], np.rot90(stored[0]), atol=1e-5)
 
@@ -260,8 +264,9 @@ def test_nvdec_turns_frames_as_the_cpu_does(gpu_turned, degrees, mirrored):
 def test_nvdec_square_pixels_match_the_cpu_twin(gpu_turned, tmp_path):
     from kernel_cases import assert_matches_twin
 
-    path = remux(gpu_turned[(0, False)], str(tmp_path / "anamorphic.mp4"), degrees=270,
-                 sample_aspect_ratio=Fraction(16, 11))
+    path = remux(
+        gpu_turned[(0, False)], str(tmp_path / "anamorphic.mp4"), degrees=270, sample_aspect_ratio=Fraction(16, 11)
+    )
     spec = TransformSpec(square_pixels=True)
     gpu = vclip.VideoDecoder(path, device="cuda").get_frames(list(range(0, GPU_FRAMES, 3)), transform=spec)
     cpu = vclip.VideoDecoder(path, device="cpu").get_frames(list(range(0, GPU_FRAMES, 3)), transform=spec)

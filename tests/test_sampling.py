@@ -19,7 +19,9 @@ def test_contiguous_and_strided_shapes():
 
 def test_even_starts():
     assert positions(vclip.contiguous(4, starts="even", clips_per_video=3).sample(24)) == [
-        [0, 1, 2, 3], [10, 11, 12, 13], [20, 21, 22, 23]
+        [0, 1, 2, 3],
+        [10, 11, 12, 13],
+        [20, 21, 22, 23],
     ]
     assert positions(vclip.contiguous(4, starts="even").sample(24)) == [[10, 11, 12, 13]]
 
@@ -114,8 +116,10 @@ def test_downscaled_combines_with_any_mode():
         (lambda: vclip.indexed([1, 2.5]), r"frame_indices \(\[1, 2.5\]\) must be a non-empty sequence of integers"),
         (lambda: vclip.indexed(7), r"frame_indices \(7\) must be a non-empty sequence of integers"),
         (lambda: vclip.contiguous(4, clips_per_video=0), r"clips_per_video \(0\) must be an integer >= 1"),
-        (lambda: vclip.contiguous(4, starts="step"),
-         r"step \(None\) must be an integer >= 1 \(frames between clip starts"),
+        (
+            lambda: vclip.contiguous(4, starts="step"),
+            r"step \(None\) must be an integer >= 1 \(frames between clip starts",
+        ),
         (lambda: vclip.contiguous(4, starts="often"), r"starts \('often'\) must be one of 'random', 'even', 'step'"),
         (lambda: vclip.contiguous(4, end_policy="loop"), r"end_policy \('loop'\) must be one of"),
         (lambda: vclip.contiguous(4, seed=-1), r"seed \(-1\) must be an integer >= 0"),

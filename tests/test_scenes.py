@@ -36,8 +36,10 @@ SHARED_VIDEOS = Path(os.environ.get("VCLIP_SHARED_VIDEOS", Path(__file__).resolv
 @pytest.fixture(scope="module")
 def labelled(tmp_path_factory):
     folder = tmp_path_factory.mktemp("scenes")
-    return {kind: [make_scene_video(folder / f"{kind}_{seed}.mp4", kind, seed=seed) for seed in SEEDS]
-            for kind in SCENE_VIDEO_CLASSES}
+    return {
+        kind: [make_scene_video(folder / f"{kind}_{seed}.mp4", kind, seed=seed) for seed in SEEDS]
+        for kind in SCENE_VIDEO_CLASSES
+    }
 
 
 @pytest.fixture(scope="module")
@@ -93,7 +95,7 @@ def test_labelled_videos_are_what_they_say(labelled):
     assert [read_barcode(frame) for frame in frames[::17]] == list(range(0, fades.num_frames, 17))
     band = frames.shape[1] // 8 + 1  # below the barcode
     for fade in fades.boundaries:
-        darkest = frames[fade.start:fade.end, band:].mean(axis=(1, 2, 3)).min()
+        darkest = frames[fade.start : fade.end, band:].mean(axis=(1, 2, 3)).min()
         assert darkest < 0.2 * frames[fade.end, band:].mean()
     flashes = labelled["flashes"][0]
     frames = vclip.VideoDecoder(flashes.path).get_frames(np.arange(flashes.num_frames)).data
@@ -118,10 +120,13 @@ def test_a_still_video_and_a_very_short_one_have_no_boundary(videos):
     assert find_shot_boundaries(videos["h264_10bit"]) == []
 
 
-@pytest.mark.parametrize("options, message", [
-    ({"scene_threshold": 1.0}, r"scene_threshold \(1.0\) must be a number > 1"),
-    ({"analysis_width": 0}, r"analysis_width \(0\) must be an integer >= 1"),
-])
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ({"scene_threshold": 1.0}, r"scene_threshold \(1.0\) must be a number > 1"),
+        ({"analysis_width": 0}, r"analysis_width \(0\) must be an integer >= 1"),
+    ],
+)
 def test_bad_options(videos, options, message):
     with pytest.raises(ValueError, match=message):
         find_shot_boundaries(videos["h264"], **options)

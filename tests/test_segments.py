@@ -29,9 +29,13 @@ def check_batches(loader: vclip.ClipLoader, expected_rows: int) -> set[int]:
     seen = set()
     for batch in loader:
         assert batch.segment_ids.tolist() == batch.video_ids.tolist()
-        for clip, frames, pts, label, row in zip(batch.data.numpy(), batch.frame_indices.numpy(),
-                                                 batch.pts_seconds.numpy(), batch.labels.tolist(),
-                                                 batch.segment_ids.tolist()):
+        for clip, frames, pts, label, row in zip(
+            batch.data.numpy(),
+            batch.frame_indices.numpy(),
+            batch.pts_seconds.numpy(),
+            batch.labels.tolist(),
+            batch.segment_ids.tolist(),
+        ):
             segment = loader.videos[row]
             assert label == segment.label
             assert np.all(pts >= segment.start - 1e-9) and np.all(pts < segment.end), (row, pts)

@@ -16,8 +16,12 @@ RATES = (24, 25, 30, 60)
 def by_rate(tmp_path_factory) -> dict[int, str]:
     """A 2-second 64x48 video at each rate (keyframe every 20 frames, B-frames)."""
     folder = tmp_path_factory.mktemp("rates")
-    return {fps: make_video(folder / f"fps{fps}.mp4", num_frames=2 * fps, width=64, height=48, fps=fps,
-                            keyframe_interval=20) for fps in RATES}
+    return {
+        fps: make_video(
+            folder / f"fps{fps}.mp4", num_frames=2 * fps, width=64, height=48, fps=fps, keyframe_interval=20
+        )
+        for fps in RATES
+    }
 
 
 def assert_shown_at_targets(index: vclip.VideoIndex, frames: np.ndarray, targets: np.ndarray) -> None:
@@ -58,8 +62,10 @@ def test_sixteen_frames_at_fifteen_fps_whatever_the_source_rate(by_rate, fps):
 @pytest.mark.parametrize("fps", RATES)
 def test_random_and_even_starts_in_seconds_select_the_shown_frames(by_rate, fps):
     index = vclip.index_video(by_rate[fps])
-    for sampler in (vclip.strided(6, 2, fps=12, clips_per_video=5, seed=4),
-                    vclip.contiguous(10, fps=7.5, starts="even", clips_per_video=4)):
+    for sampler in (
+        vclip.strided(6, 2, fps=12, clips_per_video=5, seed=4),
+        vclip.contiguous(10, fps=7.5, starts="even", clips_per_video=4),
+    ):
         clips = sampler.sample_with_padding(index)
         assert len(clips) == sampler.clips_per_video
         for clip in clips:
@@ -202,12 +208,14 @@ def test_seconds_need_an_index():
 
 def test_loader_samples_in_seconds_across_rates(by_rate):
     dataset = [(by_rate[fps], number) for number, fps in enumerate(RATES)]
-    loader = vclip.ClipLoader(dataset, vclip.strided(6, 2, fps=12, clips_per_video=2), batch_size=8,
-                              device="cpu", num_threads=2, seed=3)
+    loader = vclip.ClipLoader(
+        dataset, vclip.strided(6, 2, fps=12, clips_per_video=2), batch_size=8, device="cpu", num_threads=2, seed=3
+    )
     (batch,) = list(loader)
     assert batch.data.shape[:2] == (8, 6)
-    for clip, frames, pts, video in zip(batch.data.numpy(), batch.frame_indices.numpy(), batch.pts_seconds.numpy(),
-                                        batch.video_ids.tolist()):
+    for clip, frames, pts, video in zip(
+        batch.data.numpy(), batch.frame_indices.numpy(), batch.pts_seconds.numpy(), batch.video_ids.tolist()
+    ):
         assert [read_barcode(frame) for frame in clip] == frames.tolist()
         index = vclip.index_video(loader.videos[video].path)
         # Targets t0 + k/6 with pts[0] <= t0 < pts[0] + 1/fps, each shown frame at most 1/fps before its
@@ -220,14 +228,46 @@ def test_loader_samples_in_seconds_across_rates(by_rate):
 
 def test_cli_samples_in_seconds(tmp_path, by_rate, capsys):
     out = tmp_path / "clips.npz"
-    status = main(["sample", by_rate[60], "--mode", "strided", "--stride", "1", "--fps", "15", "--duration", "0.5",
-                   "--starts", "even", "--clips-per-video", "2", "--out", str(out)])
+    status = main(
+        [
+            "sample",
+            by_rate[60],
+            "--mode",
+            "strided",
+            "--stride",
+            "1",
+            "--fps",
+            "15",
+            "--duration",
+            "0.5",
+            "--starts",
+            "even",
+            "--clips-per-video",
+            "2",
+            "--out",
+            str(out),
+        ]
+    )
     assert status == 0, capsys.readouterr().err
     saved = np.load(out)
     assert saved["frame_indices"].tolist() == [[0, 4, 8, 12, 16, 20, 24, 28], [88, 92, 96, 100, 104, 108, 112, 116]]
     assert [[read_barcode(frame) for frame in clip] for clip in saved["clips"]] == saved["frame_indices"].tolist()
-    status = main(["sample", by_rate[25], "--mode", "contiguous", "--sequence-length", "4", "--step-seconds", "0.5",
-                   "--fps", "5", "--out", str(tmp_path / "step.npz")])
+    status = main(
+        [
+            "sample",
+            by_rate[25],
+            "--mode",
+            "contiguous",
+            "--sequence-length",
+            "4",
+            "--step-seconds",
+            "0.5",
+            "--fps",
+            "5",
+            "--out",
+            str(tmp_path / "step.npz"),
+        ]
+    )
     assert status == 0
     assert np.load(tmp_path / "step.npz")["frame_indices"][:, 0].tolist() == [0, 12, 25]
     assert main(["sample", by_rate[25], "--mode", "keyframe", "--fps", "5", "--out", str(tmp_path / "k.npz")]) == 2

@@ -62,10 +62,14 @@ def test_imagenet_short_side_squash_and_overrides():
     "make, message",
     [
         (lambda: vclip.TransformSpec.imagenet(224, short_side=200), r"short_side \(200\) must be an integer >= 224"),
-        (lambda: vclip.TransformSpec.imagenet(224, resize_mode="squash", short_side=256),
-         r"short_side \(256\) must be None"),
-        (lambda: vclip.TransformSpec.imagenet(224, resize_mode="stretch"),
-         r"resize_mode \('stretch'\) must be one of 'short_side', 'squash'"),
+        (
+            lambda: vclip.TransformSpec.imagenet(224, resize_mode="squash", short_side=256),
+            r"short_side \(256\) must be None",
+        ),
+        (
+            lambda: vclip.TransformSpec.imagenet(224, resize_mode="stretch"),
+            r"resize_mode \('stretch'\) must be one of 'short_side', 'squash'",
+        ),
         (lambda: vclip.TransformSpec.imagenet(0), r"size \(0\) must be an integer >= 1"),
         (lambda: vclip.TransformSpec.imagenet(224, train="yes"), r"train \('yes'\) must be True or False"),
     ],
@@ -79,8 +83,10 @@ def test_imagenet_refuses_bad_options(make, message):
 @pytest.mark.parametrize(
     "options, message",
     [
-        (dict(resize=1.5),
-         r"resize \(1.5\) must be a positive integer \(the shorter side, aspect kept\), a \(height, width\) pair"),
+        (
+            dict(resize=1.5),
+            r"resize \(1.5\) must be a positive integer \(the shorter side, aspect kept\), a \(height, width\) pair",
+        ),
         (dict(resize=0), r"resize \(0\) must be a positive integer"),
         (dict(resize=(224, 0)), r"resize \(\(224, 0\)\) must be a positive integer"),
         (dict(resize="224"), r"resize \('224'\) must be a positive integer"),
@@ -107,8 +113,11 @@ def test_bad_transform_arguments_name_the_value_and_the_form(options, message):
 def test_numpy_sizes_are_accepted_and_normalised():
     spec = vclip.TransformSpec(resize=np.int64(256), crop=[np.int32(224), 200], flip_probability=np.float32(0.5))
     assert spec == vclip.TransformSpec(resize=256, crop=(224, 200), flip_probability=0.5)
-    assert type(spec.resize) is int and spec.crop == (224, 200) and hash(spec) == hash(vclip.TransformSpec(
-        resize=256, crop=(224, 200), flip_probability=0.5))
+    assert (
+        type(spec.resize) is int
+        and spec.crop == (224, 200)
+        and hash(spec) == hash(vclip.TransformSpec(resize=256, crop=(224, 200), flip_probability=0.5))
+    )
     assert spec.output_size(1920, 1080) == (200, 224)
 
 
@@ -116,8 +125,10 @@ def test_numpy_sizes_are_accepted_and_normalised():
 @pytest.fixture(scope="module")
 def shaped_videos(tmp_path_factory):
     folder = tmp_path_factory.mktemp("shapes")
-    return {name: make_video(folder / f"{name.replace(':', 'x')}.mp4", num_frames=8, width=w, height=h,
-                             keyframe_interval=4) for name, (w, h) in SHAPES.items()}
+    return {
+        name: make_video(folder / f"{name.replace(':', 'x')}.mp4", num_frames=8, width=w, height=h, keyframe_interval=4)
+        for name, (w, h) in SHAPES.items()
+    }
 
 
 def _expected_crop(rgb: np.ndarray, resized: tuple[int, int], crop: tuple[int, int], size: int) -> np.ndarray:
@@ -180,8 +191,14 @@ def test_presets_keep_the_picture_on_the_gpu(shaped_videos, shape):
 def test_one_loader_takes_landscape_and_portrait_videos(shaped_videos):
     pytest.importorskip("torch")
     videos = [(shaped_videos[name], number) for number, name in enumerate(sorted(SHAPES))]
-    loader = vclip.ClipLoader(videos, vclip.strided(2, 2), transform=vclip.TransformSpec.imagenet(64, train=True),
-                              batch_size=3, device="cpu", num_threads=1)
+    loader = vclip.ClipLoader(
+        videos,
+        vclip.strided(2, 2),
+        transform=vclip.TransformSpec.imagenet(64, train=True),
+        batch_size=3,
+        device="cpu",
+        num_threads=1,
+    )
     try:
         (batch,) = list(loader)
         clips = batch.clips if hasattr(batch, "clips") else batch.data
