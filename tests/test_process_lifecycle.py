@@ -1,0 +1,104 @@
+"""Decode worker processes never outlive or hang their parent: a script that never calls close()
+exits promptly and quietly, also when it breaks out of the loop early; Ctrl-C mid-epoch stops it
+without worker tracebacks; a parent killed outright leaves no workers behind; shared memory is
+gone after exit."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from vclip.synthetic import make_video
+
+SCRIPT = """
+import json, multiprocessing, sys, time
+import vclip
+
+if __name__ == "__main__":
+    videos = [(path, 0) for path in json.loads(sys.argv[1])]
+    loader = vclip.ClipLoader(videos, vclip.contiguous(4), transform=vclip.TransformSpec(resize=(48, 64)),
+                              batch_size=2, device="cpu", decode_processes=2, num_threads=1)
+    for epoch in range(1000 if sys.argv[2] == "forever" else 1):
+        for number, batch in enumerate(loader):
+            if epoch == 0 and number == 0:
+                print(json.dumps([child.pid for child in multiprocessing.active_children()]), flush=True)
+            if sys.argv[2] == "break" and number == 1:
+                break
+    if sys.argv[2] == "sleep":
+        time.sleep(600)
+"""
+
+
+@pytest.fixture(scope="module")
+def videos(tmp_path_factory) -> list[str]:
+    folder = tmp_path_factory.mktemp("lifecycle")
+    return [make_video(folder / f"v{i}.mp4", num_frames=24, width=64, height=48, seed=i) for i in range(3)]
+
+
+def start(videos, mode: str) -> tuple[subprocess.Popen, list[int]]:
+    """The script in a fresh interpreter; returns it and its decode workers' pids."""
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    process = subprocess.Popen(
+        [sys.executable, "-c", SCRIPT, json.dumps(videos), mode],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    workers = json.loads(process.stdout.readline())
+    assert len(workers) >= 2, workers
+    return process, workers
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie waiting for its parent to reap it does not)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1][0] != "Z"
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+
+
+def wait_gone(pids: list[int], seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if not any(alive(pid) for pid in pids):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def shared_memory_segments() -> set[str]:
+    return {name for name in os.listdir("/dev/shm") if name.startswith("psm_")} if os.path.isdir("/dev/shm") else set()
+
+
+@pytest.mark.parametrize("mode", ["end", "break"])
+def test_a_script_without_close_exits_quietly(videos, mode):
+    before = shared_memory_segments()
+    process, workers = start(videos, mode)
+    out, err = process.communicate(timeout=60)
+    assert process.returncode == 0, err
+    assert "Traceback" not in err and "EOFError" not in err, err
+    assert wait_gone(workers, 5)
+    assert shared_memory_segments() <= before  # the loader's segments were unlinked at exit
+
+
+def test_ctrl_c_mid_epoch_stops_the_script_and_its_workers(videos):
+    process, workers = start(videos, "forever")
+    time.sleep(0.5)  # mid-epoch
+    process.send_signal(signal.SIGINT)
+    _, err = process.communicate(timeout=60)
+    assert process.returncode != 0 and "KeyboardInterrupt" in err
+    assert err.count("Traceback") == 1, err  # the script's own, none from the workers
+    assert wait_gone(workers, 5)
+
+
+def test_a_killed_parent_leaves_no_workers(videos):
+    process, workers = start(videos, "sleep")
+    process.kill()
+    process.wait(timeout=10)
+    assert wait_gone(workers, 10)  # they notice their parent is gone and exit
