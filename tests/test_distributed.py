@@ -1,6 +1,7 @@
 """Two processes with torch.distributed (gloo, CPU): the loader takes rank and world size from the
 process group; shards are disjoint, cover the dataset, and give every rank as many batches; an
-epoch stopped on every rank resumes from each rank's state with the batches it would have given."""
+epoch stopped on every rank resumes, loading from a dataset catalog, from each rank's state with
+the batches the files themselves would have given."""
 
 import json
 
@@ -16,7 +17,7 @@ WORLD_SIZE = 2
 NUM_VIDEOS = 7  # odd: the ranks' shards differ by one video
 
 
-def _rank_main(rank: int, videos: list, rendezvous: str, results: str) -> None:
+def _rank_main(rank: int, videos: list, catalog: str, rendezvous: str, results: str) -> None:
     dist.init_process_group("gloo", init_method=f"file://{rendezvous}", rank=rank, world_size=WORLD_SIZE)
     try:
         report = {}
@@ -43,20 +44,20 @@ def _rank_main(rank: int, videos: list, rendezvous: str, results: str) -> None:
                 dist.all_reduce(counts, op=dist.ReduceOp.MAX)  # the ranks stay in step, as a training loop would
                 epochs.append({"batches": batches, "length": len(loader), "max_batches": int(counts)})
             report[even_shards] = {"shard": [loader.shard_id, loader.num_shards], "epochs": epochs}
-        report["resume"] = _stop_and_resume(videos)
+        report["resume"] = _stop_and_resume(videos, catalog)
         with open(f"{results}/rank{rank}.json", "w") as file:
             json.dump(report, file)
     finally:
         dist.destroy_process_group()
 
 
-def _stop_and_resume(videos: list, stop: int = 2) -> dict:
-    """Epoch 1 whole, and epoch 1 stopped after ``stop`` batches then resumed by a fresh loader
-    from the JSON of its state; the batches after ``stop`` must be the same."""
+def _stop_and_resume(videos: list, catalog: str, stop: int = 2) -> dict:
+    """Epoch 1 whole from the files, and epoch 1 from the catalog stopped after ``stop`` batches then
+    resumed by a fresh loader from the JSON of its state; the batches after ``stop`` must be the same."""
 
-    def make():
+    def make(source):
         return vclip.ClipLoader(
-            videos,
+            source,
             vclip.jittered(4, 2, 1, clips_per_video=2),
             batch_size=3,
             shuffle=True,
@@ -69,16 +70,16 @@ def _stop_and_resume(videos: list, stop: int = 2) -> dict:
     def batches(iterator):
         return [(b.video_ids.tolist(), b.frame_indices.tolist(), b.data.clone()) for b in iterator]
 
-    whole = make()
+    whole = make(videos)
     whole.set_epoch(1)
     expected = batches(whole)
-    stopped = make()
+    stopped = make(catalog)
     stopped.set_epoch(1)
     iterator = iter(stopped)
     for _ in range(stop):
         next(iterator)
     state = json.loads(json.dumps(stopped.state_dict()))
-    resumed = make()
+    resumed = make(catalog)
     resumed.load_state_dict(state)
     rest = batches(resumed)
     dist.barrier()
@@ -96,8 +97,22 @@ def videos(tmp_path_factory) -> list[tuple[str, int]]:
     ]
 
 
-def test_two_ranks_get_disjoint_covering_equal_shards(videos, tmp_path):
-    mp.spawn(_rank_main, args=(videos, str(tmp_path / "rendezvous"), str(tmp_path)), nprocs=WORLD_SIZE, join=True)
+@pytest.fixture(scope="module")
+def catalog(videos, tmp_path_factory) -> str:
+    pytest.importorskip("pyarrow")  # in the test extra
+    from vclip.catalog import build_catalog
+
+    out = tmp_path_factory.mktemp("distributed_catalog") / "videos.parquet"
+    return str(build_catalog(videos, out, workers=1, progress=False).path)
+
+
+def test_two_ranks_get_disjoint_covering_equal_shards(videos, catalog, tmp_path):
+    mp.spawn(
+        _rank_main,
+        args=(videos, catalog, str(tmp_path / "rendezvous"), str(tmp_path)),
+        nprocs=WORLD_SIZE,
+        join=True,
+    )
     reports = [json.loads((tmp_path / f"rank{rank}.json").read_text()) for rank in range(WORLD_SIZE)]
     for even_shards, videos_per_rank in (("pad", 4), ("drop", 3)):
         runs = [report[even_shards] for report in reports]
