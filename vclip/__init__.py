@@ -21,7 +21,8 @@ Memory budgeting, in ``vclip.memory``:
     plan_loader_memory, largest_loader_batch_size (what a ClipLoader needs); parse_bytes, format_bytes
 
 Indexes and decode plans: index_video, VideoIndex, plan_decode (``vclip.index``, ``vclip.plan``).
-Keyframes and shots: ``vclip.keyframes.extract_keyframes``. Dataset checks: ``vclip.check.check_videos``. Test videos: ``vclip.synthetic.make_video``.
+Keyframes and shots: ``vclip.keyframes.extract_keyframes``. Dataset checks: ``vclip.check.check_videos``.
+Test videos: ``vclip.synthetic.make_video``.
 Errors (``vclip.errors``): VideoError and its kinds, FallbackWarning; ArgumentError for a bad argument.
 """
 
@@ -129,7 +130,9 @@ __all__ = [
     "strided",
 ]
 
-_SUBMODULES = ("check", "decoder", "errors", "index", "keyframes", "memory", "plan", "sampling", "synthetic", "transforms")
+_SUBMODULES = (
+    "check", "decoder", "errors", "index", "keyframes", "memory", "plan", "sampling", "synthetic", "transforms",
+)
 """Public submodules, imported with the package."""
 _LAZY_SUBMODULES = ("loader", "cli")
 """Public submodules imported on first use: ``loader`` needs torch, ``cli`` is the command."""

@@ -61,7 +61,7 @@ def make_shots_video(
         raise ValueError(f"dissolves has {len(dissolves)} values for {len(shot_lengths) - 1} boundaries")
     textures = [_tinted_texture(2 * width, 2 * height, np.random.default_rng(seed + shot))
                 for shot in range(len(shot_lengths))]
-    frames = []
+    frames: list[np.ndarray] = []
     for shot, length in enumerate(shot_lengths):
         first = len(frames)
         frames.extend(render_frame(i, textures[shot], width, height, total) for i in range(first, first + length))

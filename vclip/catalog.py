@@ -28,7 +28,7 @@ import time
 import uuid
 import warnings
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
@@ -125,19 +125,19 @@ def resolve_sources(sources) -> ResolvedSources:
         if isinstance(item, (str, os.PathLike)):
             groups.append(_one_source(Path(item)))
         else:
-            videos, _ = load_videos([item])
-            groups.append(([(videos[0].path, videos[0].label)], None))
+            loaded, _ = load_videos([item])
+            groups.append(([(loaded[0].path, loaded[0].label)], None))
     named = [names for _, names in groups if names is not None]
     class_names = tuple(sorted(set().union(*named))) if named else None
     seen: set[str] = set()
-    resolved = []
+    resolved: list[tuple[str, int | None]] = []
     for videos, names in groups:
         for path, label in videos:
             path = os.path.abspath(path)
             if path in seen:
                 continue
             seen.add(path)
-            if names is not None and label is not None:
+            if names is not None and class_names is not None and label is not None:
                 label = class_names.index(names[label])
             resolved.append((path, label))
     if not resolved:
@@ -231,8 +231,10 @@ def build_catalog(
     jobs = []
     for position, (path, _) in enumerate(videos):
         known = earlier.get(path)
-        same_stream = known is not None and (stream_index is None or known[2] == stream_index)
-        jobs.append(IndexJob(position, path, stream_index, known[1] if same_stream else None))
+        known_fingerprint = None
+        if known is not None and (stream_index is None or known[2] == stream_index):
+            known_fingerprint = known[1]
+        jobs.append(IndexJob(position, path, stream_index, known_fingerprint))
     workers = workers or default_workers()
     bar = _progress_bar(len(jobs), progress)
     try:
@@ -418,7 +420,7 @@ class CatalogSource(NamedTuple):
 
     path: str
     label: int
-    index: object
+    index: Callable[..., VideoIndex]  # type: ignore[assignment]  # the field shadows tuple.index on purpose
 
 
 class CatalogEntry:
@@ -478,6 +480,11 @@ class CatalogEntry:
         return f"CatalogEntry(path={self.path!r}, label={self.label!r}, class_name={self.class_name!r}, {state})"
 
 
+# A cached row group: its index arrays (name -> (offsets, values)), its facts (name -> one value per
+# row), its damaged rows (see _damaged_rows) and its size in bytes.
+_RowGroup = tuple[dict[str, tuple[np.ndarray, np.ndarray]], dict[str, list], set[int], int]
+
+
 class Catalog:
     """A dataset catalog read from its Parquet file; no video is opened to read it.
 
@@ -526,7 +533,7 @@ class Catalog:
         self._usable = np.array(self._lists["usable"], dtype=bool)
         group_rows = [self._file.metadata.row_group(g).num_rows for g in range(self._file.num_row_groups)]
         self._group_starts = np.concatenate([[0], np.cumsum(group_rows)]).astype(np.int64)
-        self._groups: OrderedDict[int, tuple[dict, int]] = OrderedDict()
+        self._groups: OrderedDict[int, _RowGroup] = OrderedDict()
         self._groups_bytes = 0
         self._rows_by_path: dict[str, int] | None = None
         self._entries: list[CatalogEntry] | None = None

@@ -178,34 +178,37 @@ def check_videos(
     """
     check_optional_integer("workers", workers, minimum=1)
     resolved = resolve_device(device).device
-    paths = [os.fsdecode(p) for p in paths]
+    names = [os.fsdecode(p) for p in paths]
     if resolved.is_cuda:
-        count = min(workers or _GPU_FILES_AT_ONCE, max(len(paths), 1))
+        count = min(workers or _GPU_FILES_AT_ONCE, max(len(names), 1))
         pool: Executor = ThreadPoolExecutor(count, thread_name_prefix="vclip-check")
-        options = dict(device=str(resolved), stream_index=stream_index)
+        device_name = str(resolved)
     else:
-        count = min(workers or os.cpu_count() or 1, max(len(paths), 1))
-        options = dict(device="cpu", stream_index=stream_index)
+        count = min(workers or os.cpu_count() or 1, max(len(names), 1))
+        device_name = "cpu"
         if count == 1:
             pool = ThreadPoolExecutor(1)
         else:
             import multiprocessing
 
             pool = ProcessPoolExecutor(count, mp_context=multiprocessing.get_context("spawn"))
-    results: list[CheckResult | None] = [None] * len(paths)
+    results: dict[int, CheckResult] = {}
     with pool:
-        futures = {pool.submit(check_video, path, **options): number for number, path in enumerate(paths)}
+        futures = {
+            pool.submit(check_video, name, device=device_name, stream_index=stream_index): number
+            for number, name in enumerate(names)
+        }
         for future in as_completed(futures):
             number = futures[future]
             try:
                 result = future.result()
             except Exception as error:  # a crashed worker, or a bug: reported for this file, the rest go on
-                result = CheckResult(paths[number], "unreadable", error=f"internal error ({type(error).__name__}: "
+                result = CheckResult(names[number], "unreadable", error=f"internal error ({type(error).__name__}: "
                                      f"{error})", device=str(resolved))
             results[number] = result
             if on_result is not None:
                 on_result(result)
-    return results  # type: ignore[return-value]
+    return [results[number] for number in range(len(names))]
 
 
 def _check_on_cpu(index: VideoIndex, started: float) -> CheckResult:

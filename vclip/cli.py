@@ -449,8 +449,9 @@ def _padded_frames(clips: Frames, sampler: ClipSampler, num_frames: int) -> np.n
     if padded is not None:
         return np.asarray(padded, dtype=bool)
     flags = np.zeros(clips.frame_indices.shape, dtype=bool)
-    if sampler.mode not in ("indexed", "keyframe") and sampler.span > num_frames:
-        flags[:] = np.arange(sampler.sequence_length) * sampler.stride >= num_frames
+    length = sampler.sequence_length  # None only where span is 0
+    if sampler.mode not in ("indexed", "keyframe") and length is not None and sampler.span > num_frames:
+        flags[:] = np.arange(length) * sampler.stride >= num_frames
     return flags
 
 
@@ -493,7 +494,8 @@ def _write_arrays(output_format: str, out: Path, data: np.ndarray, frame_indices
     if output_format == "npz":
         names = np.array([p.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace") for p in paths])
         source = {"source": names[0]} if len(paths) == 1 else {}
-        np.savez(out, **arrays, paths=names, mode=np.str_(mode), **source)
+        # allow_pickle is the default, named so mypy maps no array to it
+        np.savez(out, allow_pickle=True, **arrays, paths=names, mode=np.str_(mode), **source)
     else:
         import torch
 
@@ -917,8 +919,8 @@ def _run_index(args: argparse.Namespace) -> int:
             "workers": built.workers,
         }, indent=2))
     else:
-        size = os.path.getsize(built.path)
-        size = f"{size / 2**20:.1f} MiB" if size >= 2**20 else f"{size / 2**10:.1f} KiB"
+        nbytes = os.path.getsize(built.path)
+        size = f"{nbytes / 2**20:.1f} MiB" if nbytes >= 2**20 else f"{nbytes / 2**10:.1f} KiB"
         videos = f"{built.videos} video{'s' if built.videos != 1 else ''}"
         print(f"{videos} ({len(built.indexed)} indexed, {built.kept} unchanged), {len(built.unusable)} unusable "
               f"-> {built.path} ({size}) in {built.seconds:.1f} s "

@@ -198,7 +198,8 @@ class VideoDecoder:
         frames_per_clip = sampler.timing(self.index)[0] if sampler.in_seconds else sampler.clip_length or 0
         result = self._decode([clip.frame_indices for clip in clips], transform, sampler.scaling_factor, seed,
                               frames_per_clip=frames_per_clip)
-        return replace(result, padded=np.asarray([clip.padded for clip in clips], bool).reshape(result.frame_indices.shape))
+        padded = np.asarray([clip.padded for clip in clips], bool).reshape(result.frame_indices.shape)
+        return replace(result, padded=padded)
 
     def _decode(
         self, clips: list[np.ndarray], transform: TransformSpec | None, scaling_factor: float, seed,

@@ -107,5 +107,6 @@ def start_distribution(clips: Iterable[tuple[VideoIndex, int]], possible: Iterab
     return StartDistribution(
         edges=edges, observed=observed, uniform=uniform,
         total_variation=float(0.5 * np.abs(observed - uniform).sum()),
-        mean_lead=(float(np.concatenate(observed_leads).mean()), float(sum(lead.sum() for lead in uniform_leads) / videos)),
+        mean_lead=(float(np.concatenate(observed_leads).mean()),
+                   float(sum(lead.sum() for lead in uniform_leads) / videos)),
     )

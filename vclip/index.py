@@ -16,10 +16,11 @@ from collections import OrderedDict
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from stat import S_ISDIR, S_ISREG
-from typing import Literal
+from typing import Any, BinaryIO, Literal
 
 import av
 import numpy as np
+from av.container import InputContainer
 
 from ._engine.bitstream import is_reference_packet, nal_length_size
 from ._fingerprint import content_fingerprint
@@ -60,7 +61,9 @@ ColorMatrix = Literal["bt601", "bt709", "bt2020", "smpte240m"]
 ColorRange = Literal["limited", "full"]
 
 # AVColorSpace values. Unspecified and unknown matrices fall back to BT.601, as FFmpeg's swscale does.
-_MATRIX_BY_AVCOL_SPC = {1: "bt709", 5: "bt601", 6: "bt601", 7: "smpte240m", 9: "bt2020", 10: "bt2020"}
+_MATRIX_BY_AVCOL_SPC: dict[int, ColorMatrix] = {
+    1: "bt709", 5: "bt601", 6: "bt601", 7: "smpte240m", 9: "bt2020", 10: "bt2020",
+}
 _ADDRESSABLE_FORMATS = ("mov", "mp4", "matroska", "webm")
 
 
@@ -302,9 +305,9 @@ class VideoIndex:
     def to_arrays(self) -> dict:
         """Every field but ``path``, to store the index elsewhere (a catalog row).
 
-        Facts come as plain Python values (``time_base`` and ``sample_aspect_ratio`` as ``"num/den"`` strings, ``extradata``
-        as bytes, ``header_frame_count`` may be None); the names of :attr:`STORED_ARRAYS` map to
-        NumPy arrays. :meth:`from_arrays` turns the dict back into an equal index.
+        Facts come as plain Python values (``time_base`` and ``sample_aspect_ratio`` as ``"num/den"``
+        strings, ``extradata`` as bytes, ``header_frame_count`` may be None); the names of
+        :attr:`STORED_ARRAYS` map to NumPy arrays. :meth:`from_arrays` turns the dict back into an equal index.
         """
         stored = {name: getattr(self, name) for name in self.__dataclass_fields__ if name != "path"}
         stored["time_base"] = str(self.time_base)
@@ -445,7 +448,7 @@ def index_from_record(record, path: str | os.PathLike) -> VideoIndex:
                 raise ValueError(f"stream fact {name} has type {type(value).__name__}")
         facts["time_base"] = Fraction(facts["time_base"])
         facts["sample_aspect_ratio"] = Fraction(facts["sample_aspect_ratio"])
-        arrays = {}
+        arrays: dict[str, Any] = {}  # keyword arguments of VideoIndex
         for name, kind in _ARRAY_FIELDS.items():
             array = np.asarray(record[name])
             if array.dtype.kind != kind or array.ndim != 1:
@@ -636,7 +639,7 @@ def index_video(
         UnsupportedCodecError: FFmpeg has no decoder for the stream's codec.
         CorruptVideoError: Empty, truncated, damaged headers, or no frame to show.
     """
-    if not is_local(path):
+    if not (isinstance(path, (str, os.PathLike)) and is_local(path)):  # only paths are local
         name, _holder = hold_video(path)  # the holder keeps bytes or a file object readable meanwhile
         return _index_source(name, stream_index, cache_dir)
     path = os.fspath(path)
@@ -660,14 +663,12 @@ def index_video(
         fingerprint, settled = _fingerprint(path, stat)
     disk = _DiskCache.open(cache_dir) if cache_dir is not None else None
     try:
-        name = disk.entry_name(key) if disk is not None else None
-        index = disk.load(name, fingerprint, stream_index, path) if disk is not None else None
-        built = index is None
-        if built:
-            index = _build_index(path, stream_index, stat.st_size)
+        name = _DiskCache.entry_name(key)
+        stored = disk.load(name, fingerprint, stream_index, path) if disk is not None else None
+        index = stored if stored is not None else _build_index(path, stream_index, stat.st_size)
         if _signature(_stat_video(path)) != signature:
             return index  # the file changed while it was read: keep nothing
-        if built and disk is not None:
+        if stored is None and disk is not None:
             disk.save(name, fingerprint, stream_index, index)
     finally:
         if disk is not None:
@@ -698,12 +699,11 @@ def _index_source(name: str, stream_index: int | None, cache_dir: str | os.PathL
         return entry.index
     disk = _DiskCache.open(cache_dir) if cache_dir is not None else None
     try:
-        entry_name = disk.entry_name(key) if disk is not None else None
-        index = disk.load(entry_name, fingerprint, stream_index, name) if disk is not None else None
-        if index is None:
-            index = _build_source_index(name, stream_index)
-            if disk is not None:
-                disk.save(entry_name, fingerprint, stream_index, index)
+        entry_name = _DiskCache.entry_name(key)
+        stored = disk.load(entry_name, fingerprint, stream_index, name) if disk is not None else None
+        index = stored if stored is not None else _build_source_index(name, stream_index)
+        if stored is None and disk is not None:
+            disk.save(entry_name, fingerprint, stream_index, index)
     finally:
         if disk is not None:
             disk.close()
@@ -719,19 +719,19 @@ def _build_source_index(name: str, stream_index: int | None) -> VideoIndex:
 
 
 # -- reading containers -------------------------------------------------------------------------
-_OPEN_OPTIONS = {"metadata_errors": "replace"}
+_OPEN_OPTIONS: dict[str, Any] = {"metadata_errors": "replace"}
 """Options of ``av.open`` for reading: PyAV up to 18 refuses metadata that is not valid UTF-8
 unless told to replace it; later PyAV has no such option (and no such refusal)."""
 
 
-def _open_for_reading(source):
+def _open_for_reading(source: str | BinaryIO) -> InputContainer:
     try:
-        return av.open(source, **_OPEN_OPTIONS)
+        return av.open(source, "r", **_OPEN_OPTIONS)
     except TypeError as error:
         if "metadata_errors" not in str(error):
             raise
         _OPEN_OPTIONS.clear()
-        return av.open(source)
+        return av.open(source, "r")
 
 
 def open_container(path: str):
@@ -781,7 +781,7 @@ def _select_video_stream(container, path: str, stream_index: int | None):
     raise NotAVideoError(path, f"stream {stream_index} is not a video stream; video streams: {allowed}")
 
 
-def _color_of(codec_context, pixel_format: str) -> tuple[str, str]:
+def _color_of(codec_context, pixel_format: str) -> tuple[ColorMatrix, ColorRange]:
     matrix = _MATRIX_BY_AVCOL_SPC.get(int(codec_context.colorspace or 2), "bt601")
     full = int(codec_context.color_range or 0) == 2 or pixel_format.startswith("yuvj")
     return matrix, ("full" if full else "limited")
@@ -820,7 +820,7 @@ def _index_container(container, path: str, stream_index: int | None, file_size: 
     length_size = nal_length_size(codec, extradata)
     pixel_format = context.pix_fmt or "unknown"
     pts, dts, pos, size, key, ref, discard, corrupt, durations = ([] for _ in range(9))
-    samples = []
+    samples: list[tuple[int, bytes]] = []  # (position, data) of the first packets
     try:
         for packet in container.demux(stream):
             if packet.size == 0:  # flush packet at end of stream
@@ -1190,7 +1190,7 @@ class _DiskCache:
             return
         try:
             with os.fdopen(descriptor, "wb") as file:
-                np.savez(file, **record)
+                np.savez(file, allow_pickle=True, **record)  # the default, named so mypy maps no array to it
             os.replace(temporary, name, src_dir_fd=self.descriptor, dst_dir_fd=self.descriptor)
         except OSError as error:
             _warn_folder(self.folder, f"cannot write in it ({_reason(error)})")

@@ -53,7 +53,7 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
@@ -103,7 +103,7 @@ class Keyframes:
     method: KeyframeMethod
     frame_indices: np.ndarray
     pts_seconds: np.ndarray
-    frames: object
+    frames: Any  # NumPy or CuPy (untyped)
     device: str
     fell_back_to_cpu: bool
     packets_decoded: int
@@ -651,8 +651,8 @@ def _shot_boundaries(signals: _SceneSignals, threshold: float) -> list[ShotBound
         if between <= _BETWEEN:
             start, end = _transition_span(tables["B"], centre, h + _PAIR_SPREAD)
             candidates.append((between, ShotBoundary(end, start, "dissolve")))
-    dissolves = []
-    for between, boundary in sorted(candidates, key=lambda c: c[0]):  # the clearest first; no overlaps
+    dissolves: list[ShotBoundary] = []
+    for _, boundary in sorted(candidates, key=lambda c: c[0]):  # the clearest first; no overlaps
         if all(boundary.frame < other.start or boundary.start > other.frame for other in dissolves):
             dissolves.append(boundary)
     found, seen = [], set()

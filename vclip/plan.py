@@ -97,7 +97,10 @@ def plan_decode(
     segments = []
     for start, end, members in runs:
         span = np.arange(start, end + 1)
-        keep = wanted_packets[span] | index.packet_is_reference[span] if skip_non_reference else np.ones(span.size, bool)
+        if skip_non_reference:
+            keep = wanted_packets[span] | index.packet_is_reference[span]
+        else:
+            keep = np.ones(span.size, bool)
         keep[0] = True
         segments.append(DecodeSegment(packets=span[keep], frames=np.sort(np.concatenate(members))))
     return DecodePlan(index, tuple(segments), needed)

@@ -24,7 +24,8 @@ from __future__ import annotations
 import logging
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, TypedDict, cast
 
 import numpy as np
 
@@ -41,6 +42,9 @@ from .catalog import Catalog, resolve_sources, rows_table
 from .errors import FallbackWarning, VideoError
 from .sampling import ClipSampler
 from .transforms import TransformSpec
+
+if TYPE_CHECKING:
+    from .keyframes import KeyframeMethod
 
 __all__ = [
     "CheckVideos",
@@ -174,11 +178,13 @@ def index_tables_on_ray(jobs: list[IndexJob], *, address: str | None = None,
     try:
         actors = resources["compute"].max_size
         batch_size = max(1, min(_INDEX_BATCH, len(items) // (4 * actors)))
-        dataset = ray.data.from_items(items, override_num_blocks=min(len(items), 4 * actors))
+        dataset: ray.data.Dataset = ray.data.from_items(items, override_num_blocks=min(len(items), 4 * actors))
         dataset = dataset.map_batches(IndexVideos, fn_constructor_kwargs={"stream_index": stream_index},
                                       batch_size=batch_size, **resources)
         tables = []
-        for table in dataset.iter_batches(batch_format="pyarrow", batch_size=None):
+        # batch_format="pyarrow": every batch is a table.
+        batches = cast("Iterator[pa.Table]", dataset.iter_batches(batch_format="pyarrow", batch_size=None))
+        for table in batches:
             tables.append(table.select(schema.names).cast(schema))
             if on_rows:
                 on_rows(table.num_rows)
@@ -269,6 +275,13 @@ def check_videos(sources, *, device: str = "auto", num_gpus: float | None = None
 
 
 # -- keyframes -----------------------------------------------------------------------------------
+class _KeyframeOptions(TypedDict):
+    method: KeyframeMethod
+    max_frames: int | None
+    scaling_factor: float
+    scene_threshold: float
+
+
 class ExtractKeyframes:
     """map_batches class: one row per keyframe of each video: ``video_id``, ``video`` (the path),
     ``label``, ``frame_index``, ``pts_seconds``, ``method`` and ``image`` (RGB uint8 ``[H, W, 3]``).
@@ -277,10 +290,10 @@ class ExtractKeyframes:
     ``scaling_factor``, ``scene_threshold``), and ``device``.
     """
 
-    def __init__(self, *, method: str = "codec", max_frames: int | None = None, scaling_factor: float = 1.0,
-                 scene_threshold: float = 2.0, device: str = "cpu"):
-        self.options = dict(method=method, max_frames=max_frames, scaling_factor=scaling_factor,
-                            scene_threshold=scene_threshold)
+    def __init__(self, *, method: KeyframeMethod = "codec", max_frames: int | None = None,
+                 scaling_factor: float = 1.0, scene_threshold: float = 2.0, device: str = "cpu"):
+        self.options = _KeyframeOptions(method=method, max_frames=max_frames, scaling_factor=scaling_factor,
+                                        scene_threshold=scene_threshold)
         self.device = _start_backend(device)
 
     def __call__(self, batch: dict) -> dict:
@@ -309,9 +322,10 @@ class ExtractKeyframes:
         return _as_batch(columns)
 
 
-def read_keyframes(sources, *, method: str = "codec", max_frames: int | None = None, scaling_factor: float = 1.0,
-                   scene_threshold: float = 2.0, device: str = "auto", num_gpus: float | None = None,
-                   concurrency: int | None = None, address: str | None = None) -> ray.data.Dataset:
+def read_keyframes(sources, *, method: KeyframeMethod = "codec", max_frames: int | None = None,
+                   scaling_factor: float = 1.0, scene_threshold: float = 2.0, device: str = "auto",
+                   num_gpus: float | None = None, concurrency: int | None = None,
+                   address: str | None = None) -> ray.data.Dataset:
     """A dataset of keyframes, one row per keyframe of each video (see :class:`ExtractKeyframes`)."""
     connect(address)
     actor_device, resources = _placement(device, num_gpus, concurrency)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -117,6 +117,8 @@ def make_video(
         raise ValueError(f"frame_pts has {len(pts)} values for {num_frames} frames")
     with av.open(path, "w") as container:
         stream = container.add_stream(codec, rate=fps)
+        if not isinstance(stream, av.VideoStream):
+            raise ValueError(f"{codec!r} is not a video codec")
         stream.width, stream.height, stream.pix_fmt = width, height, pixel_format
         stream.time_base = time_base
         stream.codec_context.time_base = time_base
@@ -253,7 +255,7 @@ class _Shot:
     across it, rendered as float32 RGB (0-255) for any shot-local time, fractions included."""
 
     def __init__(self, rng: np.random.Generator, width: int, height: int, *, motion: str = "slow",
-                 look: tuple | None = None):
+                 look: np.ndarray | None = None):
         self.width, self.height = width, height
         if look is None:  # a new place: texture, palette, brightness and contrast of its own
             look = _tinted_texture(3 * width, 3 * height, rng).astype(np.float32)
@@ -316,7 +318,7 @@ class _Shot:
         return np.mean([self.render(t - s) for s in (0.0, 0.25, 0.5, 0.75)], axis=0)
 
 
-def _encode_rgb(path: str, frames, *, fps: int, keyframe_interval: int, crf: int = 20) -> str:
+def _encode_rgb(path: str, frames: Iterable[np.ndarray], *, fps: int, keyframe_interval: int, crf: int = 20) -> str:
     """libx264 at a fixed keyframe interval, x264's own scene-cut keyframes off."""
     with av.open(path, "w") as container:
         stream = None
@@ -327,6 +329,8 @@ def _encode_rgb(path: str, frames, *, fps: int, keyframe_interval: int, crf: int
                 stream.options = {"preset": "veryfast", "crf": str(crf), "g": str(keyframe_interval),
                                   "keyint_min": str(keyframe_interval), "sc_threshold": "0"}
             container.mux(stream.encode(av.VideoFrame.from_ndarray(image, format="rgb24")))
+        if stream is None:
+            raise ValueError("no frames to encode")
         container.mux(stream.encode(None))
     return path
 

@@ -70,7 +70,8 @@ def make_backend(device: Device, *, skip_non_reference: bool = True, processes: 
     nvdec_workers = primary.default_workers if processes or not threads else threads
     return PooledBackend([
         DecoderPool("nvdec", primary, nvdec_workers),
-        DecoderPool("cpu", UploadBackend(device, skip_non_reference=skip_non_reference), int(cpu_decoders), helper=True),
+        DecoderPool("cpu", UploadBackend(device, skip_non_reference=skip_non_reference), int(cpu_decoders),
+                    helper=True),
     ])
 
 

@@ -90,16 +90,16 @@ class PacketRun:
 class PictureDecoder(ABC):
     """The decoding half of a backend, for one job: compressed packets in, pictures out.
 
-    Pictures are yielded as ``(pts, picture)``. A picture is only valid until the decoder is
-    asked for the next one; the executor converts it before that.
+    Pictures are yielded as ``(pts, picture)``, pts None when the decoder has none. A picture is
+    only valid until the decoder is asked for the next one; the executor converts it before that.
     """
 
     @abstractmethod
-    def send(self, packets: PacketRun) -> Iterable[tuple[int, Any]]:
+    def send(self, packets: PacketRun) -> Iterable[tuple[int | None, Any]]:
         """Decode one segment's packets (starting at a keyframe); yield pictures as they come out."""
 
     @abstractmethod
-    def flush(self) -> Iterable[tuple[int, Any]]:
+    def flush(self) -> Iterable[tuple[int | None, Any]]:
         """End of segment: yield the pictures still held, then be ready for the next keyframe."""
 
     def close(self) -> None:  # noqa: B027 (optional hook)
@@ -120,9 +120,9 @@ class PictureConverter(ABC):
 
 def execute_plan(
     plan: DecodePlan, job: VideoJob, decoder: PictureDecoder, converter: PictureConverter, stats: DecodeStats
-) -> Completion | None:
+) -> None:
     """Execute ``plan`` for ``job``: every requested frame decoded once and converted into every
-    slot that wants it.
+    slot that wants it; the caller then calls ``converter.finish()``.
 
     Raises:
         CorruptVideoError: Packets could not be read or decoded, or requested frames never came out.
@@ -135,11 +135,11 @@ def execute_plan(
     remaining = set(wanted)
     convert_seconds = 0.0
 
-    def deliver(pictures: Iterable[tuple[int, Any]]) -> None:
+    def deliver(pictures: Iterable[tuple[int | None, Any]]) -> None:
         nonlocal convert_seconds
         for pts, picture in pictures:
             number = frame_of_pts.get(pts)
-            if number in remaining:
+            if number is not None and number in remaining:
                 remaining.discard(number)
                 started = time.perf_counter()
                 converter.convert(picture, destinations[number])
@@ -179,7 +179,6 @@ def execute_plan(
         videos=1, frames_requested=plan.frames_requested,
         frames_delivered=sum(target.frames.size for target in job.targets), convert_seconds=convert_seconds,
     )
-    return converter.finish()
 
 
 def _describe(error: Exception) -> str:
@@ -204,11 +203,13 @@ class PlanBackend(ABC):
         """The decoder and converter for one job."""
 
     def plan(self, job: VideoJob) -> DecodePlan:
-        return plan_decode(job.index, [target.frames for target in job.targets], skip_non_reference=self.skip_non_reference)
+        return plan_decode(job.index, [target.frames for target in job.targets],
+                           skip_non_reference=self.skip_non_reference)
 
     def decode_job(self, job: VideoJob, conversion: Conversion, output: Any, stats: DecodeStats) -> Completion | None:
         decoder, converter = self.open_job(job, conversion, output)
-        return execute_plan(self.plan(job), job, decoder, converter, stats)
+        execute_plan(self.plan(job), job, decoder, converter, stats)
+        return converter.finish()
 
     def close(self) -> None:  # noqa: B027 (nothing to release by default)
         """Nothing to release: in-process backends hold no processes or shared memory."""

@@ -16,6 +16,7 @@ from typing import Any
 
 import av
 import numpy as np
+from av.container import InputContainer
 
 from .._sources import is_local
 from ..errors import CorruptVideoError
@@ -29,22 +30,28 @@ from .reference import yuv420_to_rgb_tensor
 _NATIVE_420 = {"yuv420p": 8, "yuvj420p": 8, "yuv420p10le": 10, "yuv420p12le": 12}
 
 
+def _video_context(context: av.CodecContext, index: VideoIndex) -> av.VideoCodecContext:
+    if not isinstance(context, av.VideoCodecContext):  # an index is always of a video stream
+        raise CorruptVideoError(index.path, f"stream {index.stream_index} is not a video stream")
+    return context
+
+
 class PyAVDecoder(PictureDecoder):
     """FFmpeg's decoder for one video stream, fed the plan's packets; pictures are ``av.VideoFrame``."""
 
     def __init__(self, index: VideoIndex, *, threads: int = 0):
         if is_local(index.path) or not index.packets_addressable:
-            self._container = open_container(index.path)
-            self._context = self._container.streams[index.stream_index].codec_context
+            self._container: InputContainer | None = open_container(index.path)
+            self._context = _video_context(self._container.streams[index.stream_index].codec_context, index)
         else:  # a remote or in-memory MP4/Matroska: the index has what the decoder needs, read no header
             self._container = None
-            self._context = av.CodecContext.create(index.codec, "r")
+            self._context = _video_context(av.CodecContext.create(index.codec, "r"), index)
             self._context.extradata = index.extradata or None
             self._context.width, self._context.height = index.width, index.height
         self._context.thread_count = threads
         self._context.thread_type = "AUTO" if threads != 1 else "SLICE"
 
-    def send(self, packets: PacketRun) -> Iterable[tuple[int, av.VideoFrame]]:
+    def send(self, packets: PacketRun) -> Iterable[tuple[int | None, av.VideoFrame]]:
         decode = self._context.decode
         for payload, pts in zip(packets.payloads, packets.pts):
             packet = av.Packet(len(payload))  # FFmpeg's own allocation: zeroed padding after the data
@@ -53,7 +60,7 @@ class PyAVDecoder(PictureDecoder):
             for frame in decode(packet):
                 yield frame.pts, frame
 
-    def flush(self) -> Iterable[tuple[int, av.VideoFrame]]:
+    def flush(self) -> Iterable[tuple[int | None, av.VideoFrame]]:
         try:
             for frame in self._context.decode(None):
                 yield frame.pts, frame
@@ -77,7 +84,9 @@ def yuv420_planes(frame: av.VideoFrame, color_range: str) -> tuple[np.ndarray, n
     planes = []
     for plane in frame.planes:
         row = plane.line_size // dtype.itemsize
-        planes.append(np.frombuffer(plane, dtype).reshape(plane.height, row)[:, : plane.width])
+        # numpy's stubs take no buffer-protocol object before Python 3.12; a plane is one.
+        codes = np.frombuffer(plane, dtype)  # type: ignore[call-overload]
+        planes.append(codes.reshape(plane.height, row)[:, : plane.width])
     return planes[0], planes[1], planes[2], bit_depth
 
 

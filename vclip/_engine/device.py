@@ -18,7 +18,8 @@ from .._validation import fail
 from ..errors import FallbackWarning
 
 __all__ = [
-    "CPU", "Device", "ResolvedDevice", "cuda_device_count", "current_cuda_index", "gpu_unavailable_reason", "resolve_device",
+    "CPU", "Device", "ResolvedDevice", "cuda_device_count", "current_cuda_index", "gpu_unavailable_reason",
+    "resolve_device",
 ]
 
 
@@ -120,7 +121,8 @@ def resolve_device(device: object, *, warn: bool = True) -> ResolvedDevice:
         if kind == "auto":
             return ResolvedDevice(CPU)
         if warn:
-            warnings.warn(f"device={device!r} requested but {reason}; decoding on the CPU", FallbackWarning, stacklevel=3)
+            warnings.warn(f"device={device!r} requested but {reason}; decoding on the CPU", FallbackWarning,
+                          stacklevel=3)
         return ResolvedDevice(CPU, reason)
     explicit = index is not None
     if index is None:
@@ -128,5 +130,6 @@ def resolve_device(device: object, *, warn: bool = True) -> ResolvedDevice:
     count = cuda_device_count()
     if index >= count:
         shown = device if explicit else f"{device} -> the current CUDA device, cuda:{index}"
-        raise fail("device", shown, f"a CUDA device that exists (this process sees {count}: cuda:0 to cuda:{count - 1})")
+        raise fail("device", shown,
+                   f"a CUDA device that exists (this process sees {count}: cuda:0 to cuda:{count - 1})")
     return ResolvedDevice(Device("cuda", index))

@@ -121,7 +121,8 @@ class UploadConverter(KernelConverter):
                                                 f"{index.width}x{index.height} (the size changes mid-stream)")
         y, u, v, bit_depth = yuv420_planes(picture, index.color_range)
         if bit_depth != index.bit_depth:
-            raise CorruptVideoError(index.path, f"a frame has {bit_depth}-bit samples, the stream {index.bit_depth}-bit")
+            raise CorruptVideoError(index.path,
+                                    f"a frame has {bit_depth}-bit samples, the stream {index.bit_depth}-bit")
         staging = self._staging.take(self._shape, self._dtype)
         pack_semi_planar(y, u, v, bit_depth, staging.host)
         staging.device.data.copy_from_host_async(staging.host.ctypes.data, staging.nbytes, self._staging.stream)
@@ -184,7 +185,8 @@ class UploadBackend(PlanBackend):
         with self._cupy.cuda.Device(self.device_id), staging.stream:
             if upload_unsupported_reason(job.index) is None:
                 decoder, converter = self.open_job(job, conversion, output)
-                return execute_plan(self.plan(job), job, decoder, converter, stats)
+                execute_plan(self.plan(job), job, decoder, converter, stats)
+                return converter.finish()
             decode_then_upload(self._cpu, job, conversion, output, stats, staging.stream)
             event = self._cupy.cuda.Event(disable_timing=True)
             event.record(staging.stream)

@@ -15,8 +15,13 @@ from .reference import color_coefficients
 
 PARAMS_DTYPE = np.dtype(
     {
-        "names": ["output_width", "output_height", "antialias", "pixels_per_thread", "stride_c", "stride_y", "stride_x", "scale", "bias"],
-        "formats": [np.int32, np.int32, np.int32, np.int32, np.int64, np.int64, np.int64, (np.float32, 3), (np.float32, 3)],
+        "names": [
+            "output_width", "output_height", "antialias", "pixels_per_thread", "stride_c", "stride_y", "stride_x",
+            "scale", "bias",
+        ],
+        "formats": [
+            np.int32, np.int32, np.int32, np.int32, np.int64, np.int64, np.int64, (np.float32, 3), (np.float32, 3),
+        ],
     },
     align=True,
 )
@@ -52,7 +57,7 @@ def transform_params(
     params["pixels_per_thread"] = pixels_per_thread(geometry)
     params["stride_c"], params["stride_y"], params["stride_x"] = strides
     params["scale"], params["bias"] = spec.value_scale_bias()
-    return params[()]
+    return params[()]  # type: ignore[return-value]  # numpy stubs: () on a 0-d structured array gives np.void
 
 
 def launch_grid(params: np.void) -> tuple[int, int, int]:

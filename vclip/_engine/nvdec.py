@@ -305,7 +305,8 @@ class NvdecBackend(PlanBackend):
             for attempt in range(2 if reason is None else 0):  # the second on a new decoder
                 try:
                     decoder, converter = self.open_job(job, conversion, output)
-                    return execute_plan(self.plan(job), job, decoder, converter, stats)
+                    execute_plan(self.plan(job), job, decoder, converter, stats)
+                    return converter.finish()
                 except Exception as error:
                     worker.forget(index)  # a decoder a broken file left in a bad state is not reused
                     if attempt == 0:

@@ -92,8 +92,9 @@ def _demux(index: VideoIndex, packets: np.ndarray) -> list[bytes]:
                         break
         except av.error.FFmpegError as error:  # a seek or read FFmpeg refuses: try from the start
             failure = getattr(error, "strerror", None) or str(error)
-        if all(data is not None for data in found):
-            return found
+        complete = [data for data in found if data is not None]
+        if len(complete) == len(found):
+            return complete
     missing = [int(packets[i]) for i, data in enumerate(found) if data is None]
     because = f" ({failure})" if failure else ""
     raise CorruptVideoError(index.path, f"packets {missing[:5]} could not be read back{because}")

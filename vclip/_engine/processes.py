@@ -96,6 +96,7 @@ class _SharedAllocation:
 
     def __init__(self, device: Device, nbytes: int):
         self.device = device
+        self.memory: Any  # a SharedMemory, or on CUDA a cupy.cuda.Memory
         if not device.is_cuda:
             from multiprocessing.shared_memory import SharedMemory
 
@@ -138,9 +139,11 @@ class _OpenedBuffer:
 
     def __init__(self, handle: BufferHandle):
         self.device = handle.device
+        self.array: Any  # a NumPy array, or on CUDA a CuPy one; None once closed
         if not handle.device.is_cuda:
             from multiprocessing.shared_memory import SharedMemory
 
+            assert isinstance(handle.handle, str)  # a shared-memory name, not a CUDA IPC handle
             self._memory = SharedMemory(name=handle.handle)
             self.array = np.ndarray(handle.shape, handle.dtype, buffer=self._memory.buf)
             return
@@ -199,7 +202,8 @@ def _watch_parent(parent_pid: int) -> None:
             os._exit(0)
 
 
-def _serve(factory: Callable[[], Backend], threads: int, index_capacity: int, parent_pid: int, requests, replies) -> None:
+def _serve(factory: Callable[[], Backend], threads: int, index_capacity: int, parent_pid: int, requests,
+           replies) -> None:
     """Main function of a worker process: decode requests on ``threads`` threads until None arrives
     or the parent goes away."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole process group: the parent decides
@@ -519,7 +523,8 @@ class ProcessBackend:
                     f"decode worker processes on {self.device} keep dying before decoding anything "
                     f"(exit code {code}); see their output on stderr")
             else:
-                error = CorruptVideoError(path, f"the decode worker process died (exit code {code}) while decoding this video")
+                error = CorruptVideoError(
+                    path, f"the decode worker process died (exit code {code}) while decoding this video")
             pending.future.set_result(_Reply(number, error))
 
     def close(self, timeout: float = 30.0) -> None:

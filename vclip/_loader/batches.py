@@ -177,7 +177,9 @@ class BatchBuilder:
         except Exception as error:  # one video's problem, whatever it is
             video_error = as_video_error(self.source.videos[ref.video].path, error, "indexing")
             if self.on_error == "raise":
-                raise video_error
+                if video_error is error:
+                    raise
+                raise video_error from error
             self.bad.add(ref.video, video_error.problem, epoch)
             return None
         return _Clip(ref, index, frames, geometry)

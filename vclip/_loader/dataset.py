@@ -68,7 +68,8 @@ def load_videos(source: VideoSource) -> tuple[list[LabeledVideo], tuple[str, ...
             ``path label`` / ``path,label`` or ``path start end label`` / ``path,start,end,label``
             per line, or a CSV whose header names the columns (``path``, ``label`` and optionally
             ``start``, ``end``, in any order); blank lines and ``#`` comments are skipped, relative
-            paths are taken from the list's folder (URLs are kept as they are), times are seconds or ``[HH:]MM:SS[.ff]``;
+            paths are taken from the list's folder (URLs are kept as they are), times are seconds or
+            ``[HH:]MM:SS[.ff]``;
             or a root folder with one subfolder per class, whose video files (by extension,
             searched recursively) get the label of the subfolder's position in sorted order.
 
@@ -217,7 +218,7 @@ def _from_class_folders(root: Path) -> tuple[list[LabeledVideo], tuple[str, ...]
     classes = sorted(entry.name for entry in root.iterdir() if entry.is_dir() and not entry.name.startswith("."))
     if not classes:
         raise ValueError(f"videos ({os.fspath(root)!r}) is a folder without class subfolders")
-    videos = []
+    videos: list[LabeledVideo] = []
     for label, name in enumerate(classes):
         files = sorted(p for p in (root / name).rglob("*") if p.is_file() and p.suffix.lower() in VIDEO_EXTENSIONS)
         videos.extend(LabeledVideo(os.fspath(p), label) for p in files)

@@ -24,7 +24,10 @@ from ..index import VideoIndex, index_video
 from .clips import ClipDrawer, VideoFacts
 from .dataset import LabeledVideo, VideoSource, load_videos
 
-__all__ = ["CatalogDatasetSource", "DatasetSource", "FileSource", "open_source", "ScanResult", "scan", "as_video_error", "MixedSizes"]
+__all__ = [
+    "CatalogDatasetSource", "DatasetSource", "FileSource", "open_source", "ScanResult", "scan", "as_video_error",
+    "MixedSizes",
+]
 
 logger = logging.getLogger("vclip")
 
@@ -98,12 +101,12 @@ def open_source(videos: VideoSource | DatasetSource, cache_dir: str | os.PathLik
     or its ``.parquet`` file) as a :class:`CatalogDatasetSource`; else a :class:`FileSource` of it."""
     if isinstance(videos, DatasetSource) and not isinstance(videos, (str, os.PathLike)):
         return videos
-    if type(videos).__name__ == "Catalog" or (
-        isinstance(videos, (str, os.PathLike)) and os.fspath(videos).endswith(".parquet")
-    ):
+    if type(videos).__name__ == "Catalog":
+        return CatalogDatasetSource(videos)
+    if isinstance(videos, (str, os.PathLike)) and os.fspath(videos).endswith(".parquet"):
         from ..catalog import read_catalog  # needs pyarrow: the [catalog] extra
 
-        return CatalogDatasetSource(videos if type(videos).__name__ == "Catalog" else read_catalog(videos))
+        return CatalogDatasetSource(read_catalog(videos))
     listed, class_names = load_videos(videos)
     return FileSource(listed, class_names, cache_dir=cache_dir)
 
@@ -153,8 +156,12 @@ def scan(source: DatasetSource, drawer: ClipDrawer, *, workers: int, mixed_sizes
             ``mixed_sizes="error"`` (the message names the sizes and the resize to pass).
     """
     started = time.perf_counter()
-    with ThreadPoolExecutor(workers, thread_name_prefix="vclip-index") as pool:
-        facts = list(pool.map(lambda number: _inspect(source, drawer, number), range(len(source.videos))))
+    numbers = range(len(source.videos))
+    if isinstance(source, CatalogDatasetSource):  # indexes in memory: threads would only add overhead
+        facts = [_inspect(source, drawer, number) for number in numbers]
+    else:  # indexing reads the files
+        with ThreadPoolExecutor(workers, thread_name_prefix="vclip-index") as pool:
+            facts = list(pool.map(lambda number: _inspect(source, drawer, number), numbers))
     if raise_errors:
         error = next((entry for entry in facts if isinstance(entry, VideoError)), None)
         if error is not None:
