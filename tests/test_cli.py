@@ -1103,3 +1103,22 @@ def test_a_title_that_is_not_utf8_does_not_stop_any_command(capsys, videos, tmp_
     assert status == 0 and [v["file"] for v in manifest_of(tmp_path / "keys")["videos"]] == list(map(str, files))
     status, out, err = run(capsys, "check", "--json", "--device", "cpu", "--workers", 1, *files)
     assert status == 0 and [r["status"] for r in json.loads(out)] == ["ok", "ok", "ok"]
+
+
+def test_native_output_goes_to_stderr_while_a_command_runs(tmp_path):
+    """What a native library writes on file descriptor 1 (PyNvVideoCodec's "Decode Error occurred
+    for picture N") must not mix into stdout, where --json goes."""
+    code = (
+        "import os, sys\n"
+        "from vclip.cli import _native_output_to_stderr\n"
+        "with _native_output_to_stderr():\n"
+        "    os.write(1, b'Decode Error occurred for picture 3\\n')\n"
+        "    print('{\"json\": true}')\n"
+        "print('after')\n"
+        "os.write(1, b'native after\\n')\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == '{"json": true}\nafter\nnative after\n'
+    assert "Decode Error occurred for picture 3" in result.stderr

@@ -17,7 +17,7 @@ import re
 import sys
 import time
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -1121,6 +1121,34 @@ def _show_warning(message, category, filename, lineno, file=None, line=None) -> 
     print(f"vclip: warning: {message}", file=sys.stderr)
 
 
+@contextmanager
+def _native_output_to_stderr() -> Iterator[None]:
+    """While a command runs, what native libraries print on the process's stdout (PyNvVideoCodec
+    prints "Decode Error occurred for picture N" from C++) goes to stderr, so stdout carries only
+    vclip's own output (``--json`` included). Decode worker processes started meanwhile inherit it.
+    Nothing changes when ``sys.stdout`` is not the process's stdout (a test's capture, say)."""
+    try:
+        redirect = sys.stdout.fileno() == 1
+    except (AttributeError, OSError, ValueError):
+        redirect = False
+    if not redirect:
+        yield
+        return
+    python_stdout = sys.stdout
+    python_stdout.flush()
+    saved = os.dup(1)
+    os.dup2(2, 1)
+    sys.stdout = open(saved, "w", encoding=python_stdout.encoding, errors=python_stdout.errors,
+                      buffering=1, closefd=False)
+    try:
+        yield
+    finally:
+        sys.stdout.flush()
+        sys.stdout = python_stdout
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``vclip`` command line with ``argv`` (default: ``sys.argv[1:]``); returns the exit status."""
     parser = build_parser()
@@ -1128,7 +1156,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exit_request:  # --help and --version (status 0), or a usage error (status 2)
         return EXIT_OK if exit_request.code is None else int(exit_request.code)
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), _native_output_to_stderr():
         warnings.showwarning = _show_warning
         try:
             return args.handler(args)
