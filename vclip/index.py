@@ -13,6 +13,7 @@ import threading
 import time
 import warnings
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from stat import S_ISDIR, S_ISREG
@@ -661,19 +662,12 @@ def index_video(
                 return entry.index
     if fingerprint is None:
         fingerprint, settled = _fingerprint(path, stat)
-    disk = _DiskCache.open(cache_dir) if cache_dir is not None else None
-    try:
-        name = _DiskCache.entry_name(key)
-        stored = disk.load(name, fingerprint, stream_index, path) if disk is not None else None
-        index = stored if stored is not None else _build_index(path, stream_index, stat.st_size)
-        if _signature(_stat_video(path)) != signature:
-            return index  # the file changed while it was read: keep nothing
-        if stored is None and disk is not None:
-            disk.save(name, fingerprint, stream_index, index)
-    finally:
-        if disk is not None:
-            disk.close()
-    _remember(key, _MemoryEntry(index, fingerprint, signature, settled, _index_nbytes(index)))
+    index, keep = _through_disk_cache(
+        cache_dir, key, fingerprint, path, lambda: _build_index(path, stream_index, stat.st_size),
+        unchanged=lambda: _signature(_stat_video(path)) == signature,
+    )
+    if keep:  # else the file changed while it was read: keep nothing
+        _remember(key, _MemoryEntry(index, fingerprint, signature, settled, _index_nbytes(index)))
     return index
 
 
@@ -697,18 +691,34 @@ def _index_source(name: str, stream_index: int | None, cache_dir: str | os.PathL
     if entry is not None and entry.fingerprint == fingerprint:
         _remember(key, replace(entry, signature=checked))
         return entry.index
+    index, _ = _through_disk_cache(cache_dir, key, fingerprint, name, lambda: _build_source_index(name, stream_index))
+    _remember(key, _MemoryEntry(index, fingerprint, checked, False, _index_nbytes(index)))
+    return index
+
+
+def _through_disk_cache(
+    cache_dir: str | os.PathLike | None, key: tuple[str, int | None], fingerprint: str, name: str,
+    build: Callable[[], VideoIndex], unchanged: Callable[[], bool] | None = None,
+) -> tuple[VideoIndex, bool]:
+    """The index of ``key`` from the on-disk cache when an entry validates, else built and saved.
+
+    Returns:
+        The index, and whether it may be kept: False when ``unchanged()`` says the source changed
+        while it was read (then nothing is saved either).
+    """
     disk = _DiskCache.open(cache_dir) if cache_dir is not None else None
     try:
         entry_name = _DiskCache.entry_name(key)
-        stored = disk.load(entry_name, fingerprint, stream_index, name) if disk is not None else None
-        index = stored if stored is not None else _build_source_index(name, stream_index)
+        stored = disk.load(entry_name, fingerprint, key[1], name) if disk is not None else None
+        index = stored if stored is not None else build()
+        if unchanged is not None and not unchanged():
+            return index, False
         if stored is None and disk is not None:
-            disk.save(entry_name, fingerprint, stream_index, index)
+            disk.save(entry_name, fingerprint, key[1], index)
+        return index, True
     finally:
         if disk is not None:
             disk.close()
-    _remember(key, _MemoryEntry(index, fingerprint, checked, False, _index_nbytes(index)))
-    return index
 
 
 def _build_source_index(name: str, stream_index: int | None) -> VideoIndex:
