@@ -269,10 +269,8 @@ def find_shot_boundaries(
 
 
 def _check_scene_options(scene_threshold, analysis_width) -> None:
-    if not isinstance(scene_threshold, (int, float)) or isinstance(scene_threshold, bool) or scene_threshold <= 1:
-        raise ValueError(f"scene_threshold ({scene_threshold!r}) must be a number > 1")
-    if isinstance(analysis_width, bool) or not isinstance(analysis_width, int) or analysis_width < 1:
-        raise ValueError(f"analysis_width ({analysis_width!r}) must be an integer >= 1")
+    check_number("scene_threshold", scene_threshold, minimum=1, minimum_inclusive=False)
+    check_integer("analysis_width", analysis_width, minimum=1)
 
 
 def _evenly_spread(frame_indices: np.ndarray, count: int | None) -> np.ndarray:

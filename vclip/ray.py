@@ -38,6 +38,7 @@ except ImportError as _error:  # pragma: no cover - depends on the environment
 import pyarrow as pa
 
 from ._indexing import IndexJob, index_row
+from ._validation import fail
 from .catalog import Catalog, resolve_sources, rows_table
 from .errors import FallbackWarning, VideoError
 from .sampling import ClipSampler
@@ -354,7 +355,7 @@ class DecodeClips:
     def __init__(self, sampler: ClipSampler, *, transform: TransformSpec | None = None, seed: int = 0,
                  device: str = "cpu"):
         if not isinstance(sampler, ClipSampler):
-            raise TypeError(f"sampler ({sampler!r}) must be a ClipSampler, e.g. vclip.strided(16, 2)")
+            raise fail("sampler", sampler, "a ClipSampler, e.g. vclip.strided(16, 2)")
         self.sampler, self.transform, self.seed = sampler, transform, int(seed)
         self.device = _start_backend(device)
 

@@ -17,6 +17,8 @@ from fractions import Fraction
 import av
 import numpy as np
 
+from ._validation import fail
+
 __all__ = [
     "make_video", "read_barcode", "BARCODE_BITS", "make_scene_video", "LabelledVideo", "LabelledEvent",
     "BOUNDARY_KINDS", "SCENE_VIDEO_CLASSES",
@@ -368,7 +370,7 @@ def make_scene_video(
         ``"flashes"``, what is not a boundary).
     """
     if kind not in SCENE_VIDEO_CLASSES:
-        raise ValueError(f"kind ({kind!r}) must be one of {', '.join(map(repr, SCENE_VIDEO_CLASSES))}")
+        raise fail("kind", kind, "one of " + ", ".join(map(repr, SCENE_VIDEO_CLASSES)))
     path = os.fspath(path)
     rng = np.random.default_rng([seed, SCENE_VIDEO_CLASSES.index(kind)])
     motions = ("pan", "shake", "zoom", "object")
