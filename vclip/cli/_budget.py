@@ -1,0 +1,214 @@
+"""``vclip budget``: memory of a batch by the formula and of a ClipLoader, and what fits a budget."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from .._images import (
+    CHART_FORMATS,
+    ChartSeries,
+    memory_chart,
+)
+from .._validation import check_integer
+from ..memory import (
+    BYTES_PER_ELEMENT,
+    MemoryEstimate,
+    estimate_memory,
+    format_bytes,
+    largest_batch_size,
+    largest_sequence_length,
+    parse_bytes,
+    plan_loader_memory,
+)
+from ..sampling import (
+    check_scaling_factor,
+    scaled_size,
+)
+from ._common import (
+    EXIT_OK,
+    _refused_arguments,
+    _UsageError,
+)
+
+
+def _variants(args: argparse.Namespace, width: int, height: int) -> list[tuple[str, MemoryEstimate]]:
+    """The configuration with one choice changed at a time: dtype, scaling factor, NV12, augmentation.
+    Labels of the rows that are the configuration itself end in "(this)"."""
+    common = dict(batch_size=args.batch, sequence_length=args.seq, augmentation_factor=args.aug)
+    this = {True: " (this)", False: ""}
+    variants = []
+    for dtype in ("uint8", "float16", "float32"):
+        variants.append((f"dtype {dtype}{this[dtype == args.dtype]}",
+                         estimate_memory(width=width, height=height, channels=args.channels, dtype=dtype, **common)))
+    for factor in sorted({1.0, 0.5, 0.25, args.scaling_factor}, reverse=True):
+        scaled_width, scaled_height = scaled_size(args.width, args.height, factor)
+        label = f"scaling factor {factor:g} ({scaled_width}x{scaled_height}){this[factor == args.scaling_factor]}"
+        variants.append((label, estimate_memory(width=scaled_width, height=scaled_height, channels=args.channels,
+                                         dtype=args.dtype, **common)))
+    variants.append(("NV12 surfaces (uint8, 1.5 bytes/pixel)",  # Y plane plus half-height interleaved UV
+                     estimate_memory(width=width, height=height + (height + 1) // 2, channels=1, dtype="uint8",
+                                     **common)))
+    if args.aug:
+        variants.append(("no augmentation copies", estimate_memory(
+            width=width, height=height, channels=args.channels, dtype=args.dtype,
+            batch_size=args.batch, sequence_length=args.seq)))
+    return variants
+
+
+def _budget_chart(args: argparse.Namespace, budget: int | None,
+                  lines: Sequence[tuple[str, Callable[[int], int], int | None]]) -> str:
+    """Write ``args.chart``: memory against batch size, one line per ``(label, bytes of a batch size,
+    largest batch that fits)``, with the budget and ``--batch`` (when given) marked."""
+    marked = {batch for batch in (args.batch, *(largest for _, _, largest in lines)) if batch}
+    top = max(*marked, 2) * 5 // 4 + 1
+    batches = sorted(marked | set(np.linspace(1, top, min(top, 64)).round().astype(int).tolist()))
+    series = [ChartSeries(label, [bytes_of(batch) for batch in batches], largest)
+              for label, bytes_of, largest in lines]
+    title = f"{args.width}x{args.height}x{args.channels} {args.dtype}, {args.seq} frames per clip"
+    if args.scaling_factor != 1:
+        title += f", scaling factor {args.scaling_factor:g}"
+    return memory_chart(args.chart, batches, series, title=title, budget=budget, batch_size=args.batch)
+
+
+def _loader_estimate(args: argparse.Namespace, width: int, height: int, batch: int):
+    """What a ClipLoader with the given prefetch depth, decode threads and processes needs."""
+    return plan_loader_memory(
+        width=width, height=height, batch_size=batch, sequence_length=args.seq, channels=args.channels,
+        dtype=args.dtype, augmentation_factor=args.aug, prefetch_queue_depth=args.prefetch,
+        num_threads=args.threads, decode_processes=args.processes, device=args.device,
+        video_width=args.width, video_height=args.height,
+    )
+
+
+def _run_budget(args: argparse.Namespace) -> int:
+    batch_given = args.batch is not None
+    if not batch_given:
+        if args.budget is None:
+            raise _UsageError("--batch is needed, unless --budget asks for the largest batch that fits")
+        args.batch = 1  # the figures below are per clip
+    with _refused_arguments():
+        check_integer("prefetch", args.prefetch, minimum=1)
+        check_integer("threads", args.threads, minimum=0)
+        check_integer("processes", args.processes, minimum=0)
+        base = dict(channels=args.channels, dtype=args.dtype, augmentation_factor=args.aug)
+        estimate_memory(width=args.width, height=args.height, batch_size=args.batch, sequence_length=args.seq, **base)
+        check_scaling_factor(args.scaling_factor)
+        budget = parse_bytes(args.budget) if args.budget is not None else None
+    if args.chart is not None and Path(args.chart).suffix.lower() not in CHART_FORMATS:
+        raise _UsageError(f"--chart ({args.chart!r}) must end in {', '.join(CHART_FORMATS)}")
+    width, height = scaled_size(args.width, args.height, args.scaling_factor)
+    current = estimate_memory(width=width, height=height, batch_size=args.batch, sequence_length=args.seq, **base)
+    variants = _variants(args, width, height)
+    largest_batch = largest_sequence = None
+    if budget is not None:
+        largest_batch = largest_batch_size(budget, width=width, height=height, sequence_length=args.seq, **base)
+        largest_sequence = largest_sequence_length(budget, width=width, height=height, batch_size=args.batch, **base)
+    loader = _loader_estimate(args, width, height, args.batch)
+    loader_largest = loader.largest_batch_size(budget) if budget is not None else None
+    chart = None
+    if args.chart:
+        def formula(batch: int) -> int:
+            return estimate_memory(width=width, height=height, batch_size=batch, sequence_length=args.seq, **base).bytes
+
+        def loader_bytes(batch: int) -> int:
+            return _loader_estimate(args, width, height, batch).total
+
+        try:
+            chart = _budget_chart(args, budget, [("formula", formula, largest_batch),
+                                                 ("ClipLoader", loader_bytes, loader_largest)])
+        except ImportError as error:
+            raise _UsageError(f"--chart: {error}") from None
+    loader_report = {
+        "prefetch_queue_depth": args.prefetch, "buffers": loader.buffers, "decoders": loader.decoders,
+        "processes": args.processes, "device": args.device, "bytes": loader.total,
+        "output_buffers": loader.output_buffers, "decode_surfaces": loader.decode_surfaces,
+        "workspace": loader.workspace, "cuda_context": loader.cuda_context,
+        "fits": None if budget is None else loader.total <= budget, "largest_batch_size": loader_largest,
+    }
+    if args.json:
+        print(json.dumps({
+            "width": width, "height": height, "channels": args.channels, "dtype": args.dtype,
+            "bytes_per_element": BYTES_PER_ELEMENT[args.dtype], "batch_size": args.batch if batch_given else None,
+            "sequence_length": args.seq,
+            "augmentation_factor": args.aug, "scaling_factor": args.scaling_factor,
+            "bytes": current.bytes, "gb": current.gb, "gib": current.gib,
+            "variants": [{"choice": label, "bytes": estimate.bytes, "ratio": estimate.bytes / current.bytes}
+                         for label, estimate in variants],
+            "budget_bytes": budget, "fits": None if budget is None else current.bytes <= budget,
+            "largest_batch_size": largest_batch, "largest_sequence_length": largest_sequence, "chart": chart,
+            "loader": loader_report,
+        }, indent=2))
+        return EXIT_OK
+    scaled = f" (scaling factor {args.scaling_factor:g} of {args.width}x{args.height})"
+    scaled = "" if args.scaling_factor == 1 else scaled
+    what = f"batch {args.batch}" if batch_given else "one clip (no --batch)"
+    print(f"one batch: {width}x{height}{scaled}, {args.channels} channels, {args.dtype}, {what}, "
+          f"{args.seq} frames, augmentation factor {args.aug:g}")
+    print(f"  {width} x {height} x {args.channels} x {current.bytes_per_element} x {args.batch} x {args.seq} "
+          f"x (1 + {args.aug:g}) = {current}")
+    print(f"\n{'what each choice costs, the rest unchanged':<44}{'bytes':>16} {'GB':>9} {'GiB':>9} {'vs this':>9}")
+    for label, estimate in variants:
+        print(f"  {label:<42}{estimate.bytes:>16,} {estimate.gb:>9.2f} {estimate.gib:>9.2f} "
+              f"{estimate.bytes / current.bytes:>8.2f}x")
+    if budget is not None:
+        verdict = (f"fits ({current.bytes / budget:.0%} of it)" if current.bytes <= budget
+                   else f"does not fit (needs {current.bytes / budget:.2f}x)")
+        print(f"\nbudget {format_bytes(budget)}" + (f": this batch {verdict}" if batch_given else ", by the formula:"))
+        print(f"  {f'largest batch size at {args.seq} frames':<42}{largest_batch:>16,}")
+        if batch_given:
+            print(f"  {f'largest sequence length at batch {args.batch}':<42}{largest_sequence:>16,}")
+    place = "the CPU (host memory)" if args.device == "cpu" else f"{loader.decoders} NVDEC decoders"
+    print(f"\na ClipLoader (prefetch {args.prefetch}: {loader.buffers} output buffers; {place}; "
+          f"{args.processes} decode processes) needs, for {what}:")
+    print(f"  {format_bytes(loader.total)}")
+    for label, part in (("output buffers", loader.output_buffers), ("decode surfaces", loader.decode_surfaces),
+                        ("workspace", loader.workspace), ("CUDA contexts", loader.cuda_context)):
+        print(f"  {label:<42}{part:>16,}")
+    if budget is not None:
+        verdict = "fits" if loader.total <= budget else "does not fit"
+        print(f"  budget {format_bytes(budget)}: {verdict}; largest batch size the loader fits: {loader_largest:,}")
+        if loader_largest == 0:
+            print(f"  (the parts that do not grow with the batch take {format_bytes(loader.fixed_bytes)})")
+    if chart:
+        print(f"\nchart: {chart}")
+    return EXIT_OK
+
+
+def add_parser(commands) -> None:
+    """The ``vclip budget`` sub-command."""
+    budget = commands.add_parser(
+        "budget", help="GPU memory of a batch by the formula and of a ClipLoader, and what fits a budget",
+        description="bytes = W x H x C x bytes_per_element x batch x T x (1 + augmentation), what each choice "
+                    "saves, and the largest batch size and sequence length that fit --budget; then what a "
+                    "ClipLoader with --prefetch, --threads and --processes needs (its output buffers, decode "
+                    "surfaces, workspace and CUDA contexts) and the largest batch it fits. Without --batch "
+                    "(--budget needed) the figures are per clip and the question is the largest batch.")
+    budget.add_argument("--width", type=int, required=True, metavar="W", help="frame width in pixels")
+    budget.add_argument("--height", type=int, required=True, metavar="H", help="frame height in pixels")
+    budget.add_argument("--batch", type=int, metavar="B", help="clips per batch (optional with --budget)")
+    budget.add_argument("--seq", type=int, required=True, metavar="T", help="frames per clip")
+    budget.add_argument("--channels", type=int, default=3, metavar="C", help="channels per pixel (default 3)")
+    budget.add_argument("--dtype", choices=("uint8", "float16", "float32"), default="uint8",
+                        help="element type (default uint8)")
+    budget.add_argument("--aug", type=float, default=0.0, metavar="A", help="augmentation factor (default 0)")
+    budget.add_argument("--scaling-factor", type=float, default=1.0, metavar="F",
+                        help="frames downscaled by F, 0 < F <= 1 (default 1)")
+    budget.add_argument("--budget", metavar="SIZE", help="memory available, e.g. 8GiB, 80GB, 512MiB")
+    budget.add_argument("--chart", metavar="PATH",
+                        help="draw memory against batch size into PATH (.png, .jpg, .svg or .pdf; needs "
+                             "matplotlib: pip install 'vclip-nvdec[chart]')")
+    budget.add_argument("--prefetch", type=int, default=2, metavar="N",
+                        help="the loader's prefetch_queue_depth (default 2: 4 output buffers)")
+    budget.add_argument("--threads", type=int, default=0, metavar="N",
+                        help="the loader's num_threads (default 0: 12 NVDEC decoders, 4 per process)")
+    budget.add_argument("--processes", type=int, default=0, metavar="N",
+                        help="the loader's decode_processes, each with its CUDA context (default 0)")
+    budget.add_argument("--device", choices=("cuda", "cpu"), default="cuda",
+                        help="where the loader decodes (default cuda; cpu counts host buffers only)")
+    budget.add_argument("--json", action="store_true", help="print the numbers as JSON")
+    budget.set_defaults(handler=_run_budget)

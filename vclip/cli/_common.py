@@ -1,0 +1,199 @@
+"""What the commands share: usage errors, argument types and options, safe printing, inputs
+(files, folders, list files), exit statuses and progress bars."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+from collections.abc import Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+from tqdm import tqdm
+
+from .._loader.dataset import VIDEO_EXTENSIONS
+from .._outputs import (
+    printable,
+)
+from .._sources import is_url
+from ..errors import VideoError
+from ..keyframes import (
+    ProgressCallback,
+)
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_PARTIAL = 0, 1, 2, 3
+SAMPLE_MODES = ("contiguous", "strided", "keyframe", "indexed", "jittered", "downscaled")
+SAMPLE_FORMATS = {".npz": "npz", ".pt": "pt", ".mp4": "mp4"}  # or a folder: see _sample_outputs
+LIST_FILE_SUFFIXES = (".txt", ".csv", ".lst", ".list")  # an input with one of these is a list of videos
+MANIFEST = "manifest.json"
+_PNG_NAME = re.compile(r"clip\d{3,}_\d{3,}_frame\d{6,}\.png")
+_TEMPORAL_OPTIONS = {"sequence_length", "starts", "clips_per_video", "step", "end_policy", "fps", "duration",
+                     "step_seconds", "start_seconds", "end_seconds"}
+_MODE_OPTIONS = {  # sample options that only some modes take
+    "contiguous": _TEMPORAL_OPTIONS,
+    "strided": _TEMPORAL_OPTIONS | {"stride"},
+    "downscaled": _TEMPORAL_OPTIONS | {"stride"},
+    "jittered": _TEMPORAL_OPTIONS | {"stride", "jitter"},
+    "keyframe": {"max_frames", "keyframe_selection"},
+    "indexed": {"frame_indices"},
+}
+_DEVICE_PATTERN = re.compile(r"cpu|cuda|cuda:\d+|auto")
+
+
+
+
+class _UsageError(Exception):
+    """A value the library refused; exit status 2."""
+
+
+@contextmanager
+def _refused_arguments():
+    """Turn the library's ValueError/TypeError/IndexError on user input into a usage error."""
+    try:
+        yield
+    except UnicodeError:  # a ValueError, but from a file's bytes, not from the user's values
+        raise
+    except (ValueError, TypeError, IndexError) as error:
+        raise _UsageError(str(error)) from None
+
+
+# -- argument types ----------------------------------------------------------------------------
+def _int_list(text: str) -> list[int]:
+    try:
+        return [int(part) for part in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of integers (e.g. 0,10,-1)") from None
+
+
+def _frame_size(text: str) -> int | tuple[int, int]:
+    """``"224"`` (the shorter side) or ``"WIDTHxHEIGHT"``, as TransformSpec's int or (height, width)."""
+    match = re.fullmatch(r"(\d+)(?:x(\d+))?", text.strip().lower())
+    if not match:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} must be a number of pixels (e.g. 224) or WIDTHxHEIGHT (e.g. 320x240)")
+    return int(match.group(1)) if match.group(2) is None else (int(match.group(2)), int(match.group(1)))
+
+
+def _device(text: str) -> str:
+    if not _DEVICE_PATTERN.fullmatch(text.strip().lower()):
+        raise argparse.ArgumentTypeError(f"{text!r} must be 'cpu', 'cuda', 'cuda:N' or 'auto'")
+    return text.strip().lower()
+
+
+def _add_stream(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--stream", type=int, metavar="N",
+                        help="container index of the video stream (default: the first)")
+
+
+def _add_device(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--device", type=_device, default="auto",
+                        help="cpu, cuda, cuda:N or auto (default: auto, the GPU when one is usable)")
+
+
+def _add_progress(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--progress", action=argparse.BooleanOptionalAction,
+                        help="progress bars on stderr (default: only when stderr is a terminal)")
+
+
+# -- output helpers ----------------------------------------------------------------------------
+def _say(text: str, file=None) -> None:
+    """Print ``text`` so that any file name in it prints, whatever the stream's encoding, above any
+    progress bar."""
+    stream = file or sys.stdout
+    tqdm.write(printable(text, stream), file=stream)
+
+
+def _error(command: str, message: str) -> None:
+    _say(f"vclip {command}: error: {message}", sys.stderr)
+
+
+def _skipped(command: str, error: VideoError) -> None:
+    _say(f"vclip {command}: skipped {error}", sys.stderr)
+
+
+def _internal_error(command: str, path: str, error: Exception) -> str:
+    """Report an unexpected exception on one file; returns the problem text. An OSError is the
+    system's (a write that failed, a full disk); anything else is a bug in vclip."""
+    if isinstance(error, OSError):
+        problem = f"failed ({type(error).__name__}: {error})"
+    else:
+        problem = f"internal error ({type(error).__name__}: {error}); please report it"
+    _say(f"vclip {command}: skipped {path}: {problem}", sys.stderr)
+    return problem
+
+
+def _expand_inputs(sources: Sequence[str]) -> list[str]:
+    """Video paths from files, folders (their videos by extension, recursively, sorted) and list
+    files (``.txt``, ``.csv``, ``.lst``, ``.list``: one path or URL per line, relative to the list's folder;
+    blank lines and ``#`` comments skipped; a trailing ``,label`` or `` label`` is ignored).
+
+    Raises:
+        _UsageError: A list file that cannot be read, or no video at all.
+    """
+    paths: list[str] = []
+    for source in sources:
+        path = Path(source)
+        if path.is_dir():
+            found = sorted(os.fspath(p) for p in path.rglob("*")
+                           if p.is_file() and p.suffix.lower() in VIDEO_EXTENSIONS)
+            if not found:
+                _say(f"vclip: warning: {source} holds no video files ({', '.join(VIDEO_EXTENSIONS)})", sys.stderr)
+            paths.extend(found)
+        elif path.suffix.lower() in LIST_FILE_SUFFIXES and path.is_file():
+            paths.extend(_read_list_file(path))
+        else:
+            paths.append(source)
+    if not paths:
+        raise _UsageError(f"no videos in {', '.join(map(repr, sources))}")
+    return paths
+
+
+def _read_list_file(list_file: Path) -> list[str]:
+    try:
+        lines = list_file.read_text(encoding="utf-8", errors="surrogateescape").splitlines()
+    except OSError as error:
+        raise _UsageError(f"list file {os.fspath(list_file)!r} cannot be read ({error.strerror})") from None
+    paths = []
+    for line in lines:
+        text = line.strip()
+        if not text or text.startswith("#") or text.lower().replace(" ", "") in ("path,label", "path"):
+            continue
+        if is_url(text):  # a URL is taken as it is, less a trailing label
+            match = re.fullmatch(r"(\S+?)\s*(?:,|\s)\s*-?\d+", text)
+            paths.append(match.group(1) if match else text)
+            continue
+        candidate = list_file.parent / text
+        if not candidate.exists():
+            match = re.fullmatch(r"(.+?)\s*(?:,|\s)\s*-?\d+", text)  # "path,label" or "path label"
+            if match:
+                candidate = list_file.parent / match.group(1)
+        paths.append(os.fspath(candidate))
+    return paths
+
+
+def _exit_status(files: int, failures: int) -> int:
+    if failures == 0:
+        return EXIT_OK
+    return EXIT_FAILED if failures == files else EXIT_PARTIAL
+
+
+def _progress_bar(args: argparse.Namespace, **options) -> tqdm:
+    """A tqdm bar on stderr: drawn with ``--progress``, never with ``--no-progress``, and otherwise
+    only when stderr is a terminal. Print lines while it is open with ``tqdm.write``."""
+    return tqdm(file=sys.stderr, disable=None if args.progress is None else not args.progress,
+                dynamic_ncols=True, **options)
+
+
+def _following(bar: tqdm) -> ProgressCallback:
+    """An ``on_progress(done, total)`` callback that moves ``bar``."""
+    def on_progress(done: int, total: int) -> None:
+        if bar.total != total:
+            bar.total = total
+            bar.refresh()
+        bar.update(done - bar.n)
+
+    return on_progress
+
+

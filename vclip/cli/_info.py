@@ -1,0 +1,120 @@
+"""``vclip info``: streams, frames, keyframes, colour and timing of videos."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from .._demo import format_numbers
+from ..errors import VideoError
+from ..index import index_video, open_container
+from ._common import (
+    _add_progress,
+    _add_stream,
+    _exit_status,
+    _internal_error,
+    _progress_bar,
+    _say,
+    _skipped,
+)
+
+
+def _stream_facts(path: str) -> list[dict]:
+    """Every stream of the container: index, type, codec and what matters for its type."""
+    facts = []
+    with open_container(path) as container:
+        for stream in container.streams:
+            context = stream.codec_context
+            entry = {"index": stream.index, "type": stream.type, "codec": context.name if context else None}
+            if stream.type == "video":
+                entry.update(width=context.width, height=context.height,
+                             average_fps=float(stream.average_rate) if stream.average_rate else None)
+            elif stream.type == "audio":
+                entry.update(sample_rate=context.sample_rate, channels=context.channels)
+            if stream.metadata.get("language", "und") != "und":  # ISO 639-2 "und": undetermined
+                entry["language"] = stream.metadata["language"]
+            facts.append(entry)
+    return facts
+
+
+def _describe(path: str, stream_index: int | None) -> dict:
+    index = index_video(path, stream_index=stream_index)
+    video = index.to_dict()
+    video["keyframe_count"] = int(index.keyframe_indices.size)
+    video["display_width"], video["display_height"] = index.display_size
+    video["keyframe_pts_seconds"] = index.pts_seconds[index.keyframe_indices].tolist()
+    return {"file": path, "streams": _stream_facts(path), "video": video}
+
+
+def _stream_line(stream: dict, selected: int) -> str:
+    details = [f"{stream['type']:<9} {stream['codec'] or '?':<10}"]
+    if stream["type"] == "video":
+        rate = f", {stream['average_fps']:.3f} fps" if stream["average_fps"] else ""
+        details.append(f"{stream['width']}x{stream['height']}{rate}")
+    elif stream["type"] == "audio":
+        details.append(f"{stream['sample_rate']} Hz, {stream['channels']} channels")
+    if "language" in stream:
+        details.append(f"[{stream['language']}]")
+    if stream["index"] == selected:
+        details.append(" <- described below")
+    return f"  stream #{stream['index']:<3} " + " ".join(details)
+
+
+def _orientation_text(video: dict) -> str:
+    turn = f"turned {video['rotation']} degrees counter-clockwise" if video["rotation"] else "upright"
+    mirror = ", mirrored" if video["mirrored"] else ""
+    return f"{turn}{mirror}; a player shows {video['display_width']}x{video['display_height']}"
+
+
+def _info_table(report: dict) -> str:
+    video = report["video"]
+    header = video["header_frame_count"]
+    keyframes = video["keyframe_indices"]
+    rows = [
+        ("codec", f"{video['codec']}, {video['pixel_format']}, {video['bit_depth']}-bit"),
+        ("size", f"{video['width']}x{video['height']}"),
+        ("frame rate", f"{video['average_fps']:.3f} fps, {'variable' if video['variable_frame_rate'] else 'constant'}"),
+        ("frames", f"{video['num_frames']}" + (f" (header says {header})" if header != video["num_frames"] else "")),
+        ("duration", f"{video['duration_seconds']:.3f} s, first frame at {video['start_seconds']:.3f} s"),
+        ("keyframes", f"{len(keyframes)} at frames {format_numbers(keyframes, limit=12)}"),
+        ("colour", f"{video['color_matrix']}, {video['color_range']} range"),
+        ("orientation", _orientation_text(video)),
+        ("pixel aspect", video["sample_aspect_ratio"].replace("/", ":") if "/" in video["sample_aspect_ratio"]
+         else f"{video['sample_aspect_ratio']}:1" + (" (square)" if video["sample_aspect_ratio"] == "1" else "")),
+        ("time base", video["time_base"]),
+    ]
+    lines = [report["file"]]
+    lines += [_stream_line(stream, video["stream_index"]) for stream in report["streams"]]
+    lines += [f"  {name:<12} {value}" for name, value in rows]
+    return "\n".join(lines)
+
+
+def _run_info(args: argparse.Namespace) -> int:
+    reports, failures = [], 0
+    for path in _progress_bar(args, iterable=args.files, unit="file", leave=False):
+        try:
+            reports.append(_describe(path, args.stream))
+        except VideoError as error:
+            failures += 1
+            reports.append({"file": path, "error": error.problem})
+            _skipped("info", error)
+        except Exception as error:  # a bug: reported for this file, the others go on
+            failures += 1
+            reports.append({"file": path, "error": _internal_error("info", path, error)})
+    if args.json:
+        print(json.dumps(reports, indent=2))
+    elif failures < len(args.files):
+        _say("\n\n".join(_info_table(report) for report in reports if "error" not in report))
+    return _exit_status(len(args.files), failures)
+
+
+def add_parser(commands) -> None:
+    """The ``vclip info`` sub-command."""
+    info = commands.add_parser("info", help="streams, frames, keyframes, colour and timing of videos",
+                               description="Describe videos: streams, codec, size, frame rate, frame and keyframe "
+                                           "counts and positions, colour matrix and range, bit depth, duration.")
+    info.add_argument("files", nargs="+", metavar="FILE")
+    info.add_argument("--json", action="store_true", help="print a JSON list, one object per file")
+    _add_stream(info)
+    _add_progress(info)
+    info.set_defaults(handler=_run_info)
