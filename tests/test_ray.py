@@ -124,3 +124,40 @@ def test_index_videos_dataset_rows_are_catalog_rows(local_ray, dataset):
         index = vclip.index_video(row["path"])
         assert row["num_frames"] == index.num_frames
         np.testing.assert_array_equal(np.asarray(row["pts"]), index.pts)
+
+
+def test_cli_check_and_keyframes_on_ray_write_what_local_runs_write(local_ray, dataset, tmp_path, capsys):
+    """`vclip check --ray` and `vclip keyframes --ray`: one Ray task per video, the same report and
+    the same images, manifest entries and statuses as the local run (bad files included)."""
+    files = [str(path) for path in sorted(dataset.rglob("*.*"))][:8]
+    reports = []
+    for ray_option in ([], ["--ray"]):
+        status = main(["check", "--json", "--device", "cpu", *ray_option, *files])
+        rows = json.loads(capsys.readouterr().out)
+        reports.append((status, [{key: value for key, value in row.items() if key != "seconds"} for row in rows]))
+    assert reports[0] == reports[1] and len(reports[0][1]) == len(files)
+    statuses = []
+    for name, ray_option in (("local", []), ("ray", ["--ray"])):
+        statuses.append(
+            main(
+                [
+                    "keyframes",
+                    *files,
+                    "--out",
+                    str(tmp_path / name),
+                    "--device",
+                    "cpu",
+                    "--max",
+                    "3",
+                    "--method",
+                    "scene",
+                    *ray_option,
+                ]
+            )
+        )
+    capsys.readouterr()
+    manifests = [json.loads((tmp_path / name / "manifest.json").read_text()) for name in ("local", "ray")]
+    assert statuses[0] == statuses[1]
+    assert manifests[0]["keyframes"] == manifests[1]["keyframes"] and manifests[0]["errors"] == manifests[1]["errors"]
+    for record in manifests[0]["keyframes"]:
+        assert (tmp_path / "local" / record["image"]).read_bytes() == (tmp_path / "ray" / record["image"]).read_bytes()

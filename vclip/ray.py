@@ -17,15 +17,20 @@ the pieces together and choose the actors' resources: on a cluster with GPUs, ac
 quarter of a GPU each (NVDEC has several engines per GPU) and decode there; otherwise one CPU
 each. Bad videos never stop a job: index and check rows say what is wrong, and clips and
 keyframes of a bad video are left out (logged on the ``"vclip"`` logger of the actor).
+
+:func:`check_files` and :func:`extract_files` run the command line's ``check`` and ``keyframes``
+as one Ray task per video, returning what the local functions return, so ``vclip check --ray``
+and ``vclip keyframes --ray`` write the same outputs as local runs.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 import warnings
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, TypedDict, cast
+from typing import TYPE_CHECKING, Any, TypedDict, cast
 
 import numpy as np
 
@@ -40,7 +45,9 @@ import pyarrow as pa
 from ._indexing import IndexJob, index_row
 from ._validation import fail
 from .catalog import Catalog, resolve_sources, rows_table
+from .check import CheckResult, check_video
 from .errors import FallbackWarning, VideoError
+from .keyframes import Keyframes
 from .sampling import ClipSampler
 from .transforms import TransformSpec
 
@@ -101,18 +108,44 @@ def _column(batch: dict, name: str, default, count: int) -> list:
     return list(batch[name]) if name in batch else [default] * count
 
 
-def _placement(device: str, num_gpus: float | None, concurrency: int | None) -> tuple[str, dict]:
-    """The device actors decode on and their map_batches resources: GPU actors when ``device``
-    asks for one (``"auto"`` included) and the cluster has GPUs, else one CPU each."""
-    resources = ray.cluster_resources()
-    gpus, cpus = resources.get("GPU", 0.0), resources.get("CPU", 1.0)
-    if device != "cpu" and gpus > 0:
-        share = num_gpus or GPU_FRACTION_PER_ACTOR
-        return "cuda", {"num_gpus": share, "compute": _actors(concurrency or max(1, int(gpus / share)))}
+def _gpu_share(device: str, num_gpus: float | None) -> float | None:
+    """Each worker's GPU share when ``device`` asks for a GPU (``"auto"`` included) and the cluster
+    has one, else None (decode on the CPU; with a warning when ``device`` insisted on CUDA)."""
+    if device != "cpu" and ray.cluster_resources().get("GPU", 0.0) > 0:
+        return num_gpus or GPU_FRACTION_PER_ACTOR
     if device.startswith("cuda"):
         warnings.warn(f"device={device!r} requested but the Ray cluster has no GPU; decoding on the CPU",
-                      FallbackWarning, stacklevel=3)
-    return "cpu", {"num_cpus": 1, "compute": _actors(concurrency or max(1, int(cpus)))}
+                      FallbackWarning, stacklevel=4)
+    return None
+
+
+def _placement(device: str, num_gpus: float | None, concurrency: int | None) -> tuple[str, dict]:
+    """The device actors decode on and their map_batches resources: GPU actors when ``device``
+    asks for one and the cluster has GPUs, else one CPU each."""
+    resources = ray.cluster_resources()
+    share = _gpu_share(device, num_gpus)
+    if share is not None:
+        return "cuda", {"num_gpus": share, "compute": _actors(concurrency or max(1, int(resources["GPU"] / share)))}
+    return "cpu", {"num_cpus": 1, "compute": _actors(concurrency or max(1, int(resources.get("CPU", 1.0))))}
+
+
+def _in_order(task, arguments: list[tuple], device: str, on_result: Callable[[Any], None] | None) -> list:
+    """Run ``task(*arguments[n], device)`` as one Ray task each (a GPU share each where ``device``
+    asks for one and the cluster has GPUs); results in the order of ``arguments``, ``on_result``
+    called on each as it arrives."""
+    share = _gpu_share(device, None)
+    remote = ray.remote(task).options(**({"num_gpus": share} if share is not None else {"num_cpus": 1}))
+    task_device = "cuda" if share is not None else "cpu"
+    positions = {remote.remote(*given, task_device): number for number, given in enumerate(arguments)}
+    results: list = [None] * len(arguments)
+    waiting = list(positions)
+    while waiting:
+        done, waiting = ray.wait(waiting, num_returns=1)
+        for reference in done:
+            results[positions[reference]] = ray.get(reference)
+            if on_result is not None:
+                on_result(results[positions[reference]])
+    return results
 
 
 def _actors(count: int):
@@ -275,6 +308,19 @@ def check_videos(sources, *, device: str = "auto", num_gpus: float | None = None
                                                batch_size=4, **resources)
 
 
+def check_files(paths: list[str], *, device: str = "auto", stream_index: int | None = None,
+                address: str | None = None, on_result: Callable[[CheckResult], None] | None = None,
+                ) -> list[CheckResult]:
+    """:func:`vclip.check.check_video` of every path as a Ray task (what ``vclip check --ray``
+    runs): the same results as :func:`vclip.check.check_videos`, in the order of ``paths``."""
+    connect(address)
+    return _in_order(_check_one, [(path, stream_index) for path in paths], device, on_result)
+
+
+def _check_one(path: str, stream_index: int | None, device: str) -> CheckResult:
+    return check_video(path, device=device, stream_index=stream_index)
+
+
 # -- keyframes -----------------------------------------------------------------------------------
 class _KeyframeOptions(TypedDict):
     method: KeyframeMethod
@@ -334,6 +380,27 @@ def read_keyframes(sources, *, method: KeyframeMethod = "codec", max_frames: int
                    scene_threshold=scene_threshold, device=actor_device)
     return videos_dataset(sources).map_batches(ExtractKeyframes, fn_constructor_kwargs=options, batch_size=4,
                                                **resources)
+
+
+def extract_files(paths: list[str], *, device: str = "auto", stream_index: int | None = None,
+                  address: str | None = None, **options) -> list[Keyframes | tuple[str, str]]:
+    """:func:`vclip.keyframes.extract_keyframes` of every path as a Ray task (what ``vclip
+    keyframes --ray`` runs), in the order of ``paths``: each video's keyframes (frames as NumPy
+    arrays), or ``(type name, problem)`` of the VideoError that stopped it. ``options`` as
+    :func:`~vclip.keyframes.extract_keyframes` (``method``, ``max_frames``, ...)."""
+    connect(address)
+    return _in_order(_extract_one, [(path, stream_index, options) for path in paths], device, None)
+
+
+def _extract_one(path: str, stream_index: int | None, options: dict, device: str) -> Keyframes | tuple[str, str]:
+    from ._images import to_numpy
+    from .keyframes import extract_keyframes
+
+    try:
+        found = extract_keyframes(path, device=device, stream_index=stream_index, **options)
+    except VideoError as error:  # sent back as plain values: the exception class takes two arguments
+        return type(error).__name__, error.problem
+    return dataclasses.replace(found, frames=to_numpy(found.frames))
 
 
 # -- clips ---------------------------------------------------------------------------------------

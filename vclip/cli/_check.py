@@ -17,9 +17,11 @@ from ._common import (
     EXIT_PARTIAL,
     _add_device,
     _add_progress,
+    _add_ray,
     _add_stream,
     _expand_inputs,
     _progress_bar,
+    _ray_jobs,
     _refused_arguments,
     _say,
 )
@@ -54,8 +56,13 @@ def _run_check(args: argparse.Namespace) -> int:
                            file=sys.stderr)
 
     with _refused_arguments():
-        results = check_videos(inputs, device=args.device, stream_index=args.stream, workers=args.workers,
-                               on_result=done)
+        if args.ray or args.ray_address:
+            ray_jobs, address = _ray_jobs(args)
+            results = ray_jobs.check_files(inputs, device=args.device, stream_index=args.stream, address=address,
+                                           on_result=done)
+        else:
+            results = check_videos(inputs, device=args.device, stream_index=args.stream, workers=args.workers,
+                                   on_result=done)
     progress.close()
     if args.json:
         print(json.dumps([result.to_dict() for result in results], indent=2))
@@ -84,4 +91,5 @@ def add_parser(commands) -> None:
     _add_stream(check)
     _add_device(check)
     _add_progress(check)
+    _add_ray(check, "check, one task per video,")
     check.set_defaults(handler=_run_check)

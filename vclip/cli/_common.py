@@ -97,6 +97,23 @@ def _add_progress(parser: argparse.ArgumentParser) -> None:
                         help="progress bars on stderr (default: only when stderr is a terminal)")
 
 
+def _add_ray(parser: argparse.ArgumentParser, what: str) -> None:
+    # Two options, not one with an optional value: `--ray PATH...` would take the first path for it.
+    parser.add_argument("--ray", action="store_true",
+                        help=f"{what} on a Ray cluster (RAY_ADDRESS's, `ray start`'s, or a local one)")
+    parser.add_argument("--ray-address", metavar="ADDRESS", help="the Ray cluster to join (implies --ray)")
+
+
+def _ray_jobs(args: argparse.Namespace):
+    """``vclip.ray`` for ``--ray``, and the cluster's address (None: RAY_ADDRESS, `ray start` or a
+    local one); a usage error naming the extra when Ray is not installed."""
+    try:
+        from .. import ray as ray_jobs
+    except ImportError as error:
+        raise _UsageError(f"--ray: {error}") from None
+    return ray_jobs, args.ray_address
+
+
 # -- output helpers ----------------------------------------------------------------------------
 def _say(text: str, file=None) -> None:
     """Print ``text`` so that any file name in it prints, whatever the stream's encoding, above any

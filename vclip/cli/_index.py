@@ -10,6 +10,7 @@ from pathlib import Path
 
 from ._common import (
     EXIT_FAILED,
+    _add_ray,
     _add_stream,
     _error,
     _exit_status,
@@ -37,7 +38,7 @@ def _run_index(args: argparse.Namespace) -> int:
             raise ValueError(str(error)) from None
     try:
         built = build_catalog(sources, args.out, workers=args.workers, stream_index=args.stream,
-                              incremental=not args.rebuild, ray=args.ray or False)
+                              incremental=not args.rebuild, ray=args.ray_address or args.ray)
     except ImportError as error:  # --ray without Ray installed
         _error("index", str(error))
         return EXIT_FAILED
@@ -74,8 +75,7 @@ def add_parser(commands) -> None:
     index.add_argument("--out", required=True, metavar="CATALOG.parquet", help="the catalog to write or update")
     index.add_argument("--workers", type=int, metavar="N", help="indexing processes (default: every core)")
     index.add_argument("--rebuild", action="store_true", help="index every video again, even if unchanged")
-    index.add_argument("--ray", nargs="?", const=True, metavar="ADDRESS",
-                       help="index on a Ray cluster (ADDRESS, or RAY_ADDRESS / `ray start` / a local one)")
+    _add_ray(index, "index")
     index.add_argument("--json", action="store_true", help="print the summary as JSON")
     _add_stream(index)
     index.set_defaults(handler=_run_index)

@@ -29,12 +29,14 @@ from ._common import (
     MANIFEST,
     _add_device,
     _add_progress,
+    _add_ray,
     _add_stream,
     _exit_status,
     _expand_inputs,
     _following,
     _internal_error,
     _progress_bar,
+    _ray_jobs,
     _refused_arguments,
     _say,
     _skipped,
@@ -95,14 +97,28 @@ def _run_keyframes(args: argparse.Namespace) -> int:
     folders = unique_names(files, taken=taken)
     records, videos, errors = [], [], []
     out.mkdir(parents=True, exist_ok=True)
+    remote = None
+    if args.ray or args.ray_address:  # each video extracted by a Ray task; the images are written here, as locally
+        ray_jobs, address = _ray_jobs(args)
+        with _refused_arguments():
+            remote = iter(ray_jobs.extract_files(
+                files, device=args.device, stream_index=args.stream, address=address, method=args.method,
+                max_frames=args.max, scaling_factor=args.scaling_factor, scene_threshold=args.scene_threshold))
     try:
         for path, folder_name in zip(_progress_bar(args, iterable=files, unit="video"), folders):
             started = time.perf_counter()
             try:
-                with _refused_arguments(), _progress_bar(args, desc=Path(path).name, unit="frame", leave=False) as bar:
-                    result = extract_keyframes(path, method=args.method, max_frames=args.max, device=args.device,
-                                               stream_index=args.stream, scaling_factor=args.scaling_factor,
-                                               scene_threshold=args.scene_threshold, on_progress=_following(bar))
+                if remote is not None:
+                    found = next(remote)
+                    if isinstance(found, tuple):  # (kind of VideoError, problem) from the task
+                        raise VideoError(path, found[1])
+                    result = found
+                else:
+                    with _refused_arguments(), _progress_bar(args, desc=Path(path).name, unit="frame",
+                                                             leave=False) as bar:
+                        result = extract_keyframes(path, method=args.method, max_frames=args.max, device=args.device,
+                                                   stream_index=args.stream, scaling_factor=args.scaling_factor,
+                                                   scene_threshold=args.scene_threshold, on_progress=_following(bar))
                 folder = out / folder_name
                 saved = result.save(folder, image_format=args.format, thumbnail_width=args.thumbnail_width)
             except VideoError as error:
@@ -160,4 +176,5 @@ def add_parser(commands) -> None:
                            help="replace an earlier run's outputs in DIR (default: refuse)")
     _add_device(keyframes)
     _add_progress(keyframes)
+    _add_ray(keyframes, "extract keyframes, one task per video,")
     keyframes.set_defaults(handler=_run_keyframes)
