@@ -15,12 +15,14 @@ Two answers to "how large a batch fits in this budget":
 from __future__ import annotations
 
 import math
-import os
 import re
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
+from ._engine.cpu import DEFAULT_WORKERS as CPU_DEFAULT_THREADS
+from ._engine.nvdec import NvdecBackend
+from ._engine.processes import THREADS_PER_PROCESS
 from ._validation import check_integer, check_number, fail
 
 __all__ = [
@@ -198,10 +200,10 @@ CUDA_CONTEXT_BYTES = 500 * 2**20
 """The CUDA context of the process (shared by CuPy and torch)."""
 
 
-NVDEC_DEFAULT_THREADS = 12
+NVDEC_DEFAULT_THREADS = NvdecBackend.default_workers
 """Decode threads (hence NVDEC decoders) of a GPU loader decoding in its own process, when
-``num_threads=0`` (the NVDEC backend's default; a test holds the two together)."""
-PROCESS_DEFAULT_THREADS = {"cuda": 4, "cpu": 2}
+``num_threads=0``: the NVDEC backend's default."""
+PROCESS_DEFAULT_THREADS = THREADS_PER_PROCESS
 """Decode threads per decode process when ``num_threads=0``, on the GPU and on the CPU."""
 
 
@@ -281,7 +283,7 @@ def loader_decode_workers(*, device: Any = "cuda", num_threads: int = 0, decode_
     gpu = _plans_for_gpu(device)
     if decode_processes:
         return decode_processes * (num_threads or PROCESS_DEFAULT_THREADS["cuda" if gpu else "cpu"])
-    return num_threads or (NVDEC_DEFAULT_THREADS if gpu else min(8, os.cpu_count() or 1))
+    return num_threads or (NVDEC_DEFAULT_THREADS if gpu else CPU_DEFAULT_THREADS)
 
 
 def plan_loader_memory(

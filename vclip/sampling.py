@@ -48,16 +48,6 @@ _START_POLICIES = ("random", "even", "step")
 _END_POLICIES = ("repeat_last", "wrap", "drop", "error")
 
 
-def _one_of(name: str, value, allowed: Sequence[str]) -> None:
-    """Kept for callers outside this module (the loader); use ``_validation.check_choice``."""
-    check_choice(name, value, allowed)
-
-
-def _at_least(name: str, value, minimum: int) -> None:
-    """Kept for callers outside this module (the loader); use ``_validation.check_integer``."""
-    check_integer(name, value, minimum=minimum)
-
-
 def check_scaling_factor(scaling_factor) -> float:
     """``scaling_factor`` as a float; raises :class:`~vclip.ArgumentError` unless ``0 < f <= 1``."""
     return check_number("scaling_factor", scaling_factor, minimum=0, maximum=1, minimum_inclusive=False)

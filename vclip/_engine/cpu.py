@@ -36,6 +36,9 @@ def _video_context(context: av.CodecContext, index: VideoIndex) -> av.VideoCodec
     return context
 
 
+DEFAULT_WORKERS = min(8, os.cpu_count() or 1)
+"""Decode threads of the CPU backend when none are asked for."""
+
 class PyAVDecoder(PictureDecoder):
     """FFmpeg's decoder for one video stream, fed the plan's packets; pictures are ``av.VideoFrame``."""
 
@@ -132,7 +135,7 @@ class CpuBackend(PlanBackend):
     def __init__(self, *, threads: int = 0, skip_non_reference: bool = True):
         super().__init__(skip_non_reference=skip_non_reference)
         self.threads = threads
-        self.default_workers = min(8, os.cpu_count() or 1)
+        self.default_workers = DEFAULT_WORKERS
 
     def empty(self, shape: tuple[int, ...], dtype: str) -> np.ndarray:
         return np.empty(shape, dtype=dtype)

@@ -54,6 +54,9 @@ __all__ = ["ProcessBackend"]
 INDEXES_PER_WORKER = 512
 """Video indexes each worker process keeps (most recently used)."""
 
+THREADS_PER_PROCESS = {"cuda": 4, "cpu": 2}
+"""Decode threads of each worker process when none are asked for, on the GPU and on the CPU."""
+
 DECODE_TIMEOUT_SECONDS = 120.0
 """Default seconds one video's decode may take in a worker process before the worker is considered
 stuck, killed and replaced."""
@@ -332,7 +335,7 @@ class ProcessBackend:
             )
         self.device = device
         self.processes = processes
-        self.threads = threads or (4 if device.is_cuda else 2)
+        self.threads = threads or THREADS_PER_PROCESS[device.type]
         self.default_workers = processes * self.threads
         self.decode_timeout = float(decode_timeout)
         self._factory = factory
