@@ -69,11 +69,13 @@ def axis_taps(source: int, resized: int, coords: np.ndarray, antialias: bool) ->
     return index, np.stack([1.0 - fraction, fraction], axis=1)
 
 
-def _resample(plane: np.ndarray, rows, columns) -> np.ndarray:
+def _resample(plane: np.ndarray, rows, columns, subsampling: int = 1) -> np.ndarray:
+    """Resample ``plane`` at full-resolution taps; a plane ``subsampling`` times smaller is read at
+    ``index // subsampling`` (each of its samples stands for a square of full-resolution pixels)."""
     row_index, row_weight = rows
     column_index, column_weight = columns
-    vertical = np.einsum("ok,okw->ow", row_weight, plane[row_index])
-    return np.einsum("pk,opk->op", column_weight, vertical[:, column_index])
+    vertical = np.einsum("ok,okw->ow", row_weight, plane[row_index // subsampling].astype(np.float64))
+    return np.einsum("pk,opk->op", column_weight, vertical[:, column_index // subsampling])
 
 
 def yuv420_to_rgb_tensor(
@@ -106,8 +108,7 @@ def yuv420_to_rgb_tensor(
         stored_rows = resized_height - 1 - stored_rows
     row_taps = axis_taps(height, resized_height, stored_rows, antialias)
     column_taps = axis_taps(width, resized_width, stored_columns, antialias)
-    upsample = lambda c: np.repeat(np.repeat(c, 2, axis=0), 2, axis=1)[:height, :width]  # noqa: E731
-    planes = [_resample(p.astype(np.float64), row_taps, column_taps) for p in (y, upsample(u), upsample(v))]
+    planes = [_resample(plane, row_taps, column_taps, subsampling) for plane, subsampling in ((y, 1), (u, 2), (v, 2))]
     if orientation.transpose:  # [displayed column, displayed row] -> [row, column]
         planes = [plane.T for plane in planes]
     y_offset, y_scale, c_offset, c_scale, r_cr, g_cb, g_cr, b_cb = color_coefficients(matrix, color_range, bit_depth)
