@@ -11,6 +11,8 @@
    S3-compatible server (moto) through s3fs, against the same files on local disk, in ``--repeats``
    alternated passes (medians); same clips (checked: frame indices and pixels of the first batch).
 
+``--parts http`` or ``--parts s3`` measures one of them (results in remote_http.json / remote_s3.json).
+
     python benchmarks/remote.py --out results/ --device cpu                                   # CPU, small
     python benchmarks/remote.py --out results/ --device cuda --size 1920x1080 --duration 600 --set 1080p
 """
@@ -206,28 +208,35 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3, help="alternated S3/local passes (default 3)")
     parser.add_argument("--processes", type=int, default=0, help="decode_processes (default 0)")
     parser.add_argument("--videos", default=None, help="folder for the generated videos (default: a temp folder)")
+    parser.add_argument("--parts", default="http,s3", help="what to measure: http, s3 or both (default http,s3)")
     args = parser.parse_args()
+    parts = set(args.parts.split(","))
+    if not parts or parts - {"http", "s3"}:
+        parser.error(f"--parts takes http, s3 or http,s3, not {args.parts!r}")
     width, height = map(int, args.size.lower().split("x"))
     folder = Path(args.videos or tempfile.mkdtemp(prefix="vclip-remote-"))
     folder.mkdir(parents=True, exist_ok=True)
-    http = bytes_per_clip(
-        _long_video(folder, width, height, args.duration, args.keyframe_interval), args.clips, args.device
-    )
-    print(
-        f"HTTP: {http['file_bytes'] / 1e6:.1f} MB file, index pass {http['index_pass']['bytes'] / 1e6:.1f} MB; "
-        f"per clip median {http['bytes_per_clip']['median'] / 1e3:.0f} kB "
-        f"({100 * http['bytes_per_clip']['median_fraction_of_file']:.2f}% of the file), "
-        f"{http['requests_per_clip_median']} requests"
-    )
-    s3 = s3_against_local(
-        folder, args.set, args.s3_videos, args.device, args.batches, args.warmup, args.processes, args.repeats
-    )
-    rates = s3["clips_per_second"]
-    print(f"S3 {rates['s3']:.1f} clips/s, local {rates['local']:.1f} clips/s ({rates['s3_over_local']:.2f}x)")
-    print(
-        save_results("remote", {"device": args.device, "http_bytes_per_clip": http, "s3_against_local": s3}, args.out)
-    )
-
+    results: dict = {"device": args.device}
+    if "http" in parts:
+        http = bytes_per_clip(
+            _long_video(folder, width, height, args.duration, args.keyframe_interval), args.clips, args.device
+        )
+        print(
+            f"HTTP: {http['file_bytes'] / 1e6:.1f} MB file, index pass {http['index_pass']['bytes'] / 1e6:.1f} MB; "
+            f"per clip median {http['bytes_per_clip']['median'] / 1e3:.0f} kB "
+            f"({100 * http['bytes_per_clip']['median_fraction_of_file']:.2f}% of the file), "
+            f"{http['requests_per_clip_median']} requests"
+        )
+        results["http_bytes_per_clip"] = http
+    if "s3" in parts:
+        s3 = s3_against_local(
+            folder, args.set, args.s3_videos, args.device, args.batches, args.warmup, args.processes, args.repeats
+        )
+        rates = s3["clips_per_second"]
+        print(f"S3 {rates['s3']:.1f} clips/s, local {rates['local']:.1f} clips/s ({rates['s3_over_local']:.2f}x)")
+        results["s3_against_local"] = s3
+    name = "remote" if parts == {"http", "s3"} else f"remote_{args.parts}"
+    print(save_results(name, results, args.out))
 
 if __name__ == "__main__":
     main()

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -92,6 +92,7 @@ def make_video(
     frame_pts: Sequence[int] | None = None,
     time_base: Fraction | None = None,
     seed: int = 0,
+    encoder_options: Mapping[str, str] | None = None,
 ) -> str:
     """Encode a barcode-stamped synthetic video with PyAV and return its path.
 
@@ -109,6 +110,8 @@ def make_video(
             first pts other than 0); default ``0, 1, 2...`` at ``1/fps``.
         time_base: Tick length for ``frame_pts``; default ``1/fps``.
         seed: Texture seed.
+        encoder_options: More FFmpeg encoder options, added last (e.g. ``{"deadline": "realtime"}``
+            for a quick VP9 encode).
     """
     path = os.fspath(path)
     rng = np.random.default_rng(seed)
@@ -140,6 +143,8 @@ def make_video(
         else:
             stream.codec_context.gop_size = keyframe_interval
             stream.codec_context.max_b_frames = b_frames
+        if encoder_options:
+            stream.options = {**stream.options, **encoder_options}
         for i in range(num_frames):
             frame = av.VideoFrame.from_ndarray(render_frame(i, texture, width, height, num_frames), format="rgb24")
             frame.pts = pts[i]
