@@ -45,8 +45,18 @@ CODECS = {
 def _encode(arguments) -> str:
     path, codec, width, height, frames, seed = arguments
     encoder, _, options = CODECS[codec]
-    make_video(path, num_frames=frames, width=width, height=height, fps=30, codec=encoder, keyframe_interval=60,
-               b_frames=0 if codec == "vp9" else 2, seed=seed, encoder_options=options)
+    make_video(
+        path,
+        num_frames=frames,
+        width=width,
+        height=height,
+        fps=30,
+        codec=encoder,
+        keyframe_interval=60,
+        b_frames=0 if codec == "vp9" else 2,
+        seed=seed,
+        encoder_options=options,
+    )
     return path
 
 

@@ -238,5 +238,6 @@ def main() -> None:
     name = "remote" if parts == {"http", "s3"} else f"remote_{args.parts}"
     print(save_results(name, results, args.out))
 
+
 if __name__ == "__main__":
     main()
