@@ -1,5 +1,9 @@
 """Helpers shared by the tests: frame numbers read back from barcodes, host copies of GPU arrays,
-and FFmpeg's rgb24 frames, the reference of the decoders' native-size RGB."""
+FFmpeg's rgb24 frames (the reference of the decoders' native-size RGB), and the environment of
+child Python processes."""
+
+import os
+from pathlib import Path
 
 import av
 import numpy as np
@@ -50,3 +54,10 @@ def ffmpeg_rgb24(path, stream_index=None):
     if context.format.name in ("yuv420p", "yuvj420p") and context.width % 2 == 0 and context.height % 2 == 0:
         assert all(np.array_equal(a, f.to_ndarray(format="rgb24")) for a, f in zip(nearest[:3], frames))
     return nearest
+
+
+def child_environment(**extra: str) -> dict[str, str]:
+    """This process's environment for a child Python that imports this checkout's vclip: the
+    checkout first on ``PYTHONPATH``, what was there kept (it may hold vclip's dependencies)."""
+    path = os.pathsep.join(filter(None, [str(Path(__file__).resolve().parents[1]), os.environ.get("PYTHONPATH")]))
+    return {**os.environ, "PYTHONPATH": path, **extra}

@@ -11,7 +11,7 @@ from pathlib import Path
 import av
 import numpy as np
 import pytest
-from helpers import barcodes
+from helpers import barcodes, child_environment
 from PIL import Image
 
 import vclip
@@ -19,7 +19,6 @@ from vclip._demo import make_shots_video
 from vclip.cli import main
 from vclip.synthetic import read_barcode
 
-PACKAGE_ROOT = Path(vclip.__file__).resolve().parents[1]
 REFERENCE = ["--width", "1920", "--height", "1080", "--batch", "32", "--seq", "16"]
 
 
@@ -34,9 +33,7 @@ def run_process(*argv, prelude="", **environment):
     """``vclip ARGV`` in a new Python process whose stdout and stderr are pipes, not terminals,
     after the Python statements of ``prelude``, with ``environment`` added."""
     script = f"import sys\n{prelude}\nfrom vclip.cli import main\nsys.exit(main(sys.argv[1:]))"
-    environment = dict(
-        os.environ, PYTHONPATH=str(PACKAGE_ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""), **environment
-    )
+    environment = child_environment(**environment)
     return subprocess.run(
         [sys.executable, "-c", script, *map(str, argv)], capture_output=True, text=True, env=environment, timeout=120
     )
@@ -131,7 +128,7 @@ def test_info_reports_bad_files_and_goes_on(capsys, videos, bad_files):
 
 
 def test_python_dash_m_vclip_info(videos):
-    environment = dict(os.environ, PYTHONPATH=str(PACKAGE_ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    environment = child_environment()
     completed = subprocess.run(
         [sys.executable, "-m", "vclip", "info", "--json", videos["long_gop"]],
         capture_output=True,
@@ -821,11 +818,7 @@ def test_names_that_are_not_utf8_print_on_a_strict_terminal(videos, tmp_path):
     strange = os.path.join(folder, b"caf\xe9.mp4")  # Latin-1 bytes
     with open(strange, "wb") as file:
         file.write(Path(videos["hevc"]).read_bytes())
-    environment = dict(
-        os.environ,
-        PYTHONIOENCODING="utf-8:strict",
-        PYTHONPATH=str(PACKAGE_ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
-    )
+    environment = child_environment(PYTHONIOENCODING="utf-8:strict")
     completed = subprocess.run(
         [
             sys.executable,
@@ -1117,8 +1110,9 @@ def test_native_output_goes_to_stderr_while_a_command_runs(tmp_path):
         "print('after')\n"
         "os.write(1, b'native after\\n')\n"
     )
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env)
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=child_environment()
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout == '{"json": true}\nafter\nnative after\n'
     assert "Decode Error occurred for picture 3" in result.stderr

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers import child_environment
 
 from vclip.synthetic import make_video
 
@@ -42,10 +43,9 @@ def videos(tmp_path_factory) -> list[str]:
 
 def start(videos, mode: str) -> tuple[subprocess.Popen, list[int]]:
     """The script in a fresh interpreter; returns it and its decode workers' pids."""
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
     process = subprocess.Popen(
         [sys.executable, "-c", SCRIPT, json.dumps(videos), mode],
-        env=env,
+        env=child_environment(),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
