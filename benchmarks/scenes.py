@@ -20,7 +20,10 @@ detection matches one boundary at most, and the rest are false. Precision and re
 Detectors: ``vclip.keyframes.find_shot_boundaries`` (default settings, ``--device``), and
 PySceneDetect's ``ContentDetector`` and ``AdaptiveDetector`` with their defaults (OpenCV backend,
 its automatic downscaling), on the CPU. Speed: frames per second of the whole job per file (open,
-decode, detect), the median of ``--repeats`` runs, on the labelled set and on a 1280x720 video.
+decode, detect), the median of ``--repeats`` runs, on the labelled set and on a 1280x720 video; and
+over whole folders (the labelled set; ``--copies`` copies of the 720p video) with several videos at
+once: vclip in ``--jobs`` threads (``vclip keyframes --jobs``), PySceneDetect one file at a time (its
+command line) and in a pool of one process per core.
 
     python benchmarks/scenes.py [--device cpu|cuda] [--out DIR] [--videos DIR] [--seeds 6]
 
@@ -31,9 +34,13 @@ PySceneDetect is not a dependency of vclip: ``pip install scenedetect opencv-pyt
 from __future__ import annotations
 
 import argparse
+import multiprocessing
+import os
 import statistics
 import tempfile
 import time
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
 
 from common import environment, save_results
@@ -62,13 +69,14 @@ def detect_pyscenedetect(path: str, detector_name: str) -> list[int]:
 
 
 def detectors(device: str) -> dict:
-    ways = {f"vclip_{device}": lambda path: detect_vclip(path, device)}
+    """Name -> detect(path) (picklable, for the process pools of :func:`folder_throughput`)."""
+    ways = {f"vclip_{device}": partial(detect_vclip, device=device)}
     try:
         import scenedetect  # noqa: F401
     except ImportError:
         return ways
-    ways["pyscenedetect_content"] = lambda path: detect_pyscenedetect(path, "content")
-    ways["pyscenedetect_adaptive"] = lambda path: detect_pyscenedetect(path, "adaptive")
+    ways["pyscenedetect_content"] = partial(detect_pyscenedetect, detector_name="content")
+    ways["pyscenedetect_adaptive"] = partial(detect_pyscenedetect, detector_name="adaptive")
     return ways
 
 
@@ -133,6 +141,26 @@ def speed_on_large_video(folder: Path, ways: dict, repeats: int) -> dict:
     return {"video": {"width": width, "height": height, "frames": video.num_frames}, "frames_per_second": rates}
 
 
+def folder_throughput(paths: list[str], frames: int, ways: dict, jobs: list[int], repeats: int) -> dict:
+    """Frames/s over a whole folder with ``jobs`` videos at once: vclip in threads (what ``vclip
+    keyframes --jobs`` does; each thread its own decoder, NVDEC sessions on the GPU), PySceneDetect
+    one file after another (what its command line does) and in a pool of processes, one per core.
+    The median of ``repeats`` passes after a warm-up pass."""
+    rates: dict = {}
+    for name, detect in ways.items():
+        threads = name.startswith("vclip")
+        for count in jobs if threads else sorted({1, os.cpu_count() or 1}):
+            pool = (
+                ThreadPoolExecutor(count)
+                if threads
+                else ProcessPoolExecutor(count, mp_context=multiprocessing.get_context("spawn"))
+            )
+            with pool:
+                _, seconds = timed(lambda pool=pool, detect=detect: list(pool.map(detect, paths)), repeats)
+            rates[f"{name} x{count} {'threads' if threads else 'processes'}"] = frames / seconds
+    return {"videos": len(paths), "frames": frames, "frames_per_second": rates}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--device", default="cpu", help="vclip's decoder device: cpu or cuda (default cpu)")
@@ -141,6 +169,10 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=6, help="videos per class (default 6)")
     parser.add_argument("--first-seed", type=int, default=100, help="seed of the first video of each class")
     parser.add_argument("--repeats", type=int, default=3, help="timed runs per video (default 3)")
+    parser.add_argument("--jobs", default="1,4,8", help="vclip's videos at once in the folder runs (default 1,4,8)")
+    parser.add_argument(
+        "--copies", type=int, default=16, help="copies of the 720p video in its folder run (default 16)"
+    )
     args = parser.parse_args()
     ways = detectors(args.device)
     with tempfile.TemporaryDirectory() as scratch:
@@ -166,6 +198,24 @@ def main() -> None:
             "detectors": measure(videos, ways, args.repeats),
             "speed_large_video": speed_on_large_video(folder, ways, args.repeats),
         }
+        jobs = [int(count) for count in args.jobs.split(",")]
+        labelled = [video for group in videos.values() for video in group]
+        large = folder / f"speed_{SPEED_SIZE[0]}x{SPEED_SIZE[1]}.mp4"
+        copies = []
+        for number in range(args.copies):  # hard links: the same bytes under other names
+            copy = folder / f"copy_{number:02d}_{large.name}"
+            if not copy.exists():
+                os.link(large, copy)
+            copies.append(str(copy))
+        large_frames = results["speed_large_video"]["video"]["frames"]
+        results["folders"] = {
+            "labelled_set": folder_throughput(
+                [v.path for v in labelled], sum(v.num_frames for v in labelled), ways, jobs, args.repeats
+            ),
+            "720p_copies": folder_throughput(copies, large_frames * len(copies), ways, jobs, args.repeats),
+        }
+        for name, folder_result in results["folders"].items():
+            print(name, {way: round(rate) for way, rate in folder_result["frames_per_second"].items()})
     kinds = list(SCENE_VIDEO_CLASSES)
     print(f"{'detector':<24}" + "".join(f"{kind:>18}" for kind in kinds) + f"{'frames/s':>10}{'720p f/s':>10}")
     print(f"{'':<24}" + "".join(f"{'precision recall':>18}" for _ in kinds))
@@ -175,8 +225,6 @@ def main() -> None:
         print(f"{name:<24}{cells}{measured['frames_per_second']:>10.0f}{large:>10.0f}")
     folder = args.out or None
     if folder is None:
-        import os
-
         folder = os.environ.get("OUT") or Path(__file__).resolve().parent / "results"
     print(f"saved {save_results('scenes', results, folder)}")
     print(f"machine: {environment().get('gpu') or 'no GPU'}")
