@@ -493,6 +493,23 @@ def test_keyframes_reports_bad_files_and_goes_on(capsys, videos, bad_files, tmp_
     assert "2 of 5 videos, 7 images" in stdout
 
 
+def test_keyframes_workers_give_the_same_outputs_in_input_order(capsys, videos, bad_files, tmp_path):
+    files = [videos["h264"], bad_files["text"], videos["long_gop"], videos["hevc"], bad_files["truncated"]]
+    outputs = {}
+    for workers in (1, 3):
+        out = tmp_path / f"workers_{workers}"
+        status, stdout, err = run(capsys, "keyframes", *files, "--workers", workers, "--out", out)
+        manifest = json.loads((out / "manifest.json").read_text())
+        for video in manifest["videos"]:
+            del video["seconds"]
+        outputs[workers] = (status, manifest, stdout.replace(str(out), "OUT"))
+        assert err.count("vclip keyframes: skipped") == 2
+    assert outputs[3] == outputs[1]
+    assert [v["file"] for v in outputs[3][1]["videos"]] == [videos["h264"], videos["long_gop"], videos["hevc"]]
+    status, _, err = run(capsys, "keyframes", videos["h264"], "--workers", 0, "--out", tmp_path / "none")
+    assert status == 2 and "workers" in err and "0" in err
+
+
 def test_keyframes_nothing_readable_exits_1(capsys, bad_files, tmp_path):
     status, _, err = run(capsys, "keyframes", bad_files["missing"], bad_files["text"], "--out", tmp_path)
     assert status == 1 and err.count("skipped") == 2

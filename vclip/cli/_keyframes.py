@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import time
+from collections import deque
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 from .._demo import format_numbers
+from .._engine.device import resolve_device
 from .._outputs import (
     OutputError,
     check_output_folder,
@@ -20,6 +25,7 @@ from ..errors import VideoError
 from ..keyframes import (
     KEYFRAME_METHODS,
     THUMBNAIL_WIDTH,
+    Keyframes,
     extract_keyframes,
 )
 from ..sampling import (
@@ -84,6 +90,26 @@ def _remove_earlier_run(out: Path, manifest: Path) -> None:
     manifest.unlink()
 
 
+def _default_workers(device: str) -> int:
+    """Videos at once: 4 on the GPU (several NVDEC sessions keep its engines busy), 1 on the CPU
+    (PyAV already decodes each video on several threads)."""
+    return 4 if resolve_device(device, warn=False).device.is_cuda else 1
+
+
+def _submitted_ahead(pool: ThreadPoolExecutor, extract, files: list[str], window: int) -> Iterator[Future]:
+    """The futures of ``extract(path)`` for ``files`` in order, at most ``window`` submitted ahead."""
+    pending: deque[Future] = deque()
+    remaining = iter(files)
+    for path in itertools.islice(remaining, window):
+        pending.append(pool.submit(extract, path))
+    while pending:
+        future = pending.popleft()
+        following = next(remaining, None)
+        if following is not None:
+            pending.append(pool.submit(extract, following))
+        yield future
+
+
 def _run_keyframes(args: argparse.Namespace) -> int:
     with _refused_arguments():  # refused before --out is touched or anything decoded
         check_scaling_factor(args.scaling_factor)
@@ -97,6 +123,9 @@ def _run_keyframes(args: argparse.Namespace) -> int:
     folders = unique_names(files, taken=taken)
     records, videos, errors = [], [], []
     out.mkdir(parents=True, exist_ok=True)
+    with _refused_arguments():
+        check_optional_integer("workers", args.workers, minimum=1, none_means="(4 on the GPU, 1 on the CPU)")
+        workers = min(args.workers or _default_workers(args.device), max(len(files), 1))
     remote = None
     if args.ray or args.ray_address:  # each video extracted by a Ray task; the images are written here, as locally
         ray_jobs, address = _ray_jobs(args)
@@ -104,21 +133,30 @@ def _run_keyframes(args: argparse.Namespace) -> int:
             remote = iter(ray_jobs.extract_files(
                 files, device=args.device, stream_index=args.stream, address=address, method=args.method,
                 max_frames=args.max, scaling_factor=args.scaling_factor, scene_threshold=args.scene_threshold))
+
+    def extract(path: str, on_progress=None) -> Keyframes:
+        return extract_keyframes(path, method=args.method, max_frames=args.max, device=args.device,
+                                 stream_index=args.stream, scaling_factor=args.scaling_factor,
+                                 scene_threshold=args.scene_threshold, on_progress=on_progress)
+
+    pool = ThreadPoolExecutor(workers, thread_name_prefix="vclip-keyframes") if remote is None and workers > 1 else None
+    ahead = _submitted_ahead(pool, extract, files, 2 * workers) if pool is not None else None
+    started = time.perf_counter()
     try:
         for path, folder_name in zip(_progress_bar(args, iterable=files, unit="video"), folders):
-            started = time.perf_counter()
             try:
                 if remote is not None:
                     found = next(remote)
                     if isinstance(found, tuple):  # (kind of VideoError, problem) from the task
                         raise VideoError(path, found[1])
                     result = found
+                elif ahead is not None:  # several videos at once: no per-frame bar
+                    with _refused_arguments():
+                        result = next(ahead).result()
                 else:
                     with _refused_arguments(), _progress_bar(args, desc=Path(path).name, unit="frame",
                                                              leave=False) as bar:
-                        result = extract_keyframes(path, method=args.method, max_frames=args.max, device=args.device,
-                                                   stream_index=args.stream, scaling_factor=args.scaling_factor,
-                                                   scene_threshold=args.scene_threshold, on_progress=_following(bar))
+                        result = extract(path, _following(bar))
                 folder = out / folder_name
                 saved = result.save(folder, image_format=args.format, thumbnail_width=args.thumbnail_width)
             except VideoError as error:
@@ -137,10 +175,13 @@ def _run_keyframes(args: argparse.Namespace) -> int:
                 "packets_decoded": result.packets_decoded, "device": result.device,
                 "seconds": round(time.perf_counter() - started, 4),
             })
+            started = time.perf_counter()
             noun = "keyframe" if len(result) == 1 else "keyframes"
             _say(f"{path}: {len(result)} {args.method} {noun} (frames {format_numbers(result.frame_indices.tolist())}) "
                  f"-> {folder}{os.sep}")
     finally:  # the manifest of what was written, also when the run stops early
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
         manifest = {"method": args.method, "keyframes": records, "videos": videos, "errors": errors}
         (out / MANIFEST).write_text(json.dumps(manifest, indent=2), encoding="utf-8")
     _say(f"{len(videos)} of {len(files)} videos, {len(records)} images; manifest: {out / MANIFEST}")
@@ -171,6 +212,8 @@ def add_parser(commands) -> None:
     keyframes.add_argument("--thumbnail-width", type=int, default=THUMBNAIL_WIDTH, metavar="PX",
                            help=f"width of the contact sheet's thumbnails (default {THUMBNAIL_WIDTH}; narrower "
                                 f"frames keep their size)")
+    keyframes.add_argument("--workers", type=int, metavar="N",
+                           help="videos at once, each on its own decoder (default 4 on the GPU, 1 on the CPU)")
     _add_stream(keyframes)
     keyframes.add_argument("--overwrite", action="store_true",
                            help="replace an earlier run's outputs in DIR (default: refuse)")
