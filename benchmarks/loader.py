@@ -9,7 +9,9 @@ benchmarks/common.py. For each set, in a fresh process:
   of ``--repeats`` passes; its memory estimate beside the measured peak;
 - the raw pipeline: ``JobRunner.run`` on exactly the same clips with the same decode workers and
   as many batches in flight, without the loader (no sampling, no buffer ring, no hand-over);
-- the ratio loader / raw (target: >= 0.9).
+- the ratio loader / raw (target: >= 0.9);
+- with ``--catalog``: the loader from a catalog of the set (``vclip.build_catalog``), in another
+  fresh process: construction time, clips/s against the file list's, and whether the clips are the same.
 
 Then, in another fresh process, GPU memory over ``--memory-batches`` loader batches on the 360p
 set (several epochs), sampled every ``--memory-every`` batches: it must stay flat.
@@ -27,6 +29,7 @@ import statistics
 import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from pathlib import Path
 
 import numpy as np
 from common import make_video_set, save_results
@@ -41,6 +44,7 @@ from vclip._engine import (
     resolve_device,
     resolve_transform,
 )
+from vclip.catalog import build_catalog
 from vclip.synthetic import read_barcode
 
 BATCH, LENGTH, STRIDE, SIZE = 8, 16, 2, 224
@@ -58,11 +62,12 @@ def _synchronize(device: str) -> None:
 
 
 def _make_loader(
-    paths: list[str], clips: int, *, device: str, workers: int, depth: int, processes: int
+    paths: list[str], clips: int, *, device: str, workers: int, depth: int, processes: int, catalog: str | None = None
 ) -> vclip.ClipLoader:
-    """The train workload: random starts in videos visited in a new random order each epoch."""
+    """The train workload: random starts in videos visited in a new random order each epoch (the
+    videos named by ``paths``, or the same videos' ``catalog``)."""
     return vclip.ClipLoader(
-        [(path, 0) for path in paths],
+        catalog or [(path, 0) for path in paths],
         vclip.strided(LENGTH, STRIDE),
         transform=SPEC,
         batch_size=BATCH,
@@ -149,13 +154,51 @@ def _raw_passes(
     return rates
 
 
+def measure_catalog(
+    paths: list[str],
+    catalog: str,
+    *,
+    device: str,
+    batches: int,
+    warmup: int,
+    repeats: int,
+    workers: int,
+    depth: int,
+    processes: int,
+) -> dict:
+    """The loader from ``catalog`` (run in a fresh process): construction seconds, clips/s and the
+    clips of its first pass."""
+    started = time.perf_counter()
+    loader = _make_loader(
+        paths,
+        (warmup + batches) * BATCH,
+        device=device,
+        workers=workers,
+        depth=depth,
+        processes=processes,
+        catalog=catalog,
+    )
+    construction = time.perf_counter() - started
+    _check(next(iter(loader)))
+    rates, clips = _loader_passes(loader, warmup, batches, repeats)
+    loader.close()
+    return {
+        "construction_seconds": construction,
+        "loader_clips_per_second": statistics.median(rates),
+        "loader_runs": rates,
+        "clips": clips,
+    }
+
+
 def measure_set(
     paths: list[str], *, device: str, batches: int, warmup: int, repeats: int, workers: int, depth: int, processes: int
 ) -> dict:
     """Loader and raw pipeline on one video set (run in a fresh process)."""
+    started = time.perf_counter()
     loader = _make_loader(
         paths, (warmup + batches) * BATCH, device=device, workers=workers, depth=depth, processes=processes
     )
+    construction = time.perf_counter() - started
     first = next(iter(loader))
     _check(first)
     loader_rates, clips = _loader_passes(loader, warmup, batches, repeats)
@@ -176,6 +219,8 @@ def measure_set(
     measured = stats.memory.gpu_peak.get("device_used_bytes", stats.memory.peak_bytes)
     return {
         "videos": len(paths),
+        "construction_seconds": construction,
+        "clips": clips,
         "batches": batches,
         "decode_workers": workers,
         "decode_processes": processes,
@@ -252,6 +297,10 @@ def main() -> None:
         help="batches of the memory run (default 2000; 4x --batches on the CPU)",
     )
     parser.add_argument("--memory-every", type=int, default=None, help="memory sample interval (default 100)")
+    parser.add_argument(
+        "--catalog", action="store_true", help="also run the loader from a catalog of each set (vclip index)"
+    )
+    parser.add_argument("--no-memory", action="store_true", help="skip the memory run")
     arguments = parser.parse_args()
     on_cpu = arguments.device == "cpu"
     warmup = arguments.warmup if arguments.warmup is not None else (1 if on_cpu else 20)
@@ -274,6 +323,22 @@ def main() -> None:
             measure_set, paths, batches=arguments.batches, warmup=warmup, repeats=repeats, **common
         )
         results["sets"][name] = result
+        if arguments.catalog:
+            catalog = str(Path(folder) / f"{name}.parquet")
+            build_catalog([(path, 0) for path in paths], catalog, incremental=False, progress=False)
+            from_catalog = _in_fresh_process(
+                measure_catalog, paths, catalog, batches=arguments.batches, warmup=warmup, repeats=repeats, **common
+            )
+            from_catalog["same_clips_as_files"] = from_catalog.pop("clips") == result["clips"]
+            from_catalog["over_files"] = from_catalog["loader_clips_per_second"] / result["loader_clips_per_second"]
+            result["from_catalog"] = from_catalog
+            print(
+                f"{name}: from the catalog {from_catalog['loader_clips_per_second']:.1f} clips/s "
+                f"({from_catalog['over_files']:.3f}x the file list; "
+                f"same clips: {from_catalog['same_clips_as_files']}); construction "
+                f"{from_catalog['construction_seconds']:.3f} s against {result['construction_seconds']:.3f} s"
+            )
+        result.pop("clips")
         print(
             f"{name}: loader {result['loader_clips_per_second']:.1f} clips/s, raw pipeline "
             f"{result['raw_clips_per_second']:.1f} clips/s, ratio {result['loader_over_raw']:.3f}; memory estimate "
@@ -281,6 +346,9 @@ def main() -> None:
             f"{vclip.format_bytes(result['memory_measured_peak_bytes'])} "
             f"({100 * result['memory_estimate_error']:+.1f}%)"
         )
+    if arguments.no_memory:
+        print(f"saved {save_results('loader', results, arguments.out)}")
+        return
     memory_set = "360p" if "360p" in results["sets"] else next(iter(results["sets"]))
     results["memory_flatness"] = _in_fresh_process(
         measure_memory, make_video_set(folder, memory_set), batches=memory_batches, every=every, **common

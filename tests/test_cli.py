@@ -565,7 +565,7 @@ class Terminal(io.StringIO):
 def test_progress_bars_on_a_terminal_and_not_with_no_progress(videos, tmp_path, monkeypatch):
     terminal = Terminal()
     monkeypatch.setattr(sys, "stderr", terminal)
-    assert main(["keyframes", videos["hevc"], videos["odd"], "--out", str(tmp_path / "a")]) == 0
+    assert main(["keyframes", videos["hevc"], videos["odd"], "--out", str(tmp_path / "a"), "--workers", "1"]) == 0
     drawn = terminal.getvalue()
     assert "0/2 [" in drawn and "2/2 [" in drawn and "video/s" in drawn  # the bar over files
     assert "frame/s" in drawn  # a bar within each file
