@@ -288,18 +288,34 @@ def test_cpu_decoded_clips_are_byte_identical_to_nvdec(videos, name, spec):
 
 
 @pytest.mark.gpu
-def test_gpu_loader_with_cpu_decoders_matches_nvdec_alone(videos):
+@pytest.mark.parametrize("processes", [0, 2])
+def test_gpu_loader_with_cpu_decoders_matches_nvdec_alone(videos, processes):
+    """With decode processes, the CPU decoders run in processes of their own that write into the
+    NVDEC processes' buffers."""
+    from vclip._engine.processes import ProcessBackend
+
     paths = [(videos["h264"], 0)] * 4
     epochs = []
     for count in (0, 4):
         loader = vclip.ClipLoader(
-            paths, vclip.strided(8, 2, clips_per_video=3), device="cuda", batch_size=6, seed=1, cpu_decoders=count
+            paths,
+            vclip.strided(8, 2, clips_per_video=3),
+            device="cuda",
+            batch_size=6,
+            seed=1,
+            cpu_decoders=count,
+            decode_processes=processes,
+            prefetch_queue_depth=4,
         )
         epochs.append([batch.data.cpu().numpy().copy() for batch in loader])
         stats = loader.stats()
         if count:
             assert set(stats.decoders) == {"nvdec", "cpu"} and stats.decoders["cpu"].workers == 4
             assert stats.decoders["nvdec"].clips + stats.decoders["cpu"].clips == stats.clips
+            helpers = loader._runtime.backend.pools[1].backend
+            assert isinstance(helpers, ProcessBackend) == bool(processes)
+            if processes:
+                assert helpers.processes == 2 and helpers.threads == 2
         loader.close()
     for left, right in zip(*epochs):
         np.testing.assert_array_equal(left, right)

@@ -139,6 +139,13 @@ def test_formula_and_loader_answers_for_the_issue_example():
     processes = vclip.plan_loader_memory(batch_size=1, decode_processes=4, prefetch_queue_depth=1, **ISSUE_EXAMPLE)
     assert processes.buffers == 3 and processes.decoders == 4 * PROCESS_DEFAULT_THREADS["cuda"]
     assert processes.cuda_context == 5 * CUDA_CONTEXT_BYTES
+    # CPU decoders beside decode processes run in processes of their own, 2 each: 5 decoders, 3 contexts more
+    helpers = vclip.plan_loader_memory(
+        batch_size=1, decode_processes=4, prefetch_queue_depth=1, cpu_decoders=5, **ISSUE_EXAMPLE
+    )
+    assert helpers.cuda_context == 8 * CUDA_CONTEXT_BYTES and helpers.decoders == processes.decoders
+    threads = vclip.plan_loader_memory(batch_size=1, cpu_decoders=5, **ISSUE_EXAMPLE)  # threads of the loader
+    assert threads.cuda_context == CUDA_CONTEXT_BYTES
 
 
 def test_loader_plan_defaults_and_checks():

@@ -159,7 +159,7 @@ def test_a_worker_that_dies_fails_its_videos_and_is_replaced(clips_videos, tmp_p
 
 def test_freed_buffers_are_released(backend):
     buffer = backend.empty((4, 8), "uint8")
-    name = backend._buffers[buffer.ctypes.data].handle
+    name = backend._registry.handles[buffer.ctypes.data].handle
     SharedMemory(name=name).close()  # exists while the buffer lives
     del buffer
     gc.collect()
@@ -172,6 +172,34 @@ def test_buffers_must_come_from_the_backend(backend, clips_videos):
         backend.decode_job(
             jobs_for(clips_videos[:1])[0], CONVERSION, np.empty((2, FRAMES, 48, 64, 3), np.uint8), DecodeStats()
         )
+
+
+def test_a_backend_sharing_buffers_writes_into_the_other_ones_buffers(backend, clips_videos):
+    """CPU decode processes beside NVDEC's write into NVDEC's batch buffers: a ProcessBackend with
+    ``share_buffers_with`` decodes into buffers of the other, the same frames; freed buffers are
+    released once; closing it leaves the owner's buffers alone."""
+    sibling = cpu_processes(1, 2, share_buffers_with=backend)
+    jobs = jobs_for(clips_videos[:3], first_frame=4)
+    expected, _, _ = decode(backend, jobs)
+    output = backend.empty((2 * len(jobs), FRAMES, 48, 64, 3), "uint8")
+    runner = JobRunner(sibling, 2)
+    assert runner.run(jobs, CONVERSION, output, DecodeStats()).errors == [None] * len(jobs)
+    runner.close()
+    assert np.array_equal(output, expected)
+    name = backend._registry.handles[output.ctypes.data].handle
+    sibling.close()
+    SharedMemory(name=name).close()  # the owner's buffer outlives the sibling
+    assert np.array_equal(decode(backend, jobs)[0], expected)  # the owner still decodes
+    del output
+    gc.collect()
+    with pytest.raises(FileNotFoundError):
+        SharedMemory(name=name)
+
+
+def test_buffers_are_shared_only_on_one_device(backend):
+    gpu = vclip._engine.Device("cuda", 0)
+    with pytest.raises(ValueError, match="cannot be shared"):
+        ProcessBackend(partial(in_process_backend, gpu), gpu, 1, share_buffers_with=backend)
 
 
 class HangsOnStuckVideos:

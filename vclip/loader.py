@@ -470,6 +470,7 @@ class ClipLoader(IterableDataset):
             augmentation_factor=self.augmentation_factor, prefetch_queue_depth=self.prefetch_queue_depth,
             num_threads=self.num_threads, decode_processes=self.decode_processes, device=self._device,
             video_width=largest.width, video_height=largest.height, video_bit_depth=largest.bit_depth,
+            cpu_decoders=self.cpu_decoders,
         )
 
     def _budget_refusal(self, memory_budget: int | str | None, budget: int) -> str:

@@ -302,6 +302,7 @@ def plan_loader_memory(
     video_width: int | None = None,
     video_height: int | None = None,
     video_bit_depth: int = 8,
+    cpu_decoders: int | str = 0,
 ) -> LoaderMemoryEstimate:
     """Peak memory of a ClipLoader with these settings (its ``memory_estimate``), in the loader's own terms.
 
@@ -312,18 +313,28 @@ def plan_loader_memory(
             (defaults too). ``device="cuda"`` plans for a GPU even on a machine without one.
         video_width, video_height, video_bit_depth: The largest video the loader decodes (its
             decode surfaces); default: the output size, as when clips are not resized.
+        cpu_decoders: As :class:`~vclip.ClipLoader`: beside decode processes on the GPU they run
+            in processes of their own, each with a CUDA context and a workspace.
 
     Raises:
         ArgumentError: As :func:`estimate_memory`; a count below its minimum; an unknown device.
     """
+    from ._engine.scheduler import auto_cpu_decoders, cpu_decoder_processes
+
     prefetch_queue_depth = check_integer("prefetch_queue_depth", prefetch_queue_depth, minimum=1)
+    on_gpu = _plans_for_gpu(device)
+    decode_processes = check_integer("decode_processes", decode_processes, minimum=0)
+    if cpu_decoders == "auto":
+        cpu_decoders = auto_cpu_decoders(gpu=on_gpu, decode_processes=decode_processes)
+    helper_processes = cpu_decoder_processes(check_integer("cpu_decoders", cpu_decoders, minimum=0),
+                                             decode_processes) if on_gpu else 0
     return estimate_loader_memory(
         width=width, height=height, batch_size=batch_size, sequence_length=sequence_length, channels=channels,
         dtype=dtype, augmentation_factor=augmentation_factor, buffers=prefetch_queue_depth + 2,
         decoders=loader_decode_workers(device=device, num_threads=num_threads, decode_processes=decode_processes),
         video_width=width if video_width is None else video_width,
         video_height=height if video_height is None else video_height,
-        video_bit_depth=video_bit_depth, on_gpu=_plans_for_gpu(device), processes=decode_processes,
+        video_bit_depth=video_bit_depth, on_gpu=on_gpu, processes=decode_processes + helper_processes,
     )
 
 

@@ -46,32 +46,47 @@ def make_backend(device: Device, *, skip_non_reference: bool = True, processes: 
 
     With ``cpu_decoders`` (a count, or ``"auto"``: :func:`~vclip._engine.scheduler.auto_cpu_decoders`)
     the result is a :class:`~vclip._engine.scheduler.PooledBackend`: on the GPU that many PyAV
-    decoders whose pictures the CUDA kernel converts join NVDEC as helpers; on the CPU that many
-    single-threaded PyAV decoders replace the default pool.
+    decoders whose pictures the CUDA kernel converts join NVDEC as helpers (threads of this process,
+    or, with ``processes``, processes of their own, :func:`~vclip._engine.scheduler.cpu_decoder_processes`,
+    writing into the same buffers: in one process their Python work holds the GIL that NVDEC's
+    feeders need); on the CPU that many single-threaded PyAV decoders replace the default pool.
     """
-    from .scheduler import DecoderPool, PooledBackend, auto_cpu_decoders
+    from .scheduler import (
+        CPU_DECODERS_PER_PROCESS,
+        DecoderPool,
+        PooledBackend,
+        auto_cpu_decoders,
+        cpu_decoder_processes,
+    )
 
     if cpu_decoders == "auto":
         cpu_decoders = auto_cpu_decoders(gpu=device.is_cuda, decode_processes=processes)
     if not device.is_cuda and cpu_decoders:
         return PooledBackend([DecoderPool("cpu", CpuBackend(threads=1, skip_non_reference=skip_non_reference),
                                           int(cpu_decoders))])
+    from .processes import ProcessBackend
+
+    primary: Backend
     if not processes:
         primary = in_process_backend(device, skip_non_reference=skip_non_reference)
     else:
-        from .processes import ProcessBackend
-
         factory: Callable[[], Backend] = partial(in_process_backend, device, skip_non_reference=skip_non_reference)
         primary = ProcessBackend(factory, device, processes, threads)
     if not cpu_decoders:
         return primary
     from .hybrid import UploadBackend
 
+    helpers: Backend
+    if isinstance(primary, ProcessBackend):
+        helpers = ProcessBackend(partial(UploadBackend, device, skip_non_reference=skip_non_reference), device,
+                                 cpu_decoder_processes(int(cpu_decoders), processes), CPU_DECODERS_PER_PROCESS,
+                                 share_buffers_with=primary)
+    else:
+        helpers = UploadBackend(device, skip_non_reference=skip_non_reference)
     nvdec_workers = primary.default_workers if processes or not threads else threads
     return PooledBackend([
         DecoderPool("nvdec", primary, nvdec_workers),
-        DecoderPool("cpu", UploadBackend(device, skip_non_reference=skip_non_reference), int(cpu_decoders),
-                    helper=True),
+        DecoderPool("cpu", helpers, int(cpu_decoders), helper=True),
     ])
 
 

@@ -309,11 +309,35 @@ class _WorkerProcess:
         self.retired = False
 
 
+class _BufferRegistry:
+    """The output buffers of one or more ProcessBackends whose workers write into the same batches
+    (NVDEC decode processes and CPU decode processes): numbered once, and when one is freed every
+    member's workers close their mapping of it."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.numbers = itertools.count()
+        self.handles: dict[int, BufferHandle] = {}  # by the array's address
+        self.shared_memory: dict[int, Any] = {}  # CPU buffers' segments, unlinked by the owner's close
+        self.members: weakref.WeakSet[ProcessBackend] = weakref.WeakSet()
+
+    def forget(self, address: int, number: int, memory, device: Device) -> None:
+        with self.lock:
+            self.handles.pop(address, None)
+            self.shared_memory.pop(number, None)
+            members = list(self.members)
+        for member in members:
+            member._close_in_workers(number)
+        _SharedAllocation.release(memory, device)
+
+
 class ProcessBackend:
     """Decodes in ``processes`` worker processes with ``threads`` decode threads each; each
     worker runs the backend that ``factory`` makes (a picklable callable).
 
-    Output buffers must come from :meth:`empty`. Keeps the :class:`~vclip._engine.contract.Backend` contract.
+    Output buffers must come from :meth:`empty`, or from the :meth:`empty` of the backend named by
+    ``share_buffers_with`` (on the same device), whose buffers this one's workers then write too.
+    Keeps the :class:`~vclip._engine.contract.Backend` contract.
 
     Args:
         factory: Makes the in-process backend a worker decodes with.
@@ -324,10 +348,12 @@ class ProcessBackend:
         decode_timeout: Seconds one video's decode may take in a worker before the worker is
             killed and replaced; the video is reported as a CorruptVideoError, the other videos
             that worker held are sent to another.
+        share_buffers_with: Another ProcessBackend whose output buffers this one writes into.
     """
 
     def __init__(self, factory: Callable[[], Backend], device: Device, processes: int, threads: int = 0, *,
-                 indexes_per_worker: int = INDEXES_PER_WORKER, decode_timeout: float = DECODE_TIMEOUT_SECONDS):
+                 indexes_per_worker: int = INDEXES_PER_WORKER, decode_timeout: float = DECODE_TIMEOUT_SECONDS,
+                 share_buffers_with: ProcessBackend | None = None):
         if multiprocessing.current_process().daemon:
             raise ValueError(
                 "decode_processes needs a process that may start children; inside DataLoader workers "
@@ -343,8 +369,12 @@ class ProcessBackend:
         self._context = multiprocessing.get_context("spawn")  # forked children must not inherit CUDA state
         self._lock = threading.Lock()
         self._numbers = itertools.count()
-        self._buffers: dict[int, BufferHandle] = {}
-        self._shared_memory: dict[int, Any] = {}  # CPU buffers' segments, unlinked on close
+        if share_buffers_with is not None and share_buffers_with.device != device:
+            raise ValueError(f"buffers on {share_buffers_with.device} cannot be shared with decoders on {device}")
+        self._owns_buffers = share_buffers_with is None
+        self._registry: _BufferRegistry = (
+            _BufferRegistry() if share_buffers_with is None else share_buffers_with._registry)
+        self._registry.members.add(self)
         self._index_keys: weakref.WeakKeyDictionary[VideoIndex, int] = weakref.WeakKeyDictionary()
         self._shown_warnings: set[tuple[str, str]] = set()
         self._failed_starts = 0
@@ -364,20 +394,21 @@ class ProcessBackend:
         shape, dtype = tuple(int(n) for n in shape), str(np.dtype(dtype))
         allocation = _SharedAllocation(self.device, _nbytes(shape, dtype))
         array = allocation.array(shape, dtype)
-        handle = BufferHandle(next(self._numbers), shape, dtype, self.device, allocation.handle)
-        with self._lock:
-            self._buffers[_buffer_address(array)] = handle
+        registry = self._registry
+        with registry.lock:
+            handle = BufferHandle(next(registry.numbers), shape, dtype, self.device, allocation.handle)
+            registry.handles[_buffer_address(array)] = handle
             if not self.device.is_cuda:
-                self._shared_memory[handle.number] = allocation.memory
+                registry.shared_memory[handle.number] = allocation.memory
         # On the GPU the allocation object lives as long as any view; on the CPU the array does.
         owner = allocation if self.device.is_cuda else array
-        weakref.finalize(owner, self._forget_buffer, _buffer_address(array), handle.number, allocation.memory)
+        weakref.finalize(owner, registry.forget, _buffer_address(array), handle.number, allocation.memory,
+                         self.device)
         return array
 
-    def _forget_buffer(self, address: int, number: int, memory) -> None:
+    def _close_in_workers(self, number: int) -> None:
+        """Tell the workers that opened buffer ``number`` that it is gone."""
         with self._lock:
-            self._buffers.pop(address, None)
-            self._shared_memory.pop(number, None)
             workers = [] if self._closing else list(self._workers)
         for worker in workers:
             with worker.lock:
@@ -387,15 +418,15 @@ class ProcessBackend:
                         worker.requests.send(number)
                     except OSError:  # the worker is gone, and its mapping with it
                         pass
-        _SharedAllocation.release(memory, self.device)
 
     # -- decoding -----------------------------------------------------------------------------
     def decode_job(self, job: VideoJob, conversion: Conversion, output, stats: DecodeStats) -> None:
         """Decode ``job`` into ``output`` in a worker process; returns when the frames are written."""
+        with self._registry.lock:
+            handle = self._registry.handles.get(_buffer_address(output))
+        if handle is None:
+            raise ValueError("output buffers of a ProcessBackend must come from its empty()")
         with self._lock:
-            handle = self._buffers.get(_buffer_address(output))
-            if handle is None:
-                raise ValueError("output buffers of a ProcessBackend must come from its empty()")
             key = self._index_keys.get(job.index)
             if key is None:
                 key = self._index_keys[job.index] = next(self._numbers)
@@ -538,7 +569,10 @@ class ProcessBackend:
                 return
             self._closing = True
             workers = list(self._workers)
-            segments, self._shared_memory = list(self._shared_memory.values()), {}
+        segments = []
+        if self._owns_buffers:
+            with self._registry.lock:
+                segments, self._registry.shared_memory = list(self._registry.shared_memory.values()), {}
         _open_backends.discard(self)
         for worker in workers:
             with worker.lock:

@@ -32,7 +32,8 @@ from ..errors import VideoError
 from .contract import Backend, Completion
 from .pipeline import Conversion, DecodeStats, VideoJob
 
-__all__ = ["DecoderKindStats", "DecoderPool", "PooledBackend", "SharedQueueRunner", "auto_cpu_decoders"]
+__all__ = ["CPU_DECODERS_PER_PROCESS", "DecoderKindStats", "DecoderPool", "PooledBackend", "SharedQueueRunner",
+           "auto_cpu_decoders", "cpu_decoder_processes"]
 
 _SMOOTHING = 0.2
 """Weight of the newest job in a pool's running average of seconds per frame."""
@@ -54,6 +55,19 @@ def auto_cpu_decoders(*, gpu: bool, decode_processes: int = 0, cores: int | None
     if cores < 8:
         return 0
     return max(0, cores - (decode_processes or 2) - 2)
+
+
+CPU_DECODERS_PER_PROCESS = 2
+"""CPU decoders (threads) per process when they run in processes of their own (beside NVDEC decode
+processes): a few per GIL, each process with its CUDA context for the upload and the kernel."""
+
+
+def cpu_decoder_processes(cpu_decoders: int, decode_processes: int) -> int:
+    """Processes that hold ``cpu_decoders`` CPU decoders beside NVDEC: none without decode processes
+    (they are threads of the loader's process then), else :data:`CPU_DECODERS_PER_PROCESS` each."""
+    if not decode_processes or not cpu_decoders:
+        return 0
+    return -(-cpu_decoders // CPU_DECODERS_PER_PROCESS)
 
 
 @dataclass
