@@ -361,16 +361,13 @@ def raw_nvdec(paths, workers: int, processes: int = 0) -> dict:
     return {"frames_per_second": rate["rate"], "workers": workers, "processes": processes, "videos": len(jobs)}
 
 
-def decode_capacity(paths, nvdec_workers: int, cpu_decoders: int, device: str = "cuda") -> dict:
+def decode_capacity(paths, nvdec_workers: int, cpu_decoders: int, device: str = "cuda", processes: int = 0) -> dict:
     """Whole-file decode rate (pictures/s, every frame to a 64x64 thumbnail through the kernel) of
     NVDEC alone, of ``cpu_decoders`` CPU decoders alone and of both taking jobs from one queue:
-    the ceiling of the hybrid configurations (on a CPU ``device``: the CPU decoders only)."""
-    from vclip._engine import (
-        CpuBackend,
-        SharedQueueRunner,
-        UploadBackend,
-        in_process_backend,
-    )
+    the ceiling of the hybrid configurations (on a CPU ``device``: the CPU decoders only). With
+    ``processes``, NVDEC decodes in that many processes of ``nvdec_workers`` threads and the CPU
+    decoders in processes of their own, as the loader runs them."""
+    from vclip._engine import CpuBackend, SharedQueueRunner, make_backend
 
     resolved = resolve_device(device).device
     spec = vclip.TransformSpec(resize=(64, 64))
@@ -382,16 +379,13 @@ def decode_capacity(paths, nvdec_workers: int, cpu_decoders: int, device: str = 
     ]
     pictures = sum(i.num_frames for i in index)
     if resolved.is_cuda:
-        nvdec, cpu = in_process_backend(resolved), UploadBackend(resolved)
-        setups = {
-            "nvdec": [DecoderPool("nvdec", nvdec, nvdec_workers)],
-            "cpu": [DecoderPool("cpu", cpu, cpu_decoders)],
-            "both": [DecoderPool("nvdec", nvdec, nvdec_workers), DecoderPool("cpu", cpu, cpu_decoders)],
-        }
+        backend = make_backend(resolved, processes=processes, threads=nvdec_workers, cpu_decoders=cpu_decoders)
+        nvdec, cpu = (DecoderPool(pool.kind, pool.backend, pool.workers) for pool in backend.pools)  # all primary
+        setups = {"nvdec": [nvdec], "cpu": [cpu], "both": [nvdec, cpu]}
     else:
-        cpu = CpuBackend(threads=1)
-        setups = {"cpu": [DecoderPool("cpu", cpu, cpu_decoders)]}
-    output = cpu.empty((len(jobs), max(i.num_frames for i in index), 64, 64, 3), "uint8")
+        backend = CpuBackend(threads=1)
+        setups = {"cpu": [DecoderPool("cpu", backend, cpu_decoders)]}
+    output = backend.empty((len(jobs), max(i.num_frames for i in index), 64, 64, 3), "uint8")
     results = {}
     for name, pools in setups.items():
         if not pools[-1].workers:
@@ -410,9 +404,11 @@ def decode_capacity(paths, nvdec_workers: int, cpu_decoders: int, device: str = 
         results[name] = {
             "pictures_per_second": rate["rate"],
             "workers": {p.kind: p.workers for p in pools},
+            "processes": processes,
             "cpu_cores_used": cores,
         }
         runner.close()
+    backend.close()
     return results
 
 
@@ -600,6 +596,13 @@ def main() -> None:
 
             cpu_count = max([c for c in cpu_decoder_counts if c != "auto"] + [auto_cpu_decoders(gpu=True), 1])
             entry["decode_capacity"] = decode_capacity(paths[:16], max(worker_counts), cpu_count)
+            if max(process_counts):
+                entry["decode_capacity_processes"] = decode_capacity(
+                    paths[:16],
+                    min(worker_counts),
+                    auto_cpu_decoders(gpu=True, decode_processes=max(process_counts)),
+                    processes=max(process_counts),
+                )
             timed = {label: row for label, row in table.items() if label in settings and "clips_per_second" in row}
             if timed:
                 best = max(timed, key=lambda label: timed[label]["clips_per_second"])
@@ -614,12 +617,16 @@ def main() -> None:
                 f"skip speedup {entry.get('skip_speedup')}",
                 flush=True,
             )
-            capacity = entry["decode_capacity"]
-            print(
-                f"{set_name:>6} decode capacity (pictures/s): "
-                + ", ".join(f"{name} {row['pictures_per_second']:.0f}" for name, row in capacity.items()),
-                flush=True,
-            )
+            for key in ("decode_capacity", "decode_capacity_processes"):
+                if key in entry:
+                    print(
+                        f"{set_name:>6} {key.replace('_', ' ')} (pictures/s): "
+                        + ", ".join(
+                            f"{name} {row['pictures_per_second']:.0f} ({row['cpu_cores_used']:.1f} cores)"
+                            for name, row in entry[key].items()
+                        ),
+                        flush=True,
+                    )
         save_results("train", results, arguments.out)
     if arguments.extras:
         results["kernel"] = kernel_bandwidth()
