@@ -94,6 +94,25 @@ def yuv420_to_rgb_tensor(
 ) -> np.ndarray:
     """One frame of 4:2:0 planes (integer codes, ``bit_depth`` bits) to ``[H, W, 3]`` in ``dtype``."""
     height, width = y.shape
+    row_taps, column_taps = _frame_taps(height, width, geometry, antialias)
+    planes = [_resample(plane, row_taps, column_taps, subsampling) for plane, subsampling in ((y, 1), (u, 2), (v, 2))]
+    if geometry.orientation.transpose:  # [displayed column, displayed row] -> [row, column]
+        planes = [plane.T for plane in planes]
+    y_offset, y_scale, c_offset, c_scale, r_cr, g_cb, g_cr, b_cb = color_coefficients(matrix, color_range, bit_depth)
+    luma = (planes[0] - y_offset) * y_scale
+    cb = (planes[1] - c_offset) * c_scale
+    cr = (planes[2] - c_offset) * c_scale
+    rgb = np.clip(np.stack([luma + r_cr * cr, luma + g_cb * cb + g_cr * cr, luma + b_cb * cb], axis=-1), 0.0, 1.0)
+    values = rgb * np.asarray(scale, np.float64) + np.asarray(bias, np.float64)
+    if dtype == "uint8":
+        return np.floor(values + 0.5).astype(np.uint8)
+    return values.astype(dtype)
+
+
+@functools.lru_cache(maxsize=64)
+def _frame_taps(height: int, width: int, geometry: FrameGeometry, antialias: bool) -> tuple[tuple, tuple]:
+    """The row and column taps of a ``height x width`` picture for ``geometry`` (the same for every
+    frame of a clip: computed once)."""
     g = geometry
     rows = np.arange(g.crop_y, g.crop_y + g.output_height)  # in the displayed resized picture
     columns = np.arange(g.crop_x, g.crop_x + g.output_width)
@@ -108,15 +127,6 @@ def yuv420_to_rgb_tensor(
         stored_rows = resized_height - 1 - stored_rows
     row_taps = axis_taps(height, resized_height, stored_rows, antialias)
     column_taps = axis_taps(width, resized_width, stored_columns, antialias)
-    planes = [_resample(plane, row_taps, column_taps, subsampling) for plane, subsampling in ((y, 1), (u, 2), (v, 2))]
-    if orientation.transpose:  # [displayed column, displayed row] -> [row, column]
-        planes = [plane.T for plane in planes]
-    y_offset, y_scale, c_offset, c_scale, r_cr, g_cb, g_cr, b_cb = color_coefficients(matrix, color_range, bit_depth)
-    luma = (planes[0] - y_offset) * y_scale
-    cb = (planes[1] - c_offset) * c_scale
-    cr = (planes[2] - c_offset) * c_scale
-    rgb = np.clip(np.stack([luma + r_cr * cr, luma + g_cb * cb + g_cr * cr, luma + b_cb * cb], axis=-1), 0.0, 1.0)
-    values = rgb * np.asarray(scale, np.float64) + np.asarray(bias, np.float64)
-    if dtype == "uint8":
-        return np.floor(values + 0.5).astype(np.uint8)
-    return values.astype(dtype)
+    for array in (*row_taps, *column_taps):
+        array.setflags(write=False)  # shared by the cache
+    return row_taps, column_taps
