@@ -5,6 +5,8 @@ the dissolve of nasa_13013.mp4; the same boundaries on the GPU as on the CPU."""
 from __future__ import annotations
 
 import os
+import warnings
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -112,6 +114,23 @@ def test_score_counts_hits_misses_and_false_detections(labelled):
     assert video.score(found) == {"true": 1, "missed": len(video.boundaries) - 1, "false": 3}
     cut = labelled["cuts"][0].boundaries[0].start
     assert labelled["cuts"][0].score([cut + 2])["true"] == 1 and labelled["cuts"][0].score([cut + 3])["true"] == 0
+
+
+def test_threads_find_the_same_and_leave_the_warning_filters_alone(labelled, cpu_found, monkeypatch):
+    """``vclip keyframes --workers`` runs shot detection on several threads: it must not touch the
+    process-wide warning filters (``warnings.catch_warnings`` is not thread-safe) and must find
+    what one thread finds."""
+
+    def refused(*args, **kwargs):
+        raise AssertionError("shot detection changed the process's warning filters")
+
+    monkeypatch.setattr(warnings, "catch_warnings", refused)
+    filters = list(warnings.filters)
+    videos = [video for kind in SCENE_VIDEO_CLASSES for video in labelled[kind]]
+    with ThreadPoolExecutor(4) as pool:
+        found = list(pool.map(lambda video: find_shot_boundaries(video.path), videos))
+    assert warnings.filters == filters
+    assert found == [cpu_found[kind][number] for kind in SCENE_VIDEO_CLASSES for number in range(len(SEEDS))]
 
 
 def test_a_still_video_and_a_very_short_one_have_no_boundary(videos):

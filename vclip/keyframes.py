@@ -49,7 +49,6 @@ recall per kind of transition against PySceneDetect.
 from __future__ import annotations
 
 import os
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -494,12 +493,23 @@ def _usual_change(table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     window = _BASE_WINDOW
     padded = np.concatenate([np.full((gaps, window - 1), np.nan, np.float32), table,
                              np.full((gaps, window - 1 + _MAX_GAP), np.nan, np.float32)], axis=1)
-    with np.errstate(all="ignore"), warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        medians = np.nanmedian(np.lib.stride_tricks.sliding_window_view(padded, window, axis=1), axis=2)
+    windows = np.lib.stride_tricks.sliding_window_view(padded, window, axis=1)
+    empty = np.isnan(windows).all(axis=2)  # filled before the median, which warns on them otherwise
+    medians = np.nanmedian(np.where(empty[..., None], np.float32(0), windows), axis=2)
+    medians[empty] = np.nan
     before = medians[:, :num_frames]  # windows ending at t
     after = np.stack([medians[g, window - 1 + g:window - 1 + g + num_frames] for g in range(gaps)])
     return before, after
+
+
+def _mean_of_numbers(first: np.ndarray, second: np.ndarray) -> np.ndarray:
+    """Element-wise mean of the values that are not NaN (NaN where neither is), without the
+    warning of ``np.nanmean``: silencing it would change the process's warning filters, which
+    threads share (shot detection runs on several threads in ``vclip keyframes --workers``)."""
+    count = (~np.isnan(first)).astype(np.float32) + ~np.isnan(second)
+    total = np.nan_to_num(first) + np.nan_to_num(second)
+    with np.errstate(invalid="ignore", divide="ignore"):  # per thread, unlike warning filters
+        return np.where(count > 0, total / count, np.float32(np.nan))
 
 
 def _boundary_evidence(tables: dict, usual: dict, first: np.ndarray, last: np.ndarray, *, spread: int,
@@ -521,9 +531,7 @@ def _boundary_evidence(tables: dict, usual: dict, first: np.ndarray, last: np.nd
             distance = _pair_distance(table, a, z)
             base_before = _at(before, gap, a)
             base_after = _at(after, gap, z)
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", RuntimeWarning)
-                base = np.nanmean(np.stack([base_before, base_after]), axis=0)
+            base = _mean_of_numbers(base_before, base_after)
             if found_before is not None:  # a side whose pairs reach past a boundary found already
                 n = found_before.size - 1
                 reach_before, reach_after = np.clip(a - gap - _BASE_WINDOW, 0, n), np.clip(z + gap + _BASE_WINDOW, 0, n)
@@ -534,10 +542,8 @@ def _boundary_evidence(tables: dict, usual: dict, first: np.ndarray, last: np.nd
             base = np.where(np.isnan(base), 0.0, base)
             ratios.append(distance / (base + _NOISE_FLOOR[name]))
             distances.append(distance)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)
-            ratio = np.nanmin(np.stack(ratios), axis=0)
-            distance = np.nanmin(np.stack(distances), axis=0)
+        ratio = np.fmin.reduce(np.stack(ratios), axis=0)  # NaN only where all are: nanmin without its warning
+        distance = np.fmin.reduce(np.stack(distances), axis=0)
         ratio = np.where(distance >= _MIN_DISTANCE[name], ratio, 0.0)
         if abrupt:  # a cut makes the whole change at once, and for good: the frames further out
             jump = _pair_distance(table, first, last)  # differ about as much as these two
