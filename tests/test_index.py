@@ -228,6 +228,7 @@ def test_moved_file_reindexes(videos, tmp_path):
 import builtins  # noqa: E402
 import os  # noqa: E402
 
+import vclip._index_cache as index_cache_module  # noqa: E402
 import vclip.cli  # noqa: E402
 import vclip.index as index_module  # noqa: E402
 from vclip.errors import IndexCacheWarning, TruncatedVideoWarning, UnreadableVideoError  # noqa: E402
@@ -609,7 +610,7 @@ def test_disk_cache_folder_writable_by_others_is_not_used(tmp_path, clean_cache)
     shared = tmp_path / "shared"
     shared.mkdir()
     shared.chmod(0o777)
-    index_module._warned_folders.clear()
+    index_cache_module._warned_folders.clear()
     with pytest.warns(IndexCacheWarning, match="can be written by other users"):
         assert vclip.index_video(path, cache_dir=shared).num_frames == 20
     assert list(shared.iterdir()) == []

@@ -3,16 +3,11 @@ picture is decoded, for the display matrix FFmpeg attaches to decoded frames).""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import os
-import re
-import secrets
-import threading
 import time
 import warnings
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
@@ -25,6 +20,7 @@ from av.container import InputContainer
 
 from ._engine.bitstream import is_reference_packet, nal_length_size
 from ._fingerprint import content_fingerprint
+from ._index_cache import DiskCache, MemoryCache, MemoryEntry, os_reason
 from ._sources import (
     VideoInput,
     hold_video,
@@ -36,7 +32,6 @@ from ._sources import (
 )
 from .errors import (
     CorruptVideoError,
-    IndexCacheWarning,
     NotAVideoError,
     TruncatedVideoWarning,
     UnsupportedCodecError,
@@ -465,52 +460,19 @@ def index_from_record(record, path: str | os.PathLike) -> VideoIndex:
     return index
 
 
-# -- the in-memory cache ------------------------------------------------------------------------
-_DEFAULT_CACHE_BYTES = 256 << 20
-_CACHE_BYTES_VARIABLE = "VCLIP_INDEX_CACHE_BYTES"
+# -- the caches (vclip/_index_cache.py) ---------------------------------------------------------
 # A file's change times are trusted to reveal later changes only once they are this much older
 # than the content read (file system clocks tick coarsely: ~4 ms on ext4, 2 s on FAT).
 _SETTLE_NS = 2_000_000_000
 # A URL's cached index is served without asking the server again for this long after a check.
 _REMOTE_TRUST_SECONDS = 30.0
 
-
-@dataclass
-class _MemoryEntry:
-    index: VideoIndex
-    fingerprint: str
-    signature: tuple  # (device, inode, size, mtime_ns, ctime_ns) at the last check; a URL's: (monotonic time,)
-    settled: bool  # any change after that check alters the signature
-    nbytes: int
-
-
-_cache: OrderedDict[tuple, _MemoryEntry] = OrderedDict()
-_cache_lock = threading.Lock()
-_cache_bytes = 0
-_cache_limit: int | None = None  # resolved on first use
-
-
-def _limit() -> int:
-    global _cache_limit
-    if _cache_limit is None:
-        text = os.environ.get(_CACHE_BYTES_VARIABLE)
-        _cache_limit = _DEFAULT_CACHE_BYTES
-        if text:
-            from .memory import parse_bytes
-
-            try:
-                _cache_limit = parse_bytes(text)
-            except ValueError as error:
-                warnings.warn(f"{_CACHE_BYTES_VARIABLE}: {error}; using 256 MiB", IndexCacheWarning, stacklevel=3)
-    return _cache_limit
+_memory_cache = MemoryCache()
 
 
 def clear_index_cache() -> None:
     """Forget all in-memory indexes."""
-    global _cache_bytes
-    with _cache_lock:
-        _cache.clear()
-        _cache_bytes = 0
+    _memory_cache.clear()
 
 
 def set_index_cache_limit(max_bytes: int | str) -> int:
@@ -525,38 +487,12 @@ def set_index_cache_limit(max_bytes: int | str) -> int:
     """
     from .memory import parse_bytes
 
-    global _cache_limit
-    limit = parse_bytes(max_bytes)
-    with _cache_lock:
-        previous = _limit()
-        _cache_limit = limit
-        _evict()
-    return previous
+    return _memory_cache.set_limit(parse_bytes(max_bytes))
 
 
 def index_cache_info() -> dict:
     """``{"entries", "bytes", "limit_bytes"}`` of the in-memory index cache."""
-    with _cache_lock:
-        return {"entries": len(_cache), "bytes": _cache_bytes, "limit_bytes": _limit()}
-
-
-def _evict() -> None:
-    global _cache_bytes
-    while _cache and _cache_bytes > _limit():
-        _, entry = _cache.popitem(last=False)
-        _cache_bytes -= entry.nbytes
-
-
-def _remember(key: tuple, entry: _MemoryEntry) -> None:
-    global _cache_bytes
-    with _cache_lock:
-        old = _cache.pop(key, None)
-        if old is not None:
-            _cache_bytes -= old.nbytes
-        if entry.nbytes <= _limit():
-            _cache[key] = entry
-            _cache_bytes += entry.nbytes
-            _evict()
+    return _memory_cache.info()
 
 
 def _index_nbytes(index: VideoIndex) -> int:
@@ -647,10 +583,7 @@ def index_video(
     stat = _stat_video(path)
     key = (os.path.realpath(path), stream_index)
     signature = _signature(stat)
-    with _cache_lock:
-        entry = _cache.get(key)
-        if entry is not None:
-            _cache.move_to_end(key)
+    entry = _memory_cache.get(key)
     fingerprint = None
     if entry is not None:
         if entry.signature == signature and entry.settled:
@@ -658,7 +591,7 @@ def index_video(
         if entry.signature[2:4] == signature[2:4]:  # same size and mtime: compare contents
             fingerprint, settled = _fingerprint(path, stat)
             if fingerprint == entry.fingerprint:
-                _remember(key, replace(entry, signature=signature, settled=settled))
+                _memory_cache.remember(key, replace(entry, signature=signature, settled=settled))
                 return entry.index
     if fingerprint is None:
         fingerprint, settled = _fingerprint(path, stat)
@@ -667,7 +600,7 @@ def index_video(
         unchanged=lambda: _signature(_stat_video(path)) == signature,
     )
     if keep:  # else the file changed while it was read: keep nothing
-        _remember(key, _MemoryEntry(index, fingerprint, signature, settled, _index_nbytes(index)))
+        _memory_cache.remember(key, MemoryEntry(index, fingerprint, signature, settled, _index_nbytes(index)))
     return index
 
 
@@ -678,10 +611,7 @@ def _index_source(name: str, stream_index: int | None, cache_dir: str | os.PathL
     its metadata was last checked (the loader asks for a video's index once per clip).
     """
     key = (name, stream_index)
-    with _cache_lock:
-        entry = _cache.get(key)
-        if entry is not None:
-            _cache.move_to_end(key)
+    entry = _memory_cache.get(key)
     if entry is not None and entry.signature and time.monotonic() - entry.signature[0] < _REMOTE_TRUST_SECONDS:
         return entry.index
     fingerprint = source_fingerprint(name)  # None for file objects: never cached
@@ -689,10 +619,10 @@ def _index_source(name: str, stream_index: int | None, cache_dir: str | os.PathL
         return _build_source_index(name, stream_index)
     checked = (time.monotonic(),) if is_url(name) else ()
     if entry is not None and entry.fingerprint == fingerprint:
-        _remember(key, replace(entry, signature=checked))
+        _memory_cache.remember(key, replace(entry, signature=checked))
         return entry.index
     index, _ = _through_disk_cache(cache_dir, key, fingerprint, name, lambda: _build_source_index(name, stream_index))
-    _remember(key, _MemoryEntry(index, fingerprint, checked, False, _index_nbytes(index)))
+    _memory_cache.remember(key, MemoryEntry(index, fingerprint, checked, False, _index_nbytes(index)))
     return index
 
 
@@ -706,19 +636,35 @@ def _through_disk_cache(
         The index, and whether it may be kept: False when ``unchanged()`` says the source changed
         while it was read (then nothing is saved either).
     """
-    disk = _DiskCache.open(cache_dir) if cache_dir is not None else None
+    disk = DiskCache.open(cache_dir) if cache_dir is not None else None
     try:
-        entry_name = _DiskCache.entry_name(key)
-        stored = disk.load(entry_name, fingerprint, key[1], name) if disk is not None else None
+        entry_name = DiskCache.entry_name(key)
+        stored = _stored_index(disk, entry_name, fingerprint, key[1], name) if disk is not None else None
         index = stored if stored is not None else build()
         if unchanged is not None and not unchanged():
             return index, False
         if stored is None and disk is not None:
-            disk.save(entry_name, fingerprint, key[1], index)
+            disk.save(entry_name, fingerprint, key[1], index_to_record(index))
         return index, True
     finally:
         if disk is not None:
             disk.close()
+
+
+def _stored_index(disk: DiskCache, entry_name: str, fingerprint: str, stream_index: int | None,
+                  name: str) -> VideoIndex | None:
+    """The index stored in ``disk`` for this content and stream request, or None when there is none
+    or it does not validate in every way (format version, fields, consistency, stream)."""
+    record = disk.load(entry_name, fingerprint, stream_index)
+    if record is None:
+        return None
+    try:
+        index = index_from_record(record, name)
+    except Exception:  # unknown fields, tampered values: rebuild, never raise
+        return None
+    if stream_index is not None and index.stream_index != stream_index:
+        return None
+    return index
 
 
 def _build_source_index(name: str, stream_index: int | None) -> VideoIndex:
@@ -758,7 +704,7 @@ def open_container(path: str):
     except av.error.FileNotFoundError:
         raise VideoNotFoundError(path, "file does not exist") from None
     except (av.error.InvalidDataError, av.error.EOFError) as error:
-        raise NotAVideoError(path, f"not a video container FFmpeg can read ({_reason(error)})") from None
+        raise NotAVideoError(path, f"not a video container FFmpeg can read ({os_reason(error)})") from None
     except av.error.FFmpegError as error:
         if isinstance(error, OSError) and local:  # permission, loop, name length: let the OS say which
             try:
@@ -766,15 +712,11 @@ def open_container(path: str):
                     pass
             except OSError as os_error:
                 raise video_error_from_os_error(path, os_error) from None
-        raise CorruptVideoError(path, f"FFmpeg could not open it ({_reason(error)})") from None
+        raise CorruptVideoError(path, f"FFmpeg could not open it ({os_reason(error)})") from None
     except OSError as error:
         raise video_error_from_os_error(path, error) from None
     except (ValueError, ArithmeticError) as error:  # UnicodeDecodeError and friends from PyAV's wrappers
         raise CorruptVideoError(path, f"FFmpeg could not open it ({type(error).__name__}: {error})") from None
-
-
-def _reason(error: BaseException) -> str:
-    return getattr(error, "strerror", None) or str(error) or type(error).__name__
 
 
 def _select_video_stream(container, path: str, stream_index: int | None):
@@ -804,7 +746,7 @@ def _build_index(path: str, stream_index: int | None, file_size: int) -> VideoIn
     except VideoError:
         raise
     except av.error.FFmpegError as error:
-        raise CorruptVideoError(path, f"FFmpeg could not read it ({_reason(error)})") from None
+        raise CorruptVideoError(path, f"FFmpeg could not read it ({os_reason(error)})") from None
     except OSError as error:  # the file went away or became unreadable while it was read
         raise video_error_from_os_error(path, error) from None
     except (ValueError, ArithmeticError, TypeError) as error:  # odd values from a damaged header
@@ -848,7 +790,7 @@ def _index_container(container, path: str, stream_index: int | None, file_size: 
             if len(samples) < 3:
                 samples.append((pos[-1], data))
     except av.error.FFmpegError as error:
-        raise CorruptVideoError(path, f"demuxing failed after {len(pts)} packets ({_reason(error)})") from None
+        raise CorruptVideoError(path, f"demuxing failed after {len(pts)} packets ({os_reason(error)})") from None
     container_format = container.format.name.split(",")[0]
     if container_format == "mpegts" and pos and _ts_ends_inside_last_packet(path, file_size, stream.id, pos[-1]):
         warnings.warn(
@@ -1094,7 +1036,7 @@ def _decoder_output_order(path: str, stream_index: int, needed: set[int], count:
         except av.error.FFmpegError as error:
             raise CorruptVideoError(
                 path, f"packets carry neither pts nor dts, and decoding them to find their order failed "
-                f"({_reason(error)})"
+                f"({os_reason(error)})"
             ) from None
     return outputs
 
@@ -1110,101 +1052,3 @@ def _bytes_match(path: str, samples: list[tuple[int, bytes]]) -> bool:
 
 
 # -- the on-disk cache --------------------------------------------------------------------------
-_O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
-_O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
-_MAX_ENTRY_BYTES = 1 << 30
-_warned_folders: set[str] = set()
-
-
-def _warn_folder(folder: str, problem: str) -> None:
-    if folder not in _warned_folders:
-        _warned_folders.add(folder)
-        warnings.warn(f"index cache folder {folder}: {problem}; indexes are not stored there",
-                      IndexCacheWarning, stacklevel=4)
-
-
-class _DiskCache:
-    """An open cache folder (by file descriptor, so a swapped path cannot redirect it)."""
-
-    def __init__(self, folder: str, descriptor: int):
-        self.folder = folder
-        self.descriptor = descriptor
-
-    @classmethod
-    def open(cls, cache_dir) -> _DiskCache | None:
-        folder = os.fspath(cache_dir)
-        try:
-            os.makedirs(folder, mode=0o700, exist_ok=True)
-            descriptor = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | _O_CLOEXEC)
-        except (OSError, ValueError) as error:
-            _warn_folder(folder, f"cannot be used ({_reason(error)})")
-            return None
-        stat = os.fstat(descriptor)
-        problem = None
-        if not S_ISDIR(stat.st_mode):
-            problem = "is not a folder"
-        elif hasattr(os, "geteuid") and stat.st_uid != os.geteuid():
-            problem = f"belongs to another user (uid {stat.st_uid})"
-        elif stat.st_mode & 0o022:
-            problem = f"can be written by other users (mode {stat.st_mode & 0o777:o}; chmod 700 it)"
-        if problem:
-            os.close(descriptor)
-            _warn_folder(folder, problem)
-            return None
-        return cls(folder, descriptor)
-
-    def close(self) -> None:
-        os.close(self.descriptor)
-
-    @staticmethod
-    def entry_name(key: tuple) -> str:
-        real_path, stream_index = key
-        digest = hashlib.sha256(os.fsencode(real_path) + b"\0" + str(stream_index).encode()).hexdigest()[:32]
-        stem = re.sub(r"[^A-Za-z0-9._-]", "_", os.path.basename(real_path))[:64].lstrip(".")
-        return f"{stem or 'video'}.{digest}.npz"
-
-    def load(self, name: str, fingerprint: str, stream_index: int | None, path: str) -> VideoIndex | None:
-        """The stored index, or None when there is none or it does not validate in every way."""
-        try:
-            descriptor = os.open(name, os.O_RDONLY | _O_NOFOLLOW | _O_CLOEXEC, dir_fd=self.descriptor)
-        except OSError:
-            return None
-        try:
-            with os.fdopen(descriptor, "rb") as file:
-                stat = os.fstat(file.fileno())
-                if not S_ISREG(stat.st_mode) or stat.st_size > _MAX_ENTRY_BYTES:
-                    return None
-                with np.load(file, allow_pickle=False) as stored:
-                    if str(stored["fingerprint"]) != fingerprint:
-                        return None
-                    if int(stored["stream_request"]) != (-1 if stream_index is None else stream_index):
-                        return None
-                    index = index_from_record(stored, path)
-        except Exception:  # truncated, not a zip, unknown fields, tampered: rebuild, never raise
-            return None
-        if stream_index is not None and index.stream_index != stream_index:
-            return None
-        return index
-
-    def save(self, name: str, fingerprint: str, stream_index: int | None, index: VideoIndex) -> None:
-        """Store ``index`` atomically; a failure (disk full, read-only folder) only skips storing."""
-        record = index_to_record(index)
-        record["fingerprint"] = np.asarray(fingerprint)
-        record["stream_request"] = np.asarray(-1 if stream_index is None else stream_index, dtype=np.int64)
-        temporary = f".{name}.{secrets.token_hex(8)}.tmp"
-        try:
-            descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW | _O_CLOEXEC,
-                                 0o600, dir_fd=self.descriptor)
-        except OSError as error:
-            _warn_folder(self.folder, f"cannot write in it ({_reason(error)})")
-            return
-        try:
-            with os.fdopen(descriptor, "wb") as file:
-                np.savez(file, allow_pickle=True, **record)  # the default, named so mypy maps no array to it
-            os.replace(temporary, name, src_dir_fd=self.descriptor, dst_dir_fd=self.descriptor)
-        except OSError as error:
-            _warn_folder(self.folder, f"cannot write in it ({_reason(error)})")
-            try:
-                os.unlink(temporary, dir_fd=self.descriptor)
-            except OSError:
-                pass
