@@ -154,33 +154,21 @@ def _raw_passes(
     return rates
 
 
-def measure_catalog(
-    paths: list[str],
-    catalog: str,
-    *,
-    device: str,
-    batches: int,
-    warmup: int,
-    repeats: int,
-    workers: int,
-    depth: int,
-    processes: int,
-) -> dict:
-    """The loader from ``catalog`` (run in a fresh process): construction seconds, clips/s and the
-    clips of its first pass."""
+def _timed_loader(paths: list[str], batches: int, warmup: int, repeats: int, catalog: str | None = None, **options):
+    """The train loader (from ``catalog`` when given), checked on its first batch, then timed:
+    the loader, its construction seconds, clips/s of each pass and the clips of the first pass."""
     started = time.perf_counter()
-    loader = _make_loader(
-        paths,
-        (warmup + batches) * BATCH,
-        device=device,
-        workers=workers,
-        depth=depth,
-        processes=processes,
-        catalog=catalog,
-    )
+    loader = _make_loader(paths, (warmup + batches) * BATCH, catalog=catalog, **options)
     construction = time.perf_counter() - started
     _check(next(iter(loader)))
     rates, clips = _loader_passes(loader, warmup, batches, repeats)
+    return loader, construction, rates, clips
+
+
+def measure_catalog(paths: list[str], catalog: str, *, batches: int, warmup: int, repeats: int, **options) -> dict:
+    """The loader from ``catalog`` (run in a fresh process): construction seconds, clips/s and the
+    clips of its first pass."""
+    loader, construction, rates, clips = _timed_loader(paths, batches, warmup, repeats, catalog, **options)
     loader.close()
     return {
         "construction_seconds": construction,
@@ -194,14 +182,9 @@ def measure_set(
     paths: list[str], *, device: str, batches: int, warmup: int, repeats: int, workers: int, depth: int, processes: int
 ) -> dict:
     """Loader and raw pipeline on one video set (run in a fresh process)."""
-    started = time.perf_counter()
-    loader = _make_loader(
-        paths, (warmup + batches) * BATCH, device=device, workers=workers, depth=depth, processes=processes
+    loader, construction, loader_rates, clips = _timed_loader(
+        paths, batches, warmup, repeats, device=device, workers=workers, depth=depth, processes=processes
     )
-    construction = time.perf_counter() - started
-    first = next(iter(loader))
-    _check(first)
-    loader_rates, clips = _loader_passes(loader, warmup, batches, repeats)
     stats = loader.stats()
     workers = stats.decode_workers
     loader.close()

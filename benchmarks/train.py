@@ -596,12 +596,10 @@ def main() -> None:
 
             cpu_count = max([c for c in cpu_decoder_counts if c != "auto"] + [auto_cpu_decoders(gpu=True), 1])
             entry["decode_capacity"] = decode_capacity(paths[:16], max(worker_counts), cpu_count)
-            if max(process_counts):
+            helpers = auto_cpu_decoders(gpu=True, decode_processes=max(process_counts))
+            if max(process_counts) and helpers:  # no CPU decoders on a machine under 8 cores
                 entry["decode_capacity_processes"] = decode_capacity(
-                    paths[:16],
-                    min(worker_counts),
-                    auto_cpu_decoders(gpu=True, decode_processes=max(process_counts)),
-                    processes=max(process_counts),
+                    paths[:16], min(worker_counts), helpers, processes=max(process_counts)
                 )
             timed = {label: row for label, row in table.items() if label in settings and "clips_per_second" in row}
             if timed:

@@ -319,15 +319,15 @@ def plan_loader_memory(
     Raises:
         ArgumentError: As :func:`estimate_memory`; a count below its minimum; an unknown device.
     """
-    from ._engine.scheduler import auto_cpu_decoders, cpu_decoder_processes
+    from ._engine.scheduler import cpu_decoder_processes, resolve_cpu_decoders
 
     prefetch_queue_depth = check_integer("prefetch_queue_depth", prefetch_queue_depth, minimum=1)
     on_gpu = _plans_for_gpu(device)
     decode_processes = check_integer("decode_processes", decode_processes, minimum=0)
-    if cpu_decoders == "auto":
-        cpu_decoders = auto_cpu_decoders(gpu=on_gpu, decode_processes=decode_processes)
-    helper_processes = cpu_decoder_processes(check_integer("cpu_decoders", cpu_decoders, minimum=0),
-                                             decode_processes) if on_gpu else 0
+    if cpu_decoders != "auto":
+        cpu_decoders = check_integer("cpu_decoders", cpu_decoders, minimum=0)
+    count = resolve_cpu_decoders(cpu_decoders, gpu=on_gpu, decode_processes=decode_processes)
+    helper_processes = cpu_decoder_processes(count, decode_processes) if on_gpu else 0
     return estimate_loader_memory(
         width=width, height=height, batch_size=batch_size, sequence_length=sequence_length, channels=channels,
         dtype=dtype, augmentation_factor=augmentation_factor, buffers=prefetch_queue_depth + 2,

@@ -55,15 +55,14 @@ def make_backend(device: Device, *, skip_non_reference: bool = True, processes: 
         CPU_DECODERS_PER_PROCESS,
         DecoderPool,
         PooledBackend,
-        auto_cpu_decoders,
         cpu_decoder_processes,
+        resolve_cpu_decoders,
     )
 
-    if cpu_decoders == "auto":
-        cpu_decoders = auto_cpu_decoders(gpu=device.is_cuda, decode_processes=processes)
-    if not device.is_cuda and cpu_decoders:
+    count = resolve_cpu_decoders(cpu_decoders, gpu=device.is_cuda, decode_processes=processes)
+    if not device.is_cuda and count:
         return PooledBackend([DecoderPool("cpu", CpuBackend(threads=1, skip_non_reference=skip_non_reference),
-                                          int(cpu_decoders))])
+                                          count)])
     from .processes import ProcessBackend
 
     primary: Backend
@@ -72,21 +71,21 @@ def make_backend(device: Device, *, skip_non_reference: bool = True, processes: 
     else:
         factory: Callable[[], Backend] = partial(in_process_backend, device, skip_non_reference=skip_non_reference)
         primary = ProcessBackend(factory, device, processes, threads)
-    if not cpu_decoders:
+    if not count:
         return primary
     from .hybrid import UploadBackend
 
     helpers: Backend
     if isinstance(primary, ProcessBackend):
         helpers = ProcessBackend(partial(UploadBackend, device, skip_non_reference=skip_non_reference), device,
-                                 cpu_decoder_processes(int(cpu_decoders), processes), CPU_DECODERS_PER_PROCESS,
+                                 cpu_decoder_processes(count, processes), CPU_DECODERS_PER_PROCESS,
                                  share_buffers_with=primary)
     else:
         helpers = UploadBackend(device, skip_non_reference=skip_non_reference)
     nvdec_workers = primary.default_workers if processes or not threads else threads
     return PooledBackend([
         DecoderPool("nvdec", primary, nvdec_workers),
-        DecoderPool("cpu", helpers, int(cpu_decoders), helper=True),
+        DecoderPool("cpu", helpers, count, helper=True),
     ])
 
 

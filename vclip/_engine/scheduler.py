@@ -33,7 +33,7 @@ from .contract import Backend, Completion
 from .pipeline import Conversion, DecodeStats, VideoJob
 
 __all__ = ["CPU_DECODERS_PER_PROCESS", "DecoderKindStats", "DecoderPool", "PooledBackend", "SharedQueueRunner",
-           "auto_cpu_decoders", "cpu_decoder_processes"]
+           "auto_cpu_decoders", "cpu_decoder_processes", "resolve_cpu_decoders"]
 
 _SMOOTHING = 0.2
 """Weight of the newest job in a pool's running average of seconds per frame."""
@@ -60,6 +60,13 @@ def auto_cpu_decoders(*, gpu: bool, decode_processes: int = 0, cores: int | None
 CPU_DECODERS_PER_PROCESS = 2
 """CPU decoders (threads) per process when they run in processes of their own (beside NVDEC decode
 processes): a few per GIL, each process with its CUDA context for the upload and the kernel."""
+
+
+def resolve_cpu_decoders(cpu_decoders: int | str, *, gpu: bool, decode_processes: int = 0) -> int:
+    """The count ``cpu_decoders`` asks for: itself, or for ``"auto"`` :func:`auto_cpu_decoders`."""
+    if cpu_decoders == "auto":
+        return auto_cpu_decoders(gpu=gpu, decode_processes=decode_processes)
+    return int(cpu_decoders)
 
 
 def cpu_decoder_processes(cpu_decoders: int, decode_processes: int) -> int:

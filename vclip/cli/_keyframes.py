@@ -141,9 +141,9 @@ def _run_keyframes(args: argparse.Namespace) -> int:
 
     pool = ThreadPoolExecutor(workers, thread_name_prefix="vclip-keyframes") if remote is None and workers > 1 else None
     ahead = _submitted_ahead(pool, extract, files, 2 * workers) if pool is not None else None
-    started = time.perf_counter()
     try:
         for path, folder_name in zip(_progress_bar(args, iterable=files, unit="video"), folders):
+            started = time.perf_counter()
             try:
                 if remote is not None:
                     found = next(remote)
@@ -175,7 +175,6 @@ def _run_keyframes(args: argparse.Namespace) -> int:
                 "packets_decoded": result.packets_decoded, "device": result.device,
                 "seconds": round(time.perf_counter() - started, 4),
             })
-            started = time.perf_counter()
             noun = "keyframe" if len(result) == 1 else "keyframes"
             _say(f"{path}: {len(result)} {args.method} {noun} (frames {format_numbers(result.frame_indices.tolist())}) "
                  f"-> {folder}{os.sep}")
