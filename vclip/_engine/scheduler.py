@@ -8,12 +8,13 @@ decoders stay busy while there is work.
 No batch waits on a slow decoder at its end: primary pools (NVDEC) take the oldest job, from the
 head of the queue; pools marked ``helper`` (CPU decoders beside NVDEC) take the newest, from its
 tail, and only when they are expected to finish it before the primary pools would have done every
-other queued job, i.e. when ``helper seconds per frame x frames of the job`` is at most ``other
-queued frames x primary seconds per frame / primary workers``. The batch a helper works for is
-then one that NVDEC would reach last anyway. Seconds per frame are running averages measured per
-pool (before any measurement, helpers take work only while the queue holds more jobs than the
-primary pools have workers). With a short queue, at the end of an epoch or with few batches in
-flight, every job goes to NVDEC. Without helpers (CPU-only machines: all pools are primary) every
+other job they have ahead, i.e. when ``helper seconds per frame x frames of the job`` is at most
+``(other queued frames + frames the primaries are decoding now) x primary seconds per frame /
+primary workers``. The batch a helper works for is then one that NVDEC would reach last anyway.
+Seconds per frame are running averages measured per pool (before the primaries are measured,
+helpers take work only while the queue holds more jobs than the primary pools have workers; an
+unmeasured helper takes one job to be measured). With little work ahead, at the end of an epoch or
+with few batches in flight, every job goes to NVDEC. Without helpers (CPU-only machines: all pools are primary) every
 worker takes the next job.
 """
 
@@ -148,6 +149,7 @@ class SharedQueueRunner:
         self._wrap = wrap or (lambda backend: backend)
         self._queue: deque[_Task] = deque()
         self._queued_frames = 0
+        self._primary_running_frames = 0
         self._condition = threading.Condition()
         self._closed = False
         self._threads = [
@@ -188,11 +190,15 @@ class SharedQueueRunner:
         primaries = [p for p in self.pools if not p.helper]
         primary_workers = sum(p.workers for p in primaries)
         measured = [p.seconds_per_frame for p in primaries if p.seconds_per_frame is not None]
-        if pool.seconds_per_frame is None or not measured:
-            return len(self._queue) > primary_workers  # nothing measured yet: only when the queue is long
+        if not measured:
+            return len(self._queue) > primary_workers  # the primaries not measured yet: only when the queue is long
+        if pool.seconds_per_frame is None:
+            return True  # a job waits although every primary worker is busy: one job measures this helper
         newest = self._queue[-1].frames
-        drain_seconds = (self._queued_frames - newest) * min(measured) / primary_workers
-        return pool.seconds_per_frame * newest <= drain_seconds
+        # The primaries' work ahead: the other queued jobs and the ones they are decoding now (with
+        # many NVDEC workers the queue itself stays short while the engines are saturated).
+        ahead = self._queued_frames - newest + self._primary_running_frames
+        return pool.seconds_per_frame * newest <= ahead * min(measured) / primary_workers
 
     def _work(self, pool: DecoderPool, backend: Backend) -> None:
         while True:
@@ -204,6 +210,8 @@ class SharedQueueRunner:
                     return
                 task = self._queue.pop() if pool.helper else self._queue.popleft()
                 self._queued_frames -= task.frames
+                if not pool.helper:
+                    self._primary_running_frames += task.frames
             self._execute(pool, backend, task)
 
     def _execute(self, pool: DecoderPool, backend: Backend, task: _Task) -> None:
@@ -221,6 +229,8 @@ class SharedQueueRunner:
             seconds = time.perf_counter() - started
             task.stats.add(**own.as_dict())
             with self._condition:
+                if not pool.helper:
+                    self._primary_running_frames -= task.frames
                 frames = max(task.frames, 1)
                 rate = seconds / frames
                 previous = pool.seconds_per_frame
