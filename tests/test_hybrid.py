@@ -5,6 +5,7 @@ and NVDEC-decoded clips is checked on the GPU (tests marked gpu)."""
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
 
 import av
@@ -181,6 +182,46 @@ def test_a_helper_takes_a_job_only_when_it_would_finish_first(same_size_videos, 
     assert [[read_barcode(frame) for frame in clip] for clip in output] == expected
     assert (kinds["helper"].jobs > 0) is takes
     assert kinds["primary"].jobs + kinds["helper"].jobs == len(jobs)
+
+
+class SlowBackend:
+    """The CPU backend, taking ``seconds`` longer per job: a busy NVDEC engine, whose workers hold
+    their jobs while the queue behind them is empty."""
+
+    def __init__(self, seconds: float):
+        self.backend, self.seconds = CpuBackend(threads=1), seconds
+        self.device, self.default_workers = self.backend.device, 1
+
+    def empty(self, shape, dtype):
+        return self.backend.empty(shape, dtype)
+
+    def decode_job(self, job, conversion, output, stats):
+        time.sleep(self.seconds)
+        return self.backend.decode_job(job, conversion, output, stats)
+
+    def close(self):
+        self.backend.close()
+
+
+def test_a_helper_counts_the_jobs_the_primaries_are_decoding(same_size_videos):
+    """Four busy primary workers and one job queued: the queue alone holds no other work, but the
+    primaries' running jobs will keep them busy for a while, so a fast helper takes the queued job."""
+    jobs, output, expected = clip_jobs(same_size_videos[:5])
+    primary = DecoderPool("primary", SlowBackend(2.0), 4, seconds_per_frame=2.0 / 8)
+    helper = DecoderPool("helper", CpuBackend(threads=1), 1, helper=True, seconds_per_frame=1e-6)
+    runner = SharedQueueRunner([primary, helper])
+    conversion = resolve_transform(None)
+    try:
+        first = threading.Thread(target=runner.run, args=(jobs[:4], conversion, output, DecodeStats()))
+        first.start()
+        time.sleep(0.5)  # the four primary workers hold the first four jobs
+        result = runner.run(jobs[4:], conversion, output, DecodeStats())
+        assert runner.kind_stats()["helper"].jobs == 1  # taken while the primaries were still busy
+        first.join()
+    finally:
+        runner.close()
+    assert result.errors == [None]
+    assert [[read_barcode(frame) for frame in clip] for clip in output] == expected
 
 
 def test_bad_videos_are_errors_per_job(same_size_videos, tmp_path):
