@@ -203,12 +203,17 @@ class SlowBackend:
         self.backend.close()
 
 
-def test_a_helper_counts_the_jobs_the_primaries_are_decoding(same_size_videos):
-    """Four busy primary workers and one job queued: the queue alone holds no other work, but the
-    primaries' running jobs will keep them busy for a while, so a fast helper takes the queued job."""
+@pytest.mark.parametrize("primary_workers, helper_seconds_per_frame", [(4, 0.2), (8, 0.11)])
+def test_a_helper_counts_the_jobs_the_primaries_are_decoding(same_size_videos, primary_workers,
+                                                             helper_seconds_per_frame):
+    """Four primary workers busy and one job queued: the queue alone holds no other work, but the
+    primaries' running jobs will keep them busy for a while, so a helper takes the queued job; also
+    when idle primary workers could take it (more NVDEC threads than engines: they would wait).
+    The helper is too slow for the first four jobs (3 jobs ahead of the newest, not 4)."""
     jobs, output, expected = clip_jobs(same_size_videos[:5])
-    primary = DecoderPool("primary", SlowBackend(2.0), 4, seconds_per_frame=2.0 / 8)
-    helper = DecoderPool("helper", CpuBackend(threads=1), 1, helper=True, seconds_per_frame=1e-6)
+    assert all(sum(target.frames.size for target in job.targets) == 8 for job in jobs)
+    primary = DecoderPool("primary", SlowBackend(2.0), primary_workers, seconds_per_frame=2.0 / 8)
+    helper = DecoderPool("helper", CpuBackend(threads=1), 1, helper=True, seconds_per_frame=helper_seconds_per_frame)
     runner = SharedQueueRunner([primary, helper])
     conversion = resolve_transform(None)
     try:

@@ -11,6 +11,8 @@ tail, and only when they are expected to finish it before the primary pools woul
 other job they have ahead, i.e. when ``helper seconds per frame x frames of the job`` is at most
 ``(other queued frames + frames the primaries are decoding now) x primary seconds per frame /
 primary workers``. The batch a helper works for is then one that NVDEC would reach last anyway.
+Primary workers leave as many of the newest jobs to idle helpers as would take them: there are more
+NVDEC workers than engines, and an idle one taking a job would only wait for an engine.
 Seconds per frame are running averages measured per pool (before the primaries are measured,
 helpers take work only while the queue holds more jobs than the primary pools have workers; an
 unmeasured helper takes one job to be measured). With little work ahead, at the end of an epoch or
@@ -114,6 +116,7 @@ class DecoderPool:
     helper: bool = False
     seconds_per_frame: float | None = None
     stats: DecoderKindStats = field(init=False)
+    idle: int = field(init=False, default=0)  # workers waiting for a job (helpers only)
 
     def __post_init__(self):
         self.stats = DecoderKindStats(self.workers)
@@ -182,18 +185,25 @@ class SharedQueueRunner:
         return JobsResult(errors, completions)
 
     def _may_take(self, pool: DecoderPool) -> bool:
-        """Whether a worker of ``pool`` should take the job at the head of the queue now."""
+        """Whether a worker of ``pool`` should take a job from the queue now. Primary workers leave
+        the newest jobs to the idle helpers that would take them: with many NVDEC workers a batch's
+        jobs are otherwise all gone to NVDEC threads that then wait for an engine."""
         if not self._queue:
             return False
-        if not pool.helper:
-            return True
+        if pool.helper:
+            return self._helper_accepts(pool)
+        reserved = sum(helper.idle for helper in self.pools if helper.idle and self._helper_accepts(helper))
+        return len(self._queue) > reserved
+
+    def _helper_accepts(self, pool: DecoderPool) -> bool:
+        """Whether a helper would finish the newest queued job before the primaries would reach it."""
         primaries = [p for p in self.pools if not p.helper]
         primary_workers = sum(p.workers for p in primaries)
         measured = [p.seconds_per_frame for p in primaries if p.seconds_per_frame is not None]
         if not measured:
             return len(self._queue) > primary_workers  # the primaries not measured yet: only when the queue is long
         if pool.seconds_per_frame is None:
-            return True  # a job waits although every primary worker is busy: one job measures this helper
+            return True  # one job measures this helper
         newest = self._queue[-1].frames
         # The primaries' work ahead: the other queued jobs and the ones they are decoding now (with
         # many NVDEC workers the queue itself stays short while the engines are saturated).
@@ -203,9 +213,11 @@ class SharedQueueRunner:
     def _work(self, pool: DecoderPool, backend: Backend) -> None:
         while True:
             with self._condition:
+                pool.idle += pool.helper
                 while not self._closed and not self._may_take(pool):
-                    # Helpers re-check as the queue and the measured rates change.
-                    self._condition.wait(timeout=0.05 if pool.helper and self._queue else None)
+                    # Re-checked as the queue, the running work and the measured rates change.
+                    self._condition.wait(timeout=0.05 if self._queue else None)
+                pool.idle -= pool.helper
                 if self._closed:
                     return
                 task = self._queue.pop() if pool.helper else self._queue.popleft()
