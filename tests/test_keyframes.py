@@ -167,6 +167,21 @@ def test_contact_sheet_captions_are_drawn(videos, tmp_path):
     assert ink(sheet[:, 100:104], background) == 0  # the gap between the first two tiles and captions
 
 
+@pytest.mark.gpu
+def test_gpu_chunks_decoded_at_once_give_the_signal_of_one_pass(videos, monkeypatch):
+    """On the GPU the chunks are decoded by several NVDEC sessions at once; the tables are those of
+    one chunk decoded by one session."""
+    decoder = vclip.VideoDecoder(videos["h264"], device="cuda")
+    monkeypatch.setattr(keyframes_module, "_MIN_CHUNK_FRAMES", 1024)
+    whole = keyframes_module._scene_signals(decoder, 64)
+    monkeypatch.setattr(keyframes_module, "_MIN_CHUNK_FRAMES", 7)
+    assert len(keyframes_module._keyframe_chunks(decoder.index, 10)) == 5  # 150 frames / (2 x 8 sessions); GOP 30
+    chunked = keyframes_module._scene_signals(decoder, 64)
+    for name in ("H", "B"):
+        assert np.allclose(chunked.distances[name], whole.distances[name], equal_nan=True, atol=1e-6)
+    assert np.allclose(chunked.luma_mean, whole.luma_mean) and np.array_equal(chunked.dark_share, whole.dark_share)
+
+
 def test_save_refuses_tiny_thumbnails(videos, tmp_path):
     with pytest.raises(ValueError, match=r"thumbnail_width \(8\) must be an integer >= 16"):
         extract_keyframes(videos["h264"], max_frames=1).save(tmp_path, thumbnail_width=8)

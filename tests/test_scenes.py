@@ -133,6 +133,23 @@ def test_threads_find_the_same_and_leave_the_warning_filters_alone(labelled, cpu
     assert found == [cpu_found[kind][number] for kind in SCENE_VIDEO_CLASSES for number in range(len(SEEDS))]
 
 
+def test_median_of_numbers_is_numpys_nanmedian():
+    """The windowed medians of the usual change: np.nanmedian's values (NaN for all-NaN windows),
+    for odd and even counts of numbers."""
+    from vclip.keyframes import _median_of_numbers
+
+    rng = np.random.default_rng(0)
+    values = rng.random((6, 50, 12)).astype(np.float32)
+    values[rng.random(values.shape) < 0.4] = np.nan
+    values[0, :3] = np.nan
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        expected = np.nanmedian(values, axis=-1)
+    result = _median_of_numbers(values)
+    assert result.dtype == np.float32 and np.isnan(result[0, :3]).all()
+    assert np.array_equal(result, expected, equal_nan=True)
+
+
 def test_a_still_video_and_a_very_short_one_have_no_boundary(videos):
     assert find_shot_boundaries(videos["h264"]) == []  # one panning shot
     assert find_shot_boundaries(videos["odd"]) == []

@@ -8,7 +8,9 @@ How shot boundaries are found
 -----------------------------
 Every frame is decoded downscaled to ``analysis_width`` (64) pixels across: on the GPU (NVDEC, the
 resize in the conversion kernel) when the decoder runs there, else by FFmpeg with the kernel's
-NumPy twin resizing, so both devices see nearly the same pixels. On the same device,
+NumPy twin resizing, so both devices see nearly the same pixels. On the GPU the video is cut into
+chunks at keyframes that several NVDEC sessions decode at once (one session decodes a 720p stream
+at about 1,150 frames/s on the H200, a seventh of its engines). On the same device,
 with the same array code (NumPy or CuPy), each frame gets two features: its colour histogram (4 x 4
 x 4 RGB bins) and its layout (mean colour of 4 x 4-pixel blocks, 16 x 9 at 16:9). Then, for every
 frame t and every gap g up to 40 frames, two distances to frame t - g:
@@ -49,7 +51,9 @@ recall per kind of transition against PySceneDetect.
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -76,6 +80,12 @@ KeyframeMethod = Literal["codec", "scene"]
 KEYFRAME_METHODS = ("codec", "scene")
 
 _CHUNK_FRAMES = 1024  # frames analysed per decode call (chunks start at keyframes) and per float block
+_MIN_CHUNK_FRAMES = 64  # the shortest chunk cut for parallel decoding
+_GPU_SESSIONS = 8
+"""NVDEC sessions decoding chunks at once, shared by every video analysed in the process (threads
+kept alive, so their decoders are reused; ``vclip keyframes --workers`` shares them too)."""
+_gpu_sessions: ThreadPoolExecutor | None = None
+_gpu_sessions_lock = threading.Lock()
 THUMBNAIL_WIDTH = 320
 """Default width of contact-sheet thumbnails: a 1080p frame at 1/6, five across a 1920-pixel sheet."""
 
@@ -409,17 +419,28 @@ def _gap_distances(features: dict, previous: dict | None, xp) -> dict:
 def _scene_signals(decoder: VideoDecoder, analysis_width: int,
                    on_progress: ProgressCallback | None = None) -> _SceneSignals:
     """Decode every frame at ``analysis_width`` pixels across (on the decoder's device, chunk by
-    chunk) and compute the features and gap distances there; the tables come back to the host.
-    ``on_progress(stop, num_frames)`` follows each chunk."""
+    chunk: on the GPU several chunks at once) and compute the features and gap distances there;
+    the tables come back to the host. ``on_progress(stop, num_frames)`` follows each chunk."""
     index = decoder.index
     scaling_factor = min(1.0, analysis_width / index.width)
+    parallel = decoder.device.startswith("cuda")
+    chunk_frames = _CHUNK_FRAMES
+    if parallel:  # enough chunks for every session, twice over
+        chunk_frames = min(_CHUNK_FRAMES, max(_MIN_CHUNK_FRAMES, -(-index.num_frames // (2 * _GPU_SESSIONS))))
+    chunks = _keyframe_chunks(index, chunk_frames)
+
+    def features_of(chunk: tuple[int, int]) -> list[dict]:
+        frames = decoder.get_frames(np.arange(*chunk), scaling_factor=scaling_factor).data
+        xp = _array_module(frames)
+        return [_frame_features(frames[first:first + _CHUNK_FRAMES], xp)  # float32 copies of bounded size
+                for first in range(0, frames.shape[0], _CHUNK_FRAMES)]
+
     parts: dict[str, list] = {"H": [], "B": [], "mean": [], "dark": []}
     previous = None
-    for start, stop in _keyframe_chunks(index, _CHUNK_FRAMES):
-        frames = decoder.get_frames(np.arange(start, stop), scaling_factor=scaling_factor).data
-        xp = _array_module(frames)
-        for first in range(0, frames.shape[0], _CHUNK_FRAMES):  # float32 copies of bounded size
-            features = _frame_features(frames[first:first + _CHUNK_FRAMES], xp)
+    chunk_features = _gpu_session_pool().map(features_of, chunks) if parallel else map(features_of, chunks)
+    for (_, stop), blocks in zip(chunks, chunk_features):
+        for features in blocks:
+            xp = _array_module(features["H"])
             tables = _gap_distances(features, previous, xp)
             for name in ("H", "B"):
                 parts[name].append(to_numpy(tables[name]))
@@ -434,6 +455,14 @@ def _scene_signals(decoder: VideoDecoder, analysis_width: int,
         luma_mean=np.concatenate(parts["mean"]).astype(np.float32),
         dark_share=np.concatenate(parts["dark"]).astype(np.float32),
     )
+
+
+def _gpu_session_pool() -> ThreadPoolExecutor:
+    global _gpu_sessions
+    with _gpu_sessions_lock:
+        if _gpu_sessions is None:
+            _gpu_sessions = ThreadPoolExecutor(_GPU_SESSIONS, thread_name_prefix="vclip-scene-decode")
+        return _gpu_sessions
 
 
 def _pair_distance(table: np.ndarray, first: np.ndarray, second: np.ndarray) -> np.ndarray:
@@ -493,13 +522,20 @@ def _usual_change(table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     window = _BASE_WINDOW
     padded = np.concatenate([np.full((gaps, window - 1), np.nan, np.float32), table,
                              np.full((gaps, window - 1 + _MAX_GAP), np.nan, np.float32)], axis=1)
-    windows = np.lib.stride_tricks.sliding_window_view(padded, window, axis=1)
-    empty = np.isnan(windows).all(axis=2)  # filled before the median, which warns on them otherwise
-    medians = np.nanmedian(np.where(empty[..., None], np.float32(0), windows), axis=2)
-    medians[empty] = np.nan
+    medians = _median_of_numbers(np.lib.stride_tricks.sliding_window_view(padded, window, axis=1))
     before = medians[:, :num_frames]  # windows ending at t
     after = np.stack([medians[g, window - 1 + g:window - 1 + g + num_frames] for g in range(gaps)])
     return before, after
+
+
+def _median_of_numbers(values: np.ndarray) -> np.ndarray:
+    """The median over the last axis of the values that are not NaN, NaN where there are none: the
+    result of ``np.nanmedian``, several times quicker and without its warning on all-NaN rows."""
+    ordered = np.sort(values, axis=-1)  # NaN last
+    count = np.count_nonzero(~np.isnan(values), axis=-1)[..., None]
+    low = np.take_along_axis(ordered, np.maximum(count - 1, 0) // 2, axis=-1)
+    high = np.take_along_axis(ordered, count // 2, axis=-1)  # NaN where count is 0
+    return ((low + high) / 2)[..., 0]
 
 
 def _mean_of_numbers(first: np.ndarray, second: np.ndarray) -> np.ndarray:
