@@ -14,7 +14,8 @@ configurations), CPU cores used by each timed configuration, and the fused kerne
 against a device-to-device copy.
 
 vclip configurations sweep ``--workers``, ``--processes``, ``--in-flight`` and ``--cpu-decoders``
-(PyAV decoders beside NVDEC whose pictures the same kernel converts; "auto": the cores left free).
+(PyAV decoders beside NVDEC whose pictures the same kernel converts; "auto": as the loader's, the
+cores left free beside decode processes with at least 16 batches in flight, else none).
 """
 
 from __future__ import annotations
@@ -108,6 +109,7 @@ class VclipTool:
             processes=processes,
             threads=workers,
             cpu_decoders=cpu_decoders,
+            in_flight=in_flight,
         )
         self.backend = backend
         self.runner = (
@@ -594,7 +596,8 @@ def main() -> None:
                 entry["raw_nvdec_processes"] = raw_nvdec(paths[:16], min(worker_counts), max(process_counts))
             from vclip._engine import auto_cpu_decoders
 
-            cpu_count = max([c for c in cpu_decoder_counts if c != "auto"] + [auto_cpu_decoders(gpu=True), 1])
+            free_cores = auto_cpu_decoders(gpu=True, decode_processes=max(process_counts) or 2)
+            cpu_count = max([c for c in cpu_decoder_counts if c != "auto"] + [free_cores, 1])
             entry["decode_capacity"] = decode_capacity(paths[:16], max(worker_counts), cpu_count)
             helpers = auto_cpu_decoders(gpu=True, decode_processes=max(process_counts))
             if max(process_counts) and helpers:  # no CPU decoders on a machine under 8 cores

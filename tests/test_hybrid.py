@@ -17,6 +17,7 @@ from test_kernel_host import host_library, host_transform  # noqa: F401 (fixture
 
 import vclip
 from vclip._engine import (
+    AUTO_MIN_IN_FLIGHT,
     BLOCK,
     JOB_DTYPE,
     ClipTarget,
@@ -30,6 +31,7 @@ from vclip._engine import (
     frame_strides,
     launch_grid,
     pack_semi_planar,
+    resolve_cpu_decoders,
     resolve_transform,
     semi_planar_shape,
     transform_params,
@@ -254,10 +256,14 @@ def test_a_runner_needs_a_primary_pool():
 
 
 def test_auto_cpu_decoders_leaves_cores_to_nvdec_feeders_and_the_consumer():
-    assert auto_cpu_decoders(gpu=True, cores=16) == 12
+    """The cores left free, only beside decode processes and with many batches in flight."""
     assert auto_cpu_decoders(gpu=True, decode_processes=4, cores=16) == 10
-    assert auto_cpu_decoders(gpu=True, cores=4) == 0
-    assert auto_cpu_decoders(gpu=False, cores=16) == 0
+    assert auto_cpu_decoders(gpu=True, decode_processes=4, cores=16, in_flight=AUTO_MIN_IN_FLIGHT) == 10
+    assert auto_cpu_decoders(gpu=True, decode_processes=4, cores=16, in_flight=3) == 0  # the loader's default
+    assert auto_cpu_decoders(gpu=True, cores=16) == 0  # decode threads: CPU decoders would hold their GIL
+    assert auto_cpu_decoders(gpu=True, decode_processes=2, cores=4) == 0
+    assert auto_cpu_decoders(gpu=False, decode_processes=4, cores=16) == 0
+    assert resolve_cpu_decoders(3, gpu=True, in_flight=3) == 3  # a count is taken as it is
 
 
 # -- the loader -------------------------------------------------------------------------------------

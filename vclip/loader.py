@@ -154,16 +154,20 @@ class ClipLoader(IterableDataset):
             counted in :attr:`memory_estimate`) and starts in a couple of seconds. Processes are
             started with "spawn": a script must create the loader under
             ``if __name__ == "__main__":``; not available inside DataLoader workers.
-        cpu_decoders: PyAV decoders working beside the default ones, from the same job queue
-            (0, default: none; ``"auto"``: on the GPU the cores left free, none on machines under
-            8 cores, see :func:`vclip._engine.scheduler.auto_cpu_decoders`; on the CPU none). Opt-in:
-            on an H200 they added nothing to the train workload (NVDEC took every job; see
-            benchmarks/README.md), and a damaged video may decode differently on NVDEC (which
-            conceals some errors) and on the CPU, so which decoder took it can change a batch. On the GPU they decode on
-            the CPU and the same CUDA kernel converts their pictures into the same batch, taking the
-            newest video of the queue only when they would finish it before NVDEC has done the others; on the CPU they
-            are single-threaded decoders replacing the default pool. ``stats().decoders`` shows
-            what each kind did.
+        cpu_decoders: PyAV decoders working beside the default ones, from the same job queue. On
+            the GPU they decode on the CPU and the same CUDA kernel converts their pictures into
+            the same batch; they take the newest video of the queue only when they would finish it
+            before NVDEC has done the others, so they pay off only with many batches in flight.
+            ``"auto"`` (default): on the GPU, beside ``decode_processes`` and with
+            ``prefetch_queue_depth`` of 15 or more, the cores left free (none under 8 cores, see
+            :func:`vclip._engine.scheduler.auto_cpu_decoders`), in processes of their own; else
+            none. On an H200 with 4 decode processes and 16 batches in flight they made the train
+            workload 17% (640x360) and 23% (1080p) faster; with the default depth they cost 16% at
+            640x360 (benchmarks/README.md). A count asks for that many anyway (0: none). A damaged
+            video may decode differently on NVDEC (which conceals some errors) and on the CPU, so
+            which decoder took it can change a batch. On the CPU they are single-threaded decoders
+            replacing the default pool (none for ``"auto"``). ``stats().decoders`` shows what each
+            kind did.
         max_lead_frames: Opt-in bound on decode work per clip in long GOPs: a clip starting more
             than this many frames after its keyframe is moved earlier to start this many after it
             (random and even starts only). Starts then cluster after keyframes: see
@@ -229,7 +233,7 @@ class ClipLoader(IterableDataset):
         device: Any = "auto",
         num_threads: int = 0,
         decode_processes: int = 0,
-        cpu_decoders: int | str = 0,
+        cpu_decoders: int | str = "auto",
         max_lead_frames: int | None = None,
         prefetch_queue_depth: int = 2,
         shard_id: int | None = None,
@@ -438,7 +442,7 @@ class ClipLoader(IterableDataset):
         if runtime is not None and runtime.pid != os.getpid():
             self._bad = copy.copy(self._bad)  # a lock of its own in this process
         backend = make_backend(self._device, processes=self.decode_processes, threads=self.num_threads,
-                               cpu_decoders=self.cpu_decoders)
+                               cpu_decoders=self.cpu_decoders, in_flight=self.prefetch_queue_depth + 1)
         builder = BatchBuilder(self._source, self._drawer, self._bad, seed=self.seed, on_error=self.on_error)
         self._runtime = LoaderRuntime(
             backend, self._device, builder, self._allocate_buffer, num_threads=self.num_threads,

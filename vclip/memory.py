@@ -302,7 +302,7 @@ def plan_loader_memory(
     video_width: int | None = None,
     video_height: int | None = None,
     video_bit_depth: int = 8,
-    cpu_decoders: int | str = 0,
+    cpu_decoders: int | str = "auto",
 ) -> LoaderMemoryEstimate:
     """Peak memory of a ClipLoader with these settings (its ``memory_estimate``), in the loader's own terms.
 
@@ -326,7 +326,8 @@ def plan_loader_memory(
     decode_processes = check_integer("decode_processes", decode_processes, minimum=0)
     if cpu_decoders != "auto":
         cpu_decoders = check_integer("cpu_decoders", cpu_decoders, minimum=0)
-    count = resolve_cpu_decoders(cpu_decoders, gpu=on_gpu, decode_processes=decode_processes)
+    count = resolve_cpu_decoders(cpu_decoders, gpu=on_gpu, decode_processes=decode_processes,
+                                 in_flight=prefetch_queue_depth + 1)
     helper_processes = cpu_decoder_processes(count, decode_processes) if on_gpu else 0
     return estimate_loader_memory(
         width=width, height=height, batch_size=batch_size, sequence_length=sequence_length, channels=channels,

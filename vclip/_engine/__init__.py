@@ -41,7 +41,8 @@ _SURFACE = {
     "ProcessBackend": "processes",
     "JobRunner": "backends", "in_process_backend": "backends", "make_backend": "backends",
     "DecoderKindStats": "scheduler", "DecoderPool": "scheduler", "PooledBackend": "scheduler",
-    "SharedQueueRunner": "scheduler", "auto_cpu_decoders": "scheduler",
+    "SharedQueueRunner": "scheduler", "auto_cpu_decoders": "scheduler", "resolve_cpu_decoders": "scheduler",
+    "AUTO_MIN_IN_FLIGHT": "scheduler",
     "UploadBackend": "hybrid", "pack_semi_planar": "hybrid", "semi_planar_shape": "hybrid",
 }
 

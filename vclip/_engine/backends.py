@@ -39,12 +39,13 @@ def in_process_backend(device: Device, *, skip_non_reference: bool = True) -> Ba
 
 
 def make_backend(device: Device, *, skip_non_reference: bool = True, processes: int = 0, threads: int = 0,
-                 cpu_decoders: int | str = 0) -> Backend:
+                 cpu_decoders: int | str = 0, in_flight: int | None = None) -> Backend:
     """The backend for a resolved ``device``: in this process, or, with ``processes`` > 0, a new
     :class:`~vclip._engine.processes.ProcessBackend` of that many worker processes (``threads``
     decode threads each), each running :func:`in_process_backend` on the same device.
 
-    With ``cpu_decoders`` (a count, or ``"auto"``: :func:`~vclip._engine.scheduler.auto_cpu_decoders`)
+    With ``cpu_decoders`` (a count, or ``"auto"``: :func:`~vclip._engine.scheduler.auto_cpu_decoders`,
+    which weighs ``in_flight``, the batches the caller decodes at once)
     the result is a :class:`~vclip._engine.scheduler.PooledBackend`: on the GPU that many PyAV
     decoders whose pictures the CUDA kernel converts join NVDEC as helpers (threads of this process,
     or, with ``processes``, processes of their own, :func:`~vclip._engine.scheduler.cpu_decoder_processes`,
@@ -59,7 +60,7 @@ def make_backend(device: Device, *, skip_non_reference: bool = True, processes: 
         resolve_cpu_decoders,
     )
 
-    count = resolve_cpu_decoders(cpu_decoders, gpu=device.is_cuda, decode_processes=processes)
+    count = resolve_cpu_decoders(cpu_decoders, gpu=device.is_cuda, decode_processes=processes, in_flight=in_flight)
     if not device.is_cuda and count:
         return PooledBackend([DecoderPool("cpu", CpuBackend(threads=1, skip_non_reference=skip_non_reference),
                                           count)])

@@ -35,29 +35,39 @@ from ..errors import VideoError
 from .contract import Backend, Completion
 from .pipeline import Conversion, DecodeStats, VideoJob
 
-__all__ = ["CPU_DECODERS_PER_PROCESS", "DecoderKindStats", "DecoderPool", "PooledBackend", "SharedQueueRunner",
-           "auto_cpu_decoders", "cpu_decoder_processes", "resolve_cpu_decoders"]
+__all__ = ["AUTO_MIN_IN_FLIGHT", "CPU_DECODERS_PER_PROCESS", "DecoderKindStats", "DecoderPool", "PooledBackend",
+           "SharedQueueRunner", "auto_cpu_decoders", "cpu_decoder_processes", "resolve_cpu_decoders"]
 
 _SMOOTHING = 0.2
 """Weight of the newest job in a pool's running average of seconds per frame."""
 
 
-def auto_cpu_decoders(*, gpu: bool, decode_processes: int = 0, cores: int | None = None) -> int:
+AUTO_MIN_IN_FLIGHT = 16
+"""Batches decoded at once from which ``cpu_decoders="auto"`` starts CPU decoders (with decode
+processes). On an H200 (benchmarks/README.md) they added 17% (640x360) and 23% (1080p) with 16
+batches in flight, nothing with 8, and cost 16% at 640x360 with 3 (the loader's default): with little
+work queued, a CPU decode is the last job of its batch."""
+
+
+def auto_cpu_decoders(*, gpu: bool, decode_processes: int = 0, cores: int | None = None,
+                      in_flight: int | None = None) -> int:
     """CPU decoders for ``cpu_decoders="auto"``: the cores left free beside NVDEC.
 
-    On the GPU the NVDEC feeders need about one core per decode process (two for in-process
-    threads, which share one GIL), and the training loop and batch hand-over two more; machines
-    with fewer than 8 cores get none. On the CPU none: the default decode pool already keeps every
-    core busy, and single-threaded decoders from the shared queue measured no faster on 2 cores
-    (benchmarks/README.md); ask for a count to use them.
+    On the GPU the NVDEC feeders need about one core per decode process, and the training loop and
+    batch hand-over two more; machines with fewer than 8 cores get none. Only beside decode
+    processes (as threads of the loader's process their Python work holds the GIL that NVDEC's
+    feeders need: at 640x360 they cost 15%) and, when ``in_flight`` (batches decoded at once) is
+    given, with at least :data:`AUTO_MIN_IN_FLIGHT`. On the CPU none: the default decode pool
+    already keeps every core busy, and single-threaded decoders from the shared queue measured no
+    faster on 2 cores (benchmarks/README.md); ask for a count to use them.
     """
-    if not gpu:
+    if not gpu or not decode_processes or (in_flight is not None and in_flight < AUTO_MIN_IN_FLIGHT):
         return 0
     if cores is None:
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     if cores < 8:
         return 0
-    return max(0, cores - (decode_processes or 2) - 2)
+    return max(0, cores - decode_processes - 2)
 
 
 CPU_DECODERS_PER_PROCESS = 2
@@ -65,10 +75,11 @@ CPU_DECODERS_PER_PROCESS = 2
 processes): a few per GIL, each process with its CUDA context for the upload and the kernel."""
 
 
-def resolve_cpu_decoders(cpu_decoders: int | str, *, gpu: bool, decode_processes: int = 0) -> int:
+def resolve_cpu_decoders(cpu_decoders: int | str, *, gpu: bool, decode_processes: int = 0,
+                         in_flight: int | None = None) -> int:
     """The count ``cpu_decoders`` asks for: itself, or for ``"auto"`` :func:`auto_cpu_decoders`."""
     if cpu_decoders == "auto":
-        return auto_cpu_decoders(gpu=gpu, decode_processes=decode_processes)
+        return auto_cpu_decoders(gpu=gpu, decode_processes=decode_processes, in_flight=in_flight)
     return int(cpu_decoders)
 
 
@@ -224,6 +235,8 @@ class SharedQueueRunner:
                 self._queued_frames -= task.frames
                 if not pool.helper:
                     self._primary_running_frames += task.frames
+                elif self._queue:  # fewer jobs left to helpers: primaries waiting on them may take the rest
+                    self._condition.notify_all()
             self._execute(pool, backend, task)
 
     def _execute(self, pool: DecoderPool, backend: Backend, task: _Task) -> None:
