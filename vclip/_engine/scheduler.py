@@ -235,8 +235,6 @@ class SharedQueueRunner:
                 self._queued_frames -= task.frames
                 if not pool.helper:
                     self._primary_running_frames += task.frames
-                elif self._queue:  # fewer jobs left to helpers: primaries waiting on them may take the rest
-                    self._condition.notify_all()
             self._execute(pool, backend, task)
 
     def _execute(self, pool: DecoderPool, backend: Backend, task: _Task) -> None:
