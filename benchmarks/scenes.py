@@ -191,6 +191,7 @@ def main() -> None:
     )
     parser.add_argument("--long-frames", type=int, default=3000, help="frames of the long 720p video (default 3000)")
     args = parser.parse_args()
+    out = args.out or os.environ.get("OUT") or Path(__file__).resolve().parent / "results"
     ways = detectors(args.device)
     with tempfile.TemporaryDirectory() as scratch:
         folder = Path(args.videos or scratch)
@@ -216,6 +217,7 @@ def main() -> None:
             "speed_large_video": speed_on_large_video(folder, ways, args.repeats),
             "speed_long_video": speed_on_long_video(folder, ways, args.repeats, args.long_frames),
         }
+        save_results("scenes", results, out)  # kept if the folder runs below are cut short
         jobs = [int(count) for count in args.jobs.split(",")]
         labelled = [video for group in videos.values() for video in group]
         large = folder / f"speed_{SPEED_SIZE[0]}x{SPEED_SIZE[1]}.mp4"
@@ -243,10 +245,7 @@ def main() -> None:
         large = results["speed_large_video"]["frames_per_second"][name]
         long = results["speed_long_video"]["frames_per_second"][name]
         print(f"{name:<24}{cells}{measured['frames_per_second']:>10.0f}{large:>10.0f}{long:>10.0f}")
-    folder = args.out or None
-    if folder is None:
-        folder = os.environ.get("OUT") or Path(__file__).resolve().parent / "results"
-    print(f"saved {save_results('scenes', results, folder)}")
+    print(f"saved {save_results('scenes', results, out)}")
     print(f"machine: {environment().get('gpu') or 'no GPU'}")
 
 
