@@ -11,13 +11,13 @@ tail, and only when they are expected to finish it before the primary pools woul
 other job they have ahead, i.e. when ``helper seconds per frame x frames of the job`` is at most
 ``(other queued frames + frames the primaries are decoding now) x primary seconds per frame /
 primary workers``. The batch a helper works for is then one that NVDEC would reach last anyway.
-Primary workers leave as many of the newest jobs to idle helpers as would take them: there are more
-NVDEC workers than engines, and an idle one taking a job would only wait for an engine.
+Primary workers leave as many of the newest jobs to idle helpers as would take them: there are
+more NVDEC workers than engines, and an idle one taking a job would only wait for an engine.
 Seconds per frame are running averages measured per pool (before the primaries are measured,
 helpers take work only while the queue holds more jobs than the primary pools have workers; an
-unmeasured helper takes one job to be measured). With little work ahead, at the end of an epoch or
-with few batches in flight, every job goes to NVDEC. Without helpers (CPU-only machines: all pools are primary) every
-worker takes the next job.
+unmeasured helper takes one job to be measured). With little work ahead, at the end of an epoch
+or with few batches in flight, every job goes to NVDEC. Without helpers (CPU-only machines: all
+pools are primary) every worker takes the next job.
 """
 
 from __future__ import annotations
@@ -224,11 +224,12 @@ class SharedQueueRunner:
     def _work(self, pool: DecoderPool, backend: Backend) -> None:
         while True:
             with self._condition:
-                pool.idle += pool.helper
+                waiting = 1 if pool.helper else 0  # idle helpers are counted: primaries leave them jobs
+                pool.idle += waiting
                 while not self._closed and not self._may_take(pool):
                     # Re-checked as the queue, the running work and the measured rates change.
                     self._condition.wait(timeout=0.05 if self._queue else None)
-                pool.idle -= pool.helper
+                pool.idle -= waiting
                 if self._closed:
                     return
                 task = self._queue.pop() if pool.helper else self._queue.popleft()
