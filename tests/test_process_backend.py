@@ -142,7 +142,9 @@ def test_a_worker_that_dies_fails_its_videos_and_is_replaced(clips_videos, tmp_p
         output = backend.empty((1, 40, 48, 64, 3), "uint8")
         with ThreadPoolExecutor(1) as pool:
             pending = pool.submit(backend.decode_job, job, CONVERSION, output, DecodeStats())
-            while not dead.outstanding:  # sent: 240 frames to decode, far longer than the kill takes
+            # Started (a video killed before it starts is sent again): 240 frames to decode, far
+            # longer than the kill takes.
+            while not any(p.started_at is not None for p in list(dead.outstanding.values())):
                 time.sleep(0.001)
             dead.process.kill()
             with pytest.raises(vclip.CorruptVideoError, match="long.mp4: the decode worker process died"):
@@ -220,6 +222,41 @@ class HangsOnStuckVideos:
 
     def close(self):
         self.backend.close()
+
+
+class DiesOnCrashVideos(HangsOnStuckVideos):
+    """The CPU backend, except that decoding a video named ``crash*`` kills the worker process."""
+
+    def decode_job(self, job, conversion, output, stats):
+        if os.path.basename(job.index.path).startswith("crash"):
+            time.sleep(0.2)  # the next request has arrived and waits behind this one
+            os._exit(3)
+        return self.backend.decode_job(job, conversion, output, stats)
+
+
+def test_a_video_waiting_behind_one_that_kills_the_worker_is_sent_again(clips_videos, tmp_path):
+    """One decode thread: the second video had not started when the worker died, so it is decoded
+    by the replacement, and only the video being decoded is reported."""
+    crash_video = make_video(tmp_path / "crash.mp4", num_frames=10, width=128, height=96, seed=9)
+    crash = VideoJob(vclip.index_video(crash_video), (ClipTarget(np.arange(5), SPEC.geometry(128, 96), 0),))
+    quick = VideoJob(vclip.index_video(clips_videos[0]), (ClipTarget(np.arange(5), SPEC.geometry(128, 96), 1),))
+    backend = ProcessBackend(DiesOnCrashVideos, CPU, 1, 1)
+    try:
+        output = backend.empty((2, FRAMES, 48, 64, 3), "uint8")
+        worker = backend._workers[0]
+        with ThreadPoolExecutor(2) as pool:
+            crash_result = pool.submit(backend.decode_job, crash, CONVERSION, output, DecodeStats())
+            while not worker.outstanding:
+                time.sleep(0.001)
+            quick_result = pool.submit(backend.decode_job, quick, CONVERSION, output, DecodeStats())
+            died = r"crash.mp4: the decode worker process died \(exit code 3\)"
+            with pytest.raises(vclip.CorruptVideoError, match=died):
+                crash_result.result(timeout=60)
+            quick_result.result(timeout=60)
+        assert backend._workers[0] is not worker
+        assert [read_barcode(frame) for frame in output[1]] == list(range(FRAMES))
+    finally:
+        backend.close()
 
 
 def test_a_stuck_video_times_out_and_the_others_are_sent_again(clips_videos, tmp_path):

@@ -10,7 +10,8 @@ A request carries the clips of one video; the video's index and a buffer's handl
 worker only the first time it needs them. Both sides keep the same bounded most-recently-used
 list of the indexes a worker holds (the worker reads requests in the order they were sent), so
 they always agree on which index must be sent again. A worker that dies fails the videos it was
-decoding (as bad videos, so a loader's error policy applies) and is started again; a video that
+decoding (as bad videos, so a loader's error policy applies) and is started again, and the videos
+waiting in it are sent again; a video that
 takes longer than ``decode_timeout`` seconds gets its worker killed and replaced, the other videos
 that worker held are sent again.
 
@@ -246,7 +247,7 @@ def _serve(factory: Callable[[], Backend], threads: int, index_capacity: int, pa
             reply.error = error
         except Exception as error:  # a bug, not a bad video: the parent raises it
             details = "".join(traceback.format_exception(error))
-            reply.error = RuntimeError(f"decode worker process {os.getpid()}: {details}")
+            reply.error = RuntimeError(f"{index.path}: decode worker process {os.getpid()}: {details}")
         reply.stats = stats.as_dict()
         del output
         send(reply)
@@ -546,7 +547,9 @@ class ProcessBackend:
                 error: Exception = CorruptVideoError(
                     path, f"decoding took longer than {self.decode_timeout:g} s (decode_timeout); "
                           "its decode worker process was replaced")
-            elif timed_out:  # innocent: it only shared the worker with a stuck video
+            elif timed_out or (pending.started_at is None and failed_starts < 3):
+                # Innocent: it only shared the worker with a stuck video, or waited behind the
+                # videos it was decoding when it died.
                 try:
                     self._send(pending)
                     continue
