@@ -241,12 +241,16 @@ def test_bad_videos_are_errors_per_job(same_size_videos, tmp_path):
         data[start + 4 : start + size] = bytes(size - 4)
     garbage.write_bytes(data)
     broken = VideoJob(vclip.index_video(str(garbage)), jobs[1].targets)
-    runner = SharedQueueRunner([DecoderPool("cpu", CpuBackend(threads=1), 2)])
+    pool = DecoderPool("cpu", CpuBackend(threads=1), 2, seconds_per_frame=0.5)
+    runner = SharedQueueRunner([pool])
     try:
+        alone = runner.run([broken], resolve_transform(None), output, DecodeStats())
+        assert pool.seconds_per_frame == 0.5  # a failed job says nothing of the decoder's speed
         result = runner.run([jobs[0], broken], resolve_transform(None), output, DecodeStats())
     finally:
         runner.close()
-    assert result.errors[0] is None
+    assert isinstance(alone.errors[0], vclip.errors.VideoError)
+    assert result.errors[0] is None and pool.seconds_per_frame != 0.5
     assert isinstance(result.errors[1], vclip.errors.VideoError) and str(garbage) in str(result.errors[1])
 
 

@@ -11,11 +11,12 @@ tail, and only when they are expected to finish it before the primary pools woul
 other job they have ahead, i.e. when ``helper seconds per frame x frames of the job`` is at most
 ``(other queued frames + frames the primaries are decoding now) x primary seconds per frame /
 primary workers``. The batch a helper works for is then one that NVDEC would reach last anyway.
-Primary workers leave as many of the newest jobs to idle helpers as would take them: there are
-more NVDEC workers than engines, and an idle one taking a job would only wait for an engine.
-Seconds per frame are running averages measured per pool (before the primaries are measured,
-helpers take work only while the queue holds more jobs than the primary pools have workers; an
-unmeasured helper takes one job to be measured). With little work ahead, at the end of an epoch
+While idle helpers would take the newest job, primary workers leave one job per idle helper in
+the queue (re-checked every 50 ms): there are more NVDEC workers than engines, and an idle one
+taking a job would only wait for an engine. Seconds per frame are running averages per pool, of
+the jobs that succeeded (before the primaries are measured, helpers take work only while the queue
+holds more jobs than the primary pools have workers; until a helper pool is measured, each of its
+idle workers takes a job). With little work ahead, at the end of an epoch
 or with few batches in flight, every job goes to NVDEC. Without helpers (CPU-only machines: all
 pools are primary) every worker takes the next job.
 """
@@ -241,31 +242,33 @@ class SharedQueueRunner:
     def _execute(self, pool: DecoderPool, backend: Backend, task: _Task) -> None:
         own = DecodeStats()
         started = time.perf_counter()
+        bug: BaseException | None = None
+        outcome: tuple[VideoError | None, Completion | None] = (None, None)
         try:
-            outcome: tuple[VideoError | None, Completion | None] = (
-                None, backend.decode_job(task.job, task.conversion, task.output, own))
+            outcome = (None, backend.decode_job(task.job, task.conversion, task.output, own))
         except VideoError as error:  # reported per video; the caller applies its error policy
             outcome = (error, None)
         except BaseException as error:  # noqa: BLE001 (a bug: raised in the caller's thread, never lost)
-            task.future.set_exception(error)
-            return
-        finally:
-            seconds = time.perf_counter() - started
-            task.stats.add(**own.as_dict())
-            with self._condition:
-                if not pool.helper:
-                    self._primary_running_frames -= task.frames
-                frames = max(task.frames, 1)
-                rate = seconds / frames
+            bug = error
+        seconds = time.perf_counter() - started
+        task.stats.add(**own.as_dict())
+        with self._condition:
+            if not pool.helper:
+                self._primary_running_frames -= task.frames
+            if bug is None and outcome[0] is None:  # a failed job says nothing of the decoder's speed
+                rate = seconds / max(task.frames, 1)
                 previous = pool.seconds_per_frame
                 pool.seconds_per_frame = rate if previous is None else previous + _SMOOTHING * (rate - previous)
-                kind = pool.stats
-                kind.jobs += 1
-                kind.clips += len(task.job.targets)
-                kind.pictures += own.packets_sent
-                kind.frames += own.frames_delivered
-                kind.busy_seconds += seconds
-        task.future.set_result(outcome)
+            kind = pool.stats
+            kind.jobs += 1
+            kind.clips += len(task.job.targets)
+            kind.pictures += own.packets_sent
+            kind.frames += own.frames_delivered
+            kind.busy_seconds += seconds
+        if bug is not None:
+            task.future.set_exception(bug)
+        else:
+            task.future.set_result(outcome)
 
     def kind_stats(self) -> dict[str, DecoderKindStats]:
         """A copy of each kind's counters (pools of the same kind summed)."""
@@ -305,6 +308,7 @@ class PooledBackend:
         self.device = pools[0].backend.device
         self.default_workers = sum(pool.workers for pool in pools)
         self._runner: SharedQueueRunner | None = None
+        self._closed = False
         self._lock = threading.Lock()
 
     def empty(self, shape: tuple[int, ...], dtype: str) -> Any:
@@ -317,16 +321,19 @@ class PooledBackend:
 
     def decode_job(self, job: VideoJob, conversion: Conversion, output: Any, stats: DecodeStats) -> Completion | None:
         with self._lock:
+            if self._closed:
+                raise RuntimeError("this PooledBackend is closed")
             if self._runner is None:
                 self._runner = self.runner()
-        result = self._runner.run([job], conversion, output, stats)
+            runner = self._runner
+        result = runner.run([job], conversion, output, stats)
         if result.errors[0] is not None:
             raise result.errors[0]
         return result.completions[0] if result.completions else None
 
     def close(self) -> None:
         with self._lock:
-            runner, self._runner = self._runner, None
+            runner, self._runner, self._closed = self._runner, None, True
         if runner is not None:
             runner.close()
         closed: set[int] = set()
