@@ -797,6 +797,9 @@ def test_keyframes_rerun_refuses_or_replaces_only_its_own_outputs(capsys, videos
     status, _, err = run(capsys, "keyframes", videos["h264"], "--out", out, "--max", 2)
     assert status == 2 and "holds an earlier run (manifest.json); pass --overwrite" in err
     assert all_files(out) == sorted(first + ["notes.txt"])
+    status, _, err = run(capsys, "keyframes", videos["h264"], "--out", out, "--overwrite", "--workers", 0)
+    assert status == 2 and "workers (0) must be" in err
+    assert all_files(out) == sorted(first + ["notes.txt"])  # refused before the earlier run was removed
     status, _, _ = run(capsys, "keyframes", videos["h264"], "--out", out, "--max", 2, "--overwrite")
     assert status == 0
     assert all_files(out) == [

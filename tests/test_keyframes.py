@@ -167,6 +167,36 @@ def test_contact_sheet_captions_are_drawn(videos, tmp_path):
     assert ink(sheet[:, 100:104], background) == 0  # the gap between the first two tiles and captions
 
 
+def test_chunks_on_the_session_threads_give_the_signal_of_one_pass(videos, monkeypatch):
+    """The GPU's path (chunks decoded on the session threads, taken in order) run with CPU frames:
+    the same tables as one pass; a failure in the caller cancels the chunks not started."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    decoder = vclip.VideoDecoder(videos["h264"])  # 150 frames, a keyframe every 30
+    whole = keyframes_module._scene_signals(decoder, 64)
+    monkeypatch.setattr(decoder, "device", "cuda:0")  # the parallel path; the frames stay NumPy
+    monkeypatch.setattr(keyframes_module, "_MIN_CHUNK_FRAMES", 7)
+    chunked = keyframes_module._scene_signals(decoder, 64)
+    for name in ("H", "B"):
+        assert np.array_equal(chunked.distances[name], whole.distances[name], equal_nan=True)
+    assert np.array_equal(chunked.luma_mean, whole.luma_mean)
+
+    decoded = []
+    get_frames = decoder.get_frames
+    monkeypatch.setattr(decoder, "get_frames", lambda frames, **options: decoded.append(frames[0]) or
+                        get_frames(frames, **options))
+    monkeypatch.setattr(keyframes_module, "_GPU_SESSIONS", 1)  # one session, two chunks ahead
+    with ThreadPoolExecutor(1) as sessions:
+        monkeypatch.setattr(keyframes_module, "_gpu_sessions", sessions)
+
+        def stop(done, total):
+            raise KeyboardInterrupt
+
+        with pytest.raises(KeyboardInterrupt):
+            keyframes_module._scene_signals(decoder, 64, on_progress=stop)
+    assert len(decoded) < 5 and decoded == sorted(decoded)  # 5 chunks; the ones not started were cancelled
+
+
 @pytest.mark.gpu
 def test_gpu_chunks_decoded_at_once_give_the_signal_of_one_pass(videos, monkeypatch):
     """On the GPU the chunks are decoded by several NVDEC sessions at once; the tables are those of

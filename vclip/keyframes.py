@@ -60,6 +60,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from ._ahead import submitted_ahead
 from ._images import IMAGE_FORMATS, columns_for, contact_sheet, to_numpy, write_image
 from ._validation import (
     check_choice,
@@ -432,29 +433,44 @@ def _scene_signals(decoder: VideoDecoder, analysis_width: int,
     def features_of(chunk: tuple[int, int]) -> list[dict]:
         frames = decoder.get_frames(np.arange(*chunk), scaling_factor=scaling_factor).data
         xp = _array_module(frames)
-        return [_frame_features(frames[first:first + _CHUNK_FRAMES], xp)  # float32 copies of bounded size
-                for first in range(0, frames.shape[0], _CHUNK_FRAMES)]
+        if xp is np:
+            return _features_in_blocks(frames, xp)
+        with frames.device:  # a session thread: the decoder's GPU, and results ready for the caller's stream
+            blocks = _features_in_blocks(frames, xp)
+            xp.cuda.get_current_stream().synchronize()
+        return blocks
 
     parts: dict[str, list] = {"H": [], "B": [], "mean": [], "dark": []}
     previous = None
-    chunk_features = _gpu_session_pool().map(features_of, chunks) if parallel else map(features_of, chunks)
-    for (_, stop), blocks in zip(chunks, chunk_features):
-        for features in blocks:
-            xp = _array_module(features["H"])
-            tables = _gap_distances(features, previous, xp)
-            for name in ("H", "B"):
-                parts[name].append(to_numpy(tables[name]))
-            parts["mean"].append(to_numpy(features["mean"]))
-            parts["dark"].append(to_numpy(features["dark"]))
-            previous = {name: (xp.concatenate([previous[name], features[name]]) if previous is not None
-                               else features[name])[-_MAX_GAP:] for name in ("H", "B")}
-        if on_progress is not None:
-            on_progress(stop, index.num_frames)
+    ahead = submitted_ahead(_gpu_session_pool(), features_of, chunks, 2 * _GPU_SESSIONS) if parallel else None
+    chunk_features = (future.result() for future in ahead) if ahead else (features_of(chunk) for chunk in chunks)
+    try:
+        for (_, stop), blocks in zip(chunks, chunk_features):
+            for features in blocks:
+                xp = _array_module(features["H"])
+                tables = _gap_distances(features, previous, xp)
+                for name in ("H", "B"):
+                    parts[name].append(to_numpy(tables[name]))
+                parts["mean"].append(to_numpy(features["mean"]))
+                parts["dark"].append(to_numpy(features["dark"]))
+                previous = {name: (xp.concatenate([previous[name], features[name]]) if previous is not None
+                                   else features[name])[-_MAX_GAP:] for name in ("H", "B")}
+            if on_progress is not None:
+                on_progress(stop, index.num_frames)
+    finally:
+        if ahead is not None:
+            ahead.close()  # after a failure: the chunks not started are cancelled
     return _SceneSignals(
         distances={name: np.concatenate(parts[name], axis=1) for name in ("H", "B")},
         luma_mean=np.concatenate(parts["mean"]).astype(np.float32),
         dark_share=np.concatenate(parts["dark"]).astype(np.float32),
     )
+
+
+def _features_in_blocks(frames, xp) -> list[dict]:
+    """:func:`_frame_features` of blocks of at most ``_CHUNK_FRAMES`` frames (float32 copies of bounded size)."""
+    return [_frame_features(frames[first:first + _CHUNK_FRAMES], xp)
+            for first in range(0, frames.shape[0], _CHUNK_FRAMES)]
 
 
 def _gpu_session_pool() -> ThreadPoolExecutor:

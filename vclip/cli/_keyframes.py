@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import itertools
 import json
 import os
 import time
-from collections import deque
-from collections.abc import Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from .._ahead import submitted_ahead
 from .._demo import format_numbers
 from .._engine.device import resolve_device
 from .._outputs import (
@@ -96,20 +94,6 @@ def _default_workers(device: str) -> int:
     return 4 if resolve_device(device, warn=False).device.is_cuda else 1
 
 
-def _submitted_ahead(pool: ThreadPoolExecutor, extract, files: list[str], window: int) -> Iterator[Future]:
-    """The futures of ``extract(path)`` for ``files`` in order, at most ``window`` submitted ahead."""
-    pending: deque[Future] = deque()
-    remaining = iter(files)
-    for path in itertools.islice(remaining, window):
-        pending.append(pool.submit(extract, path))
-    while pending:
-        future = pending.popleft()
-        following = next(remaining, None)
-        if following is not None:
-            pending.append(pool.submit(extract, following))
-        yield future
-
-
 def _run_keyframes(args: argparse.Namespace) -> int:
     with _refused_arguments():  # refused before --out is touched or anything decoded
         check_scaling_factor(args.scaling_factor)
@@ -119,18 +103,18 @@ def _run_keyframes(args: argparse.Namespace) -> int:
     out = Path(args.out)
     with _refused_arguments():
         check_integer("thumbnail_width", args.thumbnail_width, minimum=16)
+        check_optional_integer("workers", args.workers, minimum=1, none_means="(4 on the GPU, 1 on the CPU)")
+        workers = min(args.workers or _default_workers(args.device), max(len(files), 1))
+    ray_jobs = _ray_jobs(args) if args.ray or args.ray_address else None  # refused before --out is touched
     taken = _prepare_keyframes_out(out, args.overwrite)
     folders = unique_names(files, taken=taken)
     records, videos, errors = [], [], []
     out.mkdir(parents=True, exist_ok=True)
-    with _refused_arguments():
-        check_optional_integer("workers", args.workers, minimum=1, none_means="(4 on the GPU, 1 on the CPU)")
-        workers = min(args.workers or _default_workers(args.device), max(len(files), 1))
     remote = None
-    if args.ray or args.ray_address:  # each video extracted by a Ray task; the images are written here, as locally
-        ray_jobs, address = _ray_jobs(args)
+    if ray_jobs is not None:  # each video extracted by a Ray task; the images are written here, as locally
+        module, address = ray_jobs
         with _refused_arguments():
-            remote = iter(ray_jobs.extract_files(
+            remote = iter(module.extract_files(
                 files, device=args.device, stream_index=args.stream, address=address, method=args.method,
                 max_frames=args.max, scaling_factor=args.scaling_factor, scene_threshold=args.scene_threshold))
 
@@ -140,7 +124,7 @@ def _run_keyframes(args: argparse.Namespace) -> int:
                                  scene_threshold=args.scene_threshold, on_progress=on_progress)
 
     pool = ThreadPoolExecutor(workers, thread_name_prefix="vclip-keyframes") if remote is None and workers > 1 else None
-    ahead = _submitted_ahead(pool, extract, files, 2 * workers) if pool is not None else None
+    ahead = submitted_ahead(pool, extract, files, 2 * workers) if pool is not None else None
     try:
         for path, folder_name in zip(_progress_bar(args, iterable=files, unit="video"), folders):
             started = time.perf_counter()
