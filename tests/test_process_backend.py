@@ -3,6 +3,7 @@ decoding, indexes and buffers sent once per worker, bad videos and dead workers 
 
 import gc
 import os
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
@@ -165,6 +166,28 @@ def test_freed_buffers_are_released(backend):
     SharedMemory(name=name).close()  # exists while the buffer lives
     del buffer
     gc.collect()
+    backend.empty((1,), "uint8")  # released by the next call at the latest
+    with pytest.raises(FileNotFoundError):
+        SharedMemory(name=name)
+
+
+def test_a_buffer_collected_while_the_registry_is_locked_is_released_later(backend):
+    """The collector may run a buffer's finalizer in a thread that holds the registry's lock (in
+    empty(), or while a request is pickled): the finalizer only queues the buffer, never waits."""
+    cycle = [backend.empty((4, 8), "uint8")]
+    cycle.append(cycle)  # only the cycle collector frees it
+    name = backend._registry.handles[cycle[0].ctypes.data].handle
+    del cycle
+    collected = threading.Event()
+
+    def collect_holding_the_lock():
+        with backend._registry.lock:
+            gc.collect()
+        collected.set()
+
+    threading.Thread(target=collect_holding_the_lock, daemon=True).start()
+    assert collected.wait(10), "the finalizer waited for a lock its own thread holds"
+    backend.empty((1,), "uint8")
     with pytest.raises(FileNotFoundError):
         SharedMemory(name=name)
 
@@ -194,6 +217,7 @@ def test_a_backend_sharing_buffers_writes_into_the_other_ones_buffers(backend, c
     assert np.array_equal(decode(backend, jobs)[0], expected)  # the owner still decodes
     del output
     gc.collect()
+    backend.empty((1,), "uint8")  # released by the next call at the latest
     with pytest.raises(FileNotFoundError):
         SharedMemory(name=name)
 

@@ -28,6 +28,7 @@ import builtins
 import itertools
 import multiprocessing
 import os
+import queue
 import signal
 import threading
 import time
@@ -321,15 +322,24 @@ class _BufferRegistry:
         self.handles: dict[int, BufferHandle] = {}  # by the array's address
         self.shared_memory: dict[int, Any] = {}  # CPU buffers' segments, unlinked by the owner's close
         self.members: weakref.WeakSet[ProcessBackend] = weakref.WeakSet()
+        # Buffers garbage-collected and not yet forgotten: a finalizer runs wherever the collector
+        # does, possibly in a thread holding one of the locks forget_freed() takes, so it only queues.
+        self.freed: queue.SimpleQueue[tuple[int, int, Any, Device]] = queue.SimpleQueue()
 
-    def forget(self, address: int, number: int, memory, device: Device) -> None:
-        with self.lock:
-            self.handles.pop(address, None)
-            self.shared_memory.pop(number, None)
-            members = list(self.members)
-        for member in members:
-            member._close_in_workers(number)
-        _SharedAllocation.release(memory, device)
+    def forget_freed(self) -> None:
+        """Forget the buffers freed since the last call (call it holding none of the locks)."""
+        while True:
+            try:
+                address, number, memory, device = self.freed.get_nowait()
+            except queue.Empty:
+                return
+            with self.lock:
+                self.handles.pop(address, None)
+                self.shared_memory.pop(number, None)
+                members = list(self.members)
+            for member in members:
+                member._close_in_workers(number)
+            _SharedAllocation.release(memory, device)
 
 
 class ProcessBackend:
@@ -392,6 +402,7 @@ class ProcessBackend:
     # -- buffers ------------------------------------------------------------------------------
     def empty(self, shape: tuple[int, ...], dtype: str):
         """An output buffer the workers can write (shared memory or CUDA IPC)."""
+        self._registry.forget_freed()
         shape, dtype = tuple(int(n) for n in shape), str(np.dtype(dtype))
         allocation = _SharedAllocation(self.device, _nbytes(shape, dtype))
         array = allocation.array(shape, dtype)
@@ -403,8 +414,8 @@ class ProcessBackend:
                 registry.shared_memory[handle.number] = allocation.memory
         # On the GPU the allocation object lives as long as any view; on the CPU the array does.
         owner = allocation if self.device.is_cuda else array
-        weakref.finalize(owner, registry.forget, _buffer_address(array), handle.number, allocation.memory,
-                         self.device)
+        weakref.finalize(owner, registry.freed.put, (_buffer_address(array), handle.number, allocation.memory,
+                                                     self.device))
         return array
 
     def _close_in_workers(self, number: int) -> None:
@@ -423,6 +434,7 @@ class ProcessBackend:
     # -- decoding -----------------------------------------------------------------------------
     def decode_job(self, job: VideoJob, conversion: Conversion, output, stats: DecodeStats) -> None:
         """Decode ``job`` into ``output`` in a worker process; returns when the frames are written."""
+        self._registry.forget_freed()
         with self._registry.lock:
             handle = self._registry.handles.get(_buffer_address(output))
         if handle is None:
@@ -488,6 +500,7 @@ class ProcessBackend:
             ready = wait_for_connections([*by_connection, *by_sentinel, self._wake_read], timeout=tick)
             if self._wake_read in ready:
                 return
+            self._registry.forget_freed()  # buffers freed while no batch is being decoded
             for item in ready:
                 if item in by_connection:
                     self._receive(by_connection[item])
@@ -567,6 +580,7 @@ class ProcessBackend:
     def close(self, timeout: float = 30.0) -> None:
         """Stop the worker processes (after the requests they hold; killed after ``timeout`` seconds)
         and unlink the shared memory of the CPU buffers. Idempotent."""
+        self._registry.forget_freed()
         with self._lock:
             if self._closing:
                 return
