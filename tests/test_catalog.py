@@ -5,6 +5,9 @@ import os
 import pickle
 import shutil
 import signal
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
 from fractions import Fraction
 
 import numpy as np
@@ -66,15 +69,15 @@ def built(dataset, tmp_path_factory):
 
 
 def fields_equal(one: vclip.VideoIndex, other: vclip.VideoIndex) -> None:
-    mine, theirs = one.to_arrays(), other.to_arrays()
-    assert mine.keys() == theirs.keys()
-    for name, value in mine.items():
-        if isinstance(value, np.ndarray):
-            assert value.dtype == theirs[name].dtype, name
-            np.testing.assert_array_equal(value, theirs[name], err_msg=name)
+    """Every field equal and of the same type (arrays: the same dtype)."""
+    for name in vclip.VideoIndex.__dataclass_fields__:
+        mine, theirs = getattr(one, name), getattr(other, name)
+        assert type(mine) is type(theirs), name
+        if isinstance(mine, np.ndarray):
+            assert mine.dtype == theirs.dtype, name
+            np.testing.assert_array_equal(mine, theirs, err_msg=name)
         else:
-            assert value == theirs[name], name
-    assert one.path == other.path
+            assert mine == theirs, name
 
 
 def test_build_lists_every_video_with_its_label_and_the_bad_ones_as_unusable(built, dataset):
@@ -163,6 +166,50 @@ def test_index_from_the_catalog_equals_a_fresh_index(built):
     for entry in catalog.usable:
         fields_equal(catalog.index_of(entry.path), vclip.index_video(entry.path))
         fields_equal(entry.index(verify=True), vclip.index_video(entry.path))
+
+
+def test_an_index_from_the_catalog_has_the_stream_facts_of_the_file(tmp_path):
+    """Every fact comes back as the type the file's own index has: a 4:3 pixel aspect as a
+    Fraction, so the display size is computed as for the file."""
+    options = dict(num_frames=12, width=64, height=48, keyframe_interval=6)
+    anamorphic = make_video(tmp_path / "anamorphic.mp4", **options, encoder_options={"aspect": "4/3"})
+    square = make_video(tmp_path / "square.mp4", **options)
+    out = vcatalog.build_catalog([anamorphic, square], tmp_path / "c.parquet", workers=1, progress=False).path
+    catalog = vcatalog.read_catalog(out)
+    for entry, ratio, display_size in zip(catalog.entries, [Fraction(4, 3), Fraction(1)], [(85, 48), (64, 48)]):
+        index = entry.index()
+        fields_equal(index, vclip.index_video(entry.path))
+        assert type(index.sample_aspect_ratio) is Fraction and index.sample_aspect_ratio == ratio
+        assert type(index.time_base) is Fraction and index.display_size == display_size
+
+
+def test_a_row_group_read_by_several_threads_at_once_is_counted_once(built, monkeypatch):
+    """Threads that all miss the same row group each read it; the cache keeps one copy and counts
+    its bytes once."""
+    catalog = vcatalog.read_catalog(built.path)
+    reads = []
+    check = vcatalog._damaged_rows
+
+    def slow_check(arrays):  # between reading a group and caching it: the other threads miss it too
+        reads.append(1)
+        time.sleep(0.2)
+        return check(arrays)
+
+    monkeypatch.setattr(vcatalog, "_damaged_rows", slow_check)
+    entry = catalog.usable[0]
+    start = threading.Barrier(4)
+
+    def index():
+        start.wait()
+        return entry.index()
+
+    with ThreadPoolExecutor(4) as pool:
+        indexes = [future.result() for future in [pool.submit(index) for _ in range(4)]]
+    assert len(reads) > 1  # the threads did race
+    for other in indexes[1:]:
+        fields_equal(other, indexes[0])
+    assert len(catalog._groups) == 1
+    assert catalog._groups_bytes == sum(size for _, _, _, size in catalog._groups.values())
 
 
 def test_frames_decoded_through_the_catalog_index_are_exact(built):

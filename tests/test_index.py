@@ -595,6 +595,29 @@ def test_memory_cache_is_bounded_in_bytes(tmp_path, clean_cache):
     assert previous == 256 << 20
 
 
+@pytest.mark.parametrize("settled", [True, False])
+def test_a_cached_index_names_the_path_asked_for(tmp_path, monkeypatch, settled, clean_cache):
+    """The memory cache is keyed by the real path; the index it serves still names the path given
+    (a relative name from another working folder, a symlink), so decoding opens that name."""
+    if settled:  # served without reading the file; else after comparing its fingerprint
+        monkeypatch.setattr(index_module, "_SETTLE_NS", -(10**18))
+    path = tiny(tmp_path / "a.mp4")
+    link = tmp_path / "link.mp4"
+    link.symlink_to(path)
+    monkeypatch.chdir(tmp_path)
+    first = vclip.index_video("a.mp4")
+    assert first.path == "a.mp4"
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    for name in (path, str(link)):
+        index = vclip.index_video(name)
+        assert index.path == name and index.pts is first.pts  # the cached arrays, not indexed again
+        assert index.decode_start_packet(15) == first.decode_start_packet(15)
+        assert barcodes(vclip.VideoDecoder(name, device="cpu").get_frames([0, 15, 19])) == [0, 15, 19]
+    assert index_module.index_cache_info()["entries"] == 1
+
+
 def test_disk_cache_folder_is_private_and_files_atomic(tmp_path, clean_cache):
     path = tiny(tmp_path / "a.mp4")
     cache = tmp_path / "cache"

@@ -30,7 +30,6 @@ import warnings
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from fractions import Fraction
 from pathlib import Path
 from typing import NamedTuple
 
@@ -47,7 +46,7 @@ from ._fingerprint import content_fingerprint
 from ._indexing import IndexJob, default_workers, run_jobs
 from ._loader.dataset import VIDEO_EXTENSIONS, load_videos
 from .errors import VideoError, VideoNotFoundError
-from .index import VideoIndex, index_video
+from .index import VideoIndex, index_video, parse_stored_facts
 
 __all__ = [
     "Catalog",
@@ -480,9 +479,9 @@ class CatalogEntry:
         return f"CatalogEntry(path={self.path!r}, label={self.label!r}, class_name={self.class_name!r}, {state})"
 
 
-# A cached row group: its index arrays (name -> (offsets, values)), its facts (name -> one value per
-# row), its damaged rows (see _damaged_rows) and its size in bytes.
-_RowGroup = tuple[dict[str, tuple[np.ndarray, np.ndarray]], dict[str, list], set[int], int]
+# A cached row group: its index arrays (name -> (offsets, values)), each row's parsed facts (empty
+# for unusable rows), its damaged rows (see _damaged_rows) and its size in bytes.
+_RowGroup = tuple[dict[str, tuple[np.ndarray, np.ndarray]], list[dict], set[int], int]
 
 
 class Catalog:
@@ -685,20 +684,22 @@ class Catalog:
                 offsets = _numpy_of(column, np.int32, len(column) + 1)
                 arrays[name] = (offsets, _numpy_of(column.values, VideoIndex.STORED_ARRAYS[name], len(column.values)))
             start, stop = int(self._group_starts[group]), int(self._group_starts[group + 1])
-            facts = {name: self._columns[name].slice(start, stop - start).to_pylist() for name in _INDEX_FACTS}
-            time_bases = {text: Fraction(text) for text in set(facts["time_base"]) if text}  # parsed once
-            facts["time_base"] = [time_bases.get(text, text) for text in facts["time_base"]]
-            facts["extradata"] = [value or b"" for value in facts["extradata"]]
+            columns = [self._columns[name].slice(start, stop - start).to_pylist() for name in _INDEX_FACTS]
+            facts = [parse_stored_facts(dict(zip(_INDEX_FACTS, values))) if usable else {}
+                     for usable, values in zip(self._usable[start:stop], zip(*columns))]
             size = sum(values.nbytes + offsets.nbytes for offsets, values in arrays.values())
-            cached = (arrays, facts, _damaged_rows(arrays), size)
+            read = (arrays, facts, _damaged_rows(arrays), size)
             with self._lock:
-                self._groups[group] = cached
-                self._groups_bytes += cached[3]
-                while self._groups_bytes > self.cache_bytes and len(self._groups) > 1:
-                    _, (_, _, _, dropped) = self._groups.popitem(last=False)
-                    self._groups_bytes -= dropped
+                cached = self._groups.setdefault(group, read)
+                if cached is read:  # else another thread read the group meanwhile: it is counted once
+                    self._groups_bytes += size
+                    while self._groups_bytes > self.cache_bytes and len(self._groups) > 1:
+                        _, (_, _, _, dropped) = self._groups.popitem(last=False)
+                        self._groups_bytes -= dropped
+                else:
+                    self._groups.move_to_end(group)
         local = row - int(self._group_starts[group])
-        stored = {name: values[local] for name, values in cached[1].items()}
+        stored = dict(cached[1][local])
         for name, (offsets, values) in cached[0].items():
             stored[name] = values[offsets[local]:offsets[local + 1]]
         return stored, local not in cached[2]

@@ -3,6 +3,7 @@ picture is decoded, for the display matrix FFmpeg attaches to decoded frames).""
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -326,17 +327,11 @@ class VideoIndex:
         if missing or unknown:
             raise ValueError(f"{os.fspath(path)}: stored index has missing fields {sorted(missing)} "
                              f"and unknown fields {sorted(unknown)}")
-        fields = dict(stored)
+        fields = parse_stored_facts(stored)
         for name, dtype in cls.STORED_ARRAYS.items():
             value = fields[name]
             if not (isinstance(value, np.ndarray) and value.dtype == dtype and value.ndim == 1):
                 fields[name] = np.asarray(value, dtype=dtype).reshape(-1)
-        fields["time_base"] = Fraction(fields["time_base"])
-        if "sample_aspect_ratio" in fields:
-            fields["sample_aspect_ratio"] = Fraction(fields["sample_aspect_ratio"])
-        fields["extradata"] = bytes(fields["extradata"] or b"")
-        header = fields["header_frame_count"]
-        fields["header_frame_count"] = None if header is None else int(header)
         frames, packets = fields["pts"].size, fields["packet_pts"].size
         per_packet = [n for n in cls.STORED_ARRAYS if n.startswith("packet_") and fields[n].size != packets]
         if fields["frame_packet"].size != frames or per_packet or frames > packets:
@@ -349,6 +344,32 @@ class VideoIndex:
 
 
 # -- checking and (de)serializing indexes ------------------------------------------------------
+def parse_stored_facts(stored: dict) -> dict:
+    """``stored`` (the fields of an index as :meth:`VideoIndex.to_arrays`, :func:`index_to_record` or a
+    catalog row store them) with its stream facts as :class:`VideoIndex` field values: ``time_base``
+    and ``sample_aspect_ratio`` as Fractions, ``extradata`` as bytes, ``header_frame_count`` as an int
+    or None. Everything else is kept as it is; absent facts stay absent (their defaults apply).
+
+    Raises:
+        ValueError, ZeroDivisionError, TypeError: A value that is not a number of its kind.
+    """
+    fields = dict(stored)
+    for name in ("time_base", "sample_aspect_ratio"):
+        if name in fields:
+            fields[name] = _fraction(fields[name])
+    if "extradata" in fields:
+        fields["extradata"] = bytes(fields["extradata"] or b"")
+    if fields.get("header_frame_count") is not None:
+        fields["header_frame_count"] = int(fields["header_frame_count"])
+    return fields
+
+
+@functools.lru_cache(maxsize=1024)
+def _fraction(value: str | Fraction) -> Fraction:
+    """``Fraction(value)``, parsed once per distinct text (a catalog repeats a few time bases)."""
+    return Fraction(value)
+
+
 INDEX_FORMAT_VERSION = 3
 """Version of :func:`index_to_record`'s layout; a stored record of another version is rebuilt."""
 
@@ -442,8 +463,7 @@ def index_from_record(record, path: str | os.PathLike) -> VideoIndex:
             value = facts[name]
             if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
                 raise ValueError(f"stream fact {name} has type {type(value).__name__}")
-        facts["time_base"] = Fraction(facts["time_base"])
-        facts["sample_aspect_ratio"] = Fraction(facts["sample_aspect_ratio"])
+        facts = parse_stored_facts(facts)
         arrays: dict[str, Any] = {}  # keyword arguments of VideoIndex
         for name, kind in _ARRAY_FIELDS.items():
             array = np.asarray(record[name])
@@ -587,12 +607,12 @@ def index_video(
     fingerprint = None
     if entry is not None:
         if entry.signature == signature and entry.settled:
-            return entry.index
+            return _named(entry.index, path)
         if entry.signature[2:4] == signature[2:4]:  # same size and mtime: compare contents
             fingerprint, settled = _fingerprint(path, stat)
             if fingerprint == entry.fingerprint:
                 _memory_cache.remember(key, replace(entry, signature=signature, settled=settled))
-                return entry.index
+                return _named(entry.index, path)
     if fingerprint is None:
         fingerprint, settled = _fingerprint(path, stat)
     index, keep = _through_disk_cache(
@@ -602,6 +622,12 @@ def index_video(
     if keep:  # else the file changed while it was read: keep nothing
         _memory_cache.remember(key, MemoryEntry(index, fingerprint, signature, settled, _index_nbytes(index)))
     return index
+
+
+def _named(index: VideoIndex, path: str) -> VideoIndex:
+    """``index`` from the memory cache (keyed by the file's real path, so shared by every name of the
+    file) naming ``path``, the name asked for; the arrays are shared, not copied."""
+    return index if index.path == path else replace(index, path=path)
 
 
 def _index_source(name: str, stream_index: int | None, cache_dir: str | os.PathLike | None) -> VideoIndex:
