@@ -1092,6 +1092,11 @@ def test_budget_without_batch_answers_the_largest_batch(capsys):
     )
     assert loader_line.endswith(f"largest batch size the loader fits: {expected.largest_batch_size('24GiB'):,}")
     assert "largest sequence length" not in out
+    status, out, _ = run(capsys, "budget", "--width", "1280", "--height", "720", "--seq", "16", "--dtype", "float16",
+                         "--budget", "24GiB", "--json")
+    report = json.loads(out)  # no figure of the batch of one clip the text leaves out either
+    assert report["batch_size"] is None and report["largest_sequence_length"] is None
+    assert report["loader"]["fits"] is None and report["largest_batch_size"] == 291
 
 
 def test_a_title_that_is_not_utf8_does_not_stop_any_command(capsys, videos, tmp_path):

@@ -60,11 +60,11 @@ def _variants(args: argparse.Namespace, width: int, height: int) -> list[tuple[s
     return variants
 
 
-def _budget_chart(args: argparse.Namespace, budget: int | None,
+def _budget_chart(args: argparse.Namespace, budget: int | None, batch: int | None,
                   lines: Sequence[tuple[str, Callable[[int], int], int | None]]) -> str:
     """Write ``args.chart``: memory against batch size, one line per ``(label, bytes of a batch size,
-    largest batch that fits)``, with the budget and ``--batch`` (when given) marked."""
-    marked = {batch for batch in (args.batch, *(largest for _, _, largest in lines)) if batch}
+    largest batch that fits)``, with the budget and ``batch`` (``--batch``, when given) marked."""
+    marked = {size for size in (batch, *(largest for _, _, largest in lines)) if size}
     top = max(*marked, 2) * 5 // 4 + 1
     batches = sorted(marked | set(np.linspace(1, top, min(top, 64)).round().astype(int).tolist()))
     series = [ChartSeries(label, [bytes_of(batch) for batch in batches], largest)
@@ -72,7 +72,7 @@ def _budget_chart(args: argparse.Namespace, budget: int | None,
     title = f"{args.width}x{args.height}x{args.channels} {args.dtype}, {args.seq} frames per clip"
     if args.scaling_factor != 1:
         title += f", scaling factor {args.scaling_factor:g}"
-    return memory_chart(args.chart, batches, series, title=title, budget=budget, batch_size=args.batch)
+    return memory_chart(args.chart, batches, series, title=title, budget=budget, batch_size=batch)
 
 
 def _loader_estimate(args: argparse.Namespace, width: int, height: int, batch: int):
@@ -119,8 +119,9 @@ def _run_budget(args: argparse.Namespace) -> int:
             return _loader_estimate(args, width, height, batch).total
 
         try:
-            chart = _budget_chart(args, budget, [("formula", formula, largest_batch),
-                                                 ("ClipLoader", loader_bytes, loader_largest)])
+            chart = _budget_chart(args, budget, args.batch if batch_given else None,
+                                  [("formula", formula, largest_batch),
+                                   ("ClipLoader", loader_bytes, loader_largest)])
         except ImportError as error:
             raise _UsageError(f"--chart: {error}") from None
     loader_report = {
@@ -128,7 +129,8 @@ def _run_budget(args: argparse.Namespace) -> int:
         "processes": args.processes, "device": args.device, "bytes": loader.total,
         "output_buffers": loader.output_buffers, "decode_surfaces": loader.decode_surfaces,
         "workspace": loader.workspace, "cuda_context": loader.cuda_context,
-        "fits": None if budget is None else loader.total <= budget, "largest_batch_size": loader_largest,
+        "fits": None if budget is None or not batch_given else loader.total <= budget,
+        "largest_batch_size": loader_largest,
     }
     if args.json:
         print(json.dumps({
@@ -140,7 +142,8 @@ def _run_budget(args: argparse.Namespace) -> int:
             "variants": [{"choice": label, "bytes": estimate.bytes, "ratio": estimate.bytes / current.bytes}
                          for label, estimate in variants],
             "budget_bytes": budget, "fits": None if budget is None else current.bytes <= budget,
-            "largest_batch_size": largest_batch, "largest_sequence_length": largest_sequence, "chart": chart,
+            "largest_batch_size": largest_batch, "chart": chart,
+            "largest_sequence_length": largest_sequence if batch_given else None,
             "loader": loader_report,
         }, indent=2))
         return EXIT_OK

@@ -153,22 +153,6 @@ def _sampler(args: argparse.Namespace) -> ClipSampler:
     return downscaled(sampler, scaling_factor) if scaling_factor != 1.0 else sampler
 
 
-def _padded_frames(clips: Frames, sampler: ClipSampler, num_frames: int) -> np.ndarray:
-    """Which frames of each clip the end policy filled in (bool, shaped like ``frame_indices``).
-
-    Uses ``Frames.padded`` where the decoder gives it; otherwise the same rule: a temporal clip
-    runs past the last frame only when the video is shorter than its span, and then it starts at 0.
-    """
-    padded = getattr(clips, "padded", None)
-    if padded is not None:
-        return np.asarray(padded, dtype=bool)
-    flags = np.zeros(clips.frame_indices.shape, dtype=bool)
-    length = sampler.sequence_length  # None only where span is 0
-    if sampler.mode not in ("indexed", "keyframe") and length is not None and sampler.span > num_frames:
-        flags[:] = np.arange(length) * sampler.stride >= num_frames
-    return flags
-
-
 def _all_dropped(sampler: ClipSampler, num_frames: int) -> bool:
     """Whether ``drop`` leaves no clip of frame numbers in a whole video (clips in seconds or in a
     segment are found empty once drawn)."""
@@ -267,7 +251,7 @@ def _run_sample(args: argparse.Namespace) -> int:
                 _say(f"vclip sample: skipped {path}: no clip fits (--end-policy drop drops them all)", sys.stderr)
                 continue
             data = to_numpy(clips.data)
-            padded = _padded_frames(clips, sampler, num_frames)
+            padded = np.asarray(clips.padded, dtype=bool)  # the frames the end policy filled in
             if targets is None:
                 if combined and data.shape[1:] != combined[0][2].shape[1:]:
                     raise VideoError(path, f"its clips come out {list(data.shape[1:])} but {out} holds "
