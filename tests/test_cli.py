@@ -1079,6 +1079,16 @@ def test_budget_loader_figure_is_the_loaders(capsys, options, settings):
     assert largest < 291
 
 
+@pytest.mark.parametrize("argv", [("keyframes", "--out", "OUT", "--stream", "-1"), ("check", "--stream", "x"),
+                                  ("sample", "--out", "OUT", "--seed", "-1")])
+def test_a_negative_stream_or_seed_is_a_bad_argument_not_a_bad_file(capsys, videos, tmp_path, argv):
+    """Refused once, with exit status 2, before any file (they were reported per file as internal errors)."""
+    argv = [str(tmp_path / "out") if arg == "OUT" else arg for arg in argv]
+    status, out, err = run(capsys, argv[0], videos["h264"], videos["hevc"], *argv[1:])
+    assert status == 2 and "must be an integer >= 0" in err and "internal error" not in err + out
+    assert not (tmp_path / "out").exists()
+
+
 def test_budget_without_batch_answers_the_largest_batch(capsys):
     status, out, _ = run(
         capsys, "budget", "--width", "1280", "--height", "720", "--seq", "16", "--dtype", "float16", "--budget", "24GiB"

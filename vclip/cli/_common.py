@@ -82,8 +82,19 @@ def _device(text: str) -> str:
     return text.strip().lower()
 
 
+def _non_negative_integer(text: str) -> int:
+    """An argument that is a count or an index: refused by argparse (exit status 2) before any file."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be an integer >= 0")
+    return value
+
+
 def _add_stream(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--stream", type=int, metavar="N",
+    parser.add_argument("--stream", type=_non_negative_integer, metavar="N",
                         help="container index of the video stream (default: the first)")
 
 

@@ -49,6 +49,7 @@ from ._common import (
     _frame_size,
     _int_list,
     _internal_error,
+    _non_negative_integer,
     _progress_bar,
     _refused_arguments,
     _say,
@@ -352,7 +353,8 @@ def add_parser(commands) -> None:
                         help="draw clips only from the frames from S seconds on (a segment)")
     sample.add_argument("--end-seconds", type=float, metavar="S",
                         help="draw clips only from the frames before S seconds (a segment)")
-    sample.add_argument("--seed", type=int, help="seed for random starts and jitter (default: fresh each run)")
+    sample.add_argument("--seed", type=_non_negative_integer,
+                        help="seed for random starts and jitter (default: fresh each run)")
     sample.add_argument("--scaling-factor", type=float, metavar="F",
                         help="frames at round(W*F) x round(H*F), 0 < F <= 1")
     sample.add_argument("--resize", type=_frame_size, metavar="SIZE",
