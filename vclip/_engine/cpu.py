@@ -45,7 +45,11 @@ class PyAVDecoder(PictureDecoder):
     def __init__(self, index: VideoIndex, *, threads: int = 0):
         if is_local(index.path) or not index.packets_addressable:
             self._container: InputContainer | None = open_container(index.path)
-            self._context = _video_context(self._container.streams[index.stream_index].codec_context, index)
+            try:
+                self._context = _video_context(self._container.streams[index.stream_index].codec_context, index)
+            except BaseException:
+                self._container.close()
+                raise
         else:  # a remote or in-memory MP4/Matroska: the index has what the decoder needs, read no header
             self._container = None
             self._context = _video_context(av.CodecContext.create(index.codec, "r"), index)
