@@ -439,3 +439,35 @@ def test_max_lead_frames_needs_moveable_starts(videos):
         )
     with pytest.raises(ValueError, match=r"max_lead_frames \(-1\) must be"):
         vclip.ClipLoader([(videos["long_gop"], 0)], vclip.strided(4, 2), device="cpu", max_lead_frames=-1)
+
+
+def test_bound_lead_never_moves_a_clip_before_first_frame(videos):
+    from vclip.gop import bound_lead
+
+    index = vclip.index_video(videos["long_gop"])  # keyframes at 0 and 250
+    clip = np.arange(100, 116, 2)
+    np.testing.assert_array_equal(bound_lead(index, clip, 4, first_frame=60), clip - 40)  # lead 40 -> 0
+    np.testing.assert_array_equal(bound_lead(index, clip + 3, 4, first_frame=60), clip - 37)  # lead 43 -> 3
+    np.testing.assert_array_equal(bound_lead(index, clip, 4, first_frame=100), clip)
+    np.testing.assert_array_equal(bound_lead(index, clip + 160, 4, first_frame=100), clip + 150)  # from keyframe 250
+
+
+@pytest.mark.parametrize(
+    "sampler", [vclip.strided(4, 2, clips_per_video=12), vclip.contiguous(4, fps=10, clips_per_video=12)]
+)
+def test_max_lead_frames_keeps_clips_inside_their_segment(videos, sampler):
+    """The only keyframe before the segment [2 s, 4 s) is frame 0: clips start at most 4 frames
+    after the segment's first frame, never before it."""
+    path = videos["long_gop"]
+    assert vclip.index_video(path).keyframe_indices.tolist() == [0, 250]
+    loader = vclip.ClipLoader([vclip.LabeledVideo(path, 5, 2.0, 4.0)], sampler, device="cpu", batch_size=4, seed=1,
+                              max_lead_frames=4, cpu_decoders=0)
+    starts = set()
+    for batch in loader:
+        assert batch.labels.tolist() == [5] * len(batch)
+        for clip, frames, pts in zip(batch.data.numpy(), batch.frame_indices.tolist(), batch.pts_seconds.numpy()):
+            assert np.all(pts >= 2.0 - 1e-9) and np.all(pts < 4.0), pts
+            assert [read_barcode(frame) for frame in clip] == frames
+            starts.add(frames[0])
+    assert starts and starts <= set(range(60, 65))
+    loader.close()

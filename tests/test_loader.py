@@ -370,6 +370,34 @@ def test_break_and_restart(dataset):
             assert barcodes(clip) == frames
 
 
+def test_a_runtime_that_fails_to_start_stops_its_decode_processes(dataset, monkeypatch):
+    import multiprocessing
+
+    import vclip.loader
+
+    real_make_backend = vclip.loader.make_backend
+    before, backends, started = set(multiprocessing.active_children()), [], set()
+
+    def make_backend(*args, **kwargs):
+        backends.append(real_make_backend(*args, **kwargs))
+        started.update(set(multiprocessing.active_children()) - before)
+        return backends[-1]
+
+    def failing_runtime(*args, **kwargs):
+        raise RuntimeError("no runtime")
+
+    monkeypatch.setattr(vclip.loader, "make_backend", make_backend)
+    monkeypatch.setattr(vclip.loader, "LoaderRuntime", failing_runtime)
+    try:
+        with pytest.raises(RuntimeError, match="no runtime"):
+            make_loader(dataset[:2], decode_processes=1, num_threads=1)
+        assert len(backends) == 1 and len(started) == 1
+        assert not any(process.is_alive() for process in started)
+    finally:
+        for backend in backends:
+            backend.close()
+
+
 # -- bad videos -------------------------------------------------------------------------------------
 def test_bad_videos_are_replaced_named_and_counted(dataset, bad_files, caplog):
     videos = list(dataset)
@@ -665,6 +693,19 @@ def test_state_from_another_run_is_refused(resume_videos, dataset):
         resume_loader(resume_videos).load_state_dict({"epoch": 1})
     with pytest.raises(ValueError, match=r"is damaged"):
         resume_loader(resume_videos).load_state_dict(state | {"batches_delivered": "many"})
+
+
+def test_state_with_another_max_lead_frames_is_refused(dataset):
+    state = stop_after(resume_loader(dataset), 1)
+    with pytest.raises(ValueError, match=r"another dataset or with other batch options") as raised:
+        resume_loader(dataset, max_lead_frames=2).load_state_dict(state)
+    for name in ("sampler", "transform", "batch_size", "clips_per_video", "shuffle", "drop_last", "even_shards",
+                 "mixed_sizes", "max_lead_frames"):
+        assert name in str(raised.value)
+    bounded = stop_after(resume_loader(dataset, max_lead_frames=2), 1)
+    resume_loader(dataset, max_lead_frames=2).load_state_dict(bounded)
+    with pytest.raises(ValueError, match=r"another dataset or with other batch options"):
+        resume_loader(dataset, max_lead_frames=3).load_state_dict(bounded)
 
 
 # -- memory -----------------------------------------------------------------------------------------

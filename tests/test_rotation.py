@@ -272,3 +272,27 @@ def test_nvdec_square_pixels_match_the_cpu_twin(gpu_turned, tmp_path):
     cpu = vclip.VideoDecoder(path, device="cpu").get_frames(list(range(0, GPU_FRAMES, 3)), transform=spec)
     assert not gpu.fell_back_to_cpu and cpu.data.shape[1:] == (465, 240, 3)  # 320 * 16/11 = 465.45
     assert_matches_twin(host(gpu.data), cpu.data, "uint8")
+
+
+def test_loader_tells_a_turned_copy_by_its_displayed_size(base_video, turned):
+    """An upright video and its 90-degree copy share their timing but not their clip shape: the
+    loader refuses them together without a resize, and resizing both serves each one's frames."""
+    videos = [(base_video, 0), (turned[(90, False)], 1)]
+    sampler = vclip.contiguous(4, clips_per_video=2)
+    with pytest.raises(vclip.ArgumentError) as raised:
+        vclip.ClipLoader(videos, sampler, device="cpu", batch_size=2, num_threads=1)
+    message = str(raised.value)
+    assert "2 sizes" in message and f"{WIDTH}x{HEIGHT}: 1 video" in message and f"{HEIGHT}x{WIDTH}: 1 video" in message
+    loader = vclip.ClipLoader(
+        videos, sampler, transform=TransformSpec(resize=(64, 64)), device="cpu", batch_size=2, num_threads=1
+    )
+    assert not loader.stats().skipped.videos
+    seen = set()
+    for batch in loader:
+        assert tuple(batch.data.shape[1:]) == (4, 64, 64, 3) and not batch.skipped_videos
+        for clip, frames, video in zip(batch.data.numpy(), batch.frame_indices.tolist(), batch.video_ids.tolist()):
+            orientation = Orientation.from_rotation(90 if video else 0)
+            assert [read_barcode(stored_view(frame, orientation)) for frame in clip] == frames
+            seen.add(video)
+    assert seen == {0, 1}
+    loader.close()

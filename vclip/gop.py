@@ -5,7 +5,9 @@ frame; with a keyframe every 250 frames a random start wastes 125 on average. :f
 moves a clip whose lead ``k`` exceeds ``N = max_lead_frames`` earlier, to start ``k mod (N + 1)``
 frames after its keyframe (its frames keep their spacing). Starts drawn uniformly thus stay
 uniform, but over the first ``N + 1`` frames of each GOP only: positions later in a GOP are never
-starts. :func:`start_distribution` measures the change against uniform starts.
+starts. A clip of a segment never moves before the segment's first frame: its lead counts from
+that frame when the keyframe is earlier. :func:`start_distribution` measures the change against
+uniform starts.
 """
 
 from __future__ import annotations
@@ -32,12 +34,15 @@ def lead_frames(index: VideoIndex, start: int) -> int:
     return int(start) - _keyframe_before(index, int(start))
 
 
-def bound_lead(index: VideoIndex, frames: np.ndarray, max_lead_frames: int) -> np.ndarray:
+def bound_lead(index: VideoIndex, frames: np.ndarray, max_lead_frames: int, *, first_frame: int = 0) -> np.ndarray:
     """``frames`` (one clip, ascending) moved earlier so that it starts at most ``max_lead_frames``
     after its keyframe (lead ``k`` becomes ``k mod (max_lead_frames + 1)``); unchanged when it
-    already does."""
+    already does. The clip never moves before ``first_frame`` (a segment's first frame): the lead
+    counts from the later of the keyframe and ``first_frame``."""
     check_integer("max_lead_frames", max_lead_frames, minimum=0)
-    lead = lead_frames(index, int(frames[0]))
+    check_integer("first_frame", first_frame, minimum=0)
+    start = int(frames[0])
+    lead = start - max(_keyframe_before(index, start), first_frame)
     return frames if lead <= max_lead_frames else frames - (lead - lead % (max_lead_frames + 1))
 
 

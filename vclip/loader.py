@@ -170,8 +170,10 @@ class ClipLoader(IterableDataset):
             kind did.
         max_lead_frames: Opt-in bound on decode work per clip in long GOPs: a clip starting more
             than this many frames after its keyframe is moved earlier to start this many after it
-            (random and even starts only). Starts then cluster after keyframes: see
-            :func:`vclip.gop.start_distribution` and benchmarks/long_gop.py for the change.
+            (random and even starts only). A clip of a segment never moves before the segment's
+            first frame: its lead counts from that frame when the keyframe is earlier. Starts then
+            cluster after keyframes: see :func:`vclip.gop.start_distribution` and
+            benchmarks/long_gop.py for the change.
             None (default): clips start where the sampler draws them.
         prefetch_queue_depth: Batches queued ahead of the one the training loop holds (default
             2); with the one being built, ``prefetch_queue_depth + 1`` batches are decoded at once.
@@ -272,7 +274,6 @@ class ClipLoader(IterableDataset):
         self.even_shards, self.on_error, self.mixed_sizes = even_shards, on_error, mixed_sizes
         budget = parse_bytes(memory_budget) if memory_budget is not None else None
         self.augmentation_factor = augmentation_factor
-        self.cache_dir = cache_dir
         self.verbose = bool(verbose)
         self._drawer = ClipDrawer(sampler, transform, clips_per_video, max_lead_frames)
         self.frames_per_clip = self._drawer.frames_per_clip
@@ -285,9 +286,9 @@ class ClipLoader(IterableDataset):
         self._passes = 0
         self._bad = BadVideos([video.path for video in self._source.videos])
         self._runtime: LoaderRuntime | None = None
-        runtime = self._runtime_here()
-        self.decode_workers: int = runtime.decode_workers
         try:
+            runtime = self._runtime_here()
+            self.decode_workers: int = runtime.decode_workers
             self._setup(runtime, budget, memory_budget)
         except BaseException:
             self.close()  # worker threads and processes must not outlive a loader that failed
@@ -310,6 +311,8 @@ class ClipLoader(IterableDataset):
             "batch_size": self.batch_size, "clips_per_video": self._drawer.clips_per_video, "shuffle": self.shuffle,
             "drop_last": self.drop_last, "even_shards": self.even_shards, "mixed_sizes": self.mixed_sizes,
         }
+        if self._drawer.max_lead_frames is not None:  # only when set: states saved without it still load
+            options["max_lead_frames"] = self._drawer.max_lead_frames
         self._fingerprint = dataset_fingerprint(self._source.videos, found.clip_counts, options)
 
     # -- the dataset ------------------------------------------------------------------------------
@@ -422,7 +425,8 @@ class ClipLoader(IterableDataset):
             raise ArgumentError(
                 f"state (fingerprint {loaded.fingerprint}) was saved by a loader over another dataset or with other "
                 f"batch options (this one: {self._fingerprint}); the videos, labels, sampler, transform, batch_size, "
-                "clips_per_video, shuffle, drop_last and even_shards must be those of the run that saved it"
+                "clips_per_video, shuffle, drop_last, even_shards, mixed_sizes and max_lead_frames must be those of "
+                "the run that saved it"
             )
         count = len(self._source.videos)
         unknown = [video for video, _, _ in loaded.bad_videos if not 0 <= video < count]
@@ -443,11 +447,15 @@ class ClipLoader(IterableDataset):
             self._bad = copy.copy(self._bad)  # a lock of its own in this process
         backend = make_backend(self._device, processes=self.decode_processes, threads=self.num_threads,
                                cpu_decoders=self.cpu_decoders, in_flight=self.prefetch_queue_depth + 1)
-        builder = BatchBuilder(self._source, self._drawer, self._bad, seed=self.seed, on_error=self.on_error)
-        self._runtime = LoaderRuntime(
-            backend, self._device, builder, self._allocate_buffer, num_threads=self.num_threads,
-            decode_processes=self.decode_processes, prefetch_queue_depth=self.prefetch_queue_depth,
-        )
+        try:
+            builder = BatchBuilder(self._source, self._drawer, self._bad, seed=self.seed, on_error=self.on_error)
+            self._runtime = LoaderRuntime(
+                backend, self._device, builder, self._allocate_buffer, num_threads=self.num_threads,
+                decode_processes=self.decode_processes, prefetch_queue_depth=self.prefetch_queue_depth,
+            )
+        except BaseException:
+            backend.close()  # its worker processes must not outlive a runtime that failed
+            raise
         return self._runtime
 
     def _allocate_buffer(self, backend):

@@ -11,7 +11,7 @@ from .._engine.pipeline import resolve_transform
 from .._validation import ArgumentError, check_optional_integer
 from ..gop import bound_lead
 from ..index import VideoIndex
-from ..sampling import ClipSampler, Segment, describe_segment
+from ..sampling import ClipSampler, Segment, _segment_frames, describe_segment
 from ..transforms import FrameGeometry, TransformSpec
 from .epoch import ClipRef
 
@@ -42,8 +42,9 @@ class ClipDrawer:
         clips_per_video: Clips of each video per epoch; None with ``starts="step"``, where each
             video gives every clip that fits.
         conversion: How decoded frames become clips (the transform, resolved once).
-        max_lead_frames: Clips starting more frames than this after their keyframe are moved
-            earlier to start this many after it (see :mod:`vclip.gop`); None: no bound.
+        max_lead_frames: Clips starting more frames than this after their keyframe (or after
+            their segment's first frame, when later) are moved earlier to start this many after
+            it (see :mod:`vclip.gop`); None: no bound.
     """
 
     def __init__(self, sampler: ClipSampler, transform: TransformSpec | None, clips_per_video: int | None,
@@ -67,15 +68,16 @@ class ClipDrawer:
 
     def inspect(self, index: VideoIndex, segment: Segment | None = None) -> VideoFacts:
         """The facts of a video (or of its ``segment``, seconds) whose clips can be drawn.
-        Samplers are pure functions of the index's timing, so videos with the same size, timing
-        and segment (common in datasets of clips) share one answer.
+        Samplers are pure functions of the index's timing, so videos with the same size, display
+        orientation, pixel aspect, timing and segment (common in datasets of clips) share one answer.
 
         Raises:
             ValueError: No clip fits in the video (or segment), or it has fewer keyframes than a
                 clip needs.
         """
-        key = (index.width, index.height, index.bit_depth, index.time_base, index.last_frame_duration,
-               index.pts.tobytes(), index.packet_is_keyframe.tobytes(), index.frame_packet.tobytes(), segment)
+        key = (index.width, index.height, index.bit_depth, index.rotation, index.mirrored, index.sample_aspect_ratio,
+               index.time_base, index.last_frame_duration, index.pts.tobytes(), index.packet_is_keyframe.tobytes(),
+               index.frame_packet.tobytes(), segment)
         facts = self._facts_by_timing.get(key)
         if facts is None:
             facts = self._facts_by_timing[key] = self._inspect(index, segment)
@@ -107,7 +109,8 @@ class ClipDrawer:
         clips = self._clip_sampler.sample(index, seed=rng, segment=segment)
         frames = clips[ref.clip % len(clips)]
         if self.max_lead_frames is not None:
-            frames = bound_lead(index, frames, self.max_lead_frames)
+            first = 0 if segment is None else _segment_frames(index, segment)[0]
+            frames = bound_lead(index, frames, self.max_lead_frames, first_frame=first)
         return frames, self._geometry(index, rng)
 
     def _geometry(self, index: VideoIndex, rng: np.random.Generator) -> FrameGeometry:

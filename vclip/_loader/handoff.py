@@ -25,9 +25,6 @@ __all__ = ["BufferRing", "CpuHandoff", "CudaHandoff", "make_handoff"]
 class CpuHandoff:
     """Hand-over on the CPU: NumPy buffers shared with torch, nothing to synchronise."""
 
-    def __init__(self):
-        self.device = torch.device("cpu")
-
     def as_tensor(self, array: np.ndarray) -> torch.Tensor:
         return torch.from_numpy(array)
 

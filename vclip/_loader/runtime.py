@@ -95,13 +95,16 @@ class LoaderRuntime:
             self.runner = JobRunner(_GuardedBackend(backend), 0 if decode_processes else num_threads,
                                     dedicated_threads=True)
         self.builder = builder
-        self.decode_processes = decode_processes
         self.depth = prefetch_queue_depth
         self.counters = LoaderCounters()
-        self.handoff = make_handoff(device)
+        try:
+            self.handoff = make_handoff(device)
+            self.memory_baseline = self.handoff.memory_sample()
+        except BaseException:
+            self.runner.close()  # its threads may have started; the backend is the caller's to close
+            raise
         self.builders = ThreadPoolExecutor(prefetch_queue_depth + 1, thread_name_prefix="vclip-batch")
         self.ring = BufferRing(prefetch_queue_depth + 2, lambda: allocate(backend), self.handoff)
-        self.memory_baseline = self.handoff.memory_sample()
         self.pid = os.getpid()
         self.active: Pass | None = None
         self.closed = False

@@ -200,10 +200,10 @@ def _inspect(source: DatasetSource, drawer: ClipDrawer, number: int) -> VideoFac
 
 
 def _mixed_sizes_message(source: DatasetSource, facts: list) -> str:
-    by_size: dict[tuple[int, int], list[int]] = {}
+    by_size: dict[tuple[int, int], list[int]] = {}  # by the size clips come out (turned, as displayed)
     for number, entry in enumerate(facts):
         if isinstance(entry, VideoFacts):
-            by_size.setdefault((entry.width, entry.height), []).append(number)
+            by_size.setdefault(entry.output_size, []).append(number)
     ranked = sorted(by_size.items(), key=lambda item: (-len(item[1]), item[1][0]))
     sizes = "; ".join(
         f"{width}x{height}: {len(numbers)} video{'s' if len(numbers) > 1 else ''} "
