@@ -876,3 +876,15 @@ def test_gpu_resumed_epoch_matches_the_uninterrupted_one(resume_videos):
     resumed = epoch_of(fresh)
     assert all(x["data"].is_cuda for x in resumed)
     same_batches(resumed, expected[2:])
+
+
+def test_an_unexpected_error_checking_a_video_keeps_its_type(videos, monkeypatch):
+    """Only "no clip fits" (a ValueError) is told in its own words; anything else names its type."""
+    from vclip._loader.clips import ClipDrawer
+
+    def broken(self, index, segment=None):
+        raise TypeError("not a number")
+
+    monkeypatch.setattr(ClipDrawer, "inspect", broken)
+    with pytest.raises(vclip.ArgumentError, match=r"checking its clips failed \(TypeError: not a number\)"):
+        vclip.ClipLoader([(videos["h264"], 0)], vclip.strided(4, 2), device="cpu")

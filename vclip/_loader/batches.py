@@ -170,12 +170,14 @@ class BatchBuilder:
         """The frames and geometry of clip ``ref``; None when its video cannot be used."""
         if self.bad.excluded(ref.video, epoch):
             return None
+        doing = "indexing"
         try:
             index = self.source.index(ref.video)
+            doing = "drawing its clip"
             segment = self.source.videos[ref.video].segment
             frames, geometry = self.drawer.draw(index, ref, self.seed, epoch, segment)
         except Exception as error:  # one video's problem, whatever it is
-            video_error = as_video_error(self.source.videos[ref.video].path, error, "indexing")
+            video_error = as_video_error(self.source.videos[ref.video].path, error, doing)
             if self.on_error == "raise":
                 if video_error is error:
                     raise

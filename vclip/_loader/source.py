@@ -195,8 +195,10 @@ def _inspect(source: DatasetSource, drawer: ClipDrawer, number: int) -> VideoFac
         return as_video_error(path, error, "indexing")
     try:
         return drawer.inspect(index, source.videos[number].segment)
-    except Exception as error:
+    except ValueError as error:  # no clip fits: the message says why
         return VideoError(path, str(error).removeprefix(f"{path}: "))
+    except Exception as error:  # anything else keeps its type in the message
+        return as_video_error(path, error, "checking its clips")
 
 
 def _mixed_sizes_message(source: DatasetSource, facts: list) -> str:
