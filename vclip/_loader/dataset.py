@@ -12,7 +12,7 @@ from pathlib import Path
 
 from .._sources import is_url
 
-__all__ = ["LabeledVideo", "load_videos", "VIDEO_EXTENSIONS"]
+__all__ = ["LabeledVideo", "list_file_paths", "load_videos", "VIDEO_EXTENSIONS"]
 
 VIDEO_EXTENSIONS = (".mp4", ".m4v", ".mkv", ".webm", ".mov", ".avi", ".mpg", ".mpeg", ".ts", ".flv", ".wmv")
 
@@ -161,6 +161,35 @@ def _from_file_list(list_file: Path) -> list[LabeledVideo]:
     if columns is not None:
         return [_from_columns(list_file, number, text, columns) for number, text in lines[1:]]
     return [_from_line(list_file, number, text) for number, text in lines]
+
+
+def list_file_paths(list_file: Path) -> list[str]:
+    """The videos a list file names, read as the loader reads it (a header naming its columns, or
+    ``path label``, ``path,label`` or ``path start end label`` lines), where a line may also be a
+    path alone: commands that need no labels take plain lists of files.
+
+    Raises:
+        OSError: The file cannot be read.
+        ValueError: A header names an unknown column, or a row does not fit its header.
+    """
+    text = list_file.read_text(encoding="utf-8", errors="surrogateescape")
+    lines = [(number, line.strip()) for number, line in enumerate(text.splitlines(), start=1)]
+    lines = [(number, line) for number, line in lines if line and not line.startswith("#")]
+    if lines and lines[0][1].lower() == "path":  # the header of a plain list
+        lines = lines[1:]
+    columns = _header(lines[0][1], list_file) if lines else None
+    if columns is not None:
+        return [_from_columns(list_file, number, line, columns).path for number, line in lines[1:]]
+    paths = []
+    for number, line in lines:
+        whole = _located(list_file, line)
+        if is_url(line) or not os.path.exists(whole):
+            try:
+                whole = _from_line(list_file, number, line).path
+            except ValueError:  # no label: the line is the path
+                pass
+        paths.append(whole)
+    return paths
 
 
 def _split(text: str, limit: int = -1) -> list[str]:

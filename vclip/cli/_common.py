@@ -13,11 +13,10 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from .._loader.dataset import VIDEO_EXTENSIONS
+from .._loader.dataset import VIDEO_EXTENSIONS, list_file_paths
 from .._outputs import (
     printable,
 )
-from .._sources import is_url
 from ..errors import VideoError
 from ..keyframes import (
     ProgressCallback,
@@ -179,26 +178,13 @@ def _expand_inputs(sources: Sequence[str]) -> list[str]:
 
 
 def _read_list_file(list_file: Path) -> list[str]:
+    """The videos of a list file, read as ClipLoader reads it (labels and times left out)."""
     try:
-        lines = list_file.read_text(encoding="utf-8", errors="surrogateescape").splitlines()
+        return list_file_paths(list_file)
     except OSError as error:
         raise _UsageError(f"list file {os.fspath(list_file)!r} cannot be read ({error.strerror})") from None
-    paths = []
-    for line in lines:
-        text = line.strip()
-        if not text or text.startswith("#") or text.lower().replace(" ", "") in ("path,label", "path"):
-            continue
-        if is_url(text):  # a URL is taken as it is, less a trailing label
-            match = re.fullmatch(r"(\S+?)\s*(?:,|\s)\s*-?\d+", text)
-            paths.append(match.group(1) if match else text)
-            continue
-        candidate = list_file.parent / text
-        if not candidate.exists():
-            match = re.fullmatch(r"(.+?)\s*(?:,|\s)\s*-?\d+", text)  # "path,label" or "path label"
-            if match:
-                candidate = list_file.parent / match.group(1)
-        paths.append(os.fspath(candidate))
-    return paths
+    except ValueError as error:
+        raise _UsageError(str(error)) from None
 
 
 def _exit_status(files: int, failures: int) -> int:
