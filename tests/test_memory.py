@@ -162,6 +162,20 @@ def test_loader_plan_defaults_and_checks():
         vclip.largest_loader_batch_size("1GiB", width=8, height=8, sequence_length=1, device="tpu")
 
 
+def test_each_thread_keeps_a_decoder_per_kind_of_video_up_to_four():
+    from vclip._engine.nvdec import DECODERS_PER_THREAD
+
+    options = dict(width=224, height=224, batch_size=8, sequence_length=16, video_width=1920, video_height=1080,
+                   device="cuda", num_threads=3)
+    one = vclip.plan_loader_memory(**options)
+    assert one.decoders == 3 and one.decode_surfaces == 3 * 24 * 1.5 * 1920 * 1080
+    two = vclip.plan_loader_memory(**options, video_kinds=2)
+    assert two.decoders == 6 and two.decode_surfaces == 2 * one.decode_surfaces
+    many = vclip.plan_loader_memory(**options, video_kinds=9)
+    assert DECODERS_PER_THREAD == 4 and many.decode_surfaces == 4 * one.decode_surfaces
+    assert many.total - one.total == 3 * one.decode_surfaces
+
+
 def test_nvdec_default_threads_match_the_backend():
     from vclip._engine import NvdecBackend
 
@@ -252,3 +266,19 @@ def test_loader_and_plan_agree_on_the_gpu(small_video, settings):
     )
     budget = estimate.total + 5 * estimate.batch.bytes * estimate.buffers  # room for 5 more batches of 3 per buffer
     assert estimate.largest_batch_size(budget) == vclip.largest_loader_batch_size(budget, **options) == 3 + 5 * 3
+
+
+@pytest.mark.gpu
+def test_a_loader_over_videos_of_two_sizes_plans_two_decoders_per_thread(small_video, tmp_path):
+    from vclip.synthetic import make_video
+
+    other = make_video(tmp_path / "other.mp4", num_frames=20, width=128, height=96)
+    loader = vclip.ClipLoader([(small_video, 0), (other, 1)], vclip.strided(4, 2), batch_size=2, device="cuda",
+                              num_threads=3, transform=vclip.TransformSpec(resize=(48, 80)))
+    try:
+        estimate = loader.memory_estimate
+    finally:
+        loader.close()
+    assert estimate == vclip.plan_loader_memory(width=80, height=48, batch_size=2, sequence_length=4, device="cuda",
+                                                num_threads=3, video_width=160, video_height=96, video_kinds=2)
+    assert estimate.decoders == 6

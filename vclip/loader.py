@@ -483,6 +483,7 @@ class ClipLoader(IterableDataset):
             num_threads=self.num_threads, decode_processes=self.decode_processes, device=self._device,
             video_width=largest.width, video_height=largest.height, video_bit_depth=largest.bit_depth,
             cpu_decoders=self.cpu_decoders,
+            video_kinds=len({(facts.codec, facts.bit_depth, facts.width, facts.height) for facts in usable}),
         )
 
     def _budget_refusal(self, memory_budget: int | str | None, budget: int) -> str:

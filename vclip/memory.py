@@ -21,7 +21,7 @@ from fractions import Fraction
 from typing import Any
 
 from ._engine.cpu import DEFAULT_WORKERS as CPU_DEFAULT_THREADS
-from ._engine.nvdec import NvdecBackend
+from ._engine.nvdec import DECODERS_PER_THREAD, NvdecBackend
 from ._engine.processes import THREADS_PER_PROCESS
 from ._validation import check_integer, check_number, fail
 
@@ -215,7 +215,8 @@ class LoaderMemoryEstimate:
         batch: One output batch by the formula (:class:`MemoryEstimate`).
         buffers: Output buffers in the loader's pool (``prefetch_queue_depth + 2``).
         output_buffers: ``batch.bytes x buffers``.
-        decoders: NVDEC decoders (one per decode thread, in all processes; 0 on the CPU).
+        decoders: NVDEC decoders (one per decode thread in all processes, times the kinds of
+            video each keeps a decoder for; 0 on the CPU).
         decode_surfaces: Surfaces of all decoders, at the largest video size:
             ``decoders x (NVDEC_DECODE_SURFACES + NVDEC_OUTPUT_SURFACES) x NVDEC_BYTES_PER_PIXEL x W x H``.
         workspace: :data:`LOADER_WORKSPACE_BYTES` per process on the GPU, 0 on the CPU.
@@ -303,6 +304,7 @@ def plan_loader_memory(
     video_height: int | None = None,
     video_bit_depth: int = 8,
     cpu_decoders: int | str = "auto",
+    video_kinds: int = 1,
 ) -> LoaderMemoryEstimate:
     """Peak memory of a ClipLoader with these settings (its ``memory_estimate``), in the loader's own terms.
 
@@ -315,12 +317,16 @@ def plan_loader_memory(
             decode surfaces); default: the output size, as when clips are not resized.
         cpu_decoders: As :class:`~vclip.ClipLoader`: beside decode processes on the GPU they run
             in processes of their own, each with a CUDA context and a workspace.
+        video_kinds: Distinct codec, bit depth and size combinations among the videos: each
+            decode thread keeps an NVDEC decoder for each, up to :data:`DECODERS_PER_THREAD`
+            (counted at the largest video's size).
 
     Raises:
         ArgumentError: As :func:`estimate_memory`; a count below its minimum; an unknown device.
     """
     from ._engine.scheduler import cpu_decoder_processes, resolve_cpu_decoders
 
+    video_kinds = check_integer("video_kinds", video_kinds, minimum=1)
     prefetch_queue_depth = check_integer("prefetch_queue_depth", prefetch_queue_depth, minimum=1)
     on_gpu = _plans_for_gpu(device)
     decode_processes = check_integer("decode_processes", decode_processes, minimum=0)
@@ -332,7 +338,8 @@ def plan_loader_memory(
     return estimate_loader_memory(
         width=width, height=height, batch_size=batch_size, sequence_length=sequence_length, channels=channels,
         dtype=dtype, augmentation_factor=augmentation_factor, buffers=prefetch_queue_depth + 2,
-        decoders=loader_decode_workers(device=device, num_threads=num_threads, decode_processes=decode_processes),
+        decoders=loader_decode_workers(device=device, num_threads=num_threads, decode_processes=decode_processes)
+        * min(video_kinds, DECODERS_PER_THREAD),
         video_width=width if video_width is None else video_width,
         video_height=height if video_height is None else video_height,
         video_bit_depth=video_bit_depth, on_gpu=on_gpu, processes=decode_processes + helper_processes,
@@ -345,7 +352,8 @@ def largest_loader_batch_size(budget: int | str, *, width: int, height: int, seq
     The number a loader names when it refuses ``memory_budget``. ``settings`` as
     :func:`plan_loader_memory` (``channels``, ``dtype``, ``augmentation_factor``,
     ``prefetch_queue_depth``, ``num_threads``, ``decode_processes``, ``device``, ``video_width``,
-    ``video_height``, ``video_bit_depth``). Compare :func:`largest_batch_size`, the formula's
+    ``video_height``, ``video_bit_depth``, ``cpu_decoders``, ``video_kinds``). Compare
+    :func:`largest_batch_size`, the formula's
     answer for one batch alone.
     """
     plan = plan_loader_memory(width=width, height=height, batch_size=1, sequence_length=sequence_length, **settings)

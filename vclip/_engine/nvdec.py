@@ -120,10 +120,15 @@ def capability_refusal(codec: str, bit_depth: int, width: int, height: int, caps
     return None
 
 
+DECODERS_PER_THREAD = 4
+"""NVDEC decoders a decode thread keeps (one per codec, bit depth and size, the least recently used
+dropped): a dataset of mixed sizes holds up to this many per thread."""
+
+
 class _Worker:
     """One thread's CUDA stream and its decoders, a few per thread, keyed by codec, bit depth and size."""
 
-    max_decoders = 4
+    max_decoders = DECODERS_PER_THREAD
 
     def __init__(self, device_id: int):
         import cupy

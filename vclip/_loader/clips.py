@@ -25,6 +25,7 @@ class VideoFacts:
     width: int
     height: int
     bit_depth: int
+    codec: str
     clip_count: int
     output_size: tuple[int, int]
     clip_shape: tuple[int, ...]
@@ -68,16 +69,17 @@ class ClipDrawer:
 
     def inspect(self, index: VideoIndex, segment: Segment | None = None) -> VideoFacts:
         """The facts of a video (or of its ``segment``, seconds) whose clips can be drawn.
-        Samplers are pure functions of the index's timing, so videos with the same size, display
-        orientation, pixel aspect, timing and segment (common in datasets of clips) share one answer.
+        Samplers are pure functions of the index's timing, so videos with the same codec, size,
+        display orientation, pixel aspect, timing and segment (common in datasets of clips) share
+        one answer.
 
         Raises:
             ValueError: No clip fits in the video (or segment), or it has fewer keyframes than a
                 clip needs.
         """
-        key = (index.width, index.height, index.bit_depth, index.rotation, index.mirrored, index.sample_aspect_ratio,
-               index.time_base, index.last_frame_duration, index.pts.tobytes(), index.packet_is_keyframe.tobytes(),
-               index.frame_packet.tobytes(), segment)
+        key = (index.codec, index.width, index.height, index.bit_depth, index.rotation, index.mirrored,
+               index.sample_aspect_ratio, index.time_base, index.last_frame_duration, index.pts.tobytes(),
+               index.packet_is_keyframe.tobytes(), index.frame_packet.tobytes(), segment)
         facts = self._facts_by_timing.get(key)
         if facts is None:
             facts = self._facts_by_timing[key] = self._inspect(index, segment)
@@ -96,7 +98,7 @@ class ClipDrawer:
             return ValueError(f"has {clips[0].size} keyframes, fewer than max_frames={self.frames_per_clip}")
         geometry = self._geometry(index, np.random.default_rng(0))
         return VideoFacts(
-            width=index.width, height=index.height, bit_depth=index.bit_depth,
+            width=index.width, height=index.height, bit_depth=index.bit_depth, codec=index.codec,
             clip_count=len(clips) if self.clips_per_video is None else self.clips_per_video,
             output_size=(geometry.output_width, geometry.output_height),
             clip_shape=self.conversion.clip_shape(self.frames_per_clip, geometry),
