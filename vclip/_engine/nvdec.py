@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import FallbackWarning
+from ..errors import FallbackWarning, UnreadableVideoError, VideoNotFoundError
 from ..index import VideoIndex
 from .bitstream import nvdec_packet_converter
 from .contract import (
@@ -312,6 +312,8 @@ class NvdecBackend(PlanBackend):
                     decoder, converter = self.open_job(job, conversion, output)
                     execute_plan(self.plan(job), job, decoder, converter, stats)
                     return converter.finish()
+                except (VideoNotFoundError, UnreadableVideoError):
+                    raise  # the file, not NVDEC: neither retried nor remembered as an NVDEC failure
                 except Exception as error:
                     worker.forget(index)  # a decoder a broken file left in a bad state is not reused
                     if attempt == 0:
