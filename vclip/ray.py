@@ -26,11 +26,13 @@ and ``vclip keyframes --ray`` write the same outputs as local runs.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import logging
 import time
 import warnings
+from collections import deque
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any, TypedDict, cast
+from typing import TYPE_CHECKING, TypedDict, cast
 
 import numpy as np
 
@@ -129,23 +131,29 @@ def _placement(device: str, num_gpus: float | None, concurrency: int | None) -> 
     return "cpu", {"num_cpus": 1, "compute": _actors(concurrency or max(1, int(resources.get("CPU", 1.0))))}
 
 
-def _in_order(task, arguments: list[tuple], device: str, on_result: Callable[[Any], None] | None) -> list:
-    """Run ``task(*arguments[n], device)`` as one Ray task each (a GPU share each where ``device``
-    asks for one and the cluster has GPUs); results in the order of ``arguments``, ``on_result``
-    called on each as it arrives."""
+def _in_order(task, arguments: list[tuple], device: str) -> Iterator:
+    """``task(*arguments[n], device)`` as one Ray task each (a GPU share each where ``device`` asks
+    for one and the cluster has GPUs), results in the order of ``arguments``, with twice as many
+    tasks in flight as the cluster runs at once (results are held until taken)."""
     share = _gpu_share(device, None)
     remote = ray.remote(task).options(**({"num_gpus": share} if share is not None else {"num_cpus": 1}))
     task_device = "cuda" if share is not None else "cpu"
-    positions = {remote.remote(*given, task_device): number for number, given in enumerate(arguments)}
-    results: list = [None] * len(arguments)
-    waiting = list(positions)
-    while waiting:
-        done, waiting = ray.wait(waiting, num_returns=1)
-        for reference in done:
-            results[positions[reference]] = ray.get(reference)
-            if on_result is not None:
-                on_result(results[positions[reference]])
-    return results
+    resources = ray.cluster_resources()
+    at_once = int(resources["GPU"] / share) if share is not None else int(resources.get("CPU", 1.0))
+    pending: deque = deque()
+    remaining = iter(arguments)
+    try:
+        for given in itertools.islice(remaining, 2 * max(1, at_once)):
+            pending.append(remote.remote(*given, task_device))
+        while pending:
+            reference = pending.popleft()
+            following = next(remaining, None)
+            if following is not None:
+                pending.append(remote.remote(*following, task_device))
+            yield ray.get(reference)
+    finally:
+        for reference in pending:
+            ray.cancel(reference)
 
 
 def _actors(count: int):
@@ -314,7 +322,12 @@ def check_files(paths: list[str], *, device: str = "auto", stream_index: int | N
     """:func:`vclip.check.check_video` of every path as a Ray task (what ``vclip check --ray``
     runs): the same results as :func:`vclip.check.check_videos`, in the order of ``paths``."""
     connect(address)
-    return _in_order(_check_one, [(path, stream_index) for path in paths], device, on_result)
+    results = []
+    for result in _in_order(_check_one, [(path, stream_index) for path in paths], device):
+        results.append(result)
+        if on_result is not None:
+            on_result(result)
+    return results
 
 
 def _check_one(path: str, stream_index: int | None, device: str) -> CheckResult:
@@ -383,13 +396,14 @@ def read_keyframes(sources, *, method: KeyframeMethod = "codec", max_frames: int
 
 
 def extract_files(paths: list[str], *, device: str = "auto", stream_index: int | None = None,
-                  address: str | None = None, **options) -> list[Keyframes | tuple[str, str]]:
+                  address: str | None = None, **options) -> Iterator[Keyframes | tuple[str, str]]:
     """:func:`vclip.keyframes.extract_keyframes` of every path as a Ray task (what ``vclip
-    keyframes --ray`` runs), in the order of ``paths``: each video's keyframes (frames as NumPy
-    arrays), or ``(type name, problem)`` of the VideoError that stopped it. ``options`` as
-    :func:`~vclip.keyframes.extract_keyframes` (``method``, ``max_frames``, ...)."""
+    keyframes --ray`` runs), yielded in the order of ``paths`` as they are taken (a bounded number
+    in flight): each video's keyframes (frames as NumPy arrays), or ``(type name, problem)`` of the
+    error that stopped it. ``options`` as :func:`~vclip.keyframes.extract_keyframes` (``method``,
+    ``max_frames``, ...)."""
     connect(address)
-    return _in_order(_extract_one, [(path, stream_index, options) for path in paths], device, None)
+    return _in_order(_extract_one, [(path, stream_index, options) for path in paths], device)
 
 
 def _extract_one(path: str, stream_index: int | None, options: dict, device: str) -> Keyframes | tuple[str, str]:
@@ -400,6 +414,8 @@ def _extract_one(path: str, stream_index: int | None, options: dict, device: str
         found = extract_keyframes(path, device=device, stream_index=stream_index, **options)
     except VideoError as error:  # sent back as plain values: the exception class takes two arguments
         return type(error).__name__, error.problem
+    except Exception as error:  # a bug: this video is reported, the others go on
+        return type(error).__name__, f"internal error ({type(error).__name__}: {error}); please report it"
     return dataclasses.replace(found, frames=to_numpy(found.frames))
 
 
