@@ -43,8 +43,9 @@ except ImportError as _error:  # pragma: no cover - depends on the environment
 
 from . import errors
 from ._fingerprint import content_fingerprint
+from ._index_cache import os_reason
 from ._indexing import IndexJob, default_workers, run_jobs
-from ._loader.dataset import VIDEO_EXTENSIONS, load_videos
+from ._loader.dataset import VIDEO_EXTENSIONS, load_videos, video_files
 from .errors import VideoError, VideoNotFoundError
 from .index import VideoIndex, index_video, parse_stored_facts
 
@@ -149,7 +150,7 @@ def _one_source(path: Path) -> tuple[list[tuple[str, int | None]], tuple[str, ..
         if any(entry.is_dir() and not entry.name.startswith(".") for entry in path.iterdir()):
             videos, names = load_videos(path)
             return [(video.path, video.label) for video in videos], names
-        files = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in VIDEO_EXTENSIONS)
+        files = video_files(path)
         return [(os.fspath(p), None) for p in files], None
     if path.suffix.lower() in VIDEO_EXTENSIONS:
         return [(os.fspath(path), None)], None  # a missing video becomes an unusable row
@@ -659,7 +660,7 @@ class Catalog:
         except FileNotFoundError:
             raise VideoNotFoundError(path, "file does not exist (it was in the catalog)") from None
         except OSError as error:
-            raise VideoError(path, f"cannot be read ({error.strerror or error})") from None
+            raise VideoError(path, f"cannot be read ({os_reason(error)})") from None
 
     def _recorded_error(self, row: int) -> VideoError:
         kind = getattr(errors, self._lists["error_type"][row] or "", None)

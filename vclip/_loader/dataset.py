@@ -12,7 +12,7 @@ from pathlib import Path
 
 from .._sources import is_url
 
-__all__ = ["LabeledVideo", "list_file_paths", "load_videos", "VIDEO_EXTENSIONS"]
+__all__ = ["LabeledVideo", "list_file_paths", "load_videos", "video_files", "VIDEO_EXTENSIONS"]
 
 VIDEO_EXTENSIONS = (".mp4", ".m4v", ".mkv", ".webm", ".mov", ".avi", ".mpg", ".mpeg", ".ts", ".flv", ".wmv")
 
@@ -243,12 +243,17 @@ def _located(list_file: Path, path: str) -> str:
     return path if is_url(path) else os.fspath(list_file.parent / path)
 
 
+def video_files(folder: Path) -> list[Path]:
+    """The video files under ``folder`` (searched recursively, by extension), sorted."""
+    return sorted(p for p in folder.rglob("*") if p.is_file() and p.suffix.lower() in VIDEO_EXTENSIONS)
+
+
 def _from_class_folders(root: Path) -> tuple[list[LabeledVideo], tuple[str, ...]]:
     classes = sorted(entry.name for entry in root.iterdir() if entry.is_dir() and not entry.name.startswith("."))
     if not classes:
         raise ValueError(f"videos ({os.fspath(root)!r}) is a folder without class subfolders")
     videos: list[LabeledVideo] = []
     for label, name in enumerate(classes):
-        files = sorted(p for p in (root / name).rglob("*") if p.is_file() and p.suffix.lower() in VIDEO_EXTENSIONS)
+        files = video_files(root / name)
         videos.extend(LabeledVideo(os.fspath(p), label) for p in files)
     return videos, tuple(classes)

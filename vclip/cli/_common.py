@@ -13,7 +13,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from .._loader.dataset import VIDEO_EXTENSIONS, list_file_paths
+from .._loader.dataset import VIDEO_EXTENSIONS, list_file_paths, video_files
 from .._outputs import (
     printable,
 )
@@ -163,8 +163,7 @@ def _expand_inputs(sources: Sequence[str]) -> list[str]:
     for source in sources:
         path = Path(source)
         if path.is_dir():
-            found = sorted(os.fspath(p) for p in path.rglob("*")
-                           if p.is_file() and p.suffix.lower() in VIDEO_EXTENSIONS)
+            found = [os.fspath(p) for p in video_files(path)]
             if not found:
                 _say(f"vclip: warning: {source} holds no video files ({', '.join(VIDEO_EXTENSIONS)})", sys.stderr)
             paths.extend(found)
