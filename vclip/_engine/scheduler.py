@@ -23,7 +23,6 @@ pools are primary) every worker takes the next job.
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from collections import deque
@@ -32,6 +31,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._indexing import default_workers
 from ..errors import VideoError
 from .contract import Backend, Completion
 from .pipeline import Conversion, DecodeStats, VideoJob
@@ -65,7 +65,7 @@ def auto_cpu_decoders(*, gpu: bool, decode_processes: int = 0, cores: int | None
     if not gpu or not decode_processes or (in_flight is not None and in_flight < AUTO_MIN_IN_FLIGHT):
         return 0
     if cores is None:
-        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        cores = default_workers()  # the cores this process may run on
     if cores < 8:
         return 0
     return max(0, cores - decode_processes - 2)
