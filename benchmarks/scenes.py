@@ -23,8 +23,9 @@ its automatic downscaling), on the CPU. Speed: frames per second of the whole jo
 decode, detect), the median of ``--repeats`` runs, on the labelled set, on a 1280x720 video of 4
 shots and on a long 1280x720 video (``--long-frames``, a keyframe every 250 frames); and
 over whole folders (the labelled set; ``--copies`` copies of the 720p video) with several videos at
-once: vclip in ``--jobs`` threads (``vclip keyframes --jobs``), PySceneDetect one file at a time (its
-command line) and in a pool of one process per core.
+once: vclip with ``--jobs`` videos at once as ``vclip keyframes --workers`` runs them (threads on the
+GPU, processes on the CPU), PySceneDetect one file at a time (its command line) and in a pool of one
+process per core.
 
     python benchmarks/scenes.py [--device cpu|cuda] [--out DIR] [--videos DIR] [--seeds 6]
 
@@ -158,14 +159,15 @@ def speed_on_long_video(folder: Path, ways: dict, repeats: int, frames: int) -> 
 
 
 def folder_throughput(paths: list[str], frames: int, ways: dict, jobs: list[int], repeats: int) -> dict:
-    """Frames/s over a whole folder with ``jobs`` videos at once: vclip in threads (what ``vclip
-    keyframes --jobs`` does; each thread its own decoder, NVDEC sessions on the GPU), PySceneDetect
-    one file after another (what its command line does) and in a pool of processes, one per core.
-    The median of ``repeats`` passes after a warm-up pass."""
+    """Frames/s over a whole folder with ``jobs`` videos at once: vclip as ``vclip keyframes
+    --workers`` runs them (threads on the GPU, sharing the NVDEC sessions; processes on the CPU),
+    PySceneDetect one file after another (what its command line does) and in a pool of processes,
+    one per core. The median of ``repeats`` passes after a warm-up pass."""
     rates: dict = {}
     for name, detect in ways.items():
-        threads = name.startswith("vclip")
-        for count in jobs if threads else sorted({1, os.cpu_count() or 1}):
+        threads = name == "vclip_cuda"
+        counts = jobs if name.startswith("vclip") else sorted({1, os.cpu_count() or 1})
+        for count in counts:
             pool = (
                 ThreadPoolExecutor(count)
                 if threads

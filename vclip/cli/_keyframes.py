@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import os
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
 
 from .._ahead import submitted_ahead
 from .._demo import format_numbers
 from .._engine.device import resolve_device
+from .._indexing import default_workers
 from .._outputs import (
     OutputError,
     check_output_folder,
@@ -88,10 +91,15 @@ def _remove_earlier_run(out: Path, manifest: Path) -> None:
     manifest.unlink()
 
 
-def _default_workers(device: str) -> int:
-    """Videos at once: 4 on the GPU (several NVDEC sessions keep its engines busy), 1 on the CPU
-    (PyAV already decodes each video on several threads)."""
-    return 4 if resolve_device(device, warn=False).device.is_cuda else 1
+def _default_workers(on_gpu: bool) -> int:
+    """Videos at once: 4 on the GPU (threads sharing the scene method's NVDEC sessions), one per
+    core on the CPU (processes: in threads the NumPy analysis of several videos shares one GIL)."""
+    return 4 if on_gpu else default_workers()
+
+
+def _extract(options: dict, path: str, on_progress=None) -> Keyframes:
+    """:func:`extract_keyframes` of ``path`` (module level, so worker processes can run it)."""
+    return extract_keyframes(path, on_progress=on_progress, **options)
 
 
 def _run_keyframes(args: argparse.Namespace) -> int:
@@ -103,8 +111,9 @@ def _run_keyframes(args: argparse.Namespace) -> int:
     out = Path(args.out)
     with _refused_arguments():
         check_integer("thumbnail_width", args.thumbnail_width, minimum=16)
-        check_optional_integer("workers", args.workers, minimum=1, none_means="(4 on the GPU, 1 on the CPU)")
-        workers = min(args.workers or _default_workers(args.device), max(len(files), 1))
+        check_optional_integer("workers", args.workers, minimum=1, none_means="(4 on the GPU, one per core on the CPU)")
+        on_gpu = resolve_device(args.device, warn=False).device.is_cuda
+        workers = min(args.workers or _default_workers(on_gpu), max(len(files), 1))
     ray_jobs = _ray_jobs(args) if args.ray or args.ray_address else None  # refused before --out is touched
     taken = _prepare_keyframes_out(out, args.overwrite)
     folders = unique_names(files, taken=taken)
@@ -118,12 +127,13 @@ def _run_keyframes(args: argparse.Namespace) -> int:
                 files, device=args.device, stream_index=args.stream, address=address, method=args.method,
                 max_frames=args.max, scaling_factor=args.scaling_factor, scene_threshold=args.scene_threshold))
 
-    def extract(path: str, on_progress=None) -> Keyframes:
-        return extract_keyframes(path, method=args.method, max_frames=args.max, device=args.device,
-                                 stream_index=args.stream, scaling_factor=args.scaling_factor,
-                                 scene_threshold=args.scene_threshold, on_progress=on_progress)
-
-    pool = ThreadPoolExecutor(workers, thread_name_prefix="vclip-keyframes") if remote is None and workers > 1 else None
+    extract = partial(_extract, dict(method=args.method, max_frames=args.max, device=args.device,
+                                     stream_index=args.stream, scaling_factor=args.scaling_factor,
+                                     scene_threshold=args.scene_threshold))
+    pool: Executor | None = None
+    if remote is None and workers > 1:
+        pool = (ThreadPoolExecutor(workers, thread_name_prefix="vclip-keyframes") if on_gpu
+                else ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")))
     ahead = submitted_ahead(pool, extract, files, 2 * workers) if pool is not None else None
     try:
         for path, folder_name in zip(_progress_bar(args, iterable=files, unit="video"), folders):
@@ -196,7 +206,8 @@ def add_parser(commands) -> None:
                            help=f"width of the contact sheet's thumbnails (default {THUMBNAIL_WIDTH}; narrower "
                                 f"frames keep their size)")
     keyframes.add_argument("--workers", type=int, metavar="N",
-                           help="videos at once, each on its own decoder (default 4 on the GPU, 1 on the CPU)")
+                           help="videos at once, each on its own decoder: threads on the GPU (default 4), "
+                                "processes on the CPU (default one per core)")
     _add_stream(keyframes)
     keyframes.add_argument("--overwrite", action="store_true",
                            help="replace an earlier run's outputs in DIR (default: refuse)")
