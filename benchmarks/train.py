@@ -335,6 +335,18 @@ def decode_work(paths, batches) -> dict:
     return out
 
 
+def whole_file_jobs(paths) -> tuple:
+    """The conversion, indexes and jobs of the whole-file measurements: every frame of each video
+    to a 64x64 thumbnail, one video a slot."""
+    spec = vclip.TransformSpec(resize=(64, 64))
+    index = [vclip.index_video(p) for p in paths]
+    jobs = [
+        VideoJob(i, (ClipTarget(np.arange(i.num_frames), spec.geometry(i.width, i.height), slot),))
+        for slot, i in enumerate(index)
+    ]
+    return resolve_transform(spec), index, jobs
+
+
 def raw_nvdec(paths, workers: int, processes: int = 0) -> dict:
     """Whole-file NVDEC decode through vclip's backend: every frame decoded, mapped to a 64x64 thumbnail;
     with ``processes``, in that many worker processes of ``workers`` threads."""
@@ -342,13 +354,7 @@ def raw_nvdec(paths, workers: int, processes: int = 0) -> dict:
 
     backend = make_backend(resolve_device("cuda").device, processes=processes, threads=workers)
     runner = JobRunner(backend, num_workers=0 if processes else workers)
-    spec = vclip.TransformSpec(resize=(64, 64))
-    conversion = resolve_transform(spec)
-    index = [vclip.index_video(p) for p in paths]
-    jobs = [
-        VideoJob(i, (ClipTarget(np.arange(i.num_frames), spec.geometry(i.width, i.height), slot),))
-        for slot, i in enumerate(index)
-    ]
+    conversion, index, jobs = whole_file_jobs(paths)
     output = backend.empty((len(jobs), max(i.num_frames for i in index), 64, 64, 3), "uint8")
 
     def once():
@@ -372,13 +378,7 @@ def decode_capacity(paths, nvdec_workers: int, cpu_decoders: int, device: str = 
     from vclip._engine import CpuBackend, SharedQueueRunner, make_backend
 
     resolved = resolve_device(device).device
-    spec = vclip.TransformSpec(resize=(64, 64))
-    conversion = resolve_transform(spec)
-    index = [vclip.index_video(p) for p in paths]
-    jobs = [
-        VideoJob(i, (ClipTarget(np.arange(i.num_frames), spec.geometry(i.width, i.height), slot),))
-        for slot, i in enumerate(index)
-    ]
+    conversion, index, jobs = whole_file_jobs(paths)
     pictures = sum(i.num_frames for i in index)
     if resolved.is_cuda:
         backend = make_backend(resolved, processes=processes, threads=nvdec_workers, cpu_decoders=cpu_decoders)

@@ -170,7 +170,7 @@ def test_contact_sheet_captions_are_drawn(videos, tmp_path):
 def test_chunks_on_the_session_threads_give_the_signal_of_one_pass(videos, monkeypatch):
     """The GPU's path (chunks decoded on the session threads, taken in order) run with CPU frames:
     the same tables as one pass; a failure in the caller cancels the chunks not started."""
-    from concurrent.futures import ThreadPoolExecutor
+    from vclip._ahead import SharedThreadPool
 
     decoder = vclip.VideoDecoder(videos["h264"])  # 150 frames, a keyframe every 30
     whole = keyframes_module._scene_signals(decoder, 64)
@@ -186,14 +186,15 @@ def test_chunks_on_the_session_threads_give_the_signal_of_one_pass(videos, monke
     monkeypatch.setattr(decoder, "get_frames", lambda frames, **options: decoded.append(frames[0]) or
                         get_frames(frames, **options))
     monkeypatch.setattr(keyframes_module, "_GPU_SESSIONS", 1)  # one session, two chunks ahead
-    with ThreadPoolExecutor(1) as sessions:
-        monkeypatch.setattr(keyframes_module, "_gpu_sessions", sessions)
+    sessions = SharedThreadPool(1, "test-scene-decode")
+    monkeypatch.setattr(keyframes_module, "_gpu_sessions", sessions)
 
-        def stop(done, total):
-            raise KeyboardInterrupt
+    def stop(done, total):
+        raise KeyboardInterrupt
 
-        with pytest.raises(KeyboardInterrupt):
-            keyframes_module._scene_signals(decoder, 64, on_progress=stop)
+    with pytest.raises(KeyboardInterrupt):
+        keyframes_module._scene_signals(decoder, 64, on_progress=stop)
+    sessions.get().shutdown(wait=True)  # every chunk still queued would run now
     assert len(decoded) < 5 and decoded == sorted(decoded)  # 5 chunks; the ones not started were cancelled
 
 

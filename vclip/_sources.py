@@ -28,9 +28,9 @@ import threading
 import time
 import weakref
 from collections import OrderedDict
-from concurrent.futures import ThreadPoolExecutor
 from typing import BinaryIO
 
+from ._ahead import SharedThreadPool
 from .errors import (
     CorruptVideoError,
     UnreadableVideoError,
@@ -174,7 +174,7 @@ class RemoteReader(RangeReader):
 
     def read_ranges(self, ranges: list[tuple[int, int]]) -> list[bytes]:
         spans = coalesce(ranges)
-        fetched = list(_pool().map(self._fetch, spans)) if len(spans) > 1 else [self._fetch(spans[0])]
+        fetched = list(_requests.get().map(self._fetch, spans)) if len(spans) > 1 else [self._fetch(spans[0])]
         by_span = {span: data for span, data in zip(spans, fetched)}
         chunks = []
         for offset, length in ranges:
@@ -273,22 +273,14 @@ def _with_retries(url: str, request):
 
 # -- shared state: the request pool, opened remote files, in-memory videos ----------------------
 _lock = threading.Lock()
-_executor: ThreadPoolExecutor | None = None
+_requests = SharedThreadPool(REQUEST_THREADS, "vclip-range")
 _readers: OrderedDict[str, RemoteReader] = OrderedDict()
 _held: weakref.WeakValueDictionary[str, RangeReader] = weakref.WeakValueDictionary()
 
 
-def _pool() -> ThreadPoolExecutor:
-    global _executor
-    with _lock:
-        if _executor is None:
-            _executor = ThreadPoolExecutor(REQUEST_THREADS, thread_name_prefix="vclip-range")
-        return _executor
-
-
 def _after_fork() -> None:  # threads and event loops do not survive fork: start afresh in the child
-    global _executor, _lock
-    _executor, _lock = None, threading.Lock()
+    global _lock
+    _lock = threading.Lock()
     _readers.clear()
 
 

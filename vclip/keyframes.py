@@ -51,16 +51,14 @@ recall per kind of transition against PySceneDetect.
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
 
-from ._ahead import submitted_ahead
+from ._ahead import SharedThreadPool, submitted_ahead
 from ._images import IMAGE_FORMATS, columns_for, contact_sheet, to_numpy, write_image
 from ._validation import (
     check_choice,
@@ -85,8 +83,7 @@ _MIN_CHUNK_FRAMES = 64  # the shortest chunk cut for parallel decoding
 _GPU_SESSIONS = 8
 """NVDEC sessions decoding chunks at once, shared by every video analysed in the process (threads
 kept alive, so their decoders are reused; ``vclip keyframes --workers`` shares them too)."""
-_gpu_sessions: ThreadPoolExecutor | None = None
-_gpu_sessions_lock = threading.Lock()
+_gpu_sessions = SharedThreadPool(_GPU_SESSIONS, "vclip-scene-decode")
 THUMBNAIL_WIDTH = 320
 """Default width of contact-sheet thumbnails: a 1080p frame at 1/6, five across a 1920-pixel sheet."""
 
@@ -442,7 +439,7 @@ def _scene_signals(decoder: VideoDecoder, analysis_width: int,
 
     parts: dict[str, list] = {"H": [], "B": [], "mean": [], "dark": []}
     previous = None
-    ahead = submitted_ahead(_gpu_session_pool(), features_of, chunks, 2 * _GPU_SESSIONS) if parallel else None
+    ahead = submitted_ahead(_gpu_sessions.get(), features_of, chunks, 2 * _GPU_SESSIONS) if parallel else None
     chunk_features = (future.result() for future in ahead) if ahead else (features_of(chunk) for chunk in chunks)
     try:
         for (_, stop), blocks in zip(chunks, chunk_features):
@@ -471,14 +468,6 @@ def _features_in_blocks(frames, xp) -> list[dict]:
     """:func:`_frame_features` of blocks of at most ``_CHUNK_FRAMES`` frames (float32 copies of bounded size)."""
     return [_frame_features(frames[first:first + _CHUNK_FRAMES], xp)
             for first in range(0, frames.shape[0], _CHUNK_FRAMES)]
-
-
-def _gpu_session_pool() -> ThreadPoolExecutor:
-    global _gpu_sessions
-    with _gpu_sessions_lock:
-        if _gpu_sessions is None:
-            _gpu_sessions = ThreadPoolExecutor(_GPU_SESSIONS, thread_name_prefix="vclip-scene-decode")
-        return _gpu_sessions
 
 
 def _pair_distance(table: np.ndarray, first: np.ndarray, second: np.ndarray) -> np.ndarray:

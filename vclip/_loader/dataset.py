@@ -154,9 +154,14 @@ def _from_pairs(pairs: Iterable) -> list[LabeledVideo]:
     return videos
 
 
+def _numbered_rows(text: str) -> list[tuple[int, str]]:
+    """The lines of a list file that are not blank or ``#`` comments, stripped, with their numbers."""
+    lines = [(number, line.strip()) for number, line in enumerate(text.splitlines(), start=1)]
+    return [(number, line) for number, line in lines if line and not line.startswith("#")]
+
+
 def _from_file_list(list_file: Path) -> list[LabeledVideo]:
-    lines = [(number, line.strip()) for number, line in enumerate(list_file.read_text().splitlines(), start=1)]
-    lines = [(number, text) for number, text in lines if text and not text.startswith("#")]
+    lines = _numbered_rows(list_file.read_text())
     columns = _header(lines[0][1], list_file) if lines else None
     if columns is not None:
         return [_from_columns(list_file, number, text, columns) for number, text in lines[1:]]
@@ -172,9 +177,7 @@ def list_file_paths(list_file: Path) -> list[str]:
         OSError: The file cannot be read.
         ValueError: A header names an unknown column, or a row does not fit its header.
     """
-    text = list_file.read_text(encoding="utf-8", errors="surrogateescape")
-    lines = [(number, line.strip()) for number, line in enumerate(text.splitlines(), start=1)]
-    lines = [(number, line) for number, line in lines if line and not line.startswith("#")]
+    lines = _numbered_rows(list_file.read_text(encoding="utf-8", errors="surrogateescape"))
     if lines and lines[0][1].lower() == "path":  # the header of a plain list
         lines = lines[1:]
     columns = _header(lines[0][1], list_file) if lines else None
