@@ -17,7 +17,8 @@ A boundary is found when a detection lies within 2 frames of a cut, or within th
 transition (its first blended or dimmed frame to the first frame of the new shot alone); each
 detection matches one boundary at most, and the rest are false. Precision and recall per class.
 
-Detectors: ``vclip.keyframes.find_shot_boundaries`` (default settings, ``--device``), and
+Detectors: ``vclip.keyframes.find_shot_boundaries`` (default settings, ``--device``; one more for
+each ``--decode-processes`` count above 0, after timing the first video, which starts them), and
 PySceneDetect's ``ContentDetector`` and ``AdaptiveDetector`` with their defaults (OpenCV backend,
 its automatic downscaling), on the CPU. Speed: frames per second of the whole job per file (open,
 decode, detect), the median of ``--repeats`` runs, on the labelled set, on a 1280x720 video of 4
@@ -55,8 +56,9 @@ CUT_TOLERANCE = 2  # frames either side of a cut
 SPEED_SIZE = (1280, 720)
 
 
-def detect_vclip(path: str, device: str) -> list[int]:
-    return [boundary.frame for boundary in find_shot_boundaries(path, device=device)]
+def detect_vclip(path: str, device: str, decode_processes: int = 0) -> list[int]:
+    return [boundary.frame for boundary in find_shot_boundaries(path, device=device,
+                                                                 decode_processes=decode_processes)]
 
 
 def detect_pyscenedetect(path: str, detector_name: str) -> list[int]:
@@ -70,9 +72,10 @@ def detect_pyscenedetect(path: str, detector_name: str) -> list[int]:
     return [start.frame_num if hasattr(start, "frame_num") else start.get_frames() for start in starts][1:]
 
 
-def detectors(device: str) -> dict:
+def detectors(device: str, decode_processes: list[int]) -> dict:
     """Name -> detect(path) (picklable, for the process pools of :func:`folder_throughput`)."""
-    ways = {f"vclip_{device}": partial(detect_vclip, device=device)}
+    ways = {f"vclip_{device}" + (f"_{count}_processes" if count else ""):
+            partial(detect_vclip, device=device, decode_processes=count) for count in decode_processes}
     try:
         import scenedetect  # noqa: F401
     except ImportError:
@@ -98,7 +101,8 @@ def make_labelled_set(folder: Path, seeds: range) -> dict[str, list[LabelledVide
 
 
 def timed(run_once, repeats: int) -> tuple[object, float]:
-    """The result of the last run and the median seconds of ``repeats`` runs (after one warm-up)."""
+    """The result of the last run and the median seconds of ``repeats`` runs (after one warm-up,
+    which starts vclip's decode processes)."""
     result = run_once()
     seconds = []
     for _ in range(repeats):
@@ -165,7 +169,7 @@ def folder_throughput(paths: list[str], frames: int, ways: dict, jobs: list[int]
     one per core. The median of ``repeats`` passes after a warm-up pass."""
     rates: dict = {}
     for name, detect in ways.items():
-        threads = name == "vclip_cuda"
+        threads = name.startswith("vclip_cuda")
         counts = jobs if name.startswith("vclip") else sorted({1, os.cpu_count() or 1})
         for count in counts:
             pool = (
@@ -191,15 +195,24 @@ def main() -> None:
     parser.add_argument(
         "--copies", type=int, default=16, help="copies of the 720p video in its folder run (default 16)"
     )
+    parser.add_argument("--decode-processes", default="0",
+                        help="vclip's decode_processes, one detector each (default 0; e.g. 0,4 on the GPU)")
     parser.add_argument("--long-frames", type=int, default=3000, help="frames of the long 720p video (default 3000)")
     args = parser.parse_args()
     out = args.out or os.environ.get("OUT") or Path(__file__).resolve().parent / "results"
-    ways = detectors(args.device)
+    ways = detectors(args.device, [int(count) for count in args.decode_processes.split(",")])
     with tempfile.TemporaryDirectory() as scratch:
         folder = Path(args.videos or scratch)
         folder.mkdir(parents=True, exist_ok=True)
         videos = make_labelled_set(folder, range(args.first_seed, args.first_seed + args.seeds))
+        start_seconds = {}  # a first video with decode processes starts them
+        for name, detect in ways.items():
+            if name.endswith("_processes"):
+                started = time.perf_counter()
+                detect(videos["cuts"][0].path)
+                start_seconds[name] = time.perf_counter() - started
         results = {
+            "decode_processes_first_video_seconds": start_seconds,
             "labelled_set": {
                 kind: [
                     {

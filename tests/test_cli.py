@@ -510,6 +510,26 @@ def test_keyframes_workers_give_the_same_outputs_in_input_order(capsys, videos, 
     assert status == 2 and "workers" in err and "0" in err
 
 
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+def test_keyframes_scene_with_decode_processes(capsys, videos, bad_files, tmp_path, device):
+    """On the GPU the videos' chunks go to decode processes, with the same outputs and the same skip
+    of a bad file; on the CPU the option is refused before anything is written (--workers runs processes)."""
+    files = [videos["h264"], bad_files["truncated"], videos["long_gop"]]
+    common = ("keyframes", *files, "--method", "scene", "--device", device)
+    if device == "cpu":
+        status, _, err = run(capsys, *common, "--decode-processes", 2, "--out", tmp_path / "refused")
+        assert status == 2 and "--decode-processes" in err and not (tmp_path / "refused").exists()
+        return
+    manifests = {}
+    for count in (0, 2):
+        out = tmp_path / str(count)
+        status, _, err = run(capsys, *common, "--decode-processes", count, "--out", out)
+        assert status == 3 and err.count("vclip keyframes: skipped") == 1
+        records = json.loads((out / "manifest.json").read_text())["keyframes"]
+        manifests[count] = [(record["file"], record["frame_index"]) for record in records]
+    assert manifests[2] == manifests[0] and len(manifests[0]) == 2  # frame 0 of each (no cut in these videos)
+
+
 def test_keyframes_nothing_readable_exits_1(capsys, bad_files, tmp_path):
     status, _, err = run(capsys, "keyframes", bad_files["missing"], bad_files["text"], "--out", tmp_path)
     assert status == 1 and err.count("skipped") == 2

@@ -174,9 +174,8 @@ def test_chunks_on_the_session_threads_give_the_signal_of_one_pass(videos, monke
 
     decoder = vclip.VideoDecoder(videos["h264"])  # 150 frames, a keyframe every 30
     whole = keyframes_module._scene_signals(decoder, 64)
-    monkeypatch.setattr(decoder, "device", "cuda:0")  # the parallel path; the frames stay NumPy
     monkeypatch.setattr(keyframes_module, "_MIN_CHUNK_FRAMES", 7)
-    chunked = keyframes_module._scene_signals(decoder, 64)
+    chunked = keyframes_module._scene_signals(decoder, 64, sessions=8)
     for name in ("H", "B"):
         assert np.array_equal(chunked.distances[name], whole.distances[name], equal_nan=True)
     assert np.array_equal(chunked.luma_mean, whole.luma_mean)
@@ -185,15 +184,14 @@ def test_chunks_on_the_session_threads_give_the_signal_of_one_pass(videos, monke
     get_frames = decoder.get_frames
     monkeypatch.setattr(decoder, "get_frames", lambda frames, **options: decoded.append(frames[0]) or
                         get_frames(frames, **options))
-    monkeypatch.setattr(keyframes_module, "_GPU_SESSIONS", 1)  # one session, two chunks ahead
-    sessions = SharedThreadPool(1, "test-scene-decode")
-    monkeypatch.setattr(keyframes_module, "_gpu_sessions", sessions)
+    sessions = SharedThreadPool(1, "test-scene-decode")  # one session, two chunks ahead
+    monkeypatch.setattr(keyframes_module, "_session_pools", {1: sessions})
 
     def stop(done, total):
         raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        keyframes_module._scene_signals(decoder, 64, on_progress=stop)
+        keyframes_module._scene_signals(decoder, 64, on_progress=stop, sessions=1)
     sessions.get().shutdown(wait=True)  # every chunk still queued would run now
     assert len(decoded) < 5 and decoded == sorted(decoded)  # 5 chunks; the ones not started were cancelled
 
@@ -204,10 +202,10 @@ def test_gpu_chunks_decoded_at_once_give_the_signal_of_one_pass(videos, monkeypa
     one chunk decoded by one session."""
     decoder = vclip.VideoDecoder(videos["h264"], device="cuda")
     monkeypatch.setattr(keyframes_module, "_MIN_CHUNK_FRAMES", 1024)
-    whole = keyframes_module._scene_signals(decoder, 64)
+    whole = keyframes_module._scene_signals(decoder, 64, sessions=8)
     monkeypatch.setattr(keyframes_module, "_MIN_CHUNK_FRAMES", 7)
     assert len(keyframes_module._keyframe_chunks(decoder.index, 10)) == 5  # 150 frames / (2 x 8 sessions); GOP 30
-    chunked = keyframes_module._scene_signals(decoder, 64)
+    chunked = keyframes_module._scene_signals(decoder, 64, sessions=8)
     for name in ("H", "B"):
         assert np.allclose(chunked.distances[name], whole.distances[name], equal_nan=True, atol=1e-6)
     assert np.allclose(chunked.luma_mean, whole.luma_mean) and np.array_equal(chunked.dark_share, whole.dark_share)
@@ -288,3 +286,29 @@ def test_gpu_scene_progress_and_contact_sheet(shots_video, tmp_path):
     extract_keyframes(shots_video, method="scene").save(tmp_path / "cpu", image_format="png", thumbnail_width=96)
     gpu_sheet, cpu_sheet = (decoded_image(tmp_path / name / "contact_sheet.png") for name in ("gpu", "cpu"))
     assert gpu_sheet.shape == cpu_sheet.shape
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+def test_decode_processes_give_the_signal_of_one_pass(videos, monkeypatch, device):
+    """Chunks decoded by the threads of two worker processes (shared by every decoder asking for
+    two): the tables of one pass in this process, and the same shot boundaries."""
+    in_process = vclip.VideoDecoder(videos["h264"], device=device)
+    whole = keyframes_module._scene_signals(in_process, 64)
+    decoder = vclip.VideoDecoder(videos["h264"], device=device, decode_processes=2)
+    assert decoder._runner.backend is vclip.VideoDecoder(videos["long_gop"], device=device,
+                                                         decode_processes=2)._runner.backend
+    sessions = keyframes_module._sessions(decoder, 2)
+    assert sessions == 2 * (4 if device == "cuda" else 2)
+    monkeypatch.setattr(keyframes_module, "_MIN_CHUNK_FRAMES", 7)
+    chunked = keyframes_module._scene_signals(decoder, 64, sessions=sessions)
+    assert len(keyframes_module._keyframe_chunks(decoder.index, 7)) == 5  # 150 frames, a keyframe every 30
+    for name in ("H", "B"):
+        assert np.allclose(chunked.distances[name], whole.distances[name], equal_nan=True, atol=1e-6)
+    assert np.allclose(chunked.luma_mean, whole.luma_mean) and np.array_equal(chunked.dark_share, whole.dark_share)
+    assert (keyframes_module.find_shot_boundaries(videos["h264"], device=device, decode_processes=2)
+            == keyframes_module.find_shot_boundaries(videos["h264"], device=device))
+
+
+def test_decode_processes_must_be_a_count(videos):
+    with pytest.raises(vclip.ArgumentError, match="decode_processes"):
+        vclip.VideoDecoder(videos["h264"], decode_processes=-1)

@@ -9,11 +9,11 @@ from typing import Any, NoReturn
 
 import numpy as np
 
-from ._engine.backends import JobRunner, make_backend
+from ._engine.backends import JobRunner, make_backend, shared_process_backend
 from ._engine.device import resolve_device
 from ._engine.pipeline import ClipTarget, DecodeStats, VideoJob, resolve_transform
 from ._sources import VideoInput, hold_video
-from ._validation import check_optional_integer, fail
+from ._validation import check_integer, check_optional_integer, fail
 from .index import VideoIndex, index_video
 from .sampling import ClipSampler, check_scaling_factor
 from .transforms import TransformSpec
@@ -79,6 +79,12 @@ class VideoDecoder:
             ``Frames.fell_back_to_cpu`` says so.
         cache_dir: Folder for an on-disk cache of the video's index.
         skip_non_reference: Do not decode non-reference pictures nobody asked for.
+        decode_processes: Decode in this many worker processes instead of this one (0, the
+            default). They start with the first decoder asking for that count (seconds: a Python
+            and a CUDA context each) and serve every later one of this process until it exits.
+            One call's frames are decoded by one worker thread either way; this pays when many
+            calls run at once from several threads (the scene method's chunks, several videos),
+            whose Python work would otherwise share one interpreter lock.
 
     Raises:
         VideoNotFoundError, NotAVideoError, CorruptVideoError, UnsupportedCodecError: see
@@ -93,9 +99,11 @@ class VideoDecoder:
         device: str = "cpu",
         cache_dir: str | os.PathLike | None = None,
         skip_non_reference: bool = True,
+        decode_processes: int = 0,
     ):
         check_optional_integer("stream_index", stream_index, minimum=0, none_means="(the first video stream)")
         _check_flag("skip_non_reference", skip_non_reference)
+        decode_processes = check_integer("decode_processes", decode_processes, minimum=0)
         resolved = resolve_device(device)
         from_catalog = getattr(path, "verified_index", None)  # a vclip.catalog.CatalogEntry
         if from_catalog is not None:
@@ -104,7 +112,9 @@ class VideoDecoder:
         else:
             name, self._held = hold_video(path)  # keeps bytes and file objects readable by name
             self.index = index_video(name, stream_index=stream_index, cache_dir=cache_dir)
-        self._runner = JobRunner(make_backend(resolved.device, skip_non_reference=skip_non_reference), num_workers=1)
+        backend = (shared_process_backend(resolved.device, decode_processes, skip_non_reference=skip_non_reference)
+                   if decode_processes else make_backend(resolved.device, skip_non_reference=skip_non_reference))
+        self._runner = JobRunner(backend, num_workers=1)
         self.device: str = str(resolved.device)
         self.fell_back_to_cpu: bool = resolved.fell_back_to_cpu
         self.stats = DecodeStats()

@@ -10,7 +10,8 @@ Every frame is decoded downscaled to ``analysis_width`` (64) pixels across: on t
 resize in the conversion kernel) when the decoder runs there, else by FFmpeg with the kernel's
 NumPy twin resizing, so both devices see nearly the same pixels. On the GPU the video is cut into
 chunks at keyframes that several NVDEC sessions decode at once (one session decodes a 720p stream
-at about 1,150 frames/s on the H200, a seventh of its engines). On the same device,
+at about 1,150 frames/s on the H200, a seventh of its engines); with ``decode_processes``, the
+threads of worker processes decode them, on either device. On the same device,
 with the same array code (NumPy or CuPy), each frame gets two features: its colour histogram (4 x 4
 x 4 RGB bins) and its layout (mean colour of 4 x 4-pixel blocks, 16 x 9 at 16:9). Then, for every
 frame t and every gap g up to 40 frames, two distances to frame t - g:
@@ -51,6 +52,7 @@ recall per kind of transition against PySceneDetect.
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -59,6 +61,7 @@ from typing import Any, Literal
 import numpy as np
 
 from ._ahead import SharedThreadPool, submitted_ahead
+from ._engine.processes import THREADS_PER_PROCESS
 from ._images import IMAGE_FORMATS, columns_for, contact_sheet, to_numpy, write_image
 from ._validation import (
     check_choice,
@@ -81,9 +84,11 @@ KEYFRAME_METHODS = ("codec", "scene")
 _CHUNK_FRAMES = 1024  # frames analysed per decode call (chunks start at keyframes) and per float block
 _MIN_CHUNK_FRAMES = 64  # the shortest chunk cut for parallel decoding
 _GPU_SESSIONS = 8
-"""NVDEC sessions decoding chunks at once, shared by every video analysed in the process (threads
-kept alive, so their decoders are reused; ``vclip keyframes --workers`` shares them too)."""
-_gpu_sessions = SharedThreadPool(_GPU_SESSIONS, "vclip-scene-decode")
+"""NVDEC sessions of this process decoding chunks at once (without decode processes)."""
+_session_pools: dict[int, SharedThreadPool] = {}
+"""Threads submitting chunks, per count: shared by every video analysed in the process (kept alive,
+so their NVDEC decoders are reused; ``vclip keyframes --workers`` shares them too)."""
+_session_pools_lock = threading.Lock()
 THUMBNAIL_WIDTH = 320
 """Default width of contact-sheet thumbnails: a 1080p frame at 1/6, five across a 1920-pixel sheet."""
 
@@ -179,6 +184,7 @@ def extract_keyframes(
     analysis_width: int = 64,
     cache_dir: str | os.PathLike | None = None,
     on_progress: ProgressCallback | None = None,
+    decode_processes: int = 0,
 ) -> Keyframes:
     """The keyframes of one video stream, decoded.
 
@@ -198,6 +204,7 @@ def extract_keyframes(
         on_progress: Called as ``on_progress(frames_done, frames_total)`` while the video is
             read: for ``"scene"`` after each chunk of frames analysed (``frames_total`` is the
             stream's frame count), for ``"codec"`` before and after the keyframes are decoded.
+        decode_processes: As :func:`find_shot_boundaries`.
 
     Raises:
         ValueError: Unknown ``method``; ``max_frames`` below 1; ``scaling_factor`` outside (0, 1];
@@ -209,14 +216,16 @@ def extract_keyframes(
     scene_threshold = check_number("scene_threshold", scene_threshold, minimum=1, minimum_inclusive=False)
     scaling_factor = check_scaling_factor(scaling_factor)
     analysis_width = check_integer("analysis_width", analysis_width, minimum=1)
-    decoder = VideoDecoder(path, stream_index=stream_index, device=device, cache_dir=cache_dir)
+    decoder = VideoDecoder(path, stream_index=stream_index, device=device, cache_dir=cache_dir,
+                           decode_processes=decode_processes)
     index = decoder.index
     if method == "codec":
         found = index.keyframe_indices
     else:
         if on_progress is not None:
             on_progress(0, index.num_frames)
-        boundaries = _shot_boundaries(_scene_signals(decoder, analysis_width, on_progress), scene_threshold)
+        signals = _scene_signals(decoder, analysis_width, on_progress, _sessions(decoder, decode_processes))
+        boundaries = _shot_boundaries(signals, scene_threshold)
         found = np.unique(np.asarray([0] + [b.frame for b in boundaries], dtype=np.int64))
     chosen = _evenly_spread(found, max_frames)
     if method == "codec" and on_progress is not None:
@@ -250,6 +259,7 @@ def find_shot_boundaries(
     scene_threshold: float = 2.0,
     analysis_width: int = 64,
     cache_dir: str | os.PathLike | None = None,
+    decode_processes: int = 0,
 ) -> list[ShotBoundary]:
     """Where the shots of one video stream change: cuts, fades through black and dissolves.
 
@@ -261,6 +271,10 @@ def find_shot_boundaries(
         path, device, stream_index, cache_dir: As :func:`extract_keyframes`.
         scene_threshold: How many times the usual change around it a boundary's change must be.
         analysis_width: Width in pixels the frames are compared at.
+        decode_processes: Decode the chunks in this many worker processes, shared by every video
+            of this process (see :class:`~vclip.VideoDecoder`), instead of threads of this one,
+            whose Python work shares one interpreter lock: faster on long videos and on many
+            (``benchmarks/README.md``). Starting them takes seconds, once per process.
 
     Returns:
         The boundaries in order, frame 0 (the start of the first shot) not among them; each with
@@ -271,8 +285,10 @@ def find_shot_boundaries(
         VideoNotFoundError, NotAVideoError, CorruptVideoError, UnsupportedCodecError: The file.
     """
     _check_scene_options(scene_threshold, analysis_width)
-    decoder = VideoDecoder(path, stream_index=stream_index, device=device, cache_dir=cache_dir)
-    return _shot_boundaries(_scene_signals(decoder, analysis_width), scene_threshold)
+    decoder = VideoDecoder(path, stream_index=stream_index, device=device, cache_dir=cache_dir,
+                           decode_processes=decode_processes)
+    return _shot_boundaries(_scene_signals(decoder, analysis_width, sessions=_sessions(decoder, decode_processes)),
+                            scene_threshold)
 
 
 def _check_scene_options(scene_threshold, analysis_width) -> None:
@@ -414,17 +430,30 @@ def _gap_distances(features: dict, previous: dict | None, xp) -> dict:
     return tables
 
 
+def _sessions(decoder: VideoDecoder, decode_processes: int) -> int:
+    """Chunks decoded at once: every thread of the decode processes; without them 8 NVDEC sessions
+    on the GPU, and on the CPU none beside the caller's thread (FFmpeg's threads use the cores)."""
+    if decode_processes:
+        return decode_processes * THREADS_PER_PROCESS["cuda" if decoder.device.startswith("cuda") else "cpu"]
+    return _GPU_SESSIONS if decoder.device.startswith("cuda") else 0
+
+
+def _session_pool(sessions: int):
+    with _session_pools_lock:
+        return _session_pools.setdefault(sessions, SharedThreadPool(sessions, "vclip-scene-decode")).get()
+
+
 def _scene_signals(decoder: VideoDecoder, analysis_width: int,
-                   on_progress: ProgressCallback | None = None) -> _SceneSignals:
+                   on_progress: ProgressCallback | None = None, sessions: int = 0) -> _SceneSignals:
     """Decode every frame at ``analysis_width`` pixels across (on the decoder's device, chunk by
-    chunk: on the GPU several chunks at once) and compute the features and gap distances there;
-    the tables come back to the host. ``on_progress(stop, num_frames)`` follows each chunk."""
+    chunk; with ``sessions``, that many chunks at once on threads shared by the process) and compute
+    the features and gap distances there; the tables come back to the host.
+    ``on_progress(stop, num_frames)`` follows each chunk."""
     index = decoder.index
     scaling_factor = min(1.0, analysis_width / index.width)
-    parallel = decoder.device.startswith("cuda")
     chunk_frames = _CHUNK_FRAMES
-    if parallel:  # enough chunks for every session, twice over
-        chunk_frames = min(_CHUNK_FRAMES, max(_MIN_CHUNK_FRAMES, -(-index.num_frames // (2 * _GPU_SESSIONS))))
+    if sessions:  # enough chunks for every session, twice over
+        chunk_frames = min(_CHUNK_FRAMES, max(_MIN_CHUNK_FRAMES, -(-index.num_frames // (2 * sessions))))
     chunks = _keyframe_chunks(index, chunk_frames)
 
     def features_of(chunk: tuple[int, int]) -> list[dict]:
@@ -439,7 +468,7 @@ def _scene_signals(decoder: VideoDecoder, analysis_width: int,
 
     parts: dict[str, list] = {"H": [], "B": [], "mean": [], "dark": []}
     previous = None
-    ahead = submitted_ahead(_gpu_sessions.get(), features_of, chunks, 2 * _GPU_SESSIONS) if parallel else None
+    ahead = submitted_ahead(_session_pool(sessions), features_of, chunks, 2 * sessions) if sessions else None
     chunk_features = (future.result() for future in ahead) if ahead else (features_of(chunk) for chunk in chunks)
     try:
         for (_, stop), blocks in zip(chunks, chunk_features):

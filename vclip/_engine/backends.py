@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -15,7 +16,7 @@ from .cpu import CpuBackend
 from .device import Device
 from .pipeline import Conversion, DecodeStats, VideoJob
 
-__all__ = ["JobRunner", "in_process_backend", "make_backend"]
+__all__ = ["JobRunner", "in_process_backend", "make_backend", "shared_process_backend"]
 
 _gpu_backends: dict[tuple[int, bool], Backend] = {}
 _gpu_backends_lock = threading.Lock()
@@ -36,6 +37,23 @@ def in_process_backend(device: Device, *, skip_non_reference: bool = True) -> Ba
         if key not in _gpu_backends:
             _gpu_backends[key] = NvdecBackend(device, skip_non_reference=skip_non_reference)
         return _gpu_backends[key]
+
+
+_process_backends: dict[tuple[Device, int, bool], Backend] = {}
+os.register_at_fork(after_in_child=_process_backends.clear)  # a forked child cannot use its parent's workers
+
+
+def shared_process_backend(device: Device, processes: int, *, skip_non_reference: bool = True) -> Backend:
+    """``processes`` worker processes decoding on ``device`` (the default threads each), started on
+    first use and shared by every caller of this process asking for the same count; they stop at exit.
+
+    Starting them takes seconds (a Python and a CUDA context each), so they are kept for the next video.
+    """
+    key = (device, processes, skip_non_reference)
+    with _gpu_backends_lock:
+        if key not in _process_backends:
+            _process_backends[key] = make_backend(device, skip_non_reference=skip_non_reference, processes=processes)
+        return _process_backends[key]
 
 
 def make_backend(device: Device, *, skip_non_reference: bool = True, processes: int = 0, threads: int = 0,

@@ -114,6 +114,9 @@ def _run_keyframes(args: argparse.Namespace) -> int:
         check_optional_integer("workers", args.workers, minimum=1, none_means="(4 on the GPU, one per core on the CPU)")
         on_gpu = resolve_device(args.device, warn=False).device.is_cuda
         workers = min(args.workers or _default_workers(on_gpu), max(len(files), 1))
+        check_integer("decode_processes", args.decode_processes, minimum=0)
+        if args.decode_processes and not on_gpu:
+            raise ValueError("--decode-processes is for the GPU; on the CPU --workers already runs processes")
     ray_jobs = _ray_jobs(args) if args.ray or args.ray_address else None  # refused before --out is touched
     taken = _prepare_keyframes_out(out, args.overwrite)
     folders = unique_names(files, taken=taken)
@@ -129,7 +132,7 @@ def _run_keyframes(args: argparse.Namespace) -> int:
 
     extract = partial(_extract, dict(method=args.method, max_frames=args.max, device=args.device,
                                      stream_index=args.stream, scaling_factor=args.scaling_factor,
-                                     scene_threshold=args.scene_threshold))
+                                     scene_threshold=args.scene_threshold, decode_processes=args.decode_processes))
     pool: Executor | None = None
     if remote is None and workers > 1:
         pool = (ThreadPoolExecutor(workers, thread_name_prefix="vclip-keyframes") if on_gpu
@@ -208,6 +211,9 @@ def add_parser(commands) -> None:
     keyframes.add_argument("--workers", type=int, metavar="N",
                            help="videos at once, each on its own decoder: threads on the GPU (default 4), "
                                 "processes on the CPU (default one per core)")
+    keyframes.add_argument("--decode-processes", type=int, default=0, metavar="N",
+                           help="GPU: decode in N worker processes shared by the run's videos, so that Python work "
+                                "does not hold back NVDEC (seconds to start; default 0: threads of this process)")
     _add_stream(keyframes)
     keyframes.add_argument("--overwrite", action="store_true",
                            help="replace an earlier run's outputs in DIR (default: refuse)")
