@@ -58,6 +58,18 @@ def videos(video_dir) -> dict[str, str]:
     return {name: make_video(video_dir / file, **options) for name, (file, options) in SYNTHETIC.items()}
 
 
+@pytest.fixture
+def shared_decode_processes():
+    """Stops the decode processes a test's decoders started (``decode_processes``; shared by the
+    process until it exits): their GPU memory would move later tests' device-wide figures."""
+    from vclip._engine import backends
+
+    yield
+    for backend in backends._process_backends.values():
+        backend.close()
+    backends._process_backends.clear()
+
+
 @pytest.fixture(scope="session")
 def shared_videos() -> Path:
     if not SHARED_VIDEOS.is_dir():

@@ -511,7 +511,7 @@ def test_keyframes_workers_give_the_same_outputs_in_input_order(capsys, videos, 
 
 
 @pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
-def test_keyframes_scene_with_decode_processes(capsys, videos, bad_files, tmp_path, device):
+def test_keyframes_scene_with_decode_processes(capsys, videos, bad_files, tmp_path, device, shared_decode_processes):
     """On the GPU the videos' chunks go to decode processes, with the same outputs and the same skip
     of a bad file; on the CPU the option is refused before anything is written (--workers runs processes)."""
     files = [videos["h264"], bad_files["truncated"], videos["long_gop"]]

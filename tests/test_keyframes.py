@@ -289,7 +289,7 @@ def test_gpu_scene_progress_and_contact_sheet(shots_video, tmp_path):
 
 
 @pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
-def test_decode_processes_give_the_signal_of_one_pass(videos, monkeypatch, device):
+def test_decode_processes_give_the_signal_of_one_pass(videos, monkeypatch, device, shared_decode_processes):
     """Chunks decoded by the threads of two worker processes (shared by every decoder asking for
     two): the tables of one pass in this process, and the same shot boundaries."""
     in_process = vclip.VideoDecoder(videos["h264"], device=device)
