@@ -530,6 +530,15 @@ def test_keyframes_scene_with_decode_processes(capsys, videos, bad_files, tmp_pa
     assert manifests[2] == manifests[0] and len(manifests[0]) == 2  # frame 0 of each (no cut in these videos)
 
 
+def test_keyframes_starts_decode_processes_for_the_scene_method_over_many_videos_on_the_gpu():
+    from vclip.cli._keyframes import _default_decode_processes
+
+    assert _default_decode_processes(True, "scene", files=9, workers=8) == 4
+    assert _default_decode_processes(True, "scene", files=8, workers=8) == 0  # all at once: no gain for 2.5 s
+    assert _default_decode_processes(True, "codec", files=100, workers=8) == 0
+    assert _default_decode_processes(False, "scene", files=100, workers=8) == 0
+
+
 def test_keyframes_nothing_readable_exits_1(capsys, bad_files, tmp_path):
     status, _, err = run(capsys, "keyframes", bad_files["missing"], bad_files["text"], "--out", tmp_path)
     assert status == 1 and err.count("skipped") == 2
