@@ -61,3 +61,11 @@ def child_environment(**extra: str) -> dict[str, str]:
     checkout first on ``PYTHONPATH``, what was there kept (it may hold vclip's dependencies)."""
     path = os.pathsep.join(filter(None, [str(Path(__file__).resolve().parents[1]), os.environ.get("PYTHONPATH")]))
     return {**os.environ, "PYTHONPATH": path, **extra}
+
+
+def frame_payload(index, frame) -> tuple[int, int]:
+    """Byte range of a frame's packet in the file, past the first 8 bytes (NAL length and header):
+    zeroing it damages that frame's picture but leaves the file readable."""
+    packet = index.frame_packet[frame]
+    position, size = int(index.packet_pos[packet]), int(index.packet_size[packet])
+    return position + 8, position + size

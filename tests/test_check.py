@@ -6,6 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import frame_payload
 
 import vclip
 from vclip.check import check_video, check_videos
@@ -15,13 +16,6 @@ from vclip.synthetic import make_video
 DAMAGED_FRAME = 32  # a frame in the second group of pictures (keyframes at 0, 20, 40)
 
 
-def _payload(index, frame):
-    """Byte range of a frame's packet in the file, past the first 8 bytes (NAL length and header)."""
-    packet = index.frame_packet[frame]
-    position, size = int(index.packet_pos[packet]), int(index.packet_size[packet])
-    return position + 8, position + size
-
-
 @pytest.fixture(scope="module")
 def dataset(tmp_path_factory):
     """A good video, its copies damaged in one frame's bytes (zeroed, bit-flipped), truncated, a text
@@ -29,7 +23,7 @@ def dataset(tmp_path_factory):
     folder = tmp_path_factory.mktemp("check")
     good = make_video(folder / "good.mp4", num_frames=60, width=128, height=96, keyframe_interval=20, b_frames=2)
     data = Path(good).read_bytes()
-    start, end = _payload(vclip.index_video(good), DAMAGED_FRAME)
+    start, end = frame_payload(vclip.index_video(good), DAMAGED_FRAME)
     zeroed = bytearray(data)
     zeroed[start:end] = bytes(end - start)
     flipped = bytearray(data)

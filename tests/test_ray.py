@@ -3,9 +3,11 @@ processes, and clips, keyframes and checks equal to what the library gives in th
 
 import json
 import os
+from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import frame_payload
 
 ray = pytest.importorskip("ray")
 pytest.importorskip("ray.data")
@@ -59,8 +61,9 @@ def catalog_table(path):
 
 def test_catalog_built_on_ray_equals_the_local_one(local_ray, dataset, tmp_path, capsys):
     local = build_catalog(dataset, tmp_path / "local.parquet", workers=2, progress=False)
-    on_ray = build_catalog(dataset, tmp_path / "ray.parquet", ray=True, progress=False)
+    on_ray = build_catalog(dataset, tmp_path / "ray.parquet", ray=True, workers=5, progress=False)
     assert on_ray.engine == "ray" and on_ray.videos == local.videos == 3 * PER_CLASS + 1
+    assert on_ray.workers == 2  # the cluster's actors (one per CPU), not the local workers asked for
     assert on_ray.indexed == local.indexed and on_ray.unusable == local.unusable and len(local.unusable) == 1
     assert catalog_table(tmp_path / "ray.parquet").equals(catalog_table(tmp_path / "local.parquet"))
     assert read_catalog(tmp_path / "ray.parquet").metadata["class_names"] == list(CLASSES)
@@ -105,16 +108,33 @@ def test_keyframes_as_rows_match_extract_keyframes(local_ray, dataset):
             assert read_barcode(row["image"]) == row["frame_index"]
 
 
-def test_check_decodes_every_frame_and_names_the_broken_file(local_ray, dataset, tmp_path):
-    built = build_catalog(dataset / "bowling", tmp_path / "bowling.parquet", workers=1, progress=False)
+def test_check_rows_are_the_local_check_results(local_ray, dataset, tmp_path):
+    """Each row is check_video's result for the file: the broken one unreadable, a file with one
+    frame's bytes zeroed corrupt at that frame, the rest ok with every frame counted."""
+    from vclip.check import check_video
+    from vclip.synthetic import make_video
+
+    damaged = make_video(tmp_path / "damaged.mp4", num_frames=60, width=128, height=96, keyframe_interval=20,
+                         b_frames=2)
+    start, end = frame_payload(vclip.index_video(damaged), 32)
+    data = bytearray(Path(damaged).read_bytes())
+    data[start:end] = bytes(end - start)
+    Path(damaged).write_bytes(bytes(data))
+    built = build_catalog([dataset / "bowling", damaged], tmp_path / "bowling.parquet", workers=1, progress=False)
     rows = vray.check_videos(read_catalog(built.path), device="cpu").take_all()
-    assert len(rows) == PER_CLASS + 1
+    assert len(rows) == PER_CLASS + 2
     for row in rows:
+        local = check_video(row["path"], device="cpu")
+        assert (row["status"], row["ok"], row["num_frames"], list(row["bad_frames"]), list(row["problems"]),
+                row["error"] or None, row["device"]) == (local.status, local.ok, local.num_frames,
+                                                         list(local.bad_frames), list(local.problems),
+                                                         local.error, "cpu")
         if os.path.basename(row["path"]) == "broken.mp4":
-            assert not row["ok"] and row["error"] and row["error_type"] in ("CorruptVideoError", "NotAVideoError")
+            assert row["status"] == "unreadable" and row["error"]
+        elif row["path"] == str(damaged):
+            assert row["status"] == "corrupt" and 32 in row["bad_frames"]
         else:
-            assert row["ok"] and row["frames_decoded"] == row["num_frames"] == vclip.index_video(row["path"]).num_frames
-            assert row["device"] == "cpu"
+            assert row["ok"] and row["num_frames"] == vclip.index_video(row["path"]).num_frames
 
 
 def test_index_videos_dataset_rows_are_catalog_rows(local_ray, dataset):

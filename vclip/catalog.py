@@ -172,7 +172,7 @@ class CatalogBuild:
         kept: Rows taken over unchanged from the earlier catalog.
         unusable: ``(path, problem)`` of each video that cannot be used (also listed in the catalog).
         seconds: Wall time of the run.
-        workers: Processes (or Ray tasks) that indexed.
+        workers: Processes (or Ray actors) that indexed.
         engine: ``"processes"`` or ``"ray"``.
     """
 
@@ -208,6 +208,7 @@ def build_catalog(
             :func:`resolve_sources`), or what :func:`resolve_sources` returned.
         out: The Parquet file to write (replaced atomically; its folder is created).
         workers: Indexing processes (default: every core this process may use); 1 indexes here.
+            Not used with ``ray``, where one actor per CPU of the cluster indexes.
         stream_index: Container index of the video stream in every file (default: the first).
         incremental: When ``out`` already holds a catalog, keep the rows of videos whose size,
             mtime and content fingerprint are unchanged and index only the others.
@@ -241,8 +242,9 @@ def build_catalog(
         if ray:
             from .ray import index_tables_on_ray
 
-            table = pa.concat_tables(index_tables_on_ray(
-                jobs, address=None if ray is True else str(ray), on_rows=bar.update if bar else None))
+            tables, workers = index_tables_on_ray(
+                jobs, address=None if ray is True else str(ray), on_rows=bar.update if bar else None)
+            table = pa.concat_tables(tables)
             engine = "ray"
         else:
             table = pa.concat_tables(_tables_of(run_jobs(jobs, workers, on_rows=bar.update if bar else None)))

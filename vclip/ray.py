@@ -8,7 +8,7 @@ dataset of videos, one row each (``video_id``, ``path``, ``label``, ``class_name
 
 - :class:`IndexVideos`: catalog rows (the columns of :mod:`vclip.catalog`); ``vclip index --ray``
   and ``build_catalog(..., ray=...)`` run it and write the same catalog as local processes.
-- :class:`CheckVideos`: decodes every frame of each video; one row per video, ok or why not.
+- :class:`CheckVideos`: :func:`vclip.check.check_video` of each video; one row per video, ok or what is bad.
 - :class:`ExtractKeyframes`: one row per keyframe (codec keyframes or shot starts), with the image.
 - :class:`DecodeClips`: one row per clip a sampler draws (video, label, frame indices, pts, clip).
 
@@ -28,7 +28,6 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import logging
-import time
 import warnings
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -73,8 +72,6 @@ logger = logging.getLogger("vclip")
 
 GPU_FRACTION_PER_ACTOR = 0.25
 _INDEX_BATCH = 64  # videos per actor call at most: fewer calls, but every actor busy on small sets
-_CHECK_CHUNK_FRAMES = 256
-_CHECK_WIDTH = 64
 
 
 def connect(address: str | None = None) -> None:
@@ -201,13 +198,16 @@ def index_videos(sources, *, stream_index: int | None = None, concurrency: int |
 
 
 def index_tables_on_ray(jobs: list[IndexJob], *, address: str | None = None,
-                        on_rows: Callable[[int], None] | None = None, concurrency: int | None = None) -> list[pa.Table]:
+                        on_rows: Callable[[int], None] | None = None, concurrency: int | None = None,
+                        ) -> tuple[list[pa.Table], int]:
     """The catalog rows of ``jobs`` computed on Ray (what :func:`vclip.catalog.build_catalog` runs
-    with ``ray=``): tables of :func:`vclip.catalog.rows_table`, in no particular order."""
+    with ``ray=``): tables of :func:`vclip.catalog.rows_table`, in no particular order, and the
+    number of actors that indexed them."""
     connect(address)
     _, resources = _placement("cpu", None, concurrency)
+    actors = resources["compute"].max_size
     if not jobs:
-        return [rows_table([])]
+        return [rows_table([])], actors
     stream_index = jobs[0].stream_index
     items = [{"video_id": job.position, "path": job.path, "known_fingerprint": job.known_fingerprint or ""}
              for job in jobs]
@@ -218,7 +218,6 @@ def index_tables_on_ray(jobs: list[IndexJob], *, address: str | None = None,
     level = ray_logger.level
     ray_logger.setLevel(logging.ERROR)  # the caller draws its own progress bar
     try:
-        actors = resources["compute"].max_size
         batch_size = max(1, min(_INDEX_BATCH, len(items) // (4 * actors)))
         dataset: ray.data.Dataset = ray.data.from_items(items, override_num_blocks=min(len(items), 4 * actors))
         dataset = dataset.map_batches(IndexVideos, fn_constructor_kwargs={"stream_index": stream_index},
@@ -233,43 +232,10 @@ def index_tables_on_ray(jobs: list[IndexJob], *, address: str | None = None,
     finally:
         context.enable_progress_bars = shown
         ray_logger.setLevel(level)
-    return tables or [rows_table([])]
+    return tables or [rows_table([])], actors
 
 
 # -- check ---------------------------------------------------------------------------------------
-def decode_every_frame(path: str, device: str) -> dict:
-    """Index ``path`` and decode every frame (at about 64 pixels across, a group of pictures at a
-    time): ``ok``, ``num_frames``, ``frames_decoded``, ``error`` and ``error_type`` ("" when ok)."""
-    from .decoder import VideoDecoder
-
-    try:
-        decoder = VideoDecoder(path, device=device)
-    except VideoError as error:
-        return {"ok": False, "num_frames": 0, "frames_decoded": 0, "error": error.problem,
-                "error_type": type(error).__name__}
-    index = decoder.index
-    scaling_factor = min(1.0, _CHECK_WIDTH / max(index.width, 1))
-    decoded = 0
-    try:
-        for start, stop in _keyframe_chunks(index.keyframe_indices, index.num_frames, _CHECK_CHUNK_FRAMES):
-            decoder.get_frames(np.arange(start, stop), scaling_factor=scaling_factor)
-            decoded = stop
-    except VideoError as error:
-        return {"ok": False, "num_frames": index.num_frames, "frames_decoded": decoded, "error": error.problem,
-                "error_type": type(error).__name__}
-    return {"ok": True, "num_frames": index.num_frames, "frames_decoded": decoded, "error": "", "error_type": ""}
-
-
-def _keyframe_chunks(keyframes: np.ndarray, num_frames: int, chunk_frames: int) -> list[tuple[int, int]]:
-    """``[start, stop)`` ranges of about ``chunk_frames`` that start at keyframes (no GOP decoded twice)."""
-    boundaries = [0]
-    for keyframe in keyframes.tolist():
-        if keyframe - boundaries[-1] >= chunk_frames:
-            boundaries.append(keyframe)
-    boundaries.append(num_frames)
-    return [(start, stop) for start, stop in zip(boundaries[:-1], boundaries[1:]) if stop > start]
-
-
 def _start_backend(device: str) -> str:
     """Resolve ``device`` and start its backend, once for the actor's life; returns ``"cpu"``/``"cuda:N"``."""
     from ._engine.backends import in_process_backend
@@ -281,30 +247,37 @@ def _start_backend(device: str) -> str:
 
 
 class CheckVideos:
-    """map_batches class: decode every frame of each video; one row per video with ``path``,
-    ``ok``, ``num_frames``, ``frames_decoded``, ``error``, ``error_type``, ``seconds``, ``device``
-    (and the input's ``video_id`` and ``label`` when it has them).
+    """map_batches class: :func:`vclip.check.check_video` of each video (every frame decoded; on the
+    CPU also the damage the decoder concealed); one row per video with ``path``, ``ok``, ``status``,
+    ``num_frames``, ``bad_frames``, ``problems``, ``error`` ("" when readable), ``seconds`` and
+    ``device`` (and the input's ``video_id`` and ``label`` when it has them).
 
     Args:
         device: Where to decode (``"cpu"``, ``"cuda"``, ``"auto"``...); inside a GPU actor,
             ``"cuda"`` is the GPU Ray gave it.
-        check: ``check(path, device) -> dict`` of the columns above but ``path``, ``seconds`` and
-            ``device`` (default :func:`decode_every_frame`).
+        stream_index: Container index of the video stream; default: the first video stream.
     """
 
-    def __init__(self, *, device: str = "cpu", check: Callable[[str, str], dict] | None = None):
+    def __init__(self, *, device: str = "cpu", stream_index: int | None = None):
         self.device = _start_backend(device)
-        self.check = check or decode_every_frame
+        self.stream_index = stream_index
 
-    def __call__(self, batch: dict) -> dict:
-        rows = []
-        for path in batch["path"]:
-            started = time.perf_counter()
-            row = {"path": str(path), **self.check(str(path), self.device)}
-            row.update(seconds=time.perf_counter() - started, device=self.device)
-            rows.append(row)
+    def __call__(self, batch: dict) -> pa.Table:
+        results = [check_video(str(path), device=self.device, stream_index=self.stream_index)
+                   for path in batch["path"]]
         passed = {name: np.asarray(batch[name]) for name in ("video_id", "label") if name in batch}
-        return {**passed, **{name: np.array([row[name] for row in rows]) for name in rows[0]}} if rows else {}
+        return pa.table({
+            **passed,
+            "path": [r.path for r in results],
+            "ok": [r.ok for r in results],
+            "status": [r.status for r in results],
+            "num_frames": pa.array([r.num_frames for r in results], pa.int64()),
+            "bad_frames": pa.array([list(r.bad_frames) for r in results], pa.list_(pa.int64())),
+            "problems": pa.array([list(r.problems) for r in results], pa.list_(pa.string())),
+            "error": [r.error or "" for r in results],
+            "seconds": pa.array([r.seconds for r in results], pa.float64()),
+            "device": [r.device for r in results],
+        })
 
 
 def check_videos(sources, *, device: str = "auto", num_gpus: float | None = None, concurrency: int | None = None,
