@@ -160,15 +160,24 @@ def test_a_worker_that_dies_fails_its_videos_and_is_replaced(clips_videos, tmp_p
         decode(backend, jobs_for(clips_videos[:1]))
 
 
-def test_freed_buffers_are_released(backend):
-    buffer = backend.empty((4, 8), "uint8")
-    name = backend._registry.handles[buffer.ctypes.data].handle
-    SharedMemory(name=name).close()  # exists while the buffer lives
-    del buffer
+def shared_memory_name(backend, buffer) -> str:
+    return backend._registry.handles[buffer.ctypes.data].handle
+
+
+def assert_released_by_the_next_call(backend, name: str) -> None:
+    """After the buffer's last reference is gone: released by the next ``empty()`` at the latest."""
     gc.collect()
-    backend.empty((1,), "uint8")  # released by the next call at the latest
+    backend.empty((1,), "uint8")
     with pytest.raises(FileNotFoundError):
         SharedMemory(name=name)
+
+
+def test_freed_buffers_are_released(backend):
+    buffer = backend.empty((4, 8), "uint8")
+    name = shared_memory_name(backend, buffer)
+    SharedMemory(name=name).close()  # exists while the buffer lives
+    del buffer
+    assert_released_by_the_next_call(backend, name)
 
 
 def test_a_buffer_collected_while_the_registry_is_locked_is_released_later(backend):
@@ -176,7 +185,7 @@ def test_a_buffer_collected_while_the_registry_is_locked_is_released_later(backe
     empty(), or while a request is pickled): the finalizer only queues the buffer, never waits."""
     cycle = [backend.empty((4, 8), "uint8")]
     cycle.append(cycle)  # only the cycle collector frees it
-    name = backend._registry.handles[cycle[0].ctypes.data].handle
+    name = shared_memory_name(backend, cycle[0])
     del cycle
     collected = threading.Event()
 
@@ -187,7 +196,7 @@ def test_a_buffer_collected_while_the_registry_is_locked_is_released_later(backe
 
     threading.Thread(target=collect_holding_the_lock, daemon=True).start()
     assert collected.wait(10), "the finalizer waited for a lock its own thread holds"
-    backend.empty((1,), "uint8")
+    backend.empty((1,), "uint8")  # no collection here: the one in that thread queued the buffer
     with pytest.raises(FileNotFoundError):
         SharedMemory(name=name)
 
@@ -211,15 +220,12 @@ def test_a_backend_sharing_buffers_writes_into_the_other_ones_buffers(backend, c
     assert runner.run(jobs, CONVERSION, output, DecodeStats()).errors == [None] * len(jobs)
     runner.close()
     assert np.array_equal(output, expected)
-    name = backend._registry.handles[output.ctypes.data].handle
+    name = shared_memory_name(backend, output)
     sibling.close()
     SharedMemory(name=name).close()  # the owner's buffer outlives the sibling
     assert np.array_equal(decode(backend, jobs)[0], expected)  # the owner still decodes
     del output
-    gc.collect()
-    backend.empty((1,), "uint8")  # released by the next call at the latest
-    with pytest.raises(FileNotFoundError):
-        SharedMemory(name=name)
+    assert_released_by_the_next_call(backend, name)
 
 
 def test_buffers_are_shared_only_on_one_device(backend):

@@ -440,7 +440,9 @@ def _sessions(decoder: VideoDecoder, decode_processes: int) -> int:
 
 def _session_pool(sessions: int):
     with _session_pools_lock:
-        return _session_pools.setdefault(sessions, SharedThreadPool(sessions, "vclip-scene-decode")).get()
+        if sessions not in _session_pools:  # made once: each pool registers a fork handler
+            _session_pools[sessions] = SharedThreadPool(sessions, "vclip-scene-decode")
+        return _session_pools[sessions].get()
 
 
 def _scene_signals(decoder: VideoDecoder, analysis_width: int,

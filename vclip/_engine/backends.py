@@ -19,7 +19,7 @@ from .pipeline import Conversion, DecodeStats, VideoJob
 __all__ = ["JobRunner", "in_process_backend", "make_backend", "shared_process_backend"]
 
 _gpu_backends: dict[tuple[int, bool], Backend] = {}
-_gpu_backends_lock = threading.Lock()
+_shared_backends_lock = threading.Lock()
 
 
 def in_process_backend(device: Device, *, skip_non_reference: bool = True) -> Backend:
@@ -33,7 +33,7 @@ def in_process_backend(device: Device, *, skip_non_reference: bool = True) -> Ba
     from .nvdec import NvdecBackend
 
     key = (int(device.index or 0), skip_non_reference)
-    with _gpu_backends_lock:
+    with _shared_backends_lock:
         if key not in _gpu_backends:
             _gpu_backends[key] = NvdecBackend(device, skip_non_reference=skip_non_reference)
         return _gpu_backends[key]
@@ -50,7 +50,7 @@ def shared_process_backend(device: Device, processes: int, *, skip_non_reference
     Starting them takes seconds (a Python and a CUDA context each), so they are kept for the next video.
     """
     key = (device, processes, skip_non_reference)
-    with _gpu_backends_lock:
+    with _shared_backends_lock:
         if key not in _process_backends:
             _process_backends[key] = make_backend(device, skip_non_reference=skip_non_reference, processes=processes)
         return _process_backends[key]
