@@ -45,6 +45,7 @@ from . import (  # noqa: F401
 )
 from ._loader.dataset import LabeledVideo
 from ._loader.stats import LoaderStats
+from ._units import format_bytes, parse_bytes
 from ._validation import ArgumentError
 from .decoder import Frames, VideoDecoder
 from .errors import (
@@ -62,11 +63,9 @@ from .memory import (
     MemoryEstimate,
     estimate_loader_memory,
     estimate_memory,
-    format_bytes,
     largest_batch_size,
     largest_loader_batch_size,
     largest_sequence_length,
-    parse_bytes,
     plan_loader_memory,
 )
 from .plan import DecodePlan, DecodeSegment, plan_decode

@@ -55,7 +55,7 @@ class MemoryCache:
             text = os.environ.get(CACHE_BYTES_VARIABLE)
             self._limit = DEFAULT_CACHE_BYTES
             if text:
-                from .memory import parse_bytes
+                from ._units import parse_bytes
 
                 try:
                     self._limit = parse_bytes(text)

@@ -22,7 +22,7 @@ from ._fingerprint import content_fingerprint
 from .errors import VideoError, VideoNotFoundError
 from .index import VideoIndex, index_video
 
-__all__ = ["IndexJob", "index_row", "index_rows", "run_jobs", "default_workers"]
+__all__ = ["IndexJob", "index_row", "index_rows", "run_jobs"]
 
 _CRASH_PROBLEM = "the indexing process crashed on it (exit code {code}); the file may be damaged"
 
@@ -36,14 +36,6 @@ class IndexJob:
     path: str
     stream_index: int | None = None
     known_fingerprint: str | None = None
-
-
-def default_workers() -> int:
-    """Cores this process may run on."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # not on Linux
-        return max(1, os.cpu_count() or 1)
 
 
 def unusable_row(job: IndexJob, error_type: str, problem: str, seconds: float = 0.0, stat=None,

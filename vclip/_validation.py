@@ -44,6 +44,11 @@ def _integer_or_none(value: Any) -> int | None:
         return None
 
 
+def is_integer(value: Any) -> bool:
+    """Whether ``value`` is an integer (an ``int``, a NumPy integer, anything with ``__index__``), not a bool."""
+    return _integer_or_none(value) is not None
+
+
 def check_integer(name: str, value: Any, *, minimum: int | None = None, maximum: int | None = None) -> int:
     """``value`` as an ``int`` (NumPy integers accepted, bools and floats not), within the bounds."""
     number = _integer_or_none(value)

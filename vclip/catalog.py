@@ -44,8 +44,9 @@ except ImportError as _error:  # pragma: no cover - depends on the environment
 from . import errors
 from ._fingerprint import content_fingerprint
 from ._index_cache import os_reason
-from ._indexing import IndexJob, default_workers, run_jobs
+from ._indexing import IndexJob, run_jobs
 from ._loader.dataset import VIDEO_EXTENSIONS, load_videos, video_files
+from ._machine import usable_cores
 from .errors import VideoError, VideoNotFoundError
 from .index import VideoIndex, index_video, parse_stored_facts
 
@@ -236,7 +237,7 @@ def build_catalog(
         if known is not None and (stream_index is None or known[2] == stream_index):
             known_fingerprint = known[1]
         jobs.append(IndexJob(position, path, stream_index, known_fingerprint))
-    workers = workers or default_workers()
+    workers = workers or usable_cores()
     bar = _progress_bar(len(jobs), progress)
     try:
         if ray:

@@ -31,6 +31,7 @@ import av
 import numpy as np
 
 from ._engine.device import resolve_device
+from ._machine import usable_cores
 from ._validation import check_optional_integer
 from .errors import CorruptVideoError, VideoError
 from .index import VideoIndex, index_video, open_container
@@ -184,7 +185,7 @@ def check_videos(
         pool: Executor = ThreadPoolExecutor(count, thread_name_prefix="vclip-check")
         device_name = str(resolved)
     else:
-        count = min(workers or os.cpu_count() or 1, max(len(names), 1))
+        count = min(workers or usable_cores(), max(len(names), 1))
         device_name = "cpu"
         if count == 1:
             pool = ThreadPoolExecutor(1)

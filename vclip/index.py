@@ -505,7 +505,7 @@ def set_index_cache_limit(max_bytes: int | str) -> int:
     Raises:
         ValueError: Not a size.
     """
-    from .memory import parse_bytes
+    from ._units import parse_bytes
 
     return _memory_cache.set_limit(parse_bytes(max_bytes))
 

@@ -36,8 +36,9 @@ from ._loader.runtime import LoaderRuntime
 from ._loader.source import DatasetSource, MixedSizes, open_source, scan
 from ._loader.state import LoaderState, dataset_fingerprint
 from ._loader.stats import LoaderCounters, LoaderStats, epoch_summary, make_stats
+from ._units import format_bytes, parse_bytes
 from ._validation import ArgumentError, check_choice, check_integer, fail
-from .memory import LoaderMemoryEstimate, format_bytes, parse_bytes, plan_loader_memory
+from .memory import LoaderMemoryEstimate, plan_loader_memory
 from .sampling import ClipSampler
 from .transforms import TransformSpec
 

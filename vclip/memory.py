@@ -15,7 +15,6 @@ Two answers to "how large a batch fits in this budget":
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -23,15 +22,14 @@ from typing import Any
 from ._engine.cpu import DEFAULT_WORKERS as CPU_DEFAULT_THREADS
 from ._engine.nvdec import DECODERS_PER_THREAD, NvdecBackend
 from ._engine.processes import THREADS_PER_PROCESS
-from ._validation import check_integer, check_number, fail
+from ._units import format_bytes, parse_bytes
+from ._validation import check_integer, check_number, fail, is_integer
 
 __all__ = [
     "MemoryEstimate",
     "estimate_memory",
     "largest_batch_size",
     "largest_sequence_length",
-    "parse_bytes",
-    "format_bytes",
     "BYTES_PER_ELEMENT",
     "LoaderMemoryEstimate",
     "plan_loader_memory",
@@ -48,55 +46,6 @@ __all__ = [
 ]
 
 BYTES_PER_ELEMENT = {"uint8": 1, "float16": 2, "bfloat16": 2, "float32": 4, "float64": 8}
-_UNITS = {
-    "": 1, "b": 1,
-    "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
-    "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40,
-}
-
-
-def parse_bytes(value: int | float | str, *, name: str = "memory size") -> int:
-    """Bytes from ``8589934592``, ``"8GiB"``, ``"1.5 GB"``, ``"512MiB"`` (decimal and binary units).
-
-    Args:
-        name: What the value is, for the error message (e.g. ``"memory_budget"``).
-
-    Raises:
-        ArgumentError: (a ValueError) Unknown unit, negative or malformed value.
-    """
-    expected = "a number of bytes >= 0 or a number with a unit: B, KB, MB, GB, TB, KiB, MiB, GiB, TiB (e.g. '8GiB')"
-    if isinstance(value, bool):
-        raise fail(name, value, expected)
-    if isinstance(value, str):
-        match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([A-Za-z]*)\s*", value)
-        if not match or match.group(2).lower() not in _UNITS:
-            raise fail(name, value, expected)
-        number, unit = Fraction(match.group(1)), match.group(2).lower()
-    else:
-        try:
-            number = Fraction(check_integer(name, value)) if _is_integral(value) else Fraction(
-                str(check_number(name, value)))
-        except ValueError:
-            raise fail(name, value, expected) from None
-        unit = ""
-    if number < 0:
-        raise fail(name, value, expected)
-    return math.floor(number * _UNITS[unit])
-
-
-def _is_integral(value: Any) -> bool:
-    try:
-        check_integer("value", value)
-    except ValueError:
-        return False
-    return True
-
-
-def format_bytes(count: int) -> str:
-    """``"3,185,049,600 bytes (3.19 GB, 2.97 GiB)"``."""
-    return f"{count:,} bytes ({count / 1e9:.2f} GB, {count / 2**30:.2f} GiB)"
-
-
 @dataclass(frozen=True)
 class MemoryEstimate:
     """Bytes of one batch by the formula, with the inputs that gave it."""
@@ -125,7 +74,7 @@ class MemoryEstimate:
 def _element_bytes(dtype: str | int) -> int:
     if isinstance(dtype, str) and dtype in BYTES_PER_ELEMENT:
         return BYTES_PER_ELEMENT[dtype]
-    if not isinstance(dtype, str) and _is_integral(dtype) and dtype >= 1:
+    if not isinstance(dtype, str) and is_integer(dtype) and dtype >= 1:
         return int(dtype)
     names = ", ".join(map(repr, BYTES_PER_ELEMENT))
     raise fail("dtype", dtype, f"one of {names} or a number of bytes per element >= 1")

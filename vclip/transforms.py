@@ -22,6 +22,7 @@ from ._validation import (
     check_number,
     check_size,
     fail,
+    is_integer,
 )
 
 __all__ = [
@@ -45,16 +46,12 @@ ORIENTATIONS = ("display", "stored")
 shorter side and crops (aspect kept), ``"squash"`` resizes both sides (aspect changed)."""
 
 
-def _is_integer(value: Any) -> bool:
-    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
-
-
 def _size_or_none(name: str, value: Any, meaning_of_int: str) -> int | tuple[int, int] | None:
     """``None``, a positive int, or a ``(height, width)`` tuple of positive ints (NumPy integers accepted)."""
     if value is None:
         return None
     expected = f"a positive integer ({meaning_of_int}), a (height, width) pair of positive integers, or None"
-    if _is_integer(value):
+    if is_integer(value):
         if value < 1:
             raise fail(name, value, expected)
         return int(value)

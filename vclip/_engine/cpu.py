@@ -10,7 +10,6 @@ CPU and GPU agree within rounding.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable
 from typing import Any
 
@@ -18,6 +17,7 @@ import av
 import numpy as np
 from av.container import InputContainer
 
+from .._machine import usable_cores
 from .._sources import is_local
 from ..errors import CorruptVideoError
 from ..index import VideoIndex, open_container
@@ -36,7 +36,7 @@ def _video_context(context: av.CodecContext, index: VideoIndex) -> av.VideoCodec
     return context
 
 
-DEFAULT_WORKERS = min(8, os.cpu_count() or 1)
+DEFAULT_WORKERS = min(8, usable_cores())
 """Decode threads of the CPU backend when none are asked for."""
 
 class PyAVDecoder(PictureDecoder):

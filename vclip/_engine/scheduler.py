@@ -31,7 +31,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._indexing import default_workers
+from .._machine import usable_cores
 from ..errors import VideoError
 from .contract import Backend, Completion
 from .pipeline import Conversion, DecodeStats, VideoJob
@@ -65,7 +65,7 @@ def auto_cpu_decoders(*, gpu: bool, decode_processes: int = 0, cores: int | None
     if not gpu or not decode_processes or (in_flight is not None and in_flight < AUTO_MIN_IN_FLIGHT):
         return 0
     if cores is None:
-        cores = default_workers()  # the cores this process may run on
+        cores = usable_cores()  # the cores this process may run on
     if cores < 8:
         return 0
     return max(0, cores - decode_processes - 2)

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from .._engine.device import Device
 from .._engine.pipeline import DecodeStats
 from .._engine.scheduler import DecoderKindStats
-from ..memory import format_bytes
+from .._units import format_bytes
 
 __all__ = ["LoaderCounters", "LoaderStats", "StageSeconds", "FrameCounts", "SkippedVideos", "LoaderMemory",
            "DecoderUse", "make_stats", "epoch_summary"]

@@ -14,15 +14,14 @@ from .._images import (
     ChartSeries,
     memory_chart,
 )
+from .._units import format_bytes, parse_bytes
 from .._validation import check_integer
 from ..memory import (
     BYTES_PER_ELEMENT,
     MemoryEstimate,
     estimate_memory,
-    format_bytes,
     largest_batch_size,
     largest_sequence_length,
-    parse_bytes,
     plan_loader_memory,
 )
 from ..sampling import (

@@ -14,7 +14,7 @@ from pathlib import Path
 from .._ahead import submitted_ahead
 from .._demo import format_numbers
 from .._engine.device import resolve_device
-from .._indexing import default_workers
+from .._machine import usable_cores
 from .._outputs import (
     OutputError,
     check_output_folder,
@@ -94,7 +94,7 @@ def _remove_earlier_run(out: Path, manifest: Path) -> None:
 def _default_workers(on_gpu: bool) -> int:
     """Videos at once: 8 on the GPU (threads sharing the scene method's NVDEC sessions), one per
     core on the CPU (processes: in threads the NumPy analysis of several videos shares one GIL)."""
-    return 8 if on_gpu else default_workers()
+    return 8 if on_gpu else usable_cores()
 
 
 def _default_decode_processes(on_gpu: bool, method: str, files: int, workers: int) -> int:
