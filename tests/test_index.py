@@ -231,6 +231,8 @@ import os  # noqa: E402
 import vclip._index_cache as index_cache_module  # noqa: E402
 import vclip.cli  # noqa: E402
 import vclip.index as index_module  # noqa: E402
+from vclip._demux import open_container  # noqa: E402
+from vclip._index_record import ARRAY_DTYPES  # noqa: E402
 from vclip.errors import IndexCacheWarning, TruncatedVideoWarning, UnreadableVideoError  # noqa: E402
 from vclip.synthetic import _texture as synthetic_texture  # noqa: E402
 from vclip.synthetic import render_frame  # noqa: E402
@@ -311,10 +313,10 @@ def test_unreadable_file_is_permission_denied(tmp_path, monkeypatch, clean_cache
 
     monkeypatch.setattr(av, "open", refuse)
     with pytest.raises(UnreadableVideoError, match="permission denied"):
-        index_module.open_container(path)
+        open_container(path)
     monkeypatch.setattr(builtins, "open", real_open)  # the file is readable: FFmpeg's EACCES is about the data
     with pytest.raises(CorruptVideoError, match="secret.mp4: FFmpeg could not open it"):
-        index_module.open_container(path)
+        open_container(path)
 
 
 @pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() == 0, reason="root reads any file")
@@ -723,7 +725,7 @@ def test_index_record_round_trip_and_checks(videos):
     record = index_module.index_to_record(index)
     again = index_module.index_from_record(record, index.path)
     assert repr(again) == repr(index) and again.extradata == index.extradata
-    for name in index_module._ARRAY_FIELDS:
+    for name in ARRAY_DTYPES:
         assert np.array_equal(getattr(again, name), getattr(index, name))
     index_module.check_index(index)
     broken = dict(record, packet_frame=np.zeros_like(record["packet_frame"]))

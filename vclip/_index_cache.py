@@ -18,17 +18,12 @@ from typing import Any
 
 import numpy as np
 
-from .errors import IndexCacheWarning
+from .errors import IndexCacheWarning, os_reason
 
-__all__ = ["DiskCache", "MemoryCache", "MemoryEntry", "os_reason"]
+__all__ = ["DiskCache", "MemoryCache", "MemoryEntry"]
 
 DEFAULT_CACHE_BYTES = 256 << 20
 CACHE_BYTES_VARIABLE = "VCLIP_INDEX_CACHE_BYTES"
-
-
-def os_reason(error: BaseException) -> str:
-    """The short reason of an OS (or other) error, for messages."""
-    return getattr(error, "strerror", None) or str(error) or type(error).__name__
 
 
 # -- memory ----------------------------------------------------------------------------------------

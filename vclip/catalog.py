@@ -43,11 +43,10 @@ except ImportError as _error:  # pragma: no cover - depends on the environment
 
 from . import errors
 from ._fingerprint import content_fingerprint
-from ._index_cache import os_reason
 from ._indexing import IndexJob, run_jobs
 from ._loader.dataset import VIDEO_EXTENSIONS, load_videos, video_files
 from ._machine import usable_cores
-from .errors import VideoError, VideoNotFoundError
+from .errors import VideoError, VideoNotFoundError, os_reason
 from .index import VideoIndex, index_video, parse_stored_facts
 
 __all__ = [

@@ -30,11 +30,12 @@ from typing import Literal
 import av
 import numpy as np
 
+from ._demux import open_container
 from ._engine.device import resolve_device
 from ._machine import usable_cores
 from ._validation import check_optional_integer
 from .errors import CorruptVideoError, VideoError
-from .index import VideoIndex, index_video, open_container
+from .index import VideoIndex, index_video
 
 __all__ = ["CheckResult", "check_video", "check_videos"]
 

@@ -65,6 +65,11 @@ class IndexCacheWarning(UserWarning):
     indexes are still built, just not stored there."""
 
 
+def os_reason(error: BaseException) -> str:
+    """The short reason of an OS (or other) error, for messages."""
+    return getattr(error, "strerror", None) or str(error) or type(error).__name__
+
+
 def video_error_from_os_error(path: str | os.PathLike, error: OSError) -> VideoError:
     """The :class:`VideoError` for an ``OSError`` met while looking at or reading ``path``.
 

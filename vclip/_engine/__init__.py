@@ -3,9 +3,9 @@
 Layers, each importing only those above it:
 
     device      where decoding runs (``Device``, ``resolve_device``)
-    layout, reference, kernel_args, bitstream, packets
+    layout, reference, kernel_args, packets
                 clip layouts; the NumPy twin of the CUDA kernel; the kernel's arguments;
-                packets in the form NVDEC reads; reading packets back from the file
+                reading packets back from the file (in the form NVDEC reads: vclip._bitstream)
     pipeline    what a request carries (``VideoJob``, ``ClipTarget``, ``Conversion``, ``DecodeStats``)
     contract    the backend contract (``Backend``, ``PictureDecoder``, ``PictureConverter``) and the
                 one loop that executes a decode plan (``execute_plan``, ``PlanBackend``)
@@ -37,7 +37,6 @@ _SURFACE = {
     "Backend": "contract", "PictureConverter": "contract", "PictureDecoder": "contract", "execute_plan": "contract",
     "CpuBackend": "cpu", "NvdecBackend": "nvdec", "KernelModule": "nvdec",
     "nvdec_unsupported_reason": "nvdec", "capability_refusal": "nvdec",
-    "is_reference_packet": "bitstream", "nvdec_packet_converter": "bitstream",
     "ProcessBackend": "processes",
     "JobRunner": "backends", "in_process_backend": "backends", "make_backend": "backends",
     "DecoderKindStats": "scheduler", "DecoderPool": "scheduler", "PooledBackend": "scheduler",

@@ -17,10 +17,11 @@ import av
 import numpy as np
 from av.container import InputContainer
 
+from .._demux import open_container
 from .._machine import usable_cores
 from .._sources import is_local
 from ..errors import CorruptVideoError
-from ..index import VideoIndex, open_container
+from ..index import VideoIndex
 from .contract import PacketRun, PictureConverter, PictureDecoder, PlanBackend
 from .device import CPU
 from .layout import frame_view

@@ -25,9 +25,9 @@ from typing import Any
 
 import numpy as np
 
+from .._bitstream import nvdec_packet_converter
 from ..errors import FallbackWarning, UnreadableVideoError, VideoNotFoundError
 from ..index import VideoIndex
-from .bitstream import nvdec_packet_converter
 from .contract import (
     Completion,
     PacketRun,

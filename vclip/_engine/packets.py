@@ -17,9 +17,10 @@ import os
 import av
 import numpy as np
 
+from .._demux import open_container
 from .._sources import is_local, read_ranges
 from ..errors import CorruptVideoError, video_error_from_os_error
-from ..index import VideoIndex, open_container
+from ..index import VideoIndex
 
 _MAX_SPAN_BYTES = 256 << 20  # one read per segment up to this; larger spans are read packet by packet
 

@@ -6,8 +6,9 @@ import argparse
 import json
 
 from .._demo import format_numbers
+from .._demux import open_container
 from ..errors import VideoError
-from ..index import index_video, open_container
+from ..index import index_video
 from ._common import (
     _add_progress,
     _add_stream,

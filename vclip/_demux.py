@@ -1,0 +1,416 @@
+"""Reading a container: opening it with every failure a VideoError naming the file, and the one
+demux pass that gives a video stream's facts and per-packet arrays (only the first picture is
+decoded, for the display matrix FFmpeg attaches to decoded frames). :func:`vclip.index.index_video`
+turns what it finds into a :class:`~vclip.index.VideoIndex`."""
+
+from __future__ import annotations
+
+import warnings
+from fractions import Fraction
+from typing import Any, BinaryIO
+
+import av
+import numpy as np
+from av.container import InputContainer
+
+from ._bitstream import is_reference_packet, nal_length_size
+from ._sources import is_local, open_binary
+from .errors import (
+    CorruptVideoError,
+    NotAVideoError,
+    TruncatedVideoWarning,
+    UnsupportedCodecError,
+    VideoError,
+    VideoNotFoundError,
+    os_reason,
+    video_error_from_os_error,
+)
+from .transforms import Orientation
+
+__all__ = ["open_container", "demux_stream", "COLOR_MATRICES"]
+
+# AVColorSpace values. Unspecified and unknown matrices fall back to BT.601, as FFmpeg's swscale does.
+_MATRIX_BY_AVCOL_SPC = {1: "bt709", 5: "bt601", 6: "bt601", 7: "smpte240m", 9: "bt2020", 10: "bt2020"}
+COLOR_MATRICES = ("bt601", "bt709", "bt2020", "smpte240m")
+"""The YUV to RGB matrices a stream may have."""
+_ADDRESSABLE_FORMATS = ("mov", "mp4", "matroska", "webm")
+
+_OPEN_OPTIONS: dict[str, Any] = {"metadata_errors": "replace"}
+"""Options of ``av.open`` for reading: PyAV up to 18 refuses metadata that is not valid UTF-8
+unless told to replace it; later PyAV has no such option (and no such refusal)."""
+
+
+def _open_for_reading(source: str | BinaryIO) -> InputContainer:
+    try:
+        return av.open(source, "r", **_OPEN_OPTIONS)
+    except TypeError as error:
+        if "metadata_errors" not in str(error):
+            raise
+        _OPEN_OPTIONS.clear()
+        return av.open(source, "r")
+
+
+def open_container(path: str):
+    """``av.open(path)`` for reading, every failure a VideoError naming the file.
+
+    Metadata that is not valid UTF-8 is read with replacement characters, not refused. URLs and
+    in-memory videos are opened through :func:`vclip._sources.open_binary`.
+    """
+    local = is_local(path)
+    try:
+        return _open_for_reading(path if local else open_binary(path))
+    except VideoError:
+        raise
+    except av.error.FileNotFoundError:
+        raise VideoNotFoundError(path, "file does not exist") from None
+    except (av.error.InvalidDataError, av.error.EOFError) as error:
+        raise NotAVideoError(path, f"not a video container FFmpeg can read ({os_reason(error)})") from None
+    except av.error.FFmpegError as error:
+        if isinstance(error, OSError) and local:  # permission, loop, name length: let the OS say which
+            try:
+                with open(path, "rb"):
+                    pass
+            except OSError as os_error:
+                raise video_error_from_os_error(path, os_error) from None
+        raise CorruptVideoError(path, f"FFmpeg could not open it ({os_reason(error)})") from None
+    except OSError as error:
+        raise video_error_from_os_error(path, error) from None
+    except (ValueError, ArithmeticError) as error:  # UnicodeDecodeError and friends from PyAV's wrappers
+        raise CorruptVideoError(path, f"FFmpeg could not open it ({type(error).__name__}: {error})") from None
+
+
+def _select_video_stream(container, path: str, stream_index: int | None):
+    video_streams = [s for s in container.streams if s.type == "video"]
+    if not video_streams:
+        kinds = ", ".join(f"#{s.index} {s.type}" for s in container.streams) or "none"
+        raise NotAVideoError(path, f"has no video stream (streams: {kinds})")
+    if stream_index is None:
+        return video_streams[0]
+    for stream in video_streams:
+        if stream.index == stream_index:
+            return stream
+    allowed = ", ".join(str(s.index) for s in video_streams)
+    raise NotAVideoError(path, f"stream {stream_index} is not a video stream; video streams: {allowed}")
+
+
+def _color_of(codec_context, pixel_format: str) -> tuple[str, str]:
+    matrix = _MATRIX_BY_AVCOL_SPC.get(int(codec_context.colorspace or 2), "bt601")
+    full = int(codec_context.color_range or 0) == 2 or pixel_format.startswith("yuvj")
+    return matrix, ("full" if full else "limited")
+
+
+def demux_stream(path: str, stream_index: int | None, file_size: int) -> dict[str, Any]:
+    """The fields of the :class:`~vclip.index.VideoIndex` of a video stream of ``path`` (all but ``path``),
+    from one demux pass; ``stream_index`` None: the first video stream.
+
+    Raises:
+        VideoError: Any problem of the file, naming it (see :func:`vclip.index.index_video`).
+    """
+    container = open_container(path)
+    try:
+        return _stream_fields(container, path, stream_index, file_size)
+    except VideoError:
+        raise
+    except av.error.FFmpegError as error:
+        raise CorruptVideoError(path, f"FFmpeg could not read it ({os_reason(error)})") from None
+    except OSError as error:  # the file went away or became unreadable while it was read
+        raise video_error_from_os_error(path, error) from None
+    except (ValueError, ArithmeticError, TypeError) as error:  # odd values from a damaged header
+        raise CorruptVideoError(path, f"unreadable stream facts ({type(error).__name__}: {error})") from None
+    finally:
+        container.close()
+
+
+def _stream_fields(container, path: str, stream_index: int | None, file_size: int) -> dict[str, Any]:
+    stream = _select_video_stream(container, path, stream_index)
+    context = stream.codec_context
+    if context is None:
+        raise CorruptVideoError(path, f"video stream #{stream.index} has no codec parameters (damaged header)")
+    if context.codec is None:
+        raise UnsupportedCodecError(path, "this FFmpeg build has no decoder for the video stream's codec")
+    if not context.width or not context.height or context.width < 0 or context.height < 0:
+        raise CorruptVideoError(path, f"video stream #{stream.index} has no picture size "
+                                      f"({context.width}x{context.height}; damaged header)")
+    if not stream.time_base or stream.time_base <= 0:
+        raise CorruptVideoError(path, f"video stream #{stream.index} has no time base (damaged header)")
+    codec = context.codec.canonical_name
+    extradata = bytes(context.extradata or b"")
+    length_size = nal_length_size(codec, extradata)
+    pixel_format = context.pix_fmt or "unknown"
+    pts, dts, pos, size, key, ref, discard, corrupt, durations = ([] for _ in range(9))
+    samples: list[tuple[int, bytes]] = []  # (position, data) of the first packets
+    try:
+        for packet in container.demux(stream):
+            if packet.size == 0:  # flush packet at end of stream
+                continue
+            data = bytes(packet)
+            pts.append(packet.pts)
+            dts.append(packet.dts)
+            pos.append(-1 if packet.pos is None else packet.pos)
+            size.append(packet.size)
+            key.append(packet.is_keyframe)
+            discard.append(packet.is_discard)
+            corrupt.append(packet.is_corrupt)
+            durations.append(packet.duration or 0)
+            ref.append(is_reference_packet(codec, data, length_size))
+            if len(samples) < 3:
+                samples.append((pos[-1], data))
+    except av.error.FFmpegError as error:
+        raise CorruptVideoError(path, f"demuxing failed after {len(pts)} packets ({os_reason(error)})") from None
+    container_format = container.format.name.split(",")[0]
+    if container_format == "mpegts" and pos and _ts_ends_inside_last_packet(path, file_size, stream.id, pos[-1]):
+        warnings.warn(
+            f"{path}: truncated: the file ends inside the last packet of video stream #{stream.index} "
+            f"(packet {len(pos) - 1}, decode order); its frame is left out",
+            TruncatedVideoWarning, stacklevel=4,
+        )
+        for values in (pts, dts, pos, size, key, ref, discard, corrupt, durations):
+            values.pop()
+    _check_complete(path, stream, pos, size, corrupt, file_size)
+    if any(p is None for p in pts):
+        pts = _fill_missing_pts(path, stream, context, pts, dts, discard)
+    addressable = container_format in _ADDRESSABLE_FORMATS and all(p >= 0 for p in pos) and _bytes_match(path, samples)
+
+    packet_pts = np.asarray(pts, dtype=np.int64)
+    shown = np.flatnonzero(~np.asarray(discard, dtype=bool))
+    if shown.size == 0:
+        raise CorruptVideoError(
+            path, f"no decodable frames: all {len(pts)} packets of video stream #{stream.index} are marked discarded "
+            "(an edit list or composition offsets leave no frame to show)"
+        )
+    order = shown[np.argsort(packet_pts[shown], kind="stable")]
+    frame_pts = packet_pts[order]
+    same = np.flatnonzero(np.diff(frame_pts) == 0)
+    if same.size:
+        raise CorruptVideoError(
+            path, f"frames {int(same[0])} and {int(same[0]) + 1} share the timestamp {int(frame_pts[same[0]])} "
+            f"({same.size} such pairs); frame order is ambiguous"
+        )
+    packet_frame = np.full(packet_pts.size, -1, dtype=np.int64)
+    packet_frame[order] = np.arange(order.size)
+    gaps = np.diff(frame_pts)
+    last_duration = int(durations[order[-1]])
+    if last_duration <= 0:
+        last_duration = int(np.median(gaps)) if gaps.size else 0
+    if not last_duration and stream.average_rate:
+        last_duration = max(0, int(round(1 / (stream.average_rate * stream.time_base))))
+    time_base = Fraction(stream.time_base)
+    span = (frame_pts[-1] - frame_pts[0] + last_duration) * time_base
+    average_fps = float(stream.average_rate) if stream.average_rate else (float(frame_pts.size / span) if span else 0.0)
+    matrix, color_range = _color_of(context, pixel_format)
+    orientation = _display_orientation(context, samples[0][1] if samples else b"")
+    try:
+        bit_depth = av.VideoFormat(pixel_format).components[0].bits if pixel_format != "unknown" else 8
+    except (ValueError, IndexError):
+        bit_depth = 8
+    return dict(
+        stream_index=stream.index,
+        codec=codec,
+        width=context.width,
+        height=context.height,
+        pixel_format=pixel_format,
+        bit_depth=bit_depth,
+        color_matrix=matrix,
+        color_range=color_range,
+        time_base=time_base,
+        average_fps=average_fps,
+        header_frame_count=stream.frames or None,
+        extradata=extradata,
+        packets_addressable=bool(addressable),
+        pts=frame_pts,
+        frame_packet=order.astype(np.int64),
+        packet_pts=packet_pts,
+        packet_pos=np.asarray(pos, dtype=np.int64),
+        packet_size=np.asarray(size, dtype=np.int64),
+        packet_is_keyframe=np.asarray(key, dtype=bool),
+        packet_is_reference=np.asarray(ref, dtype=bool),
+        packet_frame=packet_frame,
+        last_frame_duration=last_duration,
+        rotation=orientation.rotation,
+        mirrored=orientation.hflip,
+        sample_aspect_ratio=_sample_aspect_ratio(stream),
+    )
+
+
+def _display_orientation(context, first_packet: bytes) -> Orientation:
+    """The display matrix FFmpeg attaches to decoded frames (from the container's track header or
+    the bitstream), read by decoding the first packet; no matrix, or no picture, reads as upright."""
+    if not first_packet:
+        return Orientation()
+    context.thread_type, context.thread_count = "SLICE", 1
+    packet = av.Packet(len(first_packet))
+    packet.update(first_packet)
+    try:
+        frames = list(context.decode(packet)) or list(context.decode(None))
+    except (av.error.FFmpegError, ValueError):
+        return Orientation()
+    for kind, side_data in _side_data_items(frames[0]) if frames else ():
+        if getattr(kind, "name", str(kind)).upper().endswith("DISPLAYMATRIX") and len(bytes(side_data)) == 36:
+            return Orientation.from_display_matrix(np.frombuffer(bytes(side_data), dtype="<i4"))
+    return Orientation()
+
+
+def _side_data_items(frame) -> list:
+    """``(type, data)`` of a frame's side data: iterating it gives the entries (each with a
+    ``type``) up to PyAV 18, and the types, which map to the entries, later."""
+    side_data = frame.side_data
+    return [(entry.type, entry) if hasattr(entry, "type") else (entry, side_data[entry]) for entry in side_data]
+
+
+def _sample_aspect_ratio(stream) -> Fraction:
+    ratio = stream.sample_aspect_ratio or stream.codec_context.sample_aspect_ratio
+    return Fraction(ratio) if ratio and ratio > 0 else Fraction(1)
+
+
+def _check_complete(path: str, stream, pos: list, size: list, corrupt: list, file_size: int) -> None:
+    """Raise CorruptVideoError when packets are missing or cut off by the end of the file."""
+    if not pos:
+        raise CorruptVideoError(path, "stream has no video packets (empty or truncated)")
+    listed = [(entry.pos, entry.size) for entry in stream.index_entries]  # the container's sample table
+    for number, (position, length) in enumerate(listed or zip(pos, size)):
+        if position is not None and position >= 0 and position + length > file_size:
+            raise CorruptVideoError(
+                path, f"truncated: packet {number} of {len(listed) or len(pos)} ends at byte {position + length}, "
+                f"the file has {file_size} bytes"
+            )
+    if any(corrupt):
+        raise CorruptVideoError(path, f"damaged: packet {corrupt.index(True)} of {len(pos)} is incomplete")
+
+
+def _ts_ends_inside_last_packet(path: str, file_size: int, pid: int, last_position: int) -> bool:
+    """Whether an MPEG-TS file ends inside a transport packet that continues the PES packet that
+    starts at ``last_position`` (the stream's last packet): FFmpeg drops the partial transport
+    packet and hands over the rest, which decodes to a concealed frame."""
+    if last_position < 0:
+        return False
+    with open_binary(path) as file:
+        def byte_at(offset: int) -> int | None:
+            file.seek(offset)
+            value = file.read(1)
+            return value[0] if value else None
+
+        # raw packet size, bytes before the sync byte in each (M2TS's 4-byte timecode)
+        for packet_size, lead in ((188, 0), (192, 4), (204, 0)):
+            if byte_at(last_position) != 0x47:
+                return False
+            following = last_position + packet_size
+            if following < file_size and byte_at(following) != 0x47:
+                continue
+            partial = (file_size - (last_position - lead)) % packet_size
+            if partial <= lead:
+                return False
+            file.seek(file_size - partial + lead)
+            header = file.read(3)
+            if len(header) < 3 or header[0] != 0x47:
+                return False
+            tail_pid = ((header[1] & 0x1F) << 8) | header[2]
+            starts_unit = bool(header[1] & 0x40)
+            return tail_pid == pid and not starts_unit
+    return False
+
+
+def _fill_missing_pts(path: str, stream, context, pts: list, dts: list, discard: list) -> list[int]:
+    """Timestamps for packets the demuxer gave none (e.g. negative ones Matroska cannot store).
+
+    Without frame reordering, the dts says where they go; otherwise the stream is decoded up to
+    the last such frame and they are placed by the decoder's output order, between the timestamps
+    of their neighbours (before the first one, one frame duration apart).
+    """
+    missing = [number for number, value in enumerate(pts) if value is None]
+    if not context.has_b_frames and all(dts[number] is not None for number in missing):
+        return [d if p is None else p for p, d in zip(pts, dts)]
+    needed = {number for number in missing if not discard[number]}
+    outputs = _decoder_output_order(path, stream.index, needed, len(pts))
+    outputs = [number for number in outputs if not discard[number]]
+    lost = needed - set(outputs)
+    if lost:
+        raise CorruptVideoError(
+            path, f"{len(missing)} packets carry neither pts nor dts, and the frames of {len(lost)} of them "
+            "could not be decoded to find their order"
+        )
+    known = sorted(pts[number] for number in range(len(pts)) if pts[number] is not None and not discard[number])
+    steps = [b - a for a, b in zip(known, known[1:]) if b > a]
+    step = int(np.median(steps)) if steps else 0
+    if step <= 0 and stream.average_rate:
+        step = int(round(1 / (stream.average_rate * stream.time_base)))
+    step = max(step, 1)
+    filled = list(pts)
+
+    def place(run: list[int], low: int | None, high: int | None) -> None:
+        count = len(run)
+        if not count:
+            return
+        if low is not None and high is not None:
+            if high - low <= count:
+                raise CorruptVideoError(
+                    path, f"{count} frames without timestamps sit between timestamps {low} and {high}; "
+                    "frame order is unknown"
+                )
+            values = [low + (high - low) * j // (count + 1) for j in range(1, count + 1)]
+        elif high is not None:
+            values = [high - step * (count + 1 - j) for j in range(1, count + 1)]
+        else:
+            start = 0 if low is None else low + step
+            values = [start + step * j for j in range(count)]
+        for number, value in zip(run, values):
+            filled[number] = value
+
+    run: list[int] = []
+    low = None
+    for number in outputs:
+        if pts[number] is None:
+            run.append(number)
+        else:
+            place(run, low, pts[number])
+            run, low = [], pts[number]
+    place(run, low, None)
+    in_order = [filled[number] for number in outputs]
+    if any(b <= a for a, b in zip(in_order, in_order[1:])):
+        raise CorruptVideoError(path, "packets without timestamps: the decoder's frame order contradicts the others")
+    floor = min(value for value in filled if value is not None)
+    for number in missing:  # discarded packets: below every frame
+        if filled[number] is None:
+            floor -= 1
+            filled[number] = dts[number] if dts[number] is not None else floor
+    return filled
+
+
+def _decoder_output_order(path: str, stream_index: int, needed: set[int], count: int) -> list[int]:
+    """Decode-order numbers of the packets whose frames a decoder outputs, in output order,
+    decoding until every packet of ``needed`` has come out and one frame after it."""
+    outputs: list[int] = []
+    remaining = set(needed)
+    with open_container(path) as container:
+        context = container.streams[stream_index].codec_context
+        try:
+            number = 0
+            for packet in container.demux(container.streams[stream_index]):
+                if packet.size == 0:
+                    continue
+                packet.pts, packet.dts = number, None
+                number += 1
+                for frame in context.decode(packet):
+                    if frame.pts is not None and 0 <= frame.pts < count:
+                        outputs.append(int(frame.pts))
+                        remaining.discard(int(frame.pts))
+                if not remaining and outputs and outputs[-1] not in needed:
+                    return outputs
+            for frame in context.decode(None):
+                if frame.pts is not None and 0 <= frame.pts < count:
+                    outputs.append(int(frame.pts))
+        except av.error.FFmpegError as error:
+            raise CorruptVideoError(
+                path, f"packets carry neither pts nor dts, and decoding them to find their order failed "
+                f"({os_reason(error)})"
+            ) from None
+    return outputs
+
+
+def _bytes_match(path: str, samples: list[tuple[int, bytes]]) -> bool:
+    """Whether packet bytes sit contiguously in the file at their demuxer position."""
+    with open_binary(path) as file:
+        for position, data in samples:
+            file.seek(position)
+            if file.read(len(data)) != data:
+                return False
+    return True
