@@ -4,7 +4,7 @@
 // per-channel scale/bias (normalize), dtype and layout.
 // No intermediate image exists: each thread reads the samples under its output pixels and writes them.
 //
-// The NumPy twin in vclip/_reference.py is the reference: chroma is treated as repeated over its 2x2
+// The NumPy twin in vclip/_engine/reference.py is the reference: chroma is treated as repeated over its 2x2
 // luma block, every plane is resampled with the same weights, RGB is clamped to [0, 1], then
 // out = rgb * scale + bias (uint8 rounds half up).
 //
@@ -343,7 +343,7 @@ __device__ __forceinline__ void transform_thread(const TransformParams& p, const
     for (int ox = x0; ox < min(x0 + p.pixels_per_thread, p.output_width); ++ox) transform_pixel<In, Out>(p, job, ox, oy);
 }
 
-// Launched with VCLIP_BLOCK_THREADS threads per block (BLOCK in vclip/_kernel_args.py). At most 32
+// Launched with VCLIP_BLOCK_THREADS threads per block (BLOCK in vclip/_engine/kernel_args.py). At most 32
 // registers per thread, so that 8 blocks (2048 threads) fit on an SM: latency, not arithmetic,
 // limits this kernel, and on an H200 the 64 registers the compiler took otherwise cost 10-40%.
 #define VCLIP_BLOCK_THREADS 256

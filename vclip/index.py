@@ -322,7 +322,6 @@ class VideoIndex:
         return cls(path=os.fspath(path), **fields)
 
 
-
 def index_to_record(index: VideoIndex) -> dict[str, np.ndarray]:
     """``index`` as named NumPy arrays (for ``np.savez``, Parquet...): a ``format_version``, the
     stream facts as one JSON string ``facts``, ``extradata`` as uint8, and the per-frame and

@@ -9,11 +9,13 @@ Layers, each importing only those above it:
     pipeline    what a request carries (``VideoJob``, ``ClipTarget``, ``Conversion``, ``DecodeStats``)
     contract    the backend contract (``Backend``, ``PictureDecoder``, ``PictureConverter``) and the
                 one loop that executes a decode plan (``execute_plan``, ``PlanBackend``)
+    kernel      the fused CUDA kernel through CuPy (``KernelModule``, ``KernelConverter``)
     cpu, nvdec  the PyAV and NVDEC backends
     processes   decoding in worker processes (``ProcessBackend``, built from a backend factory)
     hybrid      CPU decoders whose pictures the CUDA kernel converts (``UploadBackend``)
     scheduler   one job queue for every decoder pool (``SharedQueueRunner``, ``PooledBackend``)
-    backends    choosing a backend (``make_backend``) and running jobs on threads (``JobRunner``)
+    runner      running a batch's jobs on threads (``JobRunner``, ``JobsResult``)
+    backends    choosing a backend (``make_backend``)
 
 The names below are the internal surface that tests and benchmarks use; they are imported on
 first use, so that importing one part of the engine does not import the rest.
@@ -35,10 +37,10 @@ _SURFACE = {
     "ClipTarget": "pipeline", "Conversion": "pipeline", "DecodeStats": "pipeline", "VideoJob": "pipeline",
     "resolve_transform": "pipeline",
     "Backend": "contract", "PictureConverter": "contract", "PictureDecoder": "contract", "execute_plan": "contract",
-    "CpuBackend": "cpu", "NvdecBackend": "nvdec", "KernelModule": "nvdec",
+    "CpuBackend": "cpu", "NvdecBackend": "nvdec", "KernelModule": "kernel",
     "nvdec_unsupported_reason": "nvdec", "capability_refusal": "nvdec",
     "ProcessBackend": "processes",
-    "JobRunner": "backends", "in_process_backend": "backends", "make_backend": "backends",
+    "JobRunner": "runner", "in_process_backend": "backends", "make_backend": "backends",
     "DecoderKindStats": "scheduler", "DecoderPool": "scheduler", "PooledBackend": "scheduler",
     "SharedQueueRunner": "scheduler", "auto_cpu_decoders": "scheduler", "resolve_cpu_decoders": "scheduler",
     "AUTO_MIN_IN_FLIGHT": "scheduler",

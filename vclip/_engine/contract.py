@@ -45,7 +45,7 @@ class Backend(Protocol):
 
     Attributes:
         device: Where the output buffers live.
-        default_workers: Jobs worth running at once (threads of a :class:`~vclip._engine.backends.JobRunner`).
+        default_workers: Jobs worth running at once (threads of a :class:`~vclip._engine.runner.JobRunner`).
     """
 
     device: Device

@@ -5,7 +5,7 @@ decode plans. The converting half, :class:`UploadConverter`, lays each decoded 4
 NVDEC does (NV12 for 8-bit, P016 with MSB-aligned samples for 10/12-bit: the Y plane, then the
 interleaved UV plane, one pitch) while copying it into a pinned host buffer (interleaving U and V
 costs nothing extra: it is the copy), uploads it asynchronously into a device staging buffer on the
-worker thread's CUDA stream and launches :class:`~vclip._engine.nvdec.KernelConverter`'s kernel
+worker thread's CUDA stream and launches :class:`~vclip._engine.kernel.KernelConverter`'s kernel
 with the same arguments. The kernel then reads the same bytes NVDEC would have produced, so a clip
 decoded here is byte-identical to the NVDEC one (H.264 and HEVC decoding are exact).
 
@@ -27,7 +27,7 @@ from ..index import VideoIndex
 from .contract import Completion, PlanBackend, execute_plan
 from .cpu import CpuBackend, PyAVDecoder, decode_then_upload, yuv420_planes
 from .device import Device
-from .nvdec import KernelConverter, KernelModule
+from .kernel import KernelConverter, KernelModule
 from .pipeline import Conversion, DecodeStats, VideoJob
 
 __all__ = ["UploadBackend", "UploadConverter", "pack_semi_planar", "semi_planar_shape"]

@@ -1,4 +1,5 @@
-"""NVDEC backend: PyNvVideoCodec decoders fed with vclip's own packets, and the fused CUDA kernel.
+"""NVDEC backend: PyNvVideoCodec decoders fed with vclip's own packets; the fused CUDA kernel
+(:mod:`vclip._engine.kernel`) converts their surfaces.
 
 Packets come from the index (no PyNvVideoCodec demuxer, which picks its own stream), converted to
 what NVDEC's parser reads (Annex B for H.264/HEVC, stream headers before MPEG-4 segments, VP9 and
@@ -31,22 +32,13 @@ from ..index import VideoIndex
 from .contract import (
     Completion,
     PacketRun,
-    PictureConverter,
     PictureDecoder,
     PlanBackend,
     execute_plan,
 )
 from .cpu import CpuBackend, decode_then_upload
 from .device import Device
-from .kernel_args import (
-    BLOCK,
-    JOB_DTYPE,
-    fill_job,
-    kernel_source_path,
-    launch_grid,
-    transform_params,
-)
-from .layout import frame_strides
+from .kernel import KernelConverter, KernelModule
 from .pipeline import Conversion, DecodeStats, VideoJob
 
 # FFmpeg codec name: PyNvVideoCodec's cudaVideoCodec member, for the codecs whose packets vclip can
@@ -54,40 +46,6 @@ from .pipeline import Conversion, DecodeStats, VideoJob
 # query's answer: on an H200, VP9 and MPEG-4 Part 2 decode, AV1 does not.
 _CODEC_NAMES = {"h264": "H264", "hevc": "HEVC", "vp9": "VP9", "mpeg4": "MPEG4", "av1": "AV1"}
 _EIGHT_BIT_ONLY = {"h264": "H.264", "mpeg4": "MPEG-4 Part 2"}  # NVDEC has no high-bit-depth profile of these
-_INPUT_TYPES = {1: "unsigned char", 2: "unsigned short"}
-_OUTPUT_TYPES = {"uint8": "unsigned char", "float16": "Float16Bits", "float32": "float"}
-
-
-class KernelModule:
-    """``nv12_transform.cu`` compiled once per device (NVRTC through CuPy), every type pair."""
-
-    _modules: dict[int, KernelModule] = {}
-    _lock = threading.Lock()
-
-    def __init__(self, device_id: int):
-        import cupy
-
-        names = [
-            f"transform_frame<{source}, {target}>"
-            for source in _INPUT_TYPES.values()
-            for target in _OUTPUT_TYPES.values()
-        ]
-        with cupy.cuda.Device(device_id):
-            self._module = cupy.RawModule(
-                code=kernel_source_path().read_text(), options=("--std=c++17",), name_expressions=names
-            )
-            self._module.compile()
-        self._functions = {name: self._module.get_function(name) for name in names}
-
-    @classmethod
-    def for_device(cls, device_id: int) -> KernelModule:
-        with cls._lock:
-            if device_id not in cls._modules:
-                cls._modules[device_id] = cls(device_id)
-            return cls._modules[device_id]
-
-    def function(self, input_bytes: int, dtype: str):
-        return self._functions[f"transform_frame<{_INPUT_TYPES[input_bytes]}, {_OUTPUT_TYPES[dtype]}>"]
 
 
 def nvdec_unsupported_reason(index: VideoIndex) -> str | None:
@@ -196,65 +154,6 @@ class NvdecDecoder(PictureDecoder):
     def flush(self) -> Iterable[tuple[int, Any]]:
         for frame in self._decoder.Decode(self._nvc.PacketData()):
             yield frame.timestamp, frame
-
-
-class KernelConverter(PictureConverter):
-    """NVDEC surfaces into the output with the fused kernel, on the worker's CUDA stream."""
-
-    def __init__(self, kernels: KernelModule, stream, job: VideoJob, conversion: Conversion, output):
-        index = job.index
-        targets = job.targets
-        geometry = targets[0].geometry
-        self._surface_rows = index.height + (index.height & 1)  # NV12/P016 luma rows: even
-        self._stored_bits = 8 if index.bit_depth == 8 else 16
-        self._minimum_pitch = index.width * self._stored_bits // 8
-        self._stream = stream
-        frame_stride, strides = frame_strides(
-            conversion.layout, targets[0].frames.size, geometry.output_height, geometry.output_width
-        )
-        self._params = transform_params(conversion.spec, geometry, strides)
-        self._grid = launch_grid(self._params)
-        item = output.dtype.itemsize
-        self._frame_bytes = frame_stride * item
-        clip_bytes = int(np.prod(output.shape[1:])) * item
-        self._clip_addresses = [output.data.ptr + target.slot * clip_bytes for target in targets]
-        self._jobs = []
-        for target in targets:
-            frame_job = np.zeros((), JOB_DTYPE)
-            fill_job(
-                frame_job, luma=0, chroma=0, luma_pitch=0, chroma_pitch=0, output=0, geometry=target.geometry,
-                bit_depth=index.bit_depth, stored_bits=self._stored_bits, matrix=index.color_matrix,
-                color_range=index.color_range,
-            )
-            self._jobs.append(frame_job)
-        self._kernel = kernels.function(self._stored_bits // 8, conversion.dtype)
-
-    def convert(self, picture, destinations: list[tuple[int, int]]) -> None:
-        luma, chroma = picture.GetPtrToPlane(0), picture.GetPtrToPlane(1)
-        # PyNvVideoCodec's surfaces hold the UV plane right after the Y plane; its array
-        # interface reports strides in samples, not bytes, so take the pitch from the planes.
-        pitch = (chroma - luma) // self._surface_rows
-        if pitch < self._minimum_pitch or (chroma - luma) % self._surface_rows:
-            raise RuntimeError(f"unexpected NVDEC surface layout (planes {chroma - luma} bytes apart for "
-                               f"{self._surface_rows} rows of at least {self._minimum_pitch} bytes)")
-        self.launch(luma, chroma, pitch, destinations)
-
-    def launch(self, luma: int, chroma: int, pitch: int, destinations: list[tuple[int, int]]) -> None:
-        """Convert the NV12/P016 picture at device addresses ``luma``/``chroma`` (``pitch`` bytes per
-        row) into each destination, on the current CUDA stream."""
-        for target, position in destinations:
-            frame_job = self._jobs[target]
-            frame_job["luma"], frame_job["chroma"] = luma, chroma
-            frame_job["luma_pitch"] = frame_job["chroma_pitch"] = pitch
-            frame_job["output"] = self._clip_addresses[target] + position * self._frame_bytes
-            self._kernel(self._grid, BLOCK, (self._params, frame_job[()]))
-
-    def finish(self) -> Completion:
-        import cupy
-
-        event = cupy.cuda.Event(disable_timing=True)
-        event.record(self._stream)
-        return event
 
 
 class NvdecBackend(PlanBackend):

@@ -35,6 +35,7 @@ from .._machine import usable_cores
 from ..errors import VideoError
 from .contract import Backend, Completion
 from .pipeline import Conversion, DecodeStats, VideoJob
+from .runner import JobsResult
 
 __all__ = ["AUTO_MIN_IN_FLIGHT", "CPU_DECODERS_PER_PROCESS", "DecoderKindStats", "DecoderPool", "PooledBackend",
            "SharedQueueRunner", "auto_cpu_decoders", "cpu_decoder_processes", "resolve_cpu_decoders"]
@@ -147,7 +148,7 @@ class _Task:
 class SharedQueueRunner:
     """Runs the video jobs of every batch on the workers of all ``pools``, from one queue.
 
-    Keeps :class:`~vclip._engine.backends.JobRunner`'s interface (``run``, ``close``,
+    Keeps :class:`~vclip._engine.runner.JobRunner`'s interface (``run``, ``close``,
     ``num_workers``); :meth:`kind_stats` tells what each kind of decoder did.
 
     Args:
@@ -177,8 +178,6 @@ class SharedQueueRunner:
 
     def run(self, jobs: list[VideoJob], conversion: Conversion, output: Any, stats: DecodeStats):
         """Decode every job into ``output``; bad videos are returned as errors per job, not raised."""
-        from .backends import JobsResult
-
         tasks = [_Task(job, conversion, output, stats, Future(), sum(t.frames.size for t in job.targets))
                  for job in jobs]
         with self._condition:

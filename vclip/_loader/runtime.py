@@ -18,9 +18,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from .._engine.backends import JobRunner
 from .._engine.device import Device
 from .._engine.pipeline import Conversion, DecodeStats, VideoJob
+from .._engine.runner import JobRunner
 from .._engine.scheduler import DecoderKindStats, PooledBackend, SharedQueueRunner
 from .batches import BatchBuilder, BuiltBatch
 from .handoff import BufferRing, make_handoff

@@ -41,8 +41,6 @@ _MODE_OPTIONS = {  # sample options that only some modes take
 _DEVICE_PATTERN = re.compile(r"cpu|cuda|cuda:\d+|auto")
 
 
-
-
 class _UsageError(Exception):
     """A value the library refused; exit status 2."""
 
