@@ -161,7 +161,7 @@ def test_a_worker_that_dies_fails_its_videos_and_is_replaced(clips_videos, tmp_p
 
 
 def shared_memory_name(backend, buffer) -> str:
-    return backend._registry.handles[buffer.ctypes.data].handle
+    return backend._registry.handle_of(buffer).handle
 
 
 def assert_released_by_the_next_call(backend, name: str) -> None:

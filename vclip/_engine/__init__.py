@@ -11,6 +11,7 @@ Layers, each importing only those above it:
                 one loop that executes a decode plan (``execute_plan``, ``PlanBackend``)
     kernel      the fused CUDA kernel through CuPy (``KernelModule``, ``KernelConverter``)
     cpu, nvdec  the PyAV and NVDEC backends
+    shared_buffers  output buffers that worker processes write into (``BufferRegistry``)
     processes   decoding in worker processes (``ProcessBackend``, built from a backend factory)
     hybrid      CPU decoders whose pictures the CUDA kernel converts (``UploadBackend``)
     scheduler   one job queue for every decoder pool (``SharedQueueRunner``, ``PooledBackend``)
@@ -39,7 +40,7 @@ _SURFACE = {
     "Backend": "contract", "PictureConverter": "contract", "PictureDecoder": "contract", "execute_plan": "contract",
     "CpuBackend": "cpu", "NvdecBackend": "nvdec", "KernelModule": "kernel",
     "nvdec_unsupported_reason": "nvdec", "capability_refusal": "nvdec",
-    "ProcessBackend": "processes",
+    "ProcessBackend": "processes", "BufferRegistry": "shared_buffers",
     "JobRunner": "runner", "in_process_backend": "backends", "make_backend": "backends",
     "DecoderKindStats": "scheduler", "DecoderPool": "scheduler", "PooledBackend": "scheduler",
     "SharedQueueRunner": "scheduler", "auto_cpu_decoders": "scheduler", "resolve_cpu_decoders": "scheduler",

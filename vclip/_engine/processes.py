@@ -3,8 +3,8 @@
 One Python process feeds NVDEC with one ``Decode`` call per packet and one kernel launch per frame,
 all under one GIL: at 640x360 about 12 threads saturate it, far below what the 7 engines of an
 H200 decode. Worker processes, each with its own backend and a few decode threads, lift that
-ceiling. Output buffers are allocated here and opened by the workers (CUDA IPC on the GPU, shared
-memory on the CPU), so decoded clips are never copied between processes.
+ceiling. Output buffers are allocated here and opened by the workers (:mod:`vclip._engine.shared_buffers`:
+CUDA IPC on the GPU, shared memory on the CPU), so decoded clips are never copied between processes.
 
 A request carries the clips of one video; the video's index and a buffer's handle travel to a
 worker only the first time it needs them. Both sides keep the same bounded most-recently-used
@@ -28,7 +28,6 @@ import builtins
 import itertools
 import multiprocessing
 import os
-import queue
 import signal
 import threading
 import time
@@ -42,14 +41,13 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import wait as wait_for_connections
 from typing import Any
 
-import numpy as np
-
 from .. import errors
 from ..errors import CorruptVideoError, VideoError
 from ..index import VideoIndex
 from .contract import Backend
 from .device import Device
 from .pipeline import Conversion, DecodeStats, VideoJob
+from .shared_buffers import BufferHandle, BufferRegistry, open_buffer
 
 __all__ = ["ProcessBackend"]
 
@@ -82,94 +80,6 @@ class RecentKeys:
         if key in self._items:
             self._items.move_to_end(key)
         return self._items.get(key)
-
-
-# -- shared output buffers -------------------------------------------------------------------------
-@dataclass(frozen=True)
-class BufferHandle:
-    """What a worker needs to open one output buffer: an IPC handle or a shared-memory name."""
-
-    number: int
-    shape: tuple[int, ...]
-    dtype: str
-    device: Device
-    handle: bytes | str
-
-
-class _SharedAllocation:
-    """The memory behind one shared buffer; it lives as long as any view of the buffer."""
-
-    def __init__(self, device: Device, nbytes: int):
-        self.device = device
-        self.memory: Any  # a SharedMemory, or on CUDA a cupy.cuda.Memory
-        if not device.is_cuda:
-            from multiprocessing.shared_memory import SharedMemory
-
-            self.memory = SharedMemory(create=True, size=nbytes)
-            self.handle = self.memory.name
-            return
-        import cupy
-
-        with cupy.cuda.Device(device.index):
-            self.memory = cupy.cuda.Memory(nbytes)  # its own allocation (not CuPy's pool), so it can be exported
-            self.handle = cupy.cuda.runtime.ipcGetMemHandle(self.memory.ptr)
-
-    def array(self, shape: tuple[int, ...], dtype: str):
-        if not self.device.is_cuda:
-            return np.ndarray(shape, dtype, buffer=self.memory.buf)
-        import cupy
-
-        view = cupy.cuda.UnownedMemory(self.memory.ptr, self.memory.size, self)  # keeps this object alive
-        return cupy.ndarray(shape, dtype, cupy.cuda.MemoryPointer(view, 0))
-
-    @staticmethod
-    def release(memory, device: Device) -> None:
-        if not device.is_cuda:
-            try:
-                memory.unlink()
-            except FileNotFoundError:  # already unlinked by close()
-                pass
-
-
-def _buffer_address(array) -> int:
-    return array.data.ptr if hasattr(array.data, "ptr") else array.ctypes.data
-
-
-def _nbytes(shape: tuple[int, ...], dtype: str) -> int:
-    return max(1, int(np.prod(shape)) * np.dtype(dtype).itemsize)
-
-
-class _OpenedBuffer:
-    """A worker's view of one of the parent's buffers."""
-
-    def __init__(self, handle: BufferHandle):
-        self.device = handle.device
-        self.array: Any  # a NumPy array, or on CUDA a CuPy one; None once closed
-        if not handle.device.is_cuda:
-            from multiprocessing.shared_memory import SharedMemory
-
-            assert isinstance(handle.handle, str)  # a shared-memory name, not a CUDA IPC handle
-            self._memory = SharedMemory(name=handle.handle)
-            self.array = np.ndarray(handle.shape, handle.dtype, buffer=self._memory.buf)
-            return
-        import cupy
-
-        with cupy.cuda.Device(handle.device.index):
-            self._pointer = cupy.cuda.runtime.ipcOpenMemHandle(handle.handle)
-        memory = cupy.cuda.UnownedMemory(self._pointer, _nbytes(handle.shape, handle.dtype), self)
-        self.array = cupy.ndarray(handle.shape, handle.dtype, cupy.cuda.MemoryPointer(memory, 0))
-
-    def close(self) -> None:
-        self.array = None
-        if not self.device.is_cuda:
-            try:
-                self._memory.close()
-            except BufferError:  # a view is still alive somewhere; the mapping goes with it
-                pass
-        else:
-            import cupy
-
-            cupy.cuda.runtime.ipcCloseMemHandle(self._pointer)
 
 
 # -- the worker process ------------------------------------------------------------------------------
@@ -254,7 +164,7 @@ def _serve(factory: Callable[[], Backend], threads: int, index_capacity: int, pa
         send(reply)
 
     indexes = RecentKeys(index_capacity)
-    buffers: dict[int, _OpenedBuffer] = {}
+    buffers: dict[int, Any] = {}  # opened buffers by number
     with ThreadPoolExecutor(threads, thread_name_prefix="vclip-decode") as pool:
         while True:
             try:
@@ -270,7 +180,7 @@ def _serve(factory: Callable[[], Backend], threads: int, index_capacity: int, pa
                 continue
             index = indexes.use(message.index_key, message.index)
             if message.buffer_handle is not None:
-                buffers[message.buffer] = _OpenedBuffer(message.buffer_handle)
+                buffers[message.buffer] = open_buffer(message.buffer_handle)
             pool.submit(run, message, index, buffers[message.buffer].array)
     for opened in buffers.values():
         opened.close()
@@ -309,37 +219,6 @@ class _WorkerProcess:
         self.opened: set[int] = set()
         self.replied = False
         self.retired = False
-
-
-class _BufferRegistry:
-    """The output buffers of one or more ProcessBackends whose workers write into the same batches
-    (NVDEC decode processes and CPU decode processes): numbered once, and when one is freed every
-    member's workers close their mapping of it."""
-
-    def __init__(self):
-        self.lock = threading.Lock()
-        self.numbers = itertools.count()
-        self.handles: dict[int, BufferHandle] = {}  # by the array's address
-        self.shared_memory: dict[int, Any] = {}  # CPU buffers' segments, unlinked by the owner's close
-        self.members: weakref.WeakSet[ProcessBackend] = weakref.WeakSet()
-        # Buffers garbage-collected and not yet forgotten: a finalizer runs wherever the collector
-        # does, possibly in a thread holding one of the locks forget_freed() takes, so it only queues.
-        self.freed: queue.SimpleQueue[tuple[int, int, Any, Device]] = queue.SimpleQueue()
-
-    def forget_freed(self) -> None:
-        """Forget the buffers freed since the last call (call it holding none of the locks)."""
-        while True:
-            try:
-                address, number, memory, device = self.freed.get_nowait()
-            except queue.Empty:
-                return
-            with self.lock:
-                self.handles.pop(address, None)
-                self.shared_memory.pop(number, None)
-                members = list(self.members)
-            for member in members:
-                member._close_in_workers(number)
-            _SharedAllocation.release(memory, device)
 
 
 class ProcessBackend:
@@ -383,8 +262,8 @@ class ProcessBackend:
         if share_buffers_with is not None and share_buffers_with.device != device:
             raise ValueError(f"buffers on {share_buffers_with.device} cannot be shared with decoders on {device}")
         self._owns_buffers = share_buffers_with is None
-        self._registry: _BufferRegistry = (
-            _BufferRegistry() if share_buffers_with is None else share_buffers_with._registry)
+        self._registry: BufferRegistry = (
+            BufferRegistry() if share_buffers_with is None else share_buffers_with._registry)
         self._registry.members.add(self)
         self._index_keys: weakref.WeakKeyDictionary[VideoIndex, int] = weakref.WeakKeyDictionary()
         self._shown_warnings: set[tuple[str, str]] = set()
@@ -402,23 +281,9 @@ class ProcessBackend:
     # -- buffers ------------------------------------------------------------------------------
     def empty(self, shape: tuple[int, ...], dtype: str):
         """An output buffer the workers can write (shared memory or CUDA IPC)."""
-        self._registry.forget_freed()
-        shape, dtype = tuple(int(n) for n in shape), str(np.dtype(dtype))
-        allocation = _SharedAllocation(self.device, _nbytes(shape, dtype))
-        array = allocation.array(shape, dtype)
-        registry = self._registry
-        with registry.lock:
-            handle = BufferHandle(next(registry.numbers), shape, dtype, self.device, allocation.handle)
-            registry.handles[_buffer_address(array)] = handle
-            if not self.device.is_cuda:
-                registry.shared_memory[handle.number] = allocation.memory
-        # On the GPU the allocation object lives as long as any view; on the CPU the array does.
-        owner = allocation if self.device.is_cuda else array
-        weakref.finalize(owner, registry.freed.put, (_buffer_address(array), handle.number, allocation.memory,
-                                                     self.device))
-        return array
+        return self._registry.empty(self.device, shape, dtype)
 
-    def _close_in_workers(self, number: int) -> None:
+    def close_in_workers(self, number: int) -> None:
         """Tell the workers that opened buffer ``number`` that it is gone."""
         with self._lock:
             workers = [] if self._closing else list(self._workers)
@@ -435,8 +300,7 @@ class ProcessBackend:
     def decode_job(self, job: VideoJob, conversion: Conversion, output, stats: DecodeStats) -> None:
         """Decode ``job`` into ``output`` in a worker process; returns when the frames are written."""
         self._registry.forget_freed()
-        with self._registry.lock:
-            handle = self._registry.handles.get(_buffer_address(output))
+        handle = self._registry.handle_of(output)
         if handle is None:
             raise ValueError("output buffers of a ProcessBackend must come from its empty()")
         with self._lock:
@@ -586,10 +450,6 @@ class ProcessBackend:
                 return
             self._closing = True
             workers = list(self._workers)
-        segments = []
-        if self._owns_buffers:
-            with self._registry.lock:
-                segments, self._registry.shared_memory = list(self._registry.shared_memory.values()), {}
         _open_backends.discard(self)
         for worker in workers:
             with worker.lock:
@@ -610,8 +470,8 @@ class ProcessBackend:
             for pending in worker.outstanding.values():
                 closed = RuntimeError(f"{pending.job.index.path}: the decoder was closed before this video was decoded")
                 pending.future.set_result(_Reply(-1, closed))
-        for memory in segments:
-            _SharedAllocation.release(memory, self.device)
+        if self._owns_buffers:
+            self._registry.release_all()
 
 
 _open_backends: weakref.WeakSet[ProcessBackend] = weakref.WeakSet()
