@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import vclip
-from vclip._loader.dataset import load_videos
+from vclip._dataset import load_videos
 from vclip.synthetic import make_video, read_barcode
 
 # Two segments of one 5-second 30 fps video (frames 15..59 and 90..134), with different labels.

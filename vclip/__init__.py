@@ -43,7 +43,7 @@ from . import (  # noqa: F401
     synthetic,
     transforms,
 )
-from ._loader.dataset import LabeledVideo
+from ._dataset import LabeledVideo
 from ._loader.stats import LoaderStats
 from ._units import format_bytes, parse_bytes
 from ._validation import ArgumentError

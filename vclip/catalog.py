@@ -42,9 +42,9 @@ except ImportError as _error:  # pragma: no cover - depends on the environment
     raise ImportError("vclip.catalog needs pyarrow: pip install 'vclip-nvdec[catalog]'") from _error
 
 from . import errors
+from ._dataset import VIDEO_EXTENSIONS, load_videos, video_files
 from ._fingerprint import content_fingerprint
 from ._indexing import IndexJob, run_jobs
-from ._loader.dataset import VIDEO_EXTENSIONS, load_videos, video_files
 from ._machine import usable_cores
 from .errors import VideoError, VideoNotFoundError, os_reason
 from .index import VideoIndex, index_video, parse_stored_facts

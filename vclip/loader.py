@@ -26,11 +26,11 @@ from typing import Any
 import torch
 from torch.utils.data import IterableDataset, get_worker_info
 
+from ._dataset import LabeledVideo, VideoSource
 from ._engine.backends import make_backend
 from ._engine.device import Device, resolve_device
 from ._loader.batches import SCAN, BadVideos, BatchBuilder, OnError
 from ._loader.clips import ClipDrawer, VideoFacts
-from ._loader.dataset import LabeledVideo, VideoSource
 from ._loader.epoch import EpochPlan, EvenShards, process_shard
 from ._loader.runtime import LoaderRuntime
 from ._loader.source import DatasetSource, MixedSizes, open_source, scan

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 import numpy as np
 
@@ -18,9 +19,7 @@ from ..transforms import FrameGeometry
 from .clips import ClipDrawer
 from .epoch import ClipRef, replacement_order
 from .source import DatasetSource, as_video_error
-
-if TYPE_CHECKING:
-    from .runtime import LoaderRuntime
+from .stats import LoaderCounters
 
 __all__ = ["BadVideos", "BatchBuilder", "BuiltBatch", "SCAN"]
 
@@ -114,23 +113,24 @@ class BatchBuilder:
         self.seed = seed
         self.on_error = on_error
 
-    def build(self, runtime: LoaderRuntime, epoch: int, shard: np.ndarray, refs: list[ClipRef], number: int,
-              output, events: list) -> BuiltBatch:
-        """Decode the clips ``refs`` (batch ``number`` of ``epoch``) into ``output``; the GPU work's
-        events are appended to ``events``."""
-        started = runtime.clock()
+    def build(self, runner, counters: LoaderCounters, wait_for_writes: Callable[[], None], epoch: int,
+              shard: np.ndarray, refs: list[ClipRef], number: int, output, events: list) -> BuiltBatch:
+        """Decode the clips ``refs`` (batch ``number`` of ``epoch``) into ``output`` with ``runner``
+        (a JobRunner or SharedQueueRunner), counting into ``counters``; the GPU work's events are
+        appended to ``events``; ``wait_for_writes()`` waits for writes still in flight."""
+        started = time.perf_counter()
         candidates = [self._candidates(epoch, shard, ref) for ref in refs]
         clips = [next(candidate) for candidate in candidates]
-        runtime.counters.add(sample_seconds=runtime.clock() - started)
+        counters.add(sample_seconds=time.perf_counter() - started)
         todo = list(range(len(clips)))
         while todo:
             videos, jobs = _jobs(clips, todo)
-            result = runtime.runner.run(jobs, self.drawer.conversion, output, runtime.counters)
+            result = runner.run(jobs, self.drawer.conversion, output, counters)
             events.extend(result.completions)
             failed = [(video, job, error) for video, job, error in zip(videos, jobs, result.errors) if error]
             if not failed:
                 break
-            runtime.handoff.synchronize()  # a failed job may have left writes in flight
+            wait_for_writes()  # a failed job may have left writes in flight
             if self.on_error == "raise":
                 raise failed[0][2]
             todo = []
@@ -140,7 +140,7 @@ class BatchBuilder:
             for position in todo:
                 clips[position] = next(candidates[position])
         replaced = [clip.ref.replaces for clip in clips if clip.ref.replaces >= 0]
-        runtime.counters.add(skipped_clips=len(replaced))
+        counters.add(skipped_clips=len(replaced))
         dataset = self.source.videos
         return BuiltBatch(
             number=number,

@@ -84,8 +84,6 @@ class LoaderRuntime:
         prefetch_queue_depth: Batches built ahead of the one the consumer holds.
     """
 
-    clock = staticmethod(time.perf_counter)
-
     def __init__(self, backend, device: Device, builder: BatchBuilder, allocate: Callable[[Any], Any], *,
                  num_threads: int, decode_processes: int, prefetch_queue_depth: int):
         self.backend = backend
@@ -176,7 +174,8 @@ class LoaderRuntime:
         output, _ = self.ring.prepare(slot)
         events: list = []
         try:
-            built = self.builder.build(self, run.epoch, run.shard, run.batches[number], number, output, events)
+            built = self.builder.build(self.runner, self.counters, self.handoff.synchronize, run.epoch, run.shard,
+                                       run.batches[number], number, output, events)
         finally:
             self.ring.set_waits(slot, events)
         self.counters.add(build_seconds=time.perf_counter() - started)

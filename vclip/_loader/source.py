@@ -18,11 +18,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Literal, Protocol, runtime_checkable
 
+from .._dataset import LabeledVideo, VideoSource, load_videos
 from .._validation import ArgumentError
 from ..errors import CorruptVideoError, VideoError
 from ..index import VideoIndex, index_video
 from .clips import ClipDrawer, VideoFacts
-from .dataset import LabeledVideo, VideoSource, load_videos
 
 __all__ = [
     "CatalogDatasetSource", "DatasetSource", "FileSource", "open_source", "ScanResult", "scan", "as_video_error",

@@ -16,8 +16,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .._dataset import LabeledVideo
 from .._validation import ArgumentError
-from .dataset import LabeledVideo
 
 __all__ = ["LoaderState", "dataset_fingerprint"]
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from .._loader.dataset import VIDEO_EXTENSIONS, list_file_paths, video_files
+from .._dataset import VIDEO_EXTENSIONS, list_file_paths, video_files
 from .._outputs import (
     printable,
 )

@@ -1,5 +1,5 @@
-"""Where a ClipLoader's videos come from: (path, label) pairs or labelled segments, a file list,
-or one folder per class."""
+"""Where a dataset's videos come from: (path, label) pairs or labelled segments, a file list, or one
+folder per class; read the same way by the loader, the catalog and the command line."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from .._sources import is_url
+from ._sources import is_url
 
 __all__ = ["LabeledVideo", "list_file_paths", "load_videos", "video_files", "VIDEO_EXTENSIONS"]
 
