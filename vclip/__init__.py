@@ -47,6 +47,7 @@ from ._dataset import LabeledVideo
 from ._loader.stats import LoaderStats
 from ._units import format_bytes, parse_bytes
 from ._validation import ArgumentError
+from ._version import __version__
 from .decoder import Frames, VideoDecoder
 from .errors import (
     CorruptVideoError,
@@ -79,8 +80,6 @@ from .sampling import (
     strided,
 )
 from .transforms import IMAGENET_MEAN, IMAGENET_STD, FrameGeometry, TransformSpec
-
-__version__ = "0.1.0"
 
 _DISTRIBUTION = "vclip-nvdec"  # the name on the package index (pip install vclip-nvdec); the import name is vclip
 

@@ -46,6 +46,7 @@ from ._dataset import VIDEO_EXTENSIONS, load_videos, video_files
 from ._fingerprint import content_fingerprint
 from ._indexing import IndexJob, run_jobs
 from ._machine import usable_cores
+from ._version import __version__
 from .errors import VideoError, VideoNotFoundError, os_reason
 from .index import VideoIndex, index_video, parse_stored_facts
 
@@ -377,7 +378,7 @@ def _write(table: pa.Table, out: str, class_names: tuple[str, ...] | None) -> No
         "catalog_id": uuid.uuid4().hex,
         "class_names": list(class_names) if class_names is not None else None,
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "vclip_version": _vclip_version(),
+        "vclip_version": __version__,
     }
     table = table.replace_schema_metadata({_METADATA_KEY: json.dumps(metadata).encode()})
     folder = os.path.dirname(out)
@@ -395,12 +396,6 @@ def _write(table: pa.Table, out: str, class_names: tuple[str, ...] | None) -> No
     finally:
         if os.path.exists(temporary):
             os.unlink(temporary)
-
-
-def _vclip_version() -> str:
-    from . import __version__
-
-    return __version__
 
 
 def _catalog_metadata(schema: pa.Schema, path: str) -> dict:

@@ -18,7 +18,7 @@ import warnings
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
-from .. import __version__
+from .._version import __version__
 from . import _budget, _check, _demo, _index, _info, _keyframes, _sample
 from ._common import EXIT_FAILED, EXIT_OK, EXIT_PARTIAL, EXIT_USAGE, _error, _UsageError
 
