@@ -17,6 +17,7 @@ from PIL import Image
 import vclip
 from vclip._demo import make_shots_video
 from vclip.cli import main
+from vclip.memory import _loader_memory_from_parts
 from vclip.synthetic import read_barcode
 
 REFERENCE = ["--width", "1920", "--height", "1080", "--batch", "32", "--seq", "16"]
@@ -407,7 +408,8 @@ def test_sample_bad_file(capsys, bad_files, tmp_path):
             ["budget", "--width", "1920", "--height", "1080", "--seq", "16"],
             "--batch is needed, unless --budget asks for the largest batch that fits",
         ),
-        (["budget", *REFERENCE, "--prefetch", "0"], "prefetch (0) must be an integer >= 1"),
+        (["budget", *REFERENCE, "--prefetch-queue-depth", "0"], "--prefetch-queue-depth (0) must be an integer >= 1"),
+        (["budget", *REFERENCE, "--cpu-decoders", "many"], "--cpu-decoders ('many') must be an integer >= 0"),
         (["check", "{v}", "--workers", "0"], "workers (0) must be an integer >= 1"),
         (["transcode", "{v}"], "argument COMMAND: invalid choice: 'transcode'"),
         ([], "the following arguments are required: COMMAND"),
@@ -1061,9 +1063,12 @@ def test_sample_drop_that_drops_everything_is_reported(capsys, short_video, vide
 @pytest.mark.parametrize(
     "options, settings",
     [
-        ([], dict(buffers=4, decoders=12, processes=0, on_gpu=True)),
-        (["--prefetch", "3", "--processes", "4"], dict(buffers=5, decoders=16, processes=4, on_gpu=True)),
-        (["--threads", "6", "--device", "cpu"], dict(buffers=4, decoders=6, processes=0, on_gpu=False)),
+        (["--device", "cuda"], dict(buffers=4, decoders=12, processes=0, on_gpu=True)),
+        (["--device", "cuda", "--prefetch-queue-depth", "3", "--decode-processes", "4"],
+         dict(buffers=5, decoders=16, processes=4, on_gpu=True)),
+        (["--device", "cuda", "--decode-processes", "2", "--cpu-decoders", "4"],
+         dict(buffers=4, decoders=8, processes=4, on_gpu=True)),  # CPU decoders in processes of 2 beside them
+        (["--num-threads", "6", "--device", "cpu"], dict(buffers=4, decoders=6, processes=0, on_gpu=False)),
     ],
 )
 def test_budget_loader_figure_is_the_loaders(capsys, options, settings):
@@ -1071,7 +1076,7 @@ def test_budget_loader_figure_is_the_loaders(capsys, options, settings):
     status, out, _ = run(capsys, "budget", *argv, "--batch", 32, *options)
     report = json.loads(out)
     assert status == 0
-    expected = vclip.memory.estimate_loader_memory(
+    expected = _loader_memory_from_parts(
         width=1280,
         height=720,
         batch_size=32,
@@ -1091,7 +1096,7 @@ def test_budget_loader_figure_is_the_loaders(capsys, options, settings):
     largest = loader["largest_batch_size"]
 
     def fits(batch: int) -> bool:
-        estimate = vclip.memory.estimate_loader_memory(
+        estimate = _loader_memory_from_parts(
             width=1280,
             height=720,
             batch_size=batch,
@@ -1118,21 +1123,38 @@ def test_a_negative_stream_or_seed_is_a_bad_argument_not_a_bad_file(capsys, vide
     assert not (tmp_path / "out").exists()
 
 
+def test_budget_plans_where_auto_decodes(capsys):
+    """The default device is auto, as the loader's: the plan of the device auto resolves to here."""
+    from vclip._engine import resolve_device
+
+    here = "cuda" if resolve_device("auto").device.is_cuda else "cpu"
+    reports = {}
+    for device in ("auto", here):
+        status, out, _ = run(capsys, "budget", *REFERENCE, "--budget", "24GiB", "--json", "--device", device)
+        assert status == 0
+        reports[device] = json.loads(out)
+    assert reports["auto"]["loader"].pop("device") == "auto" and reports[here]["loader"].pop("device") == here
+    assert reports["auto"] == reports[here] and reports["auto"]["loader"]["on_gpu"] == (here == "cuda")
+    status, out, _ = run(capsys, "budget", *REFERENCE)
+    assert ("no usable GPU here: --device cuda plans for one" in out) == (here == "cpu")
+
+
 def test_budget_without_batch_answers_the_largest_batch(capsys):
     status, out, _ = run(
-        capsys, "budget", "--width", "1280", "--height", "720", "--seq", "16", "--dtype", "float16", "--budget", "24GiB"
+        capsys, "budget", "--width", "1280", "--height", "720", "--seq", "16", "--dtype", "float16",
+        "--budget", "24GiB", "--device", "cuda",
     )
     assert status == 0
     assert "one clip (no --batch)" in out
     assert "largest batch size at 16 frames                        291" in out
     loader_line = next(line for line in out.splitlines() if "largest batch size the loader fits" in line)
-    expected = vclip.memory.estimate_loader_memory(
+    expected = _loader_memory_from_parts(
         width=1280, height=720, batch_size=1, sequence_length=16, dtype="float16", video_width=1280, video_height=720
     )
     assert loader_line.endswith(f"largest batch size the loader fits: {expected.largest_batch_size('24GiB'):,}")
     assert "largest sequence length" not in out
     status, out, _ = run(capsys, "budget", "--width", "1280", "--height", "720", "--seq", "16", "--dtype", "float16",
-                         "--budget", "24GiB", "--json")
+                         "--budget", "24GiB", "--json", "--device", "cuda")
     report = json.loads(out)  # no figure of the batch of one clip the text leaves out either
     assert report["batch_size"] is None and report["largest_sequence_length"] is None
     assert report["loader"]["fits"] is None and report["largest_batch_size"] == 291

@@ -12,7 +12,7 @@ SYNTHETIC = ["h264", "hevc", "vfr", "odd", "offset", "long_gop", "h264_10bit"]
 
 @pytest.mark.parametrize("name", SYNTHETIC)
 def test_every_frame_is_ffmpeg_rgb24_bit_for_bit(videos, name):
-    decoder = vclip.VideoDecoder(videos[name])
+    decoder = vclip.VideoDecoder(videos[name], device="cpu")
     frames = decoder.get_frames(list(range(len(decoder))))
     reference = ffmpeg_rgb24(videos[name])
     assert frames.data.shape == (len(reference),) + reference[0].shape
@@ -22,7 +22,7 @@ def test_every_frame_is_ffmpeg_rgb24_bit_for_bit(videos, name):
 
 @pytest.mark.parametrize("name", SYNTHETIC)
 def test_indexed_frames_in_order_with_duplicates(videos, name):
-    decoder = vclip.VideoDecoder(videos[name])
+    decoder = vclip.VideoDecoder(videos[name], device="cpu")
     n = len(decoder)
     wanted = [n - 1, 3, 3, 0, n // 2, -2]
     frames = decoder.get_frames(wanted)
@@ -47,7 +47,7 @@ def test_indexed_frames_in_order_with_duplicates(videos, name):
     ids=["contiguous", "strided", "jittered", "keyframe", "indexed", "downscaled-strided", "downscaled-keyframe"],
 )
 def test_every_mode_yields_exactly_the_sampled_frames(videos, name, sampler):
-    decoder = vclip.VideoDecoder(videos[name])
+    decoder = vclip.VideoDecoder(videos[name], device="cpu")
     clips = decoder.get_clips(sampler, seed=2)
     expected = sampler.sample(decoder.index, seed=2)
     assert clips.frame_indices.tolist() == [c.tolist() for c in expected]
@@ -58,7 +58,7 @@ def test_every_mode_yields_exactly_the_sampled_frames(videos, name, sampler):
 
 
 def test_each_gop_is_decoded_once(videos):
-    decoder = vclip.VideoDecoder(videos["long_gop"], skip_non_reference=False)
+    decoder = vclip.VideoDecoder(videos["long_gop"], skip_non_reference=False, device="cpu")
     decoder.get_frames([260, 10, 270, 20, 265])
     plan = vclip.plan_decode(decoder.index, [[260, 10, 270, 20, 265]], skip_non_reference=False)
     assert (
@@ -71,8 +71,8 @@ def test_each_gop_is_decoded_once(videos):
 
 
 def test_skipping_non_reference_pictures_keeps_frames_exact(videos):
-    lean = vclip.VideoDecoder(videos["long_gop"])
-    full = vclip.VideoDecoder(videos["long_gop"], skip_non_reference=False)
+    lean = vclip.VideoDecoder(videos["long_gop"], device="cpu")
+    full = vclip.VideoDecoder(videos["long_gop"], skip_non_reference=False, device="cpu")
     wanted = list(range(100, 160, 2))
     a, b = lean.get_frames(wanted), full.get_frames(wanted)
     assert np.array_equal(a.data, b.data)
@@ -81,30 +81,31 @@ def test_skipping_non_reference_pictures_keeps_frames_exact(videos):
 
 
 def test_frames_by_time(videos):
-    decoder = vclip.VideoDecoder(videos["vfr"])
+    decoder = vclip.VideoDecoder(videos["vfr"], device="cpu")
     times = decoder.index.pts_seconds[[0, 5, 17]] + 0.001
     frames = decoder.get_frames_played_at(times)
     assert barcodes(frames.data) == [0, 5, 17]
-    offset = vclip.VideoDecoder(videos["offset"])
+    offset = vclip.VideoDecoder(videos["offset"], device="cpu")
     assert barcodes(offset.get_frames_played_at(1.5 + 0.04 * 7).data) == [7]
     with pytest.raises(ValueError, match="outside the stream"):
         offset.get_frames_played_at(0.5)
 
 
 def test_out_of_range_and_empty_requests(videos):
-    decoder = vclip.VideoDecoder(videos["h264"])
+    decoder = vclip.VideoDecoder(videos["h264"], device="cpu")
     with pytest.raises(IndexError, match=r"h264_bframes\.mp4: frame index 150 is out of range"):
         decoder.get_frames([0, 150])
     with pytest.raises(ValueError, match="list of frame indices is empty"):
         decoder.get_frames([])
     with pytest.raises(ValueError, match=r"scaling_factor \(0\) must be a number in \(0, 1\]"):
         decoder.get_frames([1], scaling_factor=0)
-    none = vclip.VideoDecoder(videos["odd"]).get_clips(vclip.strided(5, 10, end_policy="drop"))  # 41 frames > 30
+    odd = vclip.VideoDecoder(videos["odd"], device="cpu")
+    none = odd.get_clips(vclip.strided(5, 10, end_policy="drop"))  # 41 frames > 30
     assert none.data.shape == (0, 5, 97, 129, 3) and none.frame_indices.shape == (0, 5)
 
 
 def test_same_seed_same_clips(videos):
-    decoder = vclip.VideoDecoder(videos["h264"])
+    decoder = vclip.VideoDecoder(videos["h264"], device="cpu")
     spec = TransformSpec(resize=64, crop=48, crop_mode="random", flip_probability=0.5)
     a = decoder.get_clips(vclip.jittered(4, 5, 2, clips_per_video=3), transform=spec, seed=11)
     b = decoder.get_clips(vclip.jittered(4, 5, 2, clips_per_video=3), transform=spec, seed=11)
@@ -118,7 +119,7 @@ def test_same_seed_same_clips(videos):
 )
 @pytest.mark.parametrize("dtype", ["uint8", "float16", "float32"])
 def test_transform_layouts_and_dtypes(videos, layout, shape, dtype):
-    decoder = vclip.VideoDecoder(videos["h264"])
+    decoder = vclip.VideoDecoder(videos["h264"], device="cpu")
     spec = TransformSpec(resize=(56, 72), layout=layout, dtype=dtype)
     clips = decoder.get_clips(vclip.contiguous(4, starts="even"), transform=spec)
     assert clips.data.shape == (1,) + shape and clips.data.dtype == dtype
@@ -133,7 +134,7 @@ def test_transform_layouts_and_dtypes(videos, layout, shape, dtype):
 
 
 def test_downscale_is_an_area_average_of_ffmpeg_rgb(videos):
-    decoder = vclip.VideoDecoder(videos["h264"])
+    decoder = vclip.VideoDecoder(videos["h264"], device="cpu")
     small = decoder.get_frames([10], scaling_factor=0.25).data[0]
     full = decoder.get_frames([10]).data[0].astype(np.float64)
     box_average = full.reshape(60, 4, 80, 4, 3).mean(axis=(1, 3))
@@ -145,7 +146,7 @@ def test_downscale_is_an_area_average_of_ffmpeg_rgb(videos):
 
 
 def test_normalization_matches_formula(videos):
-    decoder = vclip.VideoDecoder(videos["h264"])
+    decoder = vclip.VideoDecoder(videos["h264"], device="cpu")
     plain = decoder.get_frames([3], transform=TransformSpec(dtype="float32")).data[0]
     spec = TransformSpec(dtype="float32", mean=vclip.IMAGENET_MEAN, std=vclip.IMAGENET_STD)
     normalized = decoder.get_frames([3], transform=spec).data[0]
@@ -165,7 +166,7 @@ def test_real_videos_bit_for_bit(shared_videos):
         ("av1_video.mkv", None),
     ]:
         path = shared_videos / name
-        decoder = vclip.VideoDecoder(path, stream_index=stream_index)
+        decoder = vclip.VideoDecoder(path, stream_index=stream_index, device="cpu")
         reference = ffmpeg_rgb24(path, stream_index)
         picks = sorted({0, 1, len(reference) // 3, len(reference) - 1})
         frames = decoder.get_frames(picks)
@@ -187,7 +188,7 @@ def test_fell_back_flag_when_gpu_requested_without_one(videos, monkeypatch):
 
 
 def test_frames_repr_and_torch(videos):
-    frames = vclip.VideoDecoder(videos["h264"]).get_frames([0, 1])
+    frames = vclip.VideoDecoder(videos["h264"], device="cpu").get_frames([0, 1])
     assert repr(frames).startswith("Frames(data=numpy[2, 240, 320, 3] uint8")
     torch = pytest.importorskip("torch")
     tensor = frames.torch()

@@ -108,7 +108,7 @@ def test_picture_size_changing_mid_stream_is_corrupt_video_error(tmp_path):
         for packet in wider.encode(None):
             packet.stream = stream
             container.mux(packet)
-    decoder = vclip.VideoDecoder(path)
+    decoder = vclip.VideoDecoder(path, device="cpu")
     assert (decoder.index.width, decoder.index.num_frames) == (64, 20)
     assert decoder.get_frames([0, 9]).data.shape == (2, 48, 64, 3)
     with pytest.raises(vclip.CorruptVideoError, match=r"joined\.ts: a frame is 96x48, the stream 64x48"):

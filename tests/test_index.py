@@ -396,7 +396,7 @@ def test_invalid_utf8_metadata_is_read(tmp_path):
     path = tmp_path / "latin.mkv"
     path.write_bytes(data)
     assert vclip.index_video(path).num_frames == 5
-    assert vclip.VideoDecoder(path).get_frames([0, 4]).data.shape == (2, 48, 64, 3)
+    assert vclip.VideoDecoder(path, device="cpu").get_frames([0, 4]).data.shape == (2, 48, 64, 3)
     assert vclip.cli.main(["info", str(path)]) == 0
 
 
@@ -408,7 +408,7 @@ def test_avi_seek_refused_falls_back_to_reading_from_the_start(tmp_path):
         struct.pack_into("<I", data, at + 8 + 12, 0x7FFFFFFF)
 
     path = patched(tiny(tmp_path / "good.avi", codec="mpeg4"), tmp_path / "idx1.avi", patch)
-    decoder = vclip.VideoDecoder(path)
+    decoder = vclip.VideoDecoder(path, device="cpu")
     for frame in range(decoder.index.num_frames):
         assert barcodes(decoder.get_frames([frame])) == [frame]
 
@@ -431,7 +431,7 @@ def test_demux_failure_is_corrupt_video_error(tmp_path, monkeypatch):
 
 def test_file_gone_after_indexing(tmp_path, clean_cache):
     path = tiny(tmp_path / "gone.mp4")
-    decoder = vclip.VideoDecoder(path)
+    decoder = vclip.VideoDecoder(path, device="cpu")
     os.unlink(path)
     with pytest.raises(VideoNotFoundError, match=r"gone\.mp4: file does not exist"):
         decoder.get_frames([3])
@@ -448,7 +448,7 @@ def test_zero_frames_refused_everywhere(tmp_path, clean_cache):
     with pytest.raises(CorruptVideoError, match=r"nothing\.mp4: no decodable frames"):
         vclip.index_video(path)
     with pytest.raises(CorruptVideoError, match="no decodable frames"):
-        vclip.VideoDecoder(path)
+        vclip.VideoDecoder(path, device="cpu")
     assert vclip.cli.main(["info", path]) == 1
     assert (
         vclip.cli.main(
@@ -492,7 +492,7 @@ def test_negative_timestamps_in_matroska(tmp_path, b_frames, clean_cache):
     index = vclip.index_video(path)
     assert index.num_frames == 20
     assert np.all(np.diff(index.pts) > 0) and index.pts[5] == 0
-    decoder = vclip.VideoDecoder(path)
+    decoder = vclip.VideoDecoder(path, device="cpu")
     assert barcodes(decoder.get_frames(list(range(20)))) == list(range(20))
     for frames in ([3], [7, 2, 11], [19, 0], [4, 5, 6]):
         assert barcodes(decoder.get_frames(frames)) == frames
@@ -509,7 +509,7 @@ def test_truncated_mpeg_ts_leaves_out_the_cut_frame(tmp_path, clean_cache):
     with pytest.warns(TruncatedVideoWarning, match=r"cut\.ts: truncated: .* its frame is left out"):
         index = vclip.index_video(cut)
     assert index.num_frames == 19
-    assert barcodes(vclip.VideoDecoder(cut).get_frames(list(range(19)))) == list(range(19))
+    assert barcodes(vclip.VideoDecoder(cut, device="cpu").get_frames(list(range(19)))) == list(range(19))
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         vclip.clear_index_cache()
@@ -550,7 +550,7 @@ def test_same_size_same_mtime_replacement_is_reindexed(tmp_path, how, clean_cach
     assert vclip.index_video(path, cache_dir=cache).num_frames == 24  # memory cache
     vclip.clear_index_cache()
     assert vclip.index_video(path, cache_dir=cache).num_frames == 24  # disk cache
-    assert barcodes(vclip.VideoDecoder(path, cache_dir=cache).get_frames([0, 23])) == [0, 23]
+    assert barcodes(vclip.VideoDecoder(path, cache_dir=cache, device="cpu").get_frames([0, 23])) == [0, 23]
 
 
 def test_settled_memory_entry_is_served_without_reading(tmp_path, monkeypatch, clean_cache):
@@ -711,7 +711,7 @@ def test_bad_disk_entries_are_rebuilt_not_raised_nor_trusted(tmp_path, damage, c
     rebuilt = vclip.index_video(path, cache_dir=cache)
     assert rebuilt is not truth and np.array_equal(rebuilt.pts, truth.pts)
     assert np.array_equal(rebuilt.frame_packet, truth.frame_packet)
-    assert barcodes(vclip.VideoDecoder(path, cache_dir=cache).get_frames([0, 1, 2])) == [0, 1, 2]
+    assert barcodes(vclip.VideoDecoder(path, cache_dir=cache, device="cpu").get_frames([0, 1, 2])) == [0, 1, 2]
     assert not _entry(cache).is_symlink()  # rewritten in place of whatever was there
     if damage == "symlink to elsewhere":
         assert elsewhere.exists()

@@ -172,7 +172,7 @@ def test_import_vclip_without_torch():
     code = (
         "import sys; sys.modules['torch'] = None\n"
         "import vclip\n"
-        "assert 'ClipLoader' in vclip.__all__ and 'estimate_loader_memory' in vclip.__all__\n"
+        "assert 'ClipLoader' in vclip.__all__ and 'plan_loader_memory' in vclip.__all__\n"
         "try:\n    vclip.ClipLoader\nexcept ImportError:\n    print('loader needs torch')\n"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
@@ -710,14 +710,15 @@ def test_state_with_another_max_lead_frames_is_refused(dataset):
 
 # -- memory -----------------------------------------------------------------------------------------
 def test_loader_memory_estimate_parts():
-    estimate = vclip.estimate_loader_memory(
+    estimate = vclip.plan_loader_memory(  # 2 batches ahead: 4 buffers; 8 NVDEC decode threads
         width=224,
         height=224,
         batch_size=8,
         sequence_length=16,
         dtype="float32",
-        buffers=4,
-        decoders=8,
+        prefetch_queue_depth=2,
+        num_threads=8,
+        device="cuda",
         video_width=1920,
         video_height=1080,
     )
@@ -731,7 +732,7 @@ def test_loader_memory_estimate_parts():
     fits = estimate.largest_batch_size(estimate.total)
     assert fits == 8 and estimate.largest_batch_size(estimate.total - 1) == 7
     assert estimate.largest_batch_size(estimate.fixed_bytes) == 0
-    host = vclip.estimate_loader_memory(width=224, height=224, batch_size=8, sequence_length=16, on_gpu=False)
+    host = vclip.plan_loader_memory(width=224, height=224, batch_size=8, sequence_length=16, device="cpu")
     assert host.total == host.output_buffers and host.decoders == 0
 
 

@@ -127,24 +127,25 @@ ISSUE_EXAMPLE = dict(width=1280, height=720, sequence_length=16, dtype="float16"
 def test_formula_and_loader_answers_for_the_issue_example():
     assert vclip.largest_batch_size("24GiB", **ISSUE_EXAMPLE) == 291  # the formula, unchanged
     # The CPU loader holds prefetch_queue_depth + 2 = 4 batches of host memory: 291 // 4.
-    assert vclip.largest_loader_batch_size("24GiB", device="cpu", **ISSUE_EXAMPLE) == 72
-    gpu = vclip.plan_loader_memory(batch_size=1, **ISSUE_EXAMPLE)  # default device "cuda", 12 NVDEC threads
+    assert vclip.plan_loader_memory(batch_size=1, device="cpu", **ISSUE_EXAMPLE).largest_batch_size("24GiB") == 72
+    gpu = vclip.plan_loader_memory(batch_size=1, device="cuda", **ISSUE_EXAMPLE)  # 12 NVDEC threads
     assert gpu.buffers == 4 and gpu.decoders == NVDEC_DEFAULT_THREADS
     assert gpu.cuda_context == CUDA_CONTEXT_BYTES and gpu.workspace == LOADER_WORKSPACE_BYTES
     budget = 24 * 2**30
-    fits = vclip.largest_loader_batch_size(budget, **ISSUE_EXAMPLE)
+    fits = gpu.largest_batch_size(budget)
     assert fits == (budget - gpu.fixed_bytes) // 4 // (1280 * 720 * 3 * 2 * 16) == 70
-    assert vclip.plan_loader_memory(batch_size=fits, **ISSUE_EXAMPLE).total <= budget
-    assert vclip.plan_loader_memory(batch_size=fits + 1, **ISSUE_EXAMPLE).total > budget
-    processes = vclip.plan_loader_memory(batch_size=1, decode_processes=4, prefetch_queue_depth=1, **ISSUE_EXAMPLE)
+    assert vclip.plan_loader_memory(batch_size=fits, device="cuda", **ISSUE_EXAMPLE).total <= budget
+    assert vclip.plan_loader_memory(batch_size=fits + 1, device="cuda", **ISSUE_EXAMPLE).total > budget
+    processes = vclip.plan_loader_memory(batch_size=1, device="cuda", decode_processes=4, prefetch_queue_depth=1,
+                                         **ISSUE_EXAMPLE)
     assert processes.buffers == 3 and processes.decoders == 4 * PROCESS_DEFAULT_THREADS["cuda"]
     assert processes.cuda_context == 5 * CUDA_CONTEXT_BYTES
     # CPU decoders beside decode processes run in processes of their own, 2 each: 5 decoders, 3 contexts more
     helpers = vclip.plan_loader_memory(
-        batch_size=1, decode_processes=4, prefetch_queue_depth=1, cpu_decoders=5, **ISSUE_EXAMPLE
+        batch_size=1, device="cuda", decode_processes=4, prefetch_queue_depth=1, cpu_decoders=5, **ISSUE_EXAMPLE
     )
     assert helpers.cuda_context == 8 * CUDA_CONTEXT_BYTES and helpers.decoders == processes.decoders
-    threads = vclip.plan_loader_memory(batch_size=1, cpu_decoders=5, **ISSUE_EXAMPLE)  # threads of the loader
+    threads = vclip.plan_loader_memory(batch_size=1, device="cuda", cpu_decoders=5, **ISSUE_EXAMPLE)  # loader threads
     assert threads.cuda_context == CUDA_CONTEXT_BYTES
 
 
@@ -153,13 +154,14 @@ def test_loader_plan_defaults_and_checks():
     assert loader_decode_workers(device="cuda:1", num_threads=5, decode_processes=3) == 15
     assert loader_decode_workers(device="cpu", decode_processes=2) == 2 * PROCESS_DEFAULT_THREADS["cpu"]
     plan = vclip.plan_loader_memory(
-        width=224, height=224, batch_size=8, sequence_length=16, video_width=1920, video_height=1080, video_bit_depth=10
+        width=224, height=224, batch_size=8, sequence_length=16, video_width=1920, video_height=1080,
+        video_bit_depth=10, device="cuda",
     )
     assert plan.decode_surfaces == NVDEC_DEFAULT_THREADS * 24 * 3 * 1920 * 1080  # P016 surfaces at the video size
     with pytest.raises(vclip.ArgumentError, match=r"prefetch_queue_depth \(0\) must be an integer >= 1"):
         vclip.plan_loader_memory(width=8, height=8, batch_size=1, sequence_length=1, prefetch_queue_depth=0)
     with pytest.raises(vclip.ArgumentError, match=r"device \('tpu'\) must be 'cpu', 'cuda', 'cuda:N' or 'auto'"):
-        vclip.largest_loader_batch_size("1GiB", width=8, height=8, sequence_length=1, device="tpu")
+        vclip.plan_loader_memory(batch_size=1, width=8, height=8, sequence_length=1, device="tpu")
 
 
 def test_each_thread_keeps_a_decoder_per_kind_of_video_up_to_four():
@@ -232,7 +234,8 @@ def test_loader_and_plan_agree_on_the_cpu(small_video, settings):
     assert estimate == vclip.plan_loader_memory(batch_size=3, **options)
     assert decode_workers == loader_decode_workers(device="cpu", num_threads=settings.get("num_threads", 0))
     budget = estimate.total * 3
-    assert estimate.largest_batch_size(budget) == vclip.largest_loader_batch_size(budget, **options) == 9
+    one_clip = vclip.plan_loader_memory(batch_size=1, **options)
+    assert estimate.largest_batch_size(budget) == one_clip.largest_batch_size(budget) == 9
 
 
 def test_a_refused_budget_names_the_planned_batch(small_video):
@@ -250,7 +253,7 @@ def test_a_refused_budget_names_the_planned_batch(small_video):
     budget = vclip.plan_loader_memory(batch_size=2, **options).total  # room for 2, the loader asks for 3
     with pytest.raises(ValueError, match="the largest batch_size that fits is 2"):
         _loader_and_plan(small_video, "cpu", dict(prefetch_queue_depth=2), budget=budget)
-    assert vclip.largest_loader_batch_size(budget, **options) == 2
+    assert vclip.plan_loader_memory(batch_size=1, **options).largest_batch_size(budget) == 2
 
 
 WITH_PROCESSES = dict(decode_processes=2, num_threads=2, prefetch_queue_depth=3)
@@ -265,7 +268,8 @@ def test_loader_and_plan_agree_on_the_gpu(small_video, settings):
         device="cuda", num_threads=settings.get("num_threads", 0), decode_processes=settings.get("decode_processes", 0)
     )
     budget = estimate.total + 5 * estimate.batch.bytes * estimate.buffers  # room for 5 more batches of 3 per buffer
-    assert estimate.largest_batch_size(budget) == vclip.largest_loader_batch_size(budget, **options) == 3 + 5 * 3
+    one_clip = vclip.plan_loader_memory(batch_size=1, **options)
+    assert estimate.largest_batch_size(budget) == one_clip.largest_batch_size(budget) == 3 + 5 * 3
 
 
 @pytest.mark.gpu

@@ -6,14 +6,8 @@ import re
 
 import pytest
 
-from vclip._outputs import (
-    OutputError,
-    check_output_file,
-    check_output_folder,
-    printable,
-    safe_name,
-    unique_names,
-)
+from vclip._outputs import check_output_file, check_output_folder, printable, safe_name, unique_names
+from vclip.errors import OutputError
 
 
 @pytest.mark.parametrize(

@@ -16,6 +16,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 EXPORTED = [
     "ArgumentError",
+    "CatalogWarning",
     "ClipBatch",
     "ClipLoader",
     "ClipSampler",
@@ -27,12 +28,14 @@ EXPORTED = [
     "Frames",
     "IMAGENET_MEAN",
     "IMAGENET_STD",
+    "IndexCacheWarning",
     "LabeledVideo",
     "LoaderMemoryEstimate",
     "LoaderStats",
     "MemoryEstimate",
     "NotAVideoError",
     "TransformSpec",
+    "TruncatedVideoWarning",
     "UnreadableVideoError",
     "UnsupportedCodecError",
     "VideoDecoder",
@@ -43,7 +46,6 @@ EXPORTED = [
     "clear_index_cache",
     "contiguous",
     "downscaled",
-    "estimate_loader_memory",
     "estimate_memory",
     "format_bytes",
     "index_video",
@@ -51,7 +53,6 @@ EXPORTED = [
     "jittered",
     "keyframe",
     "largest_batch_size",
-    "largest_loader_batch_size",
     "largest_sequence_length",
     "parse_bytes",
     "plan_decode",
@@ -83,6 +84,34 @@ def test_exported_names_are_pinned():
     for name in EXPORTED:
         if name not in ("ClipLoader", "ClipBatch"):
             assert hasattr(vclip, name), name
+
+
+def test_every_exception_lives_in_vclip_errors_and_exported_ones_say_vclip():
+    """One home for errors and warnings (``vclip.errors``); the exported ones print as ``vclip.X``."""
+    import importlib
+    import inspect
+    import pkgutil
+
+    defined_elsewhere = []
+    for module_info in pkgutil.walk_packages(vclip.__path__, "vclip."):
+        if module_info.name == "vclip.errors":
+            continue
+        try:
+            module = importlib.import_module(module_info.name)
+        except ModuleNotFoundError as missing:  # an optional extra that is not installed
+            assert missing.name in ("torch", "pyarrow", "ray"), missing
+            continue
+        for name, value in vars(module).items():
+            if (inspect.isclass(value) and issubclass(value, BaseException) and value.__module__ == module.__name__
+                    and not name.startswith("_")):
+                defined_elsewhere.append(f"{module.__name__}.{name}")
+    assert defined_elsewhere == []
+    for name in vclip.__all__:
+        value = getattr(vclip, name)
+        if inspect.isclass(value) and issubclass(value, BaseException):
+            assert value.__module__ == "vclip" and getattr(vclip.errors, name) is value, name
+    assert repr(vclip.CorruptVideoError("a.mp4", "bad")).startswith("CorruptVideoError(")
+    assert f"{vclip.VideoError.__module__}.{vclip.VideoError.__qualname__}" == "vclip.VideoError"
 
 
 def test_dir_lists_everything_public():
@@ -179,7 +208,7 @@ def test_numpy_integers_are_integers_everywhere(videos):
     assert estimate.bytes == 3_185_049_600
     assert vclip.TransformSpec(resize=n(64), crop=(n(32), n(48))).output_size(320, 240) == (48, 32)
     assert vclip.strided(n(4), n(2), seed=n(1)).sample(n(50))[0].size == 4
-    decoder = vclip.VideoDecoder(videos["h264"], stream_index=None)
+    decoder = vclip.VideoDecoder(videos["h264"], stream_index=None, device="cpu")
     frames = decoder.get_frames(np.array([3, 7], dtype=np.int32), seed=n(2))
     assert frames.frame_indices.tolist() == [3, 7]
     keyframes = vclip.keyframes.extract_keyframes(videos["h264"], max_frames=n(2), analysis_width=n(32))
@@ -208,19 +237,19 @@ def test_numpy_integers_are_integers_everywhere(videos):
 )
 def test_decoder_arguments_are_checked(videos, call, message):
     with pytest.raises(vclip.ArgumentError, match=message):
-        call(vclip.VideoDecoder(videos["h264"]))
+        call(vclip.VideoDecoder(videos["h264"], device="cpu"))
 
 
 def test_decoder_constructor_arguments_are_checked(videos):
     with pytest.raises(vclip.ArgumentError, match=r"stream_index \('0'\) must be an integer >= 0, or None"):
-        vclip.VideoDecoder(videos["h264"], stream_index="0")
+        vclip.VideoDecoder(videos["h264"], stream_index="0", device="cpu")
     with pytest.raises(vclip.ArgumentError, match=r"skip_non_reference \('no'\) must be True or False"):
-        vclip.VideoDecoder(videos["h264"], skip_non_reference="no")
+        vclip.VideoDecoder(videos["h264"], skip_non_reference="no", device="cpu")
 
 
 # -- frames by number and by time -------------------------------------------------------------------
 def test_get_frames_at_is_gone_and_names_both_replacements(videos):
-    decoder = vclip.VideoDecoder(videos["h264"])
+    decoder = vclip.VideoDecoder(videos["h264"], device="cpu")
     with pytest.raises(TypeError) as raised:
         decoder.get_frames_at([0, 5])  # a torchcodec user asking for frames 0 and 5 must not get frames 0 and 150
     message = str(raised.value)
@@ -228,7 +257,7 @@ def test_get_frames_at_is_gone_and_names_both_replacements(videos):
 
 
 def test_frames_by_number_and_by_time_like_torchcodec(videos):
-    decoder = vclip.VideoDecoder(videos["h264"])  # 30 fps
+    decoder = vclip.VideoDecoder(videos["h264"], device="cpu")  # 30 fps
     by_number = decoder.get_frames([0, 5])
     by_time = decoder.get_frames_played_at([0.0, 5 / 30 + 0.001])
     assert by_number.frame_indices.tolist() == by_time.frame_indices.tolist() == [0, 5]
@@ -242,7 +271,7 @@ def test_frames_by_number_and_by_time_like_torchcodec(videos):
     [("repeat_last", [0, 10, 20, 29, 29]), ("wrap", [0, 10, 20, 0, 10])],
 )
 def test_get_clips_marks_padded_frames(videos, policy, frames):
-    decoder = vclip.VideoDecoder(videos["odd"])  # 30 frames; a clip of 5 frames at stride 10 needs 41
+    decoder = vclip.VideoDecoder(videos["odd"], device="cpu")  # 30 frames; a clip of 5 frames at stride 10 needs 41
     clips = decoder.get_clips(vclip.strided(5, 10, starts="even", clips_per_video=2, end_policy=policy))
     assert clips.frame_indices.tolist() == [frames, frames]
     assert clips.padded.tolist() == [[False, False, False, True, True]] * 2
@@ -253,7 +282,7 @@ def test_get_clips_marks_padded_frames(videos, policy, frames):
 
 
 def test_get_frames_marks_nothing(videos):
-    frames = vclip.VideoDecoder(videos["odd"]).get_frames([29, 29, 0])
+    frames = vclip.VideoDecoder(videos["odd"], device="cpu").get_frames([29, 29, 0])
     assert frames.padded.tolist() == [False, False, False]
 
 
@@ -267,7 +296,7 @@ def test_get_frames_marks_nothing(videos):
     ],
 )
 def test_drop_that_drops_every_clip_gives_an_empty_result(videos, transform, scaling_factor, shape, dtype):
-    decoder = vclip.VideoDecoder(videos["odd"])  # 30 frames; a clip of 4 frames at stride 10 needs 31
+    decoder = vclip.VideoDecoder(videos["odd"], device="cpu")  # 30 frames; a clip of 4 frames at stride 10 needs 31
     sampler = vclip.downscaled(vclip.strided(4, 10, clips_per_video=3, end_policy="drop"), scaling_factor)
     clips = decoder.get_clips(sampler, transform=transform)
     assert clips.data.shape == shape and clips.data.dtype == dtype
@@ -277,7 +306,7 @@ def test_drop_that_drops_every_clip_gives_an_empty_result(videos, transform, sca
 
 
 def test_same_seed_same_clips_and_flags(videos):
-    decoder = vclip.VideoDecoder(videos["odd"])
+    decoder = vclip.VideoDecoder(videos["odd"], device="cpu")
     sampler = vclip.jittered(6, 4, 1, clips_per_video=3, end_policy="wrap")
     a, b = decoder.get_clips(sampler, seed=4), decoder.get_clips(sampler, seed=4)
     assert np.array_equal(a.frame_indices, b.frame_indices) and np.array_equal(a.padded, b.padded)

@@ -44,13 +44,13 @@ def barcodes(frames) -> list[int]:
 
 
 def local_frames(path, indices) -> np.ndarray:
-    return vclip.VideoDecoder(path).get_frames(indices).data
+    return vclip.VideoDecoder(path, device="cpu").get_frames(indices).data
 
 
 @pytest.mark.parametrize("name", ["long.mp4", "short.mkv", "short.ts"])
 def test_http_frames_equal_the_local_files(http, folder, name):
     indices = [0, 17, 39, 38, 5] if name.startswith("short") else [599, 0, 301, 302, 303, 45]
-    decoder = vclip.VideoDecoder(http.url(name))
+    decoder = vclip.VideoDecoder(http.url(name), device="cpu")
     assert decoder.index.path == http.url(name)
     assert decoder.index.num_frames == vclip.index_video(folder / name).num_frames
     frames = decoder.get_frames(indices)
@@ -60,7 +60,7 @@ def test_http_frames_equal_the_local_files(http, folder, name):
 
 def test_a_clip_reads_only_the_byte_ranges_of_its_packets(http, folder):
     url, size = http.url("long.mp4"), os.path.getsize(folder / "long.mp4")
-    decoder = vclip.VideoDecoder(url)  # the indexing pass reads the file once
+    decoder = vclip.VideoDecoder(url, device="cpu")  # the indexing pass reads the file once
     http.reset_counts()
     clip = decoder.get_frames([310, 311, 312, 313])
     assert barcodes(clip.data) == [310, 311, 312, 313]
@@ -93,7 +93,7 @@ def test_the_index_cache_keys_urls_by_metadata(http, folder, tmp_path, monkeypat
 def test_transient_server_errors_are_retried(http, folder):
     indices = [0, 20, 21, 39]
     http.reset_counts()
-    frames = vclip.VideoDecoder(http.url("flaky/short.mp4")).get_frames(indices)
+    frames = vclip.VideoDecoder(http.url("flaky/short.mp4"), device="cpu").get_frames(indices)
     assert barcodes(frames.data) == indices
     np.testing.assert_array_equal(frames.data, local_frames(folder / "short.mp4", indices))
     statuses = [status for _, _, _, status in http.requests]
@@ -119,7 +119,7 @@ def test_nearby_ranges_are_fetched_in_one_request():
 def test_a_missing_url_is_video_not_found(http):
     url = http.url("nowhere.mp4")
     with pytest.raises(VideoNotFoundError, match="not found") as caught:
-        vclip.VideoDecoder(url)
+        vclip.VideoDecoder(url, device="cpu")
     assert caught.value.path == url and url in str(caught.value)
 
 
@@ -141,10 +141,11 @@ def test_unknown_protocol_is_an_unreadable_video():
 def test_bytes_and_file_objects(folder, kind):
     data = (folder / "short.mkv").read_bytes()
     source = data if kind == "bytes" else io.BytesIO(data)
-    decoder = vclip.VideoDecoder(source)
+    decoder = vclip.VideoDecoder(source, device="cpu")
     assert decoder.index.path.startswith("<bytes:" if kind == "bytes" else "<file:")
     clips = decoder.get_clips(vclip.strided(4, 3, clips_per_video=2), seed=5)
-    expected = vclip.VideoDecoder(folder / "short.mkv").get_clips(vclip.strided(4, 3, clips_per_video=2), seed=5)
+    local = vclip.VideoDecoder(folder / "short.mkv", device="cpu")
+    expected = local.get_clips(vclip.strided(4, 3, clips_per_video=2), seed=5)
     assert clips.frame_indices.tolist() == expected.frame_indices.tolist()
     assert [barcodes(clip) for clip in clips.data] == clips.frame_indices.tolist()
     np.testing.assert_array_equal(clips.data, expected.data)
@@ -232,7 +233,7 @@ def s3(folder):
 
 def test_s3_frames_equal_the_local_files(s3, folder):
     indices = [598, 0, 300, 301, 31]
-    decoder = vclip.VideoDecoder("s3://videos/long.mp4")
+    decoder = vclip.VideoDecoder("s3://videos/long.mp4", device="cpu")
     assert decoder.index.num_frames == LONG_FRAMES
     frames = decoder.get_frames(indices)
     assert barcodes(frames.data) == indices
@@ -242,5 +243,5 @@ def test_s3_frames_equal_the_local_files(s3, folder):
 def test_s3_missing_objects_and_buckets(s3):
     for url in ("s3://videos/nothing.mp4", "s3://no-such-bucket/v.mp4"):
         with pytest.raises(VideoNotFoundError) as caught:
-            vclip.VideoDecoder(url)
+            vclip.VideoDecoder(url, device="cpu")
         assert caught.value.path == url

@@ -149,7 +149,7 @@ def _rgb255(clip_tchw) -> np.ndarray:
 def _check_preset_output(videos, device, shape):
     width, height = SHAPES[shape]
     size = 96
-    reference = vclip.VideoDecoder(videos[shape]).get_frames([5]).data[0]  # FFmpeg rgb24
+    reference = vclip.VideoDecoder(videos[shape], device="cpu").get_frames([5]).data[0]  # FFmpeg rgb24
     decoder = vclip.VideoDecoder(videos[shape], device=device)
     scale = size / min(width, height)
     resized = (int(np.floor(width * scale + 0.5)), int(np.floor(height * scale + 0.5)))

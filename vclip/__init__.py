@@ -18,12 +18,14 @@ Training batches (needs torch), in ``vclip.loader``:
 
 Memory budgeting, in ``vclip.memory``:
     estimate_memory, largest_batch_size, largest_sequence_length (the formula);
-    plan_loader_memory, largest_loader_batch_size (what a ClipLoader needs); parse_bytes, format_bytes
+    plan_loader_memory -> LoaderMemoryEstimate (what a ClipLoader needs, .largest_batch_size(budget));
+    parse_bytes, format_bytes
 
 Indexes and decode plans: index_video, VideoIndex, plan_decode (``vclip.index``, ``vclip.plan``).
-Keyframes and shots: ``vclip.keyframes.extract_keyframes``. Dataset checks: ``vclip.check.check_videos``.
+Keyframes and shots: ``vclip.keyframes``. Dataset checks: ``vclip.check``. Catalogs: ``vclip.catalog``.
 Test videos: ``vclip.synthetic.make_video``.
-Errors (``vclip.errors``): VideoError and its kinds, FallbackWarning; ArgumentError for a bad argument.
+Errors (``vclip.errors``, the tree there): VideoError and its kinds, ArgumentError for a bad
+argument; FallbackWarning and the other warnings.
 """
 
 from __future__ import annotations
@@ -46,13 +48,16 @@ from . import (  # noqa: F401
 from ._dataset import LabeledVideo
 from ._loader.stats import LoaderStats
 from ._units import format_bytes, parse_bytes
-from ._validation import ArgumentError
 from ._version import __version__
 from .decoder import Frames, VideoDecoder
 from .errors import (
+    ArgumentError,
+    CatalogWarning,
     CorruptVideoError,
     FallbackWarning,
+    IndexCacheWarning,
     NotAVideoError,
+    TruncatedVideoWarning,
     UnreadableVideoError,
     UnsupportedCodecError,
     VideoError,
@@ -62,10 +67,8 @@ from .index import VideoIndex, clear_index_cache, index_video
 from .memory import (
     LoaderMemoryEstimate,
     MemoryEstimate,
-    estimate_loader_memory,
     estimate_memory,
     largest_batch_size,
-    largest_loader_batch_size,
     largest_sequence_length,
     plan_loader_memory,
 )
@@ -81,10 +84,15 @@ from .sampling import (
 )
 from .transforms import IMAGENET_MEAN, IMAGENET_STD, FrameGeometry, TransformSpec
 
+for _name in ("LabeledVideo", "LoaderStats", "format_bytes", "parse_bytes"):  # defined in private modules
+    globals()[_name].__module__ = __name__
+del _name
+
 _DISTRIBUTION = "vclip-nvdec"  # the name on the package index (pip install vclip-nvdec); the import name is vclip
 
 __all__ = [
     "ArgumentError",
+    "CatalogWarning",
     "ClipBatch",
     "ClipLoader",
     "ClipSampler",
@@ -92,6 +100,7 @@ __all__ = [
     "DecodePlan",
     "DecodeSegment",
     "FallbackWarning",
+    "IndexCacheWarning",
     "FrameGeometry",
     "Frames",
     "IMAGENET_MEAN",
@@ -101,6 +110,7 @@ __all__ = [
     "MemoryEstimate",
     "NotAVideoError",
     "TransformSpec",
+    "TruncatedVideoWarning",
     "UnreadableVideoError",
     "UnsupportedCodecError",
     "VideoDecoder",
@@ -111,7 +121,6 @@ __all__ = [
     "clear_index_cache",
     "contiguous",
     "downscaled",
-    "estimate_loader_memory",
     "estimate_memory",
     "format_bytes",
     "index_video",
@@ -120,7 +129,6 @@ __all__ = [
     "LabeledVideo",
     "keyframe",
     "largest_batch_size",
-    "largest_loader_batch_size",
     "largest_sequence_length",
     "parse_bytes",
     "plan_decode",

@@ -104,7 +104,7 @@ def format_numbers(values: Sequence[int], limit: int = 10) -> str:
     )
 
 
-def run_demo(folder: str | os.PathLike, *, device: str = "cpu", stream: TextIO | None = None) -> bool:
+def run_demo(folder: str | os.PathLike, *, device: str = "auto", stream: TextIO | None = None) -> bool:
     """Make a 120-frame synthetic video, sample clips in every mode and check their barcodes; make a
     200-frame video of four shots (two cuts and a dissolve, none on a keyframe) and extract its
     codec and scene keyframes, saying how they differ; print the memory estimate; write pictures

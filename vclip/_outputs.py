@@ -11,15 +11,13 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TextIO
 
+from .errors import OutputError
+
 __all__ = ["OutputError", "printable", "safe_name", "unique_names", "check_output_file", "check_output_folder",
            "inside"]
 
 _MAX_NAME_BYTES = 120  # well under the 255 bytes most file systems allow, leaving room for suffixes
 _WINDOWS_RESERVED = {"CON", "PRN", "AUX", "NUL", *(f"COM{i}" for i in range(1, 10)), *(f"LPT{i}" for i in range(1, 10))}
-
-
-class OutputError(Exception):
-    """``--out`` cannot be used as asked; the message says why (exit status 2)."""
 
 
 def printable(text: str, stream: TextIO | None = None) -> str:

@@ -13,8 +13,9 @@ import operator
 from collections.abc import Sequence
 from typing import Any, TypeVar
 
+from .errors import ArgumentError
+
 __all__ = [
-    "ArgumentError",
     "check_choice",
     "check_integer",
     "check_number",
@@ -24,10 +25,6 @@ __all__ = [
 ]
 
 T = TypeVar("T")
-
-
-class ArgumentError(ValueError, TypeError):
-    """A public argument has the wrong type or value; the message echoes it and names what is allowed."""
 
 
 def fail(name: str, value: Any, expected: str) -> ArgumentError:

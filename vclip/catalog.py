@@ -47,7 +47,7 @@ from ._fingerprint import content_fingerprint
 from ._indexing import IndexJob, run_jobs
 from ._machine import usable_cores
 from ._version import __version__
-from .errors import VideoError, VideoNotFoundError, os_reason
+from .errors import CatalogWarning, VideoError, VideoNotFoundError, os_reason
 from .index import VideoIndex, index_video, parse_stored_facts
 
 __all__ = [
@@ -90,10 +90,6 @@ SCHEMA = pa.schema([pa.field(name, kind) for name, kind in {**_FACT_TYPES, **_AR
 _INDEX_FACTS = tuple(name for name in VideoIndex.__dataclass_fields__
                      if name != "path" and name not in VideoIndex.STORED_ARRAYS)
 _SCALAR_COLUMNS = tuple(name for name in SCHEMA.names if name not in _ARRAY_TYPES)
-
-
-class CatalogWarning(UserWarning):
-    """A video changed since the catalog was built; it was indexed again."""
 
 
 # -- sources -----------------------------------------------------------------------------------

@@ -75,9 +75,9 @@ class VideoDecoder:
             dataset catalog (``vclip.catalog.Catalog.entry(path)``: its stored index is used,
             after checking the file's fingerprint once).
         stream_index: Container index of the video stream; default: the first video stream.
-        device: ``"cpu"``, ``"cuda"``, ``"cuda:N"`` or ``"auto"``. A GPU request that cannot be
-            served falls back to the CPU with one :class:`~vclip.errors.FallbackWarning`, and
-            ``Frames.fell_back_to_cpu`` says so.
+        device: ``"auto"`` (default: NVDEC where usable, else the CPU), ``"cpu"``, ``"cuda"`` or
+            ``"cuda:N"``. A GPU request that cannot be served falls back to the CPU with one
+            :class:`~vclip.errors.FallbackWarning`, and ``Frames.fell_back_to_cpu`` says so.
         cache_dir: Folder for an on-disk cache of the video's index.
         skip_non_reference: Do not decode non-reference pictures nobody asked for.
         decode_processes: Decode in this many worker processes instead of this one (0, the
@@ -97,7 +97,7 @@ class VideoDecoder:
         path: VideoInput | Any,
         *,
         stream_index: int | None = None,
-        device: str = "cpu",
+        device: str = "auto",
         cache_dir: str | os.PathLike | None = None,
         skip_non_reference: bool = True,
         decode_processes: int = 0,

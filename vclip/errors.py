@@ -1,4 +1,24 @@
-"""Errors raised for bad videos. Each names the file and the problem."""
+"""Every exception and warning vclip raises. A video's problem names the file and says what is wrong;
+a bad argument repeats the value and says what is allowed.
+
+    Exception
+    ├── VideoError                  a video cannot be used: ``path`` and ``problem``
+    │   ├── VideoNotFoundError      (also a FileNotFoundError) the file does not exist
+    │   ├── UnreadableVideoError    it exists but cannot be read: permissions, I/O, a dead server
+    │   ├── NotAVideoError          not a container FFmpeg reads, or no video stream in it
+    │   ├── CorruptVideoError       empty, truncated, or its frames cannot be decoded
+    │   └── UnsupportedCodecError   the codec cannot be decoded by the backend asked for
+    ├── ArgumentError               (also a ValueError and a TypeError) a bad argument
+    └── OutputError                 an output path of the command line cannot be used
+    UserWarning
+    ├── FallbackWarning             a GPU request was served on the CPU
+    ├── TruncatedVideoWarning       a cut-off last frame was left out of an index
+    ├── IndexCacheWarning           the index cache folder cannot be used safely
+    └── CatalogWarning              a catalogued video changed and was indexed again
+
+The exported classes are also names of the package (``vclip.VideoError``...) and say so in their
+``__module__``.
+"""
 
 from __future__ import annotations
 
@@ -12,10 +32,14 @@ __all__ = [
     "NotAVideoError",
     "CorruptVideoError",
     "UnsupportedCodecError",
+    "ArgumentError",
+    "OutputError",
     "FallbackWarning",
     "TruncatedVideoWarning",
     "IndexCacheWarning",
+    "CatalogWarning",
     "video_error_from_os_error",
+    "os_reason",
 ]
 
 
@@ -52,6 +76,14 @@ class UnsupportedCodecError(VideoError):
     """The stream's codec cannot be decoded by the requested backend."""
 
 
+class ArgumentError(ValueError, TypeError):
+    """A public argument has the wrong type or value; the message echoes it and names what is allowed."""
+
+
+class OutputError(Exception):
+    """An output of the command line (``--out``) cannot be used as asked; the message says why (exit status 2)."""
+
+
 class FallbackWarning(UserWarning):
     """A GPU request was served on the CPU (no usable GPU, or a stream NVDEC cannot decode)."""
 
@@ -63,6 +95,17 @@ class TruncatedVideoWarning(UserWarning):
 class IndexCacheWarning(UserWarning):
     """The on-disk index cache folder cannot be used safely (writable by others, not a folder...);
     indexes are still built, just not stored there."""
+
+
+class CatalogWarning(UserWarning):
+    """A video changed since the catalog was built; it was indexed again."""
+
+
+_EXPORTED = (VideoError, VideoNotFoundError, UnreadableVideoError, NotAVideoError, CorruptVideoError,
+             UnsupportedCodecError, ArgumentError, FallbackWarning, TruncatedVideoWarning, IndexCacheWarning,
+             CatalogWarning)
+for _class in _EXPORTED:
+    _class.__module__ = "vclip"
 
 
 def os_reason(error: BaseException) -> str:

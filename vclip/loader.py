@@ -37,7 +37,8 @@ from ._loader.source import DatasetSource, MixedSizes, open_source, scan
 from ._loader.state import LoaderState, dataset_fingerprint
 from ._loader.stats import LoaderCounters, LoaderStats, epoch_summary, make_stats
 from ._units import format_bytes, parse_bytes
-from ._validation import ArgumentError, check_choice, check_integer, fail
+from ._validation import check_choice, check_integer, fail
+from .errors import ArgumentError
 from .memory import LoaderMemoryEstimate, plan_loader_memory
 from .sampling import ClipSampler
 from .transforms import TransformSpec

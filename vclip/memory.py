@@ -1,15 +1,15 @@
-"""GPU memory budgeting: the formula, the largest batch or clip length that fits, byte parsing,
-and the planner of a ClipLoader's peak (the formula plus what it leaves out).
+"""GPU memory budgeting: the formula, the largest batch or clip length that fits, and the planner
+of a ClipLoader's peak (the formula plus what it leaves out).
 
     bytes = width x height x channels x bytes_per_element x batch_size x sequence_length x (1 + augmentation_factor)
 
 Two answers to "how large a batch fits in this budget":
 
 - :func:`largest_batch_size`: by the formula alone (one batch of clips, nothing else).
-- :func:`largest_loader_batch_size`: what a :class:`~vclip.ClipLoader` with these settings can
-  take: it also holds ``prefetch_queue_depth + 2`` pooled batches, the decode surfaces of every
-  NVDEC decoder, a workspace and a CUDA context per process. :func:`plan_loader_memory` gives the
-  parts; the loader checks ``memory_budget`` with the same plan, so both give the same number.
+- ``plan_loader_memory(...).largest_batch_size(budget)``: what a :class:`~vclip.ClipLoader` with
+  these settings (its own argument names) can take: it also holds ``prefetch_queue_depth + 2``
+  pooled batches, the decode surfaces of every NVDEC decoder, a workspace and a CUDA context per
+  process. The loader checks ``memory_budget`` with the same plan, so both give the same number.
 """
 
 from __future__ import annotations
@@ -33,9 +33,6 @@ __all__ = [
     "BYTES_PER_ELEMENT",
     "LoaderMemoryEstimate",
     "plan_loader_memory",
-    "largest_loader_batch_size",
-    "loader_decode_workers",
-    "estimate_loader_memory",
     "NVDEC_DECODE_SURFACES",
     "NVDEC_OUTPUT_SURFACES",
     "NVDEC_BYTES_PER_PIXEL",
@@ -210,15 +207,15 @@ class LoaderMemoryEstimate:
 def _plans_for_gpu(device: Any) -> bool:
     """Whether a loader on ``device`` decodes on the GPU. ``"cuda"``/``"cuda:N"`` plan for a GPU
     whether or not this machine has one; ``"auto"`` is resolved here (GPU when NVDEC is usable)."""
-    from ._engine.device import _parse, resolve_device
+    from ._engine.device import parse_device, resolve_device
 
-    kind, _ = _parse(device)
+    kind, _ = parse_device(device)
     if kind == "auto":
         return resolve_device("auto").device.is_cuda
     return kind == "cuda"
 
 
-def loader_decode_workers(*, device: Any = "cuda", num_threads: int = 0, decode_processes: int = 0) -> int:
+def loader_decode_workers(*, device: Any = "auto", num_threads: int = 0, decode_processes: int = 0) -> int:
     """Decode threads of a ClipLoader with these settings, in all its processes (its ``decode_workers``).
 
     Each one holds an NVDEC decoder on the GPU. ``num_threads=0`` takes the defaults:
@@ -248,7 +245,7 @@ def plan_loader_memory(
     prefetch_queue_depth: int = 2,
     num_threads: int = 0,
     decode_processes: int = 0,
-    device: Any = "cuda",
+    device: Any = "auto",
     video_width: int | None = None,
     video_height: int | None = None,
     video_bit_depth: int = 8,
@@ -284,7 +281,7 @@ def plan_loader_memory(
     count = resolve_cpu_decoders(cpu_decoders, gpu=on_gpu, decode_processes=decode_processes,
                                  in_flight=prefetch_queue_depth + 1)
     helper_processes = cpu_decoder_processes(count, decode_processes) if on_gpu else 0
-    return estimate_loader_memory(
+    return _loader_memory_from_parts(
         width=width, height=height, batch_size=batch_size, sequence_length=sequence_length, channels=channels,
         dtype=dtype, augmentation_factor=augmentation_factor, buffers=prefetch_queue_depth + 2,
         decoders=loader_decode_workers(device=device, num_threads=num_threads, decode_processes=decode_processes)
@@ -295,21 +292,7 @@ def plan_loader_memory(
     )
 
 
-def largest_loader_batch_size(budget: int | str, *, width: int, height: int, sequence_length: int, **settings) -> int:
-    """The largest ``batch_size`` a ClipLoader with these settings fits in ``budget`` (0 when none).
-
-    The number a loader names when it refuses ``memory_budget``. ``settings`` as
-    :func:`plan_loader_memory` (``channels``, ``dtype``, ``augmentation_factor``,
-    ``prefetch_queue_depth``, ``num_threads``, ``decode_processes``, ``device``, ``video_width``,
-    ``video_height``, ``video_bit_depth``, ``cpu_decoders``, ``video_kinds``). Compare
-    :func:`largest_batch_size`, the formula's
-    answer for one batch alone.
-    """
-    plan = plan_loader_memory(width=width, height=height, batch_size=1, sequence_length=sequence_length, **settings)
-    return plan.largest_batch_size(budget)
-
-
-def estimate_loader_memory(
+def _loader_memory_from_parts(
     *,
     width: int,
     height: int,
@@ -326,8 +309,8 @@ def estimate_loader_memory(
     on_gpu: bool = True,
     processes: int = 0,
 ) -> LoaderMemoryEstimate:
-    """Peak memory of a ClipLoader from its parts' counts (:func:`plan_loader_memory` takes the
-    loader's settings instead): the formula for each pooled output buffer, plus decode surfaces,
+    """Peak memory of a ClipLoader from its parts' counts (what :func:`plan_loader_memory` works out
+    from the loader's settings): the formula for each pooled output buffer, plus decode surfaces,
     workspace and CUDA context.
 
     Args:

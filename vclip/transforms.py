@@ -15,15 +15,8 @@ from typing import Any, Literal
 
 import numpy as np
 
-from ._validation import (
-    ArgumentError,
-    check_choice,
-    check_integer,
-    check_number,
-    check_size,
-    fail,
-    is_integer,
-)
+from ._validation import check_choice, check_integer, check_number, check_size, fail, is_integer
+from .errors import ArgumentError
 
 __all__ = [
     "TransformSpec", "FrameGeometry", "Orientation", "ORIENTATIONS", "IMAGENET_MEAN", "IMAGENET_STD", "RESIZE_MODES",

@@ -8,6 +8,7 @@ torchrun for each process of a node), else device 0. ``"cuda:N"`` is explicit.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
 import warnings
@@ -19,7 +20,7 @@ from ..errors import FallbackWarning
 
 __all__ = [
     "CPU", "Device", "ResolvedDevice", "cuda_device_count", "current_cuda_index", "gpu_unavailable_reason",
-    "resolve_device",
+    "parse_device", "resolve_device",
 ]
 
 
@@ -88,12 +89,17 @@ def current_cuda_index() -> int:
     return 0
 
 
-def _parse(device: object) -> tuple[str, int | None]:
-    """``(kind, index)`` of a request: kind is cpu, cuda or auto; index only for ``cuda:N``."""
+def parse_device(device: object) -> tuple[str, int | None]:
+    """``(kind, index)`` of a request, checked but not resolved: kind is cpu, cuda or auto; index
+    only for ``cuda:N``.
+
+    Raises:
+        ArgumentError: Not a device request (see :func:`resolve_device`).
+    """
     if isinstance(device, Device):
         return device.type, device.index
     if type(device).__name__ == "device" and hasattr(device, "type") and hasattr(device, "index"):  # torch.device
-        return _parse(str(device))
+        return parse_device(str(device))
     text = str(device).strip().lower() if isinstance(device, str) else None
     if text in ("cpu", "cuda", "auto"):
         return text, None
@@ -102,23 +108,30 @@ def _parse(device: object) -> tuple[str, int | None]:
     raise fail("device", device, "'cpu', 'cuda', 'cuda:N' or 'auto'")
 
 
+def _gpu_stack_installed() -> bool:
+    """Whether PyNvVideoCodec or CuPy is installed (the GPU extra): then a GPU was meant to be used."""
+    return any(importlib.util.find_spec(name) is not None for name in ("PyNvVideoCodec", "cupy"))
+
+
 def resolve_device(device: object, *, warn: bool = True) -> ResolvedDevice:
     """Resolve a device request once.
 
-    ``"auto"`` gives the current CUDA device when NVDEC is usable and the CPU otherwise, silently;
-    ``"cuda"``/``"cuda:N"`` fall back to the CPU with a reason when NVDEC is not usable, and, with
-    ``warn``, one :class:`~vclip.FallbackWarning` saying so.
+    ``"auto"`` (every public function's default) gives the current CUDA device when NVDEC is
+    usable, else the CPU: silently where the GPU extra (PyNvVideoCodec, CuPy) is not installed, a
+    CPU install; where it is installed but cannot be used (no driver, no device), as a fallback.
+    ``"cuda"``/``"cuda:N"`` fall back to the CPU when NVDEC is not usable. A fallback carries its
+    reason and, with ``warn``, gives one :class:`~vclip.FallbackWarning` saying so.
 
     Raises:
         ArgumentError: ``device`` is not "cpu", "cuda", "cuda:N", "auto", a :class:`Device` or a
             ``torch.device``; or ``cuda:N`` names a device that does not exist.
     """
-    kind, index = _parse(device)
+    kind, index = parse_device(device)
     if kind == "cpu":
         return ResolvedDevice(CPU)
     reason = gpu_unavailable_reason()
     if reason:
-        if kind == "auto":
+        if kind == "auto" and not _gpu_stack_installed():
             return ResolvedDevice(CPU)
         if warn:
             warnings.warn(f"device={device!r} requested but {reason}; decoding on the CPU", FallbackWarning,

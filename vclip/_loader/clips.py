@@ -8,7 +8,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from .._engine.pipeline import resolve_transform
-from .._validation import ArgumentError, check_optional_integer
+from .._validation import check_optional_integer
+from ..errors import ArgumentError
 from ..gop import bound_lead
 from ..index import VideoIndex
 from ..sampling import ClipSampler, Segment, _segment_frames, describe_segment

@@ -18,7 +18,8 @@ from typing import Literal, NamedTuple
 
 import numpy as np
 
-from .._validation import ArgumentError, check_integer, fail
+from .._validation import check_integer, fail
+from ..errors import ArgumentError
 
 __all__ = ["ClipRef", "EpochPlan", "seeded_rng", "shard_videos", "epoch_clip_refs", "replacement_order",
            "process_shard"]

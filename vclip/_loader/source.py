@@ -19,8 +19,7 @@ from dataclasses import dataclass
 from typing import Literal, Protocol, runtime_checkable
 
 from .._dataset import LabeledVideo, VideoSource, load_videos
-from .._validation import ArgumentError
-from ..errors import CorruptVideoError, VideoError
+from ..errors import ArgumentError, CorruptVideoError, VideoError
 from ..index import VideoIndex, index_video
 from .clips import ClipDrawer, VideoFacts
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._dataset import LabeledVideo
-from .._validation import ArgumentError
+from ..errors import ArgumentError
 
 __all__ = ["LoaderState", "dataset_fingerprint"]
 

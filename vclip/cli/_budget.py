@@ -30,6 +30,7 @@ from ..sampling import (
 )
 from ._common import (
     EXIT_OK,
+    _add_device,
     _refused_arguments,
     _UsageError,
 )
@@ -74,13 +75,20 @@ def _budget_chart(args: argparse.Namespace, budget: int | None, batch: int | Non
     return memory_chart(args.chart, batches, series, title=title, budget=budget, batch_size=batch)
 
 
+def _integer_or_text(text: str) -> int | str:
+    try:
+        return int(text)
+    except ValueError:
+        return text
+
+
 def _loader_estimate(args: argparse.Namespace, width: int, height: int, batch: int):
     """What a ClipLoader with the given prefetch depth, decode threads and processes needs."""
     return plan_loader_memory(
         width=width, height=height, batch_size=batch, sequence_length=args.seq, channels=args.channels,
-        dtype=args.dtype, augmentation_factor=args.aug, prefetch_queue_depth=args.prefetch,
-        num_threads=args.threads, decode_processes=args.processes, device=args.device,
-        video_width=args.width, video_height=args.height,
+        dtype=args.dtype, augmentation_factor=args.aug, prefetch_queue_depth=args.prefetch_queue_depth,
+        num_threads=args.num_threads, decode_processes=args.decode_processes, cpu_decoders=args.cpu_decoders,
+        device=args.device, video_width=args.width, video_height=args.height,
     )
 
 
@@ -91,9 +99,11 @@ def _run_budget(args: argparse.Namespace) -> int:
             raise _UsageError("--batch is needed, unless --budget asks for the largest batch that fits")
         args.batch = 1  # the figures below are per clip
     with _refused_arguments():
-        check_integer("prefetch", args.prefetch, minimum=1)
-        check_integer("threads", args.threads, minimum=0)
-        check_integer("processes", args.processes, minimum=0)
+        check_integer("--prefetch-queue-depth", args.prefetch_queue_depth, minimum=1)
+        check_integer("--num-threads", args.num_threads, minimum=0)
+        check_integer("--decode-processes", args.decode_processes, minimum=0)
+        if args.cpu_decoders != "auto":
+            args.cpu_decoders = check_integer("--cpu-decoders", _integer_or_text(args.cpu_decoders), minimum=0)
         base = dict(channels=args.channels, dtype=args.dtype, augmentation_factor=args.aug)
         estimate_memory(width=args.width, height=args.height, batch_size=args.batch, sequence_length=args.seq, **base)
         check_scaling_factor(args.scaling_factor)
@@ -124,8 +134,10 @@ def _run_budget(args: argparse.Namespace) -> int:
         except ImportError as error:
             raise _UsageError(f"--chart: {error}") from None
     loader_report = {
-        "prefetch_queue_depth": args.prefetch, "buffers": loader.buffers, "decoders": loader.decoders,
-        "processes": args.processes, "device": args.device, "bytes": loader.total,
+        "prefetch_queue_depth": args.prefetch_queue_depth, "buffers": loader.buffers, "decoders": loader.decoders,
+        "num_threads": args.num_threads, "decode_processes": args.decode_processes,
+        "cpu_decoders": args.cpu_decoders, "device": args.device, "on_gpu": loader.cuda_context > 0,
+        "bytes": loader.total,
         "output_buffers": loader.output_buffers, "decode_surfaces": loader.decode_surfaces,
         "workspace": loader.workspace, "cuda_context": loader.cuda_context,
         "fits": None if budget is None or not batch_given else loader.total <= budget,
@@ -164,9 +176,11 @@ def _run_budget(args: argparse.Namespace) -> int:
         print(f"  {f'largest batch size at {args.seq} frames':<42}{largest_batch:>16,}")
         if batch_given:
             print(f"  {f'largest sequence length at batch {args.batch}':<42}{largest_sequence:>16,}")
-    place = "the CPU (host memory)" if args.device == "cpu" else f"{loader.decoders} NVDEC decoders"
-    print(f"\na ClipLoader (prefetch {args.prefetch}: {loader.buffers} output buffers; {place}; "
-          f"{args.processes} decode processes) needs, for {what}:")
+    place = f"{loader.decoders} NVDEC decoders" if loader.cuda_context else "the CPU (host memory)"
+    if not loader.cuda_context and args.device == "auto":
+        place += "; no usable GPU here: --device cuda plans for one"
+    print(f"\na ClipLoader (prefetch_queue_depth {args.prefetch_queue_depth}: {loader.buffers} output buffers; "
+          f"{place}; {args.decode_processes} decode processes) needs, for {what}:")
     print(f"  {format_bytes(loader.total)}")
     for label, part in (("output buffers", loader.output_buffers), ("decode surfaces", loader.decode_surfaces),
                         ("workspace", loader.workspace), ("CUDA contexts", loader.cuda_context)):
@@ -187,7 +201,7 @@ def add_parser(commands) -> None:
         "budget", help="GPU memory of a batch by the formula and of a ClipLoader, and what fits a budget",
         description="bytes = W x H x C x bytes_per_element x batch x T x (1 + augmentation), what each choice "
                     "saves, and the largest batch size and sequence length that fit --budget; then what a "
-                    "ClipLoader with --prefetch, --threads and --processes needs (its output buffers, decode "
+                    "ClipLoader with these settings needs (its output buffers, decode "
                     "surfaces, workspace and CUDA contexts) and the largest batch it fits. Without --batch "
                     "(--budget needed) the figures are per clip and the question is the largest batch.")
     budget.add_argument("--width", type=int, required=True, metavar="W", help="frame width in pixels")
@@ -204,13 +218,14 @@ def add_parser(commands) -> None:
     budget.add_argument("--chart", metavar="PATH",
                         help="draw memory against batch size into PATH (.png, .jpg, .svg or .pdf; needs "
                              "matplotlib: pip install 'vclip-nvdec[chart]')")
-    budget.add_argument("--prefetch", type=int, default=2, metavar="N",
+    budget.add_argument("--prefetch-queue-depth", type=int, default=2, metavar="N",
                         help="the loader's prefetch_queue_depth (default 2: 4 output buffers)")
-    budget.add_argument("--threads", type=int, default=0, metavar="N",
+    budget.add_argument("--num-threads", type=int, default=0, metavar="N",
                         help="the loader's num_threads (default 0: 12 NVDEC decoders, 4 per process)")
-    budget.add_argument("--processes", type=int, default=0, metavar="N",
+    budget.add_argument("--decode-processes", type=int, default=0, metavar="N",
                         help="the loader's decode_processes, each with its CUDA context (default 0)")
-    budget.add_argument("--device", choices=("cuda", "cpu"), default="cuda",
-                        help="where the loader decodes (default cuda; cpu counts host buffers only)")
+    budget.add_argument("--cpu-decoders", default="auto", metavar="N",
+                        help="the loader's cpu_decoders: a count or auto (default auto)")
+    _add_device(budget, what="where the loader decodes (cpu counts host buffers only)")
     budget.add_argument("--json", action="store_true", help="print the numbers as JSON")
     budget.set_defaults(handler=_run_budget)

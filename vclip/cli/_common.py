@@ -95,9 +95,9 @@ def _add_stream(parser: argparse.ArgumentParser) -> None:
                         help="container index of the video stream (default: the first)")
 
 
-def _add_device(parser: argparse.ArgumentParser) -> None:
+def _add_device(parser: argparse.ArgumentParser, what: str = "where to decode") -> None:
     parser.add_argument("--device", type=_device, default="auto",
-                        help="cpu, cuda, cuda:N or auto (default: auto, the GPU when one is usable)")
+                        help=f"{what}: cpu, cuda, cuda:N or auto (default: auto, the GPU when one is usable)")
 
 
 def _add_progress(parser: argparse.ArgumentParser) -> None:

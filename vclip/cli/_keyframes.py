@@ -15,14 +15,9 @@ from .._ahead import submitted_ahead
 from .._demo import format_numbers
 from .._engine.device import resolve_device
 from .._machine import usable_cores
-from .._outputs import (
-    OutputError,
-    check_output_folder,
-    inside,
-    unique_names,
-)
+from .._outputs import check_output_folder, inside, unique_names
 from .._validation import check_integer, check_number, check_optional_integer
-from ..errors import VideoError
+from ..errors import OutputError, VideoError
 from ..keyframes import (
     KEYFRAME_METHODS,
     THUMBNAIL_WIDTH,

@@ -15,14 +15,9 @@ from .._images import (
     write_image,
     write_video,
 )
-from .._outputs import (
-    OutputError,
-    check_output_file,
-    check_output_folder,
-    unique_names,
-)
+from .._outputs import check_output_file, check_output_folder, unique_names
 from ..decoder import Frames, VideoDecoder
-from ..errors import VideoError
+from ..errors import OutputError, VideoError
 from ..index import VideoIndex
 from ..sampling import (
     ClipSampler,
