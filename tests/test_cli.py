@@ -15,10 +15,9 @@ from helpers import barcodes, child_environment
 from PIL import Image
 
 import vclip
-from vclip._demo import make_shots_video
 from vclip.cli import main
 from vclip.memory import _loader_memory_from_parts
-from vclip.synthetic import read_barcode
+from vclip.synthetic import make_shots_video, read_barcode
 
 REFERENCE = ["--width", "1920", "--height", "1080", "--batch", "32", "--seq", "16"]
 

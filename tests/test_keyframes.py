@@ -10,9 +10,8 @@ from helpers import barcodes
 
 import vclip
 import vclip.keyframes as keyframes_module
-from vclip._demo import make_shots_video
 from vclip.keyframes import extract_keyframes
-from vclip.synthetic import read_barcode
+from vclip.synthetic import make_shots_video, read_barcode
 
 SHOT_LENGTHS = (40, 35, 25)  # shots start at frames 0, 40, 75
 

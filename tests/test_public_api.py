@@ -117,7 +117,7 @@ def test_every_exception_lives_in_vclip_errors_and_exported_ones_say_vclip():
 def test_dir_lists_everything_public():
     listed = dir(vclip)
     assert set(EXPORTED) <= set(listed)  # ClipLoader and ClipBatch included (torch is installed here)
-    assert set(SUBMODULES) | {"loader", "cli"} <= set(listed)
+    assert set(SUBMODULES) | {"loader"} <= set(listed)
     assert not [name for name in listed if name.startswith("_") and not name.startswith("__")]
 
 

@@ -140,13 +140,14 @@ _SUBMODULES = (
     "check", "decoder", "errors", "index", "keyframes", "memory", "plan", "sampling", "synthetic", "transforms",
 )
 """Public submodules, imported with the package."""
-_LAZY_SUBMODULES = ("loader", "cli")
-"""Public submodules imported on first use: ``loader`` needs torch, ``cli`` is the command."""
+_LAZY_SUBMODULES = ("loader",)
+"""Public submodules imported on first use: ``loader`` needs torch. (``vclip.cli``, the command line,
+is imported by the ``vclip`` command, or by ``import vclip.cli``.)"""
 _LOADER_NAMES = ("ClipLoader", "ClipBatch")
 
 
 def __getattr__(name: str) -> Any:
-    """Import the loader (which needs torch) and the CLI on first use, so ``import vclip`` works without torch."""
+    """Import the loader (which needs torch) on first use, so ``import vclip`` works without torch."""
     if name in _LOADER_NAMES or name == "loader":
         try:
             loader = importlib.import_module(".loader", __name__)
@@ -158,8 +159,6 @@ def __getattr__(name: str) -> Any:
                 name="torch",
             ) from error
         return loader if name == "loader" else getattr(loader, name)
-    if name == "cli":
-        return importlib.import_module(".cli", __name__)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

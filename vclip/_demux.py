@@ -14,6 +14,7 @@ import numpy as np
 from av.container import InputContainer
 
 from ._bitstream import is_reference_packet, nal_length_size
+from ._orientation import Orientation
 from ._sources import is_local, open_binary
 from .errors import (
     CorruptVideoError,
@@ -25,14 +26,11 @@ from .errors import (
     os_reason,
     video_error_from_os_error,
 )
-from .transforms import Orientation
 
-__all__ = ["open_container", "demux_stream", "COLOR_MATRICES"]
+__all__ = ["open_container", "demux_stream"]
 
 # AVColorSpace values. Unspecified and unknown matrices fall back to BT.601, as FFmpeg's swscale does.
 _MATRIX_BY_AVCOL_SPC = {1: "bt709", 5: "bt601", 6: "bt601", 7: "smpte240m", 9: "bt2020", 10: "bt2020"}
-COLOR_MATRICES = ("bt601", "bt709", "bt2020", "smpte240m")
-"""The YUV to RGB matrices a stream may have."""
 _ADDRESSABLE_FORMATS = ("mov", "mp4", "matroska", "webm")
 
 _OPEN_OPTIONS: dict[str, Any] = {"metadata_errors": "replace"}

@@ -12,6 +12,7 @@ import secrets
 import threading
 import warnings
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from stat import S_ISDIR, S_ISREG
 from typing import Any
@@ -37,9 +38,13 @@ class MemoryEntry:
 
 
 class MemoryCache:
-    """Entries by key, bounded in bytes (``VCLIP_INDEX_CACHE_BYTES``, default 256 MiB); thread-safe."""
+    """Entries by key, bounded in bytes (``VCLIP_INDEX_CACHE_BYTES``, default 256 MiB); thread-safe.
 
-    def __init__(self):
+    ``parse_limit`` reads the variable's text (``"512MiB"``) as bytes, raising ValueError when it cannot.
+    """
+
+    def __init__(self, parse_limit: Callable[[str], int]):
+        self._parse_limit = parse_limit
         self._entries: OrderedDict[tuple, MemoryEntry] = OrderedDict()
         self._lock = threading.Lock()
         self._bytes = 0
@@ -50,10 +55,8 @@ class MemoryCache:
             text = os.environ.get(CACHE_BYTES_VARIABLE)
             self._limit = DEFAULT_CACHE_BYTES
             if text:
-                from ._units import parse_bytes
-
                 try:
-                    self._limit = parse_bytes(text)
+                    self._limit = self._parse_limit(text)
                 except ValueError as error:
                     warnings.warn(f"{CACHE_BYTES_VARIABLE}: {error}; using 256 MiB", IndexCacheWarning, stacklevel=3)
         return self._limit

@@ -12,10 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from ._demux import COLOR_MATRICES
-
-__all__ = ["INDEX_FORMAT_VERSION", "ARRAY_DTYPES", "parse_stored_facts", "check_index", "index_record",
-           "record_fields"]
+__all__ = ["INDEX_FORMAT_VERSION", "ARRAY_DTYPES", "COLOR_MATRICES", "parse_stored_facts", "check_index",
+           "index_record", "record_fields"]
 
 def parse_stored_facts(stored: dict) -> dict:
     """``stored`` (the fields of an index as :meth:`~vclip.index.VideoIndex.to_arrays`, :func:`index_record` or a
@@ -42,6 +40,9 @@ def _fraction(value: str | Fraction) -> Fraction:
     """``Fraction(value)``, parsed once per distinct text (a catalog repeats a few time bases)."""
     return Fraction(value)
 
+
+COLOR_MATRICES = ("bt601", "bt709", "bt2020", "smpte240m")
+"""The YUV to RGB matrices an index may name (the demux pass maps every other stream to BT.601)."""
 
 INDEX_FORMAT_VERSION = 3
 """Version of :func:`index_record`'s layout; a stored record of another version is rebuilt."""

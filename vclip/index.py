@@ -26,10 +26,10 @@ from ._index_record import (
     parse_stored_facts,
     record_fields,
 )
+from ._orientation import Orientation
 from ._sources import VideoInput, hold_video, is_local, is_url, open_reader, source_fingerprint
 from ._units import parse_bytes
 from .errors import CorruptVideoError, NotAVideoError, VideoNotFoundError, video_error_from_os_error
-from .transforms import Orientation
 
 __all__ = [
     "VideoIndex",
@@ -350,7 +350,7 @@ _SETTLE_NS = 2_000_000_000
 # A URL's cached index is served without asking the server again for this long after a check.
 _REMOTE_TRUST_SECONDS = 30.0
 
-_memory_cache = MemoryCache()
+_memory_cache = MemoryCache(parse_limit=parse_bytes)
 
 
 def clear_index_cache() -> None:

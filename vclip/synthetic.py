@@ -21,7 +21,7 @@ from ._validation import fail
 
 __all__ = [
     "make_video", "read_barcode", "BARCODE_BITS", "make_scene_video", "LabelledVideo", "LabelledEvent",
-    "BOUNDARY_KINDS", "SCENE_VIDEO_CLASSES",
+    "BOUNDARY_KINDS", "SCENE_VIDEO_CLASSES", "make_shots_video",
 ]
 
 BARCODE_BITS = 12
@@ -437,3 +437,42 @@ def make_scene_video(
         images.append(image)
     _encode_rgb(path, images, fps=fps, keyframe_interval=keyframe_interval)
     return LabelledVideo(path, len(images), fps, tuple(sorted(events, key=lambda e: (e.start, e.end))))
+
+
+def make_shots_video(
+    path: str | os.PathLike,
+    *,
+    shot_lengths: Sequence[int] = (45, 52, 68, 35),
+    dissolves: Sequence[int] | None = None,
+    width: int = 320,
+    height: int = 240,
+    fps: int = 30,
+    keyframe_interval: int = 60,
+    seed: int = 1,
+) -> str:
+    """A synthetic video of several shots with cuts or dissolves between them (libx264, a keyframe
+    every ``keyframe_interval`` frames wherever the shots change).
+
+    Each shot pans a texture of its own colours (seeds ``seed``, ``seed + 1``...); every frame carries its
+    index as a barcode (:func:`read_barcode`), counted across shots, so shot ``k``
+    is shown alone from frame ``sum(shot_lengths[:k])``. ``dissolves[k - 1]`` frames before that
+    (0: a cut) are blends of shot ``k - 1`` into shot ``k``, taken from the end of shot ``k - 1``.
+    """
+    total = sum(shot_lengths)
+    dissolves = list(dissolves) if dissolves is not None else [0] * (len(shot_lengths) - 1)
+    if len(dissolves) != len(shot_lengths) - 1:
+        raise ValueError(f"dissolves has {len(dissolves)} values for {len(shot_lengths) - 1} boundaries")
+    textures = [_tinted_texture(2 * width, 2 * height, np.random.default_rng(seed + shot))
+                for shot in range(len(shot_lengths))]
+    frames: list[np.ndarray] = []
+    for shot, length in enumerate(shot_lengths):
+        first = len(frames)
+        frames.extend(render_frame(i, textures[shot], width, height, total) for i in range(first, first + length))
+        blends = dissolves[shot - 1] if shot > 0 else 0
+        for k in range(blends):  # the last frames of the shot before fade into this one
+            i = first - blends + k
+            alpha = (k + 1) / (blends + 1)
+            incoming = render_frame(i, textures[shot], width, height, total).astype(np.float32)
+            frames[i] = np.clip((1 - alpha) * frames[i] + alpha * incoming + 0.5, 0, 255).astype(np.uint8)
+            _draw_barcode(frames[i], i)
+    return _encode_rgb(os.fspath(path), frames, fps=fps, keyframe_interval=keyframe_interval)

@@ -123,6 +123,14 @@ def _ray_jobs(args: argparse.Namespace):
 
 
 # -- output helpers ----------------------------------------------------------------------------
+def format_numbers(values: Sequence[int], limit: int = 10) -> str:
+    """``"0, 30, 60"``; longer lists keep the first ``limit - 2`` and the last 2 around ``...``."""
+    values = list(values)
+    return ", ".join(map(str, values)) if len(values) <= limit else (
+        ", ".join(map(str, values[: limit - 2])) + ", ..., " + ", ".join(map(str, values[-2:]))
+    )
+
+
 def _say(text: str, file=None) -> None:
     """Print ``text`` so that any file name in it prints, whatever the stream's encoding, above any
     progress bar."""

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 
-from .._demo import format_numbers
 from .._demux import open_container
 from ..errors import VideoError
 from ..index import index_video
@@ -17,6 +16,7 @@ from ._common import (
     _progress_bar,
     _say,
     _skipped,
+    format_numbers,
 )
 
 

@@ -12,7 +12,6 @@ from functools import partial
 from pathlib import Path
 
 from .._ahead import submitted_ahead
-from .._demo import format_numbers
 from .._engine.device import resolve_device
 from .._machine import usable_cores
 from .._outputs import check_output_folder, inside, unique_names
@@ -43,6 +42,7 @@ from ._common import (
     _say,
     _skipped,
     _UsageError,
+    format_numbers,
 )
 
 

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import numpy as np
 
-from .._demo import format_numbers
 from .._images import (
     to_numpy,
     write_image,
@@ -50,6 +49,7 @@ from ._common import (
     _say,
     _skipped,
     _UsageError,
+    format_numbers,
 )
 
 
