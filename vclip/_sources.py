@@ -36,6 +36,7 @@ from .errors import (
     UnreadableVideoError,
     VideoError,
     VideoNotFoundError,
+    fail,
 )
 
 __all__ = [
@@ -303,8 +304,6 @@ def hold_video(video: VideoInput) -> tuple[str, RangeReader | None]:
     elif callable(getattr(video, "read", None)) and callable(getattr(video, "seek", None)):
         reader = _FileObjectReader(video)
     else:
-        from ._validation import fail
-
         raise fail("video", video, "a path, a URL, bytes or a binary file object with read() and seek()")
     with _lock:
         reader = _held.setdefault(reader.name, reader)

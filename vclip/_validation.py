@@ -13,7 +13,7 @@ import operator
 from collections.abc import Sequence
 from typing import Any, TypeVar
 
-from .errors import ArgumentError
+from .errors import ArgumentError, fail
 
 __all__ = [
     "check_choice",
@@ -25,11 +25,6 @@ __all__ = [
 ]
 
 T = TypeVar("T")
-
-
-def fail(name: str, value: Any, expected: str) -> ArgumentError:
-    """The error for ``name`` (``value``), which must be ``expected``: ``raise fail(...)``."""
-    return ArgumentError(f"{name} ({value!r}) must be {expected}")
 
 
 def _integer_or_none(value: Any) -> int | None:

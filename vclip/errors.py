@@ -40,6 +40,7 @@ __all__ = [
     "CatalogWarning",
     "video_error_from_os_error",
     "os_reason",
+    "fail",
 ]
 
 
@@ -106,6 +107,11 @@ _EXPORTED = (VideoError, VideoNotFoundError, UnreadableVideoError, NotAVideoErro
              CatalogWarning)
 for _class in _EXPORTED:
     _class.__module__ = "vclip"
+
+
+def fail(name: str, value: object, expected: str) -> ArgumentError:
+    """The error for argument ``name`` (``value``), which must be ``expected``: ``raise fail(...)``."""
+    return ArgumentError(f"{name} ({value!r}) must be {expected}")
 
 
 def os_reason(error: BaseException) -> str:
