@@ -310,7 +310,7 @@ class ClipSampler:
         first, where, end_seconds = 0, "the video", None
         if segment is not None:
             assert isinstance(video, VideoIndex)  # checked above
-            first, num_frames, where, end_seconds = _segment_frames(video, segment)
+            first, num_frames, where, end_seconds = segment_frames(video, segment)
         if self.in_seconds:
             assert isinstance(video, VideoIndex)  # checked above
             end = video.end_seconds if end_seconds is None else min(end_seconds, video.end_seconds)
@@ -398,7 +398,7 @@ class ClipSampler:
         return keyframes[chosen]
 
 
-def _segment_frames(video: VideoIndex, segment) -> tuple[int, int, str, float | None]:
+def segment_frames(video: VideoIndex, segment) -> tuple[int, int, str, float | None]:
     """``(first frame, frame count, description, end seconds)`` of the frames whose pts lie in the segment.
 
     Raises:

@@ -12,7 +12,7 @@ from .._validation import check_optional_integer
 from ..errors import ArgumentError
 from ..gop import bound_lead
 from ..index import VideoIndex
-from ..sampling import ClipSampler, Segment, _segment_frames, describe_segment
+from ..sampling import ClipSampler, Segment, describe_segment, segment_frames
 from ..transforms import FrameGeometry, TransformSpec
 from .epoch import ClipRef
 
@@ -112,7 +112,7 @@ class ClipDrawer:
         clips = self._clip_sampler.sample(index, seed=rng, segment=segment)
         frames = clips[ref.clip % len(clips)]
         if self.max_lead_frames is not None:
-            first = 0 if segment is None else _segment_frames(index, segment)[0]
+            first = 0 if segment is None else segment_frames(index, segment)[0]
             frames = bound_lead(index, frames, self.max_lead_frames, first_frame=first)
         return frames, self._geometry(index, rng)
 
