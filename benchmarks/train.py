@@ -419,11 +419,12 @@ def kernel_bandwidth() -> dict:
     against a device copy."""
     import cupy
 
-    from vclip._engine import KernelModule, frame_strides
-    from vclip._engine.kernel_args import (
+    from vclip._engine import (
         BLOCK,
         JOB_DTYPE,
+        KernelModule,
         fill_job,
+        frame_strides,
         launch_grid,
         transform_params,
     )

@@ -62,12 +62,10 @@ def videos(video_dir) -> dict[str, str]:
 def shared_decode_processes():
     """Stops the decode processes a test's decoders started (``decode_processes``; shared by the
     process until it exits): their GPU memory would move later tests' device-wide figures."""
-    from vclip._engine import backends
+    from vclip._engine import close_shared_process_backends
 
     yield
-    for backend in backends._process_backends.values():
-        backend.close()
-    backends._process_backends.clear()
+    close_shared_process_backends()
 
 
 @pytest.fixture(scope="session")

@@ -20,6 +20,8 @@ from vclip._engine import (
     AUTO_MIN_IN_FLIGHT,
     BLOCK,
     JOB_DTYPE,
+    OUTPUT_KINDS,
+    PARAMS_DTYPE,
     ClipTarget,
     CpuBackend,
     DecoderPool,
@@ -35,9 +37,8 @@ from vclip._engine import (
     resolve_transform,
     semi_planar_shape,
     transform_params,
+    yuv420_planes,
 )
-from vclip._engine.cpu import yuv420_planes
-from vclip._engine.kernel_args import OUTPUT_KINDS, PARAMS_DTYPE
 from vclip.synthetic import read_barcode
 
 
@@ -348,7 +349,7 @@ def test_cpu_decoded_clips_are_byte_identical_to_nvdec(videos, name, spec):
 def test_gpu_loader_with_cpu_decoders_matches_nvdec_alone(videos, processes):
     """With decode processes, the CPU decoders run in processes of their own that write into the
     NVDEC processes' buffers."""
-    from vclip._engine.processes import ProcessBackend
+    from vclip._engine import ProcessBackend
 
     paths = [(videos["h264"], 0)] * 4
     epochs = []

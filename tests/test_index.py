@@ -415,7 +415,7 @@ def test_avi_seek_refused_falls_back_to_reading_from_the_start(tmp_path):
 
 def test_demux_failure_is_corrupt_video_error(tmp_path, monkeypatch):
     """D4: any FFmpeg error while reading packets back names the file."""
-    from vclip._engine import packets as _packets
+    from vclip._engine import read_packets
 
     path = tiny(tmp_path / "good.avi", codec="mpeg4")
     index = vclip.index_video(path)
@@ -426,7 +426,7 @@ def test_demux_failure_is_corrupt_video_error(tmp_path, monkeypatch):
     monkeypatch.setattr(av.container.InputContainer, "seek", refuse)
     monkeypatch.setattr(av.container.InputContainer, "demux", refuse)
     with pytest.raises(CorruptVideoError, match=r"good\.avi: packets \[5\] could not be read back \(Operation not"):
-        _packets.read_packets(index, np.array([5]))
+        read_packets(index, np.array([5]))
 
 
 def test_file_gone_after_indexing(tmp_path, clean_cache):

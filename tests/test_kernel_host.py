@@ -19,7 +19,7 @@ from kernel_cases import (
 )
 
 import vclip
-from vclip._engine.kernel_args import (
+from vclip._engine import (
     BLOCK,
     JOB_DTYPE,
     OUTPUT_KINDS,

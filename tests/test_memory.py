@@ -165,7 +165,7 @@ def test_loader_plan_defaults_and_checks():
 
 
 def test_each_thread_keeps_a_decoder_per_kind_of_video_up_to_four():
-    from vclip._engine.nvdec import DECODERS_PER_THREAD
+    from vclip._engine import DECODERS_PER_THREAD
 
     options = dict(width=224, height=224, batch_size=8, sequence_length=16, video_width=1920, video_height=1080,
                    device="cuda", num_threads=3)

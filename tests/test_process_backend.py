@@ -18,11 +18,12 @@ from vclip._engine import (
     ClipTarget,
     DecodeStats,
     JobRunner,
+    ProcessBackend,
+    RecentKeys,
     VideoJob,
     in_process_backend,
     resolve_transform,
 )
-from vclip._engine.processes import ProcessBackend, RecentKeys
 from vclip.synthetic import make_video, read_barcode
 
 SPEC = vclip.TransformSpec(resize=(48, 64), layout="THWC")

@@ -311,3 +311,21 @@ def test_same_seed_same_clips_and_flags(videos):
     a, b = decoder.get_clips(sampler, seed=4), decoder.get_clips(sampler, seed=4)
     assert np.array_equal(a.frame_indices, b.frame_indices) and np.array_equal(a.padded, b.padded)
     assert np.array_equal(a.frame_indices, np.stack(sampler.sample(decoder.index, seed=4)))
+
+
+# -- the engine's internal surface ------------------------------------------------------------------
+def test_tests_and_benchmarks_reach_the_engine_through_its_surface():
+    """``from vclip._engine import name`` only; a module itself is imported only to patch its state."""
+    from vclip import _engine
+
+    for name in _engine.__all__:
+        assert getattr(_engine, name) is not None, name
+    direct = re.compile(r"from vclip\._engine\.\w+ import|from vclip\._engine import \w+ as")
+    offenders = [
+        f"{path.relative_to(ROOT)}:{number}"
+        for folder in ("tests", "benchmarks", "samples")
+        for path in sorted((ROOT / folder).rglob("*.py"))
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if direct.search(line)
+    ]
+    assert offenders == []

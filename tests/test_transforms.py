@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import vclip
-from vclip._engine.reference import axis_taps
+from vclip._engine import axis_taps
 from vclip.synthetic import BARCODE_BITS, make_video
 
 MEAN, STD = np.array(vclip.IMAGENET_MEAN), np.array(vclip.IMAGENET_STD)

@@ -11,7 +11,7 @@ from .contract import Backend
 from .cpu import CpuBackend
 from .device import Device
 
-__all__ = ["in_process_backend", "make_backend", "shared_process_backend"]
+__all__ = ["close_shared_process_backends", "in_process_backend", "make_backend", "shared_process_backend"]
 
 _gpu_backends: dict[tuple[int, bool], Backend] = {}
 _shared_backends_lock = threading.Lock()
@@ -49,6 +49,16 @@ def shared_process_backend(device: Device, processes: int, *, skip_non_reference
         if key not in _process_backends:
             _process_backends[key] = make_backend(device, skip_non_reference=skip_non_reference, processes=processes)
         return _process_backends[key]
+
+
+def close_shared_process_backends() -> None:
+    """Stop the worker processes of :func:`shared_process_backend` (they would otherwise serve this
+    process until it exits); the next caller starts new ones."""
+    with _shared_backends_lock:
+        backends = list(_process_backends.values())
+        _process_backends.clear()
+    for backend in backends:
+        backend.close()
 
 
 def make_backend(device: Device, *, skip_non_reference: bool = True, processes: int = 0, threads: int = 0,
