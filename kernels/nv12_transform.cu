@@ -349,9 +349,19 @@ __device__ __forceinline__ void transform_thread(const TransformParams& p, const
 #define VCLIP_BLOCK_THREADS 256
 #define VCLIP_BLOCKS_PER_SM 8
 
-// One frame per launch: the job travels by value (no host-to-device copy).
-template <typename In, typename Out>
-__global__ void __launch_bounds__(VCLIP_BLOCK_THREADS, VCLIP_BLOCKS_PER_SM) transform_frame(TransformParams p, FrameJob job) {
-    transform_thread<In, Out>(p, job);
-}
+// One frame per launch: the job travels by value (no host-to-device copy). One kernel per pair of
+// sample type (NV12: unsigned char, P016: unsigned short) and output type, with C names: CuPy keeps
+// a module compiled from plain names in its on-disk cache, and compiles it again in every process
+// when it must look up template instantiations by name.
+#define VCLIP_TRANSFORM_KERNEL(name, In, Out)                                                     \
+    extern "C" __global__ void __launch_bounds__(VCLIP_BLOCK_THREADS, VCLIP_BLOCKS_PER_SM)        \
+        name(TransformParams p, FrameJob job) {                                                     \
+        transform_thread<In, Out>(p, job);                                                          \
+    }
+VCLIP_TRANSFORM_KERNEL(vclip_transform_nv12_uint8, unsigned char, unsigned char)
+VCLIP_TRANSFORM_KERNEL(vclip_transform_nv12_float16, unsigned char, Float16Bits)
+VCLIP_TRANSFORM_KERNEL(vclip_transform_nv12_float32, unsigned char, float)
+VCLIP_TRANSFORM_KERNEL(vclip_transform_p016_uint8, unsigned short, unsigned char)
+VCLIP_TRANSFORM_KERNEL(vclip_transform_p016_float16, unsigned short, Float16Bits)
+VCLIP_TRANSFORM_KERNEL(vclip_transform_p016_float32, unsigned short, float)
 

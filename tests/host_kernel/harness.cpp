@@ -1,5 +1,5 @@
 // Host harness: runs the kernel of nv12_transform.cu over an emulated grid, one thread at a time,
-// one launch per frame as the NVDEC backend launches it.
+// one launch per frame as the NVDEC backend launches it (the body of its vclip_transform_* kernels).
 #include <cstddef>
 
 #include "cuda_host_shim.h"
@@ -17,7 +17,7 @@ static void launch(const TransformParams* params, const FrameJob* jobs, int job_
                     for (unsigned tx = 0; tx < blockDim.x; ++tx) {
                         blockIdx = {bx, by, 0};
                         threadIdx = {tx, ty, 0};
-                        transform_frame<In, Out>(*params, jobs[job]);
+                        transform_thread<In, Out>(*params, jobs[job]);
                     }
 }
 

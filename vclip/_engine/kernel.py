@@ -5,7 +5,11 @@ backend hand it pictures they uploaded."""
 
 from __future__ import annotations
 
+import os
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 
 import numpy as np
 
@@ -21,14 +25,43 @@ from .kernel_args import (
 from .layout import frame_strides
 from .pipeline import Conversion, VideoJob
 
-__all__ = ["KernelModule", "KernelConverter"]
+__all__ = ["KernelModule", "KernelConverter", "compiling_once_per_machine"]
 
-_INPUT_TYPES = {1: "unsigned char", 2: "unsigned short"}
-_OUTPUT_TYPES = {"uint8": "unsigned char", "float16": "Float16Bits", "float32": "float"}
+_SAMPLE_FORMATS = {1: "nv12", 2: "p016"}  # bytes per sample: the surface format, in the kernels' names
+_OUTPUT_DTYPES = ("uint8", "float16", "float32")
+
+
+def _cupy_cache_folder() -> Path:
+    """CuPy's on-disk kernel cache (``CUPY_CACHE_DIR``, default ``~/.cupy/kernel_cache``)."""
+    return Path(os.environ.get("CUPY_CACHE_DIR") or Path.home() / ".cupy" / "kernel_cache")
+
+
+@contextmanager
+def compiling_once_per_machine() -> Iterator[None]:
+    """Hold a lock on CuPy's kernel cache folder while compiling: of the processes that start at once
+    on a cold cache (decode processes, DataLoader workers, several jobs), one compiles and writes the
+    cache while the others wait, then load what it wrote instead of compiling the same kernels again.
+    Where the folder cannot be locked (not writable, no ``fcntl``) compiling goes on unlocked."""
+    try:
+        import fcntl
+
+        folder = _cupy_cache_folder()
+        folder.mkdir(parents=True, exist_ok=True)
+        lock = open(folder / "vclip-compile.lock", "a")  # held across the yield
+    except (ImportError, OSError):
+        yield
+        return
+    with lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 class KernelModule:
-    """``nv12_transform.cu`` compiled once per device (NVRTC through CuPy), every type pair."""
+    """``nv12_transform.cu`` compiled once per device of a process (NVRTC through CuPy), every pair of
+    sample and output type; once per machine, through CuPy's on-disk cache, while its source is unchanged."""
 
     _modules: dict[int, KernelModule] = {}
     _lock = threading.Lock()
@@ -36,17 +69,11 @@ class KernelModule:
     def __init__(self, device_id: int):
         import cupy
 
-        names = [
-            f"transform_frame<{source}, {target}>"
-            for source in _INPUT_TYPES.values()
-            for target in _OUTPUT_TYPES.values()
-        ]
-        with cupy.cuda.Device(device_id):
-            self._module = cupy.RawModule(
-                code=kernel_source_path().read_text(), options=("--std=c++17",), name_expressions=names
-            )
+        names = [f"vclip_transform_{source}_{dtype}" for source in _SAMPLE_FORMATS.values() for dtype in _OUTPUT_DTYPES]
+        with cupy.cuda.Device(device_id), compiling_once_per_machine():
+            self._module = cupy.RawModule(code=kernel_source_path().read_text(), options=("--std=c++17",))
             self._module.compile()
-        self._functions = {name: self._module.get_function(name) for name in names}
+            self._functions = {name: self._module.get_function(name) for name in names}
 
     @classmethod
     def for_device(cls, device_id: int) -> KernelModule:
@@ -56,7 +83,8 @@ class KernelModule:
             return cls._modules[device_id]
 
     def function(self, input_bytes: int, dtype: str):
-        return self._functions[f"transform_frame<{_INPUT_TYPES[input_bytes]}, {_OUTPUT_TYPES[dtype]}>"]
+        """The kernel for samples of ``input_bytes`` bytes (1: NV12, 2: P016) into ``dtype`` outputs."""
+        return self._functions[f"vclip_transform_{_SAMPLE_FORMATS[input_bytes]}_{dtype}"]
 
 
 class KernelConverter(PictureConverter):
