@@ -1,8 +1,8 @@
 """MkDocs hook: the command-line reference comes from the parser itself.
 
 A line ``<!-- cli-help: COMMAND -->`` in a page becomes the output of ``vclip COMMAND --help``
-(``<!-- cli-help -->`` alone: ``vclip --help``) in a code block, formatted 100 columns wide, so
-the page always shows the options the installed command has.
+(``<!-- cli-help -->`` alone: ``vclip --help``), formatted 80 columns wide, in a block the reader
+can fold open, so the page always shows the options the installed command has.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ def _help_text(command: str | None) -> str:
     argv = [command, "--help"] if command else ["--help"]
     output = io.StringIO()
     columns = os.environ.get("COLUMNS")
-    os.environ["COLUMNS"] = "100"  # argparse wraps to the terminal's width
+    os.environ["COLUMNS"] = "80"  # argparse wraps to the terminal's width
     try:
         with contextlib.redirect_stdout(output):
             status = main(argv)
@@ -36,6 +36,14 @@ def _help_text(command: str | None) -> str:
     return output.getvalue().rstrip()
 
 
+def _help_block(match: re.Match[str]) -> str:
+    """A foldable block (pymdownx.details) holding the help: open for ``vclip --help``."""
+    command = match.group(1)
+    title = f"vclip {command} --help" if command else "vclip --help"
+    text = "\n".join(f"    {line}" if line else "" for line in _help_text(command).splitlines())
+    return f'???{"" if command else "+"} info "`{title}`"\n\n    ```text\n{text}\n    ```'
+
+
 def on_page_markdown(markdown: str, **kwargs: Any) -> str:
     """Replace every ``cli-help`` marker with the help it names."""
-    return _MARKER.sub(lambda match: f"```text\n{_help_text(match.group(1))}\n```", markdown)
+    return _MARKER.sub(_help_block, markdown)
