@@ -143,8 +143,15 @@ def _page_id(page: Path) -> str:
     return str(page.relative_to(ROOT))
 
 
+SLOW_PAGES = {
+    "docs/guides/ray.md": "starts a local Ray (about 25 s)",
+    "docs/guides/cli.md": "runs some twenty commands, each a new Python process (about 20 s)",
+    "docs/guides/keyframes.md": "finds the shots of several videos (about 9 s)",
+}
+"""Pages whose examples take more than a few seconds: marked ``slow``."""
+
 EXAMPLE_PAGES = [
-    pytest.param(page, id=_page_id(page), marks=[pytest.mark.slow] if "vclip.ray" in page.read_text() else [])
+    pytest.param(page, id=_page_id(page), marks=[pytest.mark.slow] if _page_id(page) in SLOW_PAGES else [])
     for page in PAGES if any(is_example(block) for block in runnable_blocks(page))
 ]
 NOT_RUN = [block for page in PAGES for block in read_blocks(page) if is_example(block) and block.not_run]
@@ -259,9 +266,9 @@ def test_every_page_parses_and_has_its_examples_found():
         for block in read_blocks(page):
             if block.language in SHELL_LANGUAGES and block.not_run is None and block.file is None:
                 shell_commands(block)
-    assert {_page_id(ROOT / "README.md"), _page_id(ROOT / "docs" / "index.md")} <= {
-        param.id for param in EXAMPLE_PAGES
-    }
+    pages_run = {param.id for param in EXAMPLE_PAGES}
+    assert {_page_id(ROOT / "README.md"), _page_id(ROOT / "docs" / "index.md")} <= pages_run
+    assert set(SLOW_PAGES) <= pages_run, f"SLOW_PAGES names pages without examples: {set(SLOW_PAGES) - pages_run}"
 
 
 def test_the_readme_keeps_its_test_command_and_stays_a_front_page():
@@ -270,6 +277,8 @@ def test_the_readme_keeps_its_test_command_and_stays_a_front_page():
     marker = lines.index("<!-- test-command -->")
     assert lines[marker + 1] == "```bash" and lines[marker + 2].startswith('pip install ".[test]"')
     assert len(lines) <= 250, f"README.md has {len(lines)} lines; the front page keeps to 250"
+    targets = re.findall(r"\]\(([^)#:]+)(?:#[^)]*)?\)", "\n".join(lines))  # relative links (mkdocs checks docs/)
+    assert targets and not [target for target in targets if not (ROOT / target).exists()]
 
 
 def test_the_architecture_page_places_every_module():
