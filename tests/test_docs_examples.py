@@ -50,6 +50,7 @@ NOT_RUN_COMMANDS = {
     "bash": "runs a script of the repository (.ci/run)",
     "python": "runs a script of the repository (benchmarks and samples are run by hand)",
     "python3": "makes a virtual environment",
+    ".": "activates a virtual environment",
     "torchrun": "starts training processes on several GPUs or nodes",
     "ray": "starts a Ray cluster",
 }
