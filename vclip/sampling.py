@@ -276,7 +276,7 @@ class ClipSampler:
             seconds (after the end policy and jitter), else None.
 
         Raises:
-            As :meth:`sample`.
+            ValueError, ArgumentError, IndexError: As :meth:`sample`.
         """
         if isinstance(video, VideoIndex):
             num_frames, name = video.num_frames, video.path
