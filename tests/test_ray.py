@@ -100,7 +100,7 @@ def test_keyframes_as_rows_match_extract_keyframes(local_ray, dataset):
         by_video.setdefault(row["video"], []).append(row)
     assert sorted(by_video) == videos
     for path, found in by_video.items():
-        expected = extract_keyframes(path, max_frames=2)
+        expected = extract_keyframes(path, max_frames=2, device="cpu")
         found.sort(key=lambda r: r["frame_index"])
         assert [r["frame_index"] for r in found] == expected.frame_indices.tolist()
         for row, image in zip(found, expected.frames):
@@ -138,7 +138,7 @@ def test_check_rows_are_the_local_check_results(local_ray, dataset, tmp_path):
 
 
 def test_index_videos_dataset_rows_are_catalog_rows(local_ray, dataset):
-    rows = vray.index_videos(dataset / "cycling").take_all()
+    rows = vray.index_videos(dataset / "cycling", workers=1).take_all()
     assert len(rows) == PER_CLASS and all(row["usable"] for row in rows)
     for row in rows:
         index = vclip.index_video(row["path"])

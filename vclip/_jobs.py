@@ -24,6 +24,7 @@ import logging
 import multiprocessing
 import pickle
 import signal
+import time
 import warnings
 from abc import ABC, abstractmethod
 from collections import deque
@@ -50,6 +51,7 @@ GPU_SHARE_PER_TASK = 0.25
 
 _TASKS_PER_WORKER = 2  # tasks in flight per worker: the next one is there when a worker finishes
 _STRIKES_TO_RUN_ALONE = 2  # crashes an item was in flight for before it runs alone
+_EXIT_CODE_WAIT_SECONDS = 5.0  # for a dead worker's exit code (the pool stops the others at once)
 
 
 @dataclass(frozen=True)
@@ -114,7 +116,7 @@ class Runner(ABC):
         chunk_size: int = 1,
         ahead: int | None = None,
         on_outcome: Callable[[Outcome[Value]], None] | None = None,
-    ) -> Iterator[Outcome[Value]]:
+    ) -> Generator[Outcome[Value]]:
         """``function(item)`` of every item, one :class:`Outcome` each.
 
         Args:
@@ -215,7 +217,7 @@ def choose_runner(
     *,
     workers: int | None = None,
     items: int,
-    gpu_workers: int,
+    gpu_workers: int = 4,
     ray: bool = False,
     ray_address: str | None = None,
 ) -> Runner:
@@ -223,7 +225,7 @@ def choose_runner(
 
     With ``ray`` (or a ``ray_address``): :class:`RayTasks`. Else the device is resolved here (one
     :class:`~vclip.FallbackWarning` when a GPU request falls back) and the items run on
-    :class:`Threads` on a GPU (default ``gpu_workers``: they share this process's NVDEC decoders and
+    :class:`Threads` on a GPU (default ``gpu_workers``, 4: they share this process's NVDEC decoders and
     CUDA context) or in :class:`Processes` on the CPU (default one per usable core: FFmpeg's and
     NumPy's Python-side work of several videos would share one interpreter lock in threads); never
     more workers than items, and :class:`InThisThread` for one.
@@ -423,7 +425,7 @@ def _outcomes_of(results: list[tuple[int, bool, Any]]) -> Iterator[Outcome]:
         yield Outcome(position, value) if succeeded else Outcome(position, error=value)
 
 
-def _as_completed(work: _Run, on_outcome) -> Iterator[Outcome]:
+def _as_completed(work: _Run, on_outcome) -> Generator[Outcome]:
     try:
         for outcome in work:
             if on_outcome is not None:
@@ -433,7 +435,7 @@ def _as_completed(work: _Run, on_outcome) -> Iterator[Outcome]:
         work.close()
 
 
-def _in_order(work: _Run, on_outcome) -> Iterator[Outcome]:
+def _in_order(work: _Run, on_outcome) -> Generator[Outcome]:
     """The outcomes of ``work`` by position; those that complete early wait here, counted in ``work.held``."""
     waiting: dict[int, Outcome] = {}
     following = 0
@@ -559,8 +561,17 @@ class _ProcessPool(_Pool):
             return _failed_task(error, positions)
 
     def _dead_worker_exit_code(self) -> int | None:
-        processes = getattr(self.executor, "_processes", None) or {}
-        codes = [process.exitcode for process in processes.values() if process.exitcode not in (None, 0)]
+        """The exit code of the worker that died: the pool learns of a death when the worker's
+        pipe closes, a moment before its exit code can be read, and then stops the others
+        (SIGTERM), so wait for every code and prefer one that is not SIGTERM's."""
+        processes = list((getattr(self.executor, "_processes", None) or {}).values())
+        deadline = time.monotonic() + _EXIT_CODE_WAIT_SECONDS
+        # Polled, not joined: the pool's own thread reaps them too, and a join that loses that race
+        # returns before the exit code is stored.
+        while any(process.exitcode is None for process in processes) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        codes = [process.exitcode for process in processes if process.exitcode not in (None, 0)]
+        codes.sort(key=lambda code: code == -signal.SIGTERM)
         return codes[0] if codes else None
 
     def close(self, handles, *, abandon):
