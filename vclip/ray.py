@@ -68,7 +68,6 @@ __all__ = [
 logger = logging.getLogger("vclip")
 
 
-
 def connect(address: str | None = None) -> None:
     """Join the Ray cluster at ``address``, unless this process already has (``ray.init()``).
 

@@ -196,7 +196,8 @@ def add_parser(commands) -> None:
                                 f"frames keep their size)")
     keyframes.add_argument("--workers", type=int, metavar="N",
                            help="videos at once, each on its own decoder: threads on the GPU (default 8), "
-                                "processes on the CPU (default one per core)")
+                                "processes on the CPU (default one per core), Ray tasks with --ray (default: what "
+                                "the cluster runs at once)")
     keyframes.add_argument("--decode-processes", type=int, metavar="N",
                            help="GPU: decode in N worker processes shared by the run's videos, so that Python work "
                                 "does not hold back NVDEC (2.5 s to start; default: 4 for the scene method over "
