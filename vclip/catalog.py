@@ -234,6 +234,7 @@ def build_catalog(
     videos, class_names = sources if isinstance(sources, ResolvedSources) else resolve_sources(sources)
     out = os.path.abspath(os.fspath(out))
     exists = _check_out(out)
+    runner = choose_runner("cpu", workers=workers, items=len(videos), ray=ray, ray_address=ray_address)
     earlier = _earlier_rows(out) if incremental and exists else {}
     jobs = []
     for position, (path, _) in enumerate(videos):
@@ -242,7 +243,6 @@ def build_catalog(
         if known is not None and (stream_index is None or known[2] == stream_index):
             known_fingerprint = known[1]
         jobs.append(IndexJob(position, path, stream_index, known_fingerprint))
-    runner = choose_runner("cpu", workers=workers, items=len(jobs), ray=ray, ray_address=ray_address)
     bar = _progress_bar(len(jobs), progress)
     try:
         rows = index_rows(jobs, runner, on_row=(lambda _: bar.update()) if bar else None)

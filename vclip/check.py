@@ -35,7 +35,7 @@ from .index import VideoIndex, index_video, open_container
 __all__ = ["CheckResult", "check_video", "check_videos"]
 
 CheckStatus = Literal["ok", "corrupt", "unreadable"]
-_GPU_FILES_AT_ONCE = 4  # videos decoded at once on the GPU (NVDEC has several engines)
+_GPU_WORKERS = 4  # videos checked at once on the GPU (NVDEC has several engines)
 _GPU_CHUNK_FRAMES = 256  # frames per decode call on the GPU
 _GPU_CHECK_WIDTH = 64  # output width of the GPU pass: every frame is decoded, little is kept
 
@@ -190,7 +190,7 @@ def check_videos(
     """
     check_optional_integer("stream_index", stream_index, minimum=0)
     names = [os.fsdecode(p) for p in paths]
-    runner = choose_runner(device, workers=workers, items=len(names), gpu_workers=_GPU_FILES_AT_ONCE, ray=ray,
+    runner = choose_runner(device, workers=workers, items=len(names), gpu_workers=_GPU_WORKERS, ray=ray,
                            ray_address=ray_address)
     check = partial(check_video, device=runner.device, stream_index=stream_index)
     results: list[CheckResult | None] = [None] * len(names)

@@ -98,7 +98,7 @@ _session_pools: dict[int, SharedThreadPool] = {}
 """Threads submitting chunks, per count: shared by every video analysed in the process (kept alive,
 so their NVDEC decoders are reused; the threads of :func:`extract_keyframes_many` share them too)."""
 _session_pools_lock = threading.Lock()
-_GPU_VIDEOS_AT_ONCE = 8
+_GPU_WORKERS = 8
 """Videos of extract_keyframes_many at once on the GPU: threads sharing the scene method's NVDEC sessions."""
 THUMBNAIL_WIDTH = 320
 """Default width of contact-sheet thumbnails: a 1080p frame at 1/6, five across a 1920-pixel sheet."""
@@ -377,7 +377,7 @@ def extract_keyframes_many(
     decode_processes = check_optional_integer("decode_processes", decode_processes, minimum=0,
                                               none_means="(4 for the scene method on the GPU over many videos)")
     names = [os.fsdecode(path) for path in paths]
-    runner = choose_runner(device, workers=workers, items=len(names), gpu_workers=_GPU_VIDEOS_AT_ONCE, ray=ray,
+    runner = choose_runner(device, workers=workers, items=len(names), gpu_workers=_GPU_WORKERS, ray=ray,
                            ray_address=ray_address)
     if on_progress is not None and not isinstance(runner, InThisThread):
         raise ArgumentError(f"on_progress follows videos read one after another in this thread, not {runner!r}: "
