@@ -81,8 +81,11 @@ def test_a_cut_off_matroska_file_is_reported(tmp_path):
     assert check_video(path, device="cpu").status == "ok"
     result = check_video(tmp_path / "cut.mkv", device="cpu")
     assert result.status == "corrupt" and 0 < result.num_frames < 40 and result.bad_frames == ()
+    index = vclip.index_video(tmp_path / "cut.mkv")  # times in milliseconds: 20 frames cover 0.666 s, not 20/30
+    covered = index.end_seconds - index.start_seconds
+    assert index.num_frames == result.num_frames and abs(covered - result.num_frames / 30) < 0.001
     assert result.problems == (
-        f"the container says the stream lasts 1.333 s, its frames cover {result.num_frames / 30:.3f} s: about "
+        f"the container says the stream lasts 1.333 s, its frames cover {covered:.3f} s: about "
         f"{40 - result.num_frames} frames after the last one are missing (truncated?)",
     )
 
