@@ -18,7 +18,8 @@ import pyarrow.parquet as pq  # noqa: E402
 
 import vclip  # noqa: E402
 from vclip import catalog as vcatalog  # noqa: E402
-from vclip._indexing import IndexJob, index_rows, run_jobs  # noqa: E402
+from vclip._indexing import IndexJob, index_row, index_rows  # noqa: E402
+from vclip._jobs import Processes  # noqa: E402
 from vclip.cli import main  # noqa: E402
 from vclip.errors import CorruptVideoError, NotAVideoError, VideoNotFoundError  # noqa: E402
 from vclip.synthetic import make_video, read_barcode  # noqa: E402
@@ -355,18 +356,19 @@ def test_sources_can_be_files_list_files_and_pairs(dataset, tmp_path):
 def test_a_file_that_crashes_its_worker_is_listed_not_fatal(dataset):
     paths = [str(p) for p in sorted(dataset.rglob("*.mp4")) if p.name not in ("empty.mp4", "not_a_video.mp4")]
     jobs = [IndexJob(number, path) for number, path in enumerate(paths + ["/crash/me.mp4"] + paths)]
-    rows = sorted(run_jobs(jobs, 2, function=crash_on_request), key=lambda row: row["position"])
+    rows = sorted(index_rows(jobs, Processes(2), function=crash_on_request), key=lambda row: row["position"])
     assert [row["position"] for row in rows] == list(range(len(jobs)))
     crashed = rows[len(paths)]
-    assert not crashed["usable"] and "crashed" in crashed["error"] and crashed["fingerprint"] is None
+    assert not crashed["usable"] and crashed["fingerprint"] is None and crashed["error_type"] == "CorruptVideoError"
+    assert crashed["error"] == "its worker process crashed (exit code -9, SIGKILL); the file may be damaged"
     assert all(row["usable"] for row in rows if row is not crashed)
 
 
-def crash_on_request(jobs):
-    """index_rows, but a worker given /crash/... dies as FFmpeg crashing would kill it."""
-    if any(job.path.startswith("/crash/") for job in jobs):
+def crash_on_request(job):
+    """index_row, but a worker given /crash/... dies as FFmpeg crashing would kill it."""
+    if job.path.startswith("/crash/"):
         os.kill(os.getpid(), signal.SIGKILL)
-    return index_rows(jobs)
+    return index_row(job)
 
 
 def test_catalog_pickles_and_refuses_a_replaced_file(built, tmp_path):

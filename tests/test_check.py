@@ -2,6 +2,7 @@
 
 import json
 import os
+import signal
 from pathlib import Path
 
 import numpy as np
@@ -9,6 +10,7 @@ import pytest
 from helpers import frame_payload
 
 import vclip
+import vclip.check
 from vclip.check import check_video, check_videos
 from vclip.cli import main
 from vclip.synthetic import make_video
@@ -44,14 +46,14 @@ def dataset(tmp_path_factory):
 
 
 def test_a_good_video_is_ok(dataset):
-    result = check_video(dataset["good"])
+    result = check_video(dataset["good"], device="cpu")
     assert (result.status, result.num_frames, result.bad_frames, result.problems) == ("ok", 60, (), ())
     assert result.ok and result.device == "cpu" and result.error is None
 
 
 @pytest.mark.parametrize("name", ["zeroed", "flipped"])
 def test_damage_is_found_in_the_frame_it_was_made(dataset, name):
-    result = check_video(dataset[name])
+    result = check_video(dataset[name], device="cpu")  # NVDEC may conceal it
     assert result.status == "corrupt" and result.num_frames == 60
     assert DAMAGED_FRAME in result.bad_frames
     assert all(20 <= frame < 40 for frame in result.bad_frames)  # the other groups of pictures decode cleanly
@@ -67,7 +69,7 @@ def test_damage_is_found_in_the_frame_it_was_made(dataset, name):
     ],
 )
 def test_unreadable_files_say_why(dataset, name, problem):
-    result = check_video(dataset[name])
+    result = check_video(dataset[name], device="cpu")
     assert (result.status, result.num_frames, result.bad_frames) == ("unreadable", 0, ())
     assert problem in result.error
 
@@ -76,11 +78,14 @@ def test_a_cut_off_matroska_file_is_reported(tmp_path):
     path = make_video(tmp_path / "full.mkv", num_frames=40, width=96, height=64, keyframe_interval=10)
     data = Path(path).read_bytes()
     (tmp_path / "cut.mkv").write_bytes(data[: len(data) * 3 // 5])
-    assert check_video(path).status == "ok"
-    result = check_video(tmp_path / "cut.mkv")
+    assert check_video(path, device="cpu").status == "ok"
+    result = check_video(tmp_path / "cut.mkv", device="cpu")
     assert result.status == "corrupt" and 0 < result.num_frames < 40 and result.bad_frames == ()
+    index = vclip.index_video(tmp_path / "cut.mkv")  # times in milliseconds: 20 frames cover 0.666 s, not 20/30
+    covered = index.end_seconds - index.start_seconds
+    assert index.num_frames == result.num_frames and abs(covered - result.num_frames / 30) < 0.001
     assert result.problems == (
-        f"the container says the stream lasts 1.333 s, its frames cover {result.num_frames / 30:.3f} s: about "
+        f"the container says the stream lasts 1.333 s, its frames cover {covered:.3f} s: about "
         f"{40 - result.num_frames} frames after the last one are missing (truncated?)",
     )
 
@@ -92,7 +97,28 @@ def test_check_videos_in_parallel_keeps_the_order(dataset):
     assert [r.path for r in results] == [dataset[n] for n in names]
     assert [r.status for r in results] == ["corrupt", "ok", "unreadable", "corrupt"]
     assert sorted(r.path for r in seen) == sorted(r.path for r in results)
-    assert results[0].bad_frames == check_video(dataset["zeroed"]).bad_frames
+    assert results[0].bad_frames == check_video(dataset["zeroed"], device="cpu").bad_frames
+
+
+def test_a_file_that_crashes_its_worker_is_the_only_one_affected(dataset, monkeypatch):
+    """A file that kills its worker process (as FFmpeg crashing on damaged bytes would) is
+    unreadable with the signal named; the files in flight beside it are checked again and keep
+    their own results."""
+    monkeypatch.setattr(vclip.check, "check_video", crash_or_check)  # what the spawned workers run
+    names = ["good", "zeroed", "crash", "missing", "flipped", "good"]
+    paths = [str(dataset["folder"] / "crash.mp4") if n == "crash" else dataset[n] for n in names]
+    results = check_videos(paths, device="cpu", workers=2)
+    assert [r.path for r in results] == paths
+    assert [r.status for r in results] == ["ok", "corrupt", "unreadable", "unreadable", "corrupt", "ok"]
+    assert results[2].error == "its worker process crashed (exit code -11, SIGSEGV); the file may be damaged"
+    assert results[3].error == "file does not exist" and DAMAGED_FRAME in results[1].bad_frames
+
+
+def crash_or_check(path, **options):
+    """check_video, but a worker given crash.mp4 dies of a segmentation fault."""
+    if os.path.basename(path) == "crash.mp4":
+        os.kill(os.getpid(), signal.SIGSEGV)
+    return check_video(path, **options)
 
 
 def test_cli_check_table_json_and_exit_status(capsys, dataset, tmp_path):

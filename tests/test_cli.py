@@ -531,15 +531,6 @@ def test_keyframes_scene_with_decode_processes(capsys, videos, bad_files, tmp_pa
     assert manifests[2] == manifests[0] and len(manifests[0]) == 2  # frame 0 of each (no cut in these videos)
 
 
-def test_keyframes_starts_decode_processes_for_the_scene_method_over_many_videos_on_the_gpu():
-    from vclip.cli._keyframes import _default_decode_processes
-
-    assert _default_decode_processes(True, "scene", files=9, workers=8) == 4
-    assert _default_decode_processes(True, "scene", files=8, workers=8) == 0  # all at once: no gain for 2.5 s
-    assert _default_decode_processes(True, "codec", files=100, workers=8) == 0
-    assert _default_decode_processes(False, "scene", files=100, workers=8) == 0
-
-
 def test_keyframes_nothing_readable_exits_1(capsys, bad_files, tmp_path):
     status, _, err = run(capsys, "keyframes", bad_files["missing"], bad_files["text"], "--out", tmp_path)
     assert status == 1 and err.count("skipped") == 2
@@ -935,6 +926,27 @@ def test_sample_many_videos_into_one_npz(capsys, videos, bad_files, tmp_path):
         ]
         assert stored["frame_indices"].tolist() == expected
         assert [barcodes(clip) for clip in stored["clips"]] == expected
+
+
+def test_sample_workers_give_the_same_outputs_in_input_order(capsys, videos, bad_files, tmp_path):
+    """Two worker processes: the same clips, messages and skips as one video after another."""
+    files = [videos["h264"], bad_files["missing"], videos["long_gop"], videos["odd"], bad_files["text"]]
+    outputs = []
+    for workers in (1, 2):
+        out = tmp_path / f"workers_{workers}.npz"
+        status, stdout, err = run(capsys, "sample", *files, "--mode", "strided", "--sequence-length", 3, "--resize",
+                                  "64x48", "--seed", 7, "--clips-per-video", 2, "--workers", workers, "--out", out)
+        with np.load(out) as stored:
+            arrays = {name: stored[name].tolist() for name in ("clips", "frame_indices", "video_ids", "paths")}
+        outputs.append((status, stdout.replace(str(out), "OUT"), err, arrays))
+    assert outputs[1] == outputs[0]
+    status, stdout, err, arrays = outputs[0]
+    assert status == 3 and err.count("vclip sample: skipped") == 2
+    assert arrays["paths"] == [videos["h264"], videos["long_gop"], videos["odd"]]
+    assert arrays["video_ids"] == [0, 0, 1, 1, 2, 2]
+    status, _, err = run(capsys, "sample", videos["h264"], "--mode", "keyframe", "--workers", 0,
+                         "--out", tmp_path / "none.npz")
+    assert status == 2 and "workers (0) must be an integer >= 1" in err and not (tmp_path / "none.npz").exists()
 
 
 def test_sample_many_videos_one_output_each(capsys, videos, tmp_path):

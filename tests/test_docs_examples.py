@@ -39,7 +39,6 @@ NOT_RUN_REASONS = {
     "torchrun": "needs torchrun starting one process per GPU, on one or several nodes",
     "cluster": "needs a Ray cluster of several machines sharing the videos' storage",
     "s3": "needs an S3 bucket and its credentials",
-    "pending": "shows an API that issue 21 adds and that this checkout does not have yet",
 }
 """Why an example may be left out; a page names one with ``<!-- example: not-run KEY -->``."""
 
@@ -245,18 +244,8 @@ def _ray_running() -> bool:
 
 @pytest.mark.filterwarnings("ignore::vclip.errors.FallbackWarning")
 @pytest.mark.parametrize("block", [pytest.param(block, id=block.where) for block in NOT_RUN])
-def test_examples_not_run(block: Block, request, tmp_path: Path, monkeypatch):
-    """Each example left out is listed with its reason. One that waits for an API ("pending") is
-    tried: once the API exists and the example runs, the marker must go."""
-    if block.not_run == "pending":
-        folder = tmp_path / "examples"
-        shutil.copytree(request.getfixturevalue("example_files"), folder)
-        monkeypatch.chdir(folder)
-        try:
-            _run_python(block, {"__name__": "__main__"})
-        except (ImportError, AttributeError) as missing:
-            pytest.skip(f"{block.where} is not run: it {NOT_RUN_REASONS['pending']} ({missing})")
-        pytest.fail(f"{block.where} runs now: remove its '<!-- example: not-run pending -->' marker", pytrace=False)
+def test_examples_not_run(block: Block):
+    """Each example left out is listed in the test report with its reason."""
     pytest.skip(f"{block.where} is not run: it {NOT_RUN_REASONS[block.not_run or '']}")
 
 

@@ -35,7 +35,7 @@ def ink(region, background):
 @pytest.mark.parametrize("name", ["h264", "hevc", "long_gop", "odd", "offset"])
 def test_codec_method_is_the_index_keyframes_and_decodes_only_their_packets(videos, name):
     index = vclip.index_video(videos[name])
-    result = extract_keyframes(videos[name], method="codec")
+    result = extract_keyframes(videos[name], method="codec", device="cpu")
     assert result.frame_indices.tolist() == index.keyframe_indices.tolist()
     assert result.packets_decoded == len(index.keyframe_indices) < index.num_packets
     assert barcodes(result.frames) == index.keyframe_indices.tolist()
@@ -44,7 +44,7 @@ def test_codec_method_is_the_index_keyframes_and_decodes_only_their_packets(vide
 
 
 def test_codec_keyframes_of_the_h264_fixture(videos):
-    result = extract_keyframes(videos["h264"])
+    result = extract_keyframes(videos["h264"], device="cpu")
     assert result.frame_indices.tolist() == [0, 30, 60, 90, 120]
     assert result.method == "codec" and result.device == "cpu" and not result.fell_back_to_cpu
     assert "frame_indices=[0, 30, 60, 90, 120]" in repr(result) and "numpy[5, 240, 320, 3]" in repr(result)
@@ -62,14 +62,14 @@ def test_codec_keyframes_of_the_h264_fixture(videos):
     ],
 )
 def test_max_frames_spreads_evenly_like_the_keyframe_sampler(videos, max_frames, expected):
-    result = extract_keyframes(videos["h264"], max_frames=max_frames)
+    result = extract_keyframes(videos["h264"], max_frames=max_frames, device="cpu")
     assert result.frame_indices.tolist() == expected
     assert result.packets_decoded == len(expected)
     assert expected == vclip.keyframe(max_frames).sample(vclip.index_video(videos["h264"]))[0].tolist()
 
 
 def test_scene_method_finds_every_cut_and_nothing_else(shots_video):
-    result = extract_keyframes(shots_video, method="scene")
+    result = extract_keyframes(shots_video, method="scene", device="cpu")
     assert result.frame_indices.tolist() == [0, 40, 75]
     assert barcodes(result.frames) == [0, 40, 75]
     assert result.packets_decoded >= sum(SHOT_LENGTHS)  # every frame was looked at
@@ -77,12 +77,12 @@ def test_scene_method_finds_every_cut_and_nothing_else(shots_video):
 
 def test_scene_cuts_are_not_where_the_codec_put_keyframes(videos):
     """A panning synthetic video without cuts: the codec has keyframes every 30 frames, scenes only frame 0."""
-    assert extract_keyframes(videos["h264"], method="scene").frame_indices.tolist() == [0]
-    assert extract_keyframes(videos["long_gop"], method="scene").frame_indices.tolist() == [0]
+    assert extract_keyframes(videos["h264"], method="scene", device="cpu").frame_indices.tolist() == [0]
+    assert extract_keyframes(videos["long_gop"], method="scene", device="cpu").frame_indices.tolist() == [0]
 
 
 def test_scene_method_with_max_frames_and_scaling(shots_video):
-    result = extract_keyframes(shots_video, method="scene", max_frames=2, scaling_factor=0.5)
+    result = extract_keyframes(shots_video, method="scene", max_frames=2, scaling_factor=0.5, device="cpu")
     assert result.frame_indices.tolist() == [0, 75]
     assert result.frames.shape == (2, 72, 96, 3)
     assert barcodes(result.frames) == [0, 75]
@@ -107,16 +107,16 @@ def test_scene_method_on_real_footage(shared_videos):
     """nasa_13013.mp4 stream 0 dissolves to a new shot from frame 127 (the old shot shows faintly
     until about frame 150) and cuts at frame 202; stream 3 holds the same shots at 30000/1001 fps
     instead of 25: the dissolve from frame 152 to about 180, the cut at 240."""
-    result = extract_keyframes(shared_videos / "nasa_13013.mp4", method="scene")
+    result = extract_keyframes(shared_videos / "nasa_13013.mp4", method="scene", device="cpu")
     dissolve_end, cut = result.frame_indices.tolist()[1:]
     assert result.frame_indices[0] == 0 and 127 < dissolve_end <= 150 and cut == 202
-    stream3 = vclip.keyframes.find_shot_boundaries(shared_videos / "nasa_13013.mp4", stream_index=3)
+    stream3 = vclip.keyframes.find_shot_boundaries(shared_videos / "nasa_13013.mp4", stream_index=3, device="cpu")
     assert [b.kind for b in stream3] == ["dissolve", "cut"]
     assert 152 <= stream3[0].start < stream3[0].frame <= 180 and stream3[1].frame == 240
 
 
 def test_save_writes_images_contact_sheet_and_records(shots_video, tmp_path):
-    result = extract_keyframes(shots_video, method="scene")
+    result = extract_keyframes(shots_video, method="scene", device="cpu")
     records = result.save(tmp_path / "out", image_format="png")
     assert [r["frame_index"] for r in records] == [0, 40, 75]
     assert all(r["method"] == "scene" and r["file"] == shots_video for r in records)
@@ -129,14 +129,14 @@ def test_save_writes_images_contact_sheet_and_records(shots_video, tmp_path):
 
 
 def test_save_as_jpeg_keeps_the_barcodes(videos, tmp_path):
-    records = extract_keyframes(videos["h264"], max_frames=2).save(tmp_path, image_format="jpg")
+    records = extract_keyframes(videos["h264"], max_frames=2, device="cpu").save(tmp_path, image_format="jpg")
     assert [read_barcode(decoded_image(r["image"])) for r in records] == [0, 120]
     assert (tmp_path / "contact_sheet.jpg").read_bytes()[:2] == b"\xff\xd8"
 
 
 def test_contact_sheet_thumbnails_follow_thumbnail_width(videos, tmp_path):
     """Five 320x240 keyframes in a row: the sheet grows by five tile widths and one tile height."""
-    keyframes = extract_keyframes(videos["h264"])
+    keyframes = extract_keyframes(videos["h264"], device="cpu")
     sheets = {}
     for width in (64, 160):
         keyframes.save(tmp_path / str(width), image_format="png", thumbnail_width=width)
@@ -147,16 +147,18 @@ def test_contact_sheet_thumbnails_follow_thumbnail_width(videos, tmp_path):
 
 
 def test_contact_sheet_thumbnails_never_enlarge_frames(shots_video, tmp_path):
-    extract_keyframes(shots_video, method="scene").save(tmp_path, image_format="png", thumbnail_width=1000)
+    scene = extract_keyframes(shots_video, method="scene", device="cpu")
+    scene.save(tmp_path, image_format="png", thumbnail_width=1000)
     small = decoded_image(tmp_path / "contact_sheet.png")
-    extract_keyframes(shots_video, method="scene").save(tmp_path, image_format="png", thumbnail_width=192)
+    scene.save(tmp_path, image_format="png", thumbnail_width=192)
     assert np.array_equal(decoded_image(tmp_path / "contact_sheet.png"), small)  # 192 is the frames' width
 
 
 def test_contact_sheet_captions_are_drawn(videos, tmp_path):
     """Under each tile, the frame number and time in Pillow's font: ink on the background, a
     different picture for each caption."""
-    extract_keyframes(videos["h264"], max_frames=3).save(tmp_path, image_format="png", thumbnail_width=96)
+    three = extract_keyframes(videos["h264"], max_frames=3, device="cpu")
+    three.save(tmp_path, image_format="png", thumbnail_width=96)
     sheet = decoded_image(tmp_path / "contact_sheet.png")
     background = sheet[0, 0]
     tile_bottom = 4 + 72  # the gap, then 96x72 tiles
@@ -212,14 +214,15 @@ def test_gpu_chunks_decoded_at_once_give_the_signal_of_one_pass(videos, monkeypa
 
 def test_save_refuses_tiny_thumbnails(videos, tmp_path):
     with pytest.raises(ValueError, match=r"thumbnail_width \(8\) must be an integer >= 16"):
-        extract_keyframes(videos["h264"], max_frames=1).save(tmp_path, thumbnail_width=8)
+        extract_keyframes(videos["h264"], max_frames=1, device="cpu").save(tmp_path, thumbnail_width=8)
 
 
 def test_scene_progress_advances_within_the_file(videos, monkeypatch):
     """on_progress follows the frames analysed, chunk by chunk, from 0 to the frame count."""
     monkeypatch.setattr(keyframes_module, "_CHUNK_FRAMES", 7)  # a chunk per 30-frame GOP of the 150 frames
     calls = []
-    extract_keyframes(videos["h264"], method="scene", on_progress=lambda done, total: calls.append((done, total)))
+    extract_keyframes(videos["h264"], method="scene", device="cpu",
+                      on_progress=lambda done, total: calls.append((done, total)))
     done = [d for d, _ in calls]
     assert calls[0] == (0, 150) and calls[-1] == (150, 150) and {total for _, total in calls} == {150}
     assert len(calls) >= 4 and done == sorted(set(done))  # advanced more than once, never back
@@ -227,7 +230,8 @@ def test_scene_progress_advances_within_the_file(videos, monkeypatch):
 
 def test_codec_progress_counts_the_keyframes_decoded(videos):
     calls = []
-    extract_keyframes(videos["h264"], max_frames=3, on_progress=lambda done, total: calls.append((done, total)))
+    extract_keyframes(videos["h264"], max_frames=3, device="cpu",
+                      on_progress=lambda done, total: calls.append((done, total)))
     assert calls == [(0, 3), (3, 3)]
 
 
@@ -248,14 +252,14 @@ def test_bad_options_are_refused_before_decoding(videos, options, message):
 
 def test_a_stream_that_flags_no_keyframe(videos, tmp_path, monkeypatch):
     monkeypatch.setattr(vclip.VideoIndex, "keyframe_indices", property(lambda index: np.empty(0, np.int64)))
-    result = extract_keyframes(videos["h264"], scaling_factor=0.5)
+    result = extract_keyframes(videos["h264"], scaling_factor=0.5, device="cpu")
     assert len(result) == 0 and result.frames.shape == (0, 120, 160, 3) and result.packets_decoded == 0
     assert result.save(tmp_path) == [] and list(tmp_path.iterdir()) == []
 
 
 def test_save_refuses_unknown_image_formats(videos, tmp_path):
     with pytest.raises(ValueError, match=r"image_format \('gif'\) must be one of 'png', 'jpg'"):
-        extract_keyframes(videos["h264"], max_frames=1).save(tmp_path / "out", image_format="gif")
+        extract_keyframes(videos["h264"], max_frames=1, device="cpu").save(tmp_path / "out", image_format="gif")
     assert not (tmp_path / "out").exists()
 
 
@@ -267,7 +271,7 @@ def test_bad_file_names_the_file(tmp_path):
 @pytest.mark.gpu
 @pytest.mark.parametrize("method", ["codec", "scene"])
 def test_gpu_finds_the_same_keyframes(shots_video, method):
-    cpu = extract_keyframes(shots_video, method=method)
+    cpu = extract_keyframes(shots_video, method=method, device="cpu")
     gpu = extract_keyframes(shots_video, method=method, device="cuda")
     assert gpu.device.startswith("cuda") and not gpu.fell_back_to_cpu
     assert gpu.frame_indices.tolist() == cpu.frame_indices.tolist()
@@ -282,7 +286,8 @@ def test_gpu_scene_progress_and_contact_sheet(shots_video, tmp_path):
     )
     assert calls[0] == (0, sum(SHOT_LENGTHS)) and calls[-1] == (sum(SHOT_LENGTHS), sum(SHOT_LENGTHS))
     result.save(tmp_path / "gpu", image_format="png", thumbnail_width=96)
-    extract_keyframes(shots_video, method="scene").save(tmp_path / "cpu", image_format="png", thumbnail_width=96)
+    cpu = extract_keyframes(shots_video, method="scene", device="cpu")
+    cpu.save(tmp_path / "cpu", image_format="png", thumbnail_width=96)
     gpu_sheet, cpu_sheet = (decoded_image(tmp_path / name / "contact_sheet.png") for name in ("gpu", "cpu"))
     assert gpu_sheet.shape == cpu_sheet.shape
 
@@ -311,3 +316,96 @@ def test_decode_processes_give_the_signal_of_one_pass(videos, monkeypatch, devic
 def test_decode_processes_must_be_a_count(videos):
     with pytest.raises(vclip.ArgumentError, match="decode_processes"):
         vclip.VideoDecoder(videos["h264"], decode_processes=-1)
+
+
+# -- many videos -----------------------------------------------------------------------------------
+def test_many_videos_give_each_videos_keyframes_in_order(videos, tmp_path):
+    """In worker processes and one by one: each video's keyframes as extract_keyframes gives them,
+    a bad file's VideoError in its place, and each result seen once as it is ready."""
+    (tmp_path / "notes.mp4").write_text("not a video\n" * 40)
+    paths = [videos["h264"], tmp_path / "missing.mp4", videos["hevc"], tmp_path / "notes.mp4", videos["odd"]]
+    for workers in (2, 1):
+        seen = []
+        results = list(keyframes_module.extract_keyframes_many(paths, method="scene", max_frames=3, device="cpu",
+                                                                workers=workers, on_result=seen.append))
+        assert len(results) == len(paths) and len(seen) == len(paths)
+        missing, text = results[1], results[3]
+        assert isinstance(missing, vclip.VideoNotFoundError) and missing.path == str(tmp_path / "missing.mp4")
+        assert isinstance(text, vclip.NotAVideoError) and text.path == str(tmp_path / "notes.mp4")
+        for path, found in zip([paths[0], paths[2], paths[4]], [results[0], results[2], results[4]]):
+            expected = extract_keyframes(path, method="scene", max_frames=3, device="cpu")
+            assert found.path == path and found.frame_indices.tolist() == expected.frame_indices.tolist()
+            assert np.array_equal(found.frames, expected.frames) and not found.fell_back_to_cpu
+        assert {id(result) for result in seen} == {id(result) for result in results}
+
+
+def test_many_videos_a_video_that_crashes_its_worker_is_its_own_error(videos, monkeypatch):
+    monkeypatch.setattr(keyframes_module, "_extract_one", crash_or_extract)  # what the spawned workers run
+    paths = [videos["h264"], "/crash/me.mp4", videos["hevc"], videos["odd"]]
+    results = list(keyframes_module.extract_keyframes_many(paths, device="cpu", workers=2))
+    crashed = results[1]
+    assert isinstance(crashed, vclip.CorruptVideoError) and crashed.path == "/crash/me.mp4"
+    assert crashed.problem == "its worker process crashed (exit code -11, SIGSEGV); the file may be damaged"
+    for path, found in zip([paths[0], paths[2], paths[3]], [results[0], results[2], results[3]]):
+        assert found.frame_indices.tolist() == vclip.index_video(path).keyframe_indices.tolist()
+
+
+def crash_or_extract(options, to_host, on_progress, path):
+    """The job of extract_keyframes_many, but a worker given /crash/... dies of a segmentation fault."""
+    import os
+    import signal
+
+    if path.startswith("/crash/"):
+        os.kill(os.getpid(), signal.SIGSEGV)
+    return extract_keyframes(path, **options)
+
+
+def test_many_videos_options_are_checked_before_any_video(videos):
+    """Refused at the call, not when the results are first taken; on_progress only one by one."""
+    with pytest.raises(vclip.ArgumentError, match=r"method \('shots'\) must be one of 'codec', 'scene'"):
+        keyframes_module.extract_keyframes_many(["nope.mp4"], method="shots")
+    with pytest.raises(vclip.ArgumentError, match=r"workers \(0\) must be an integer >= 1"):
+        keyframes_module.extract_keyframes_many(["nope.mp4"], workers=0)
+    with pytest.raises(vclip.ArgumentError, match="on_progress follows videos read one after another"):
+        keyframes_module.extract_keyframes_many([videos["h264"]] * 2, device="cpu", workers=2,
+                                                on_progress=lambda path, done, total: None)
+    calls = []
+    results = keyframes_module.extract_keyframes_many(
+        [videos["h264"], videos["hevc"]], max_frames=2, device="cpu", workers=1,
+        on_progress=lambda path, done, total: calls.append((path, done, total)))
+    assert not calls  # nothing is read before the results are taken
+    assert [len(found) for found in results] == [2, 2]
+    assert calls == [(videos["h264"], 0, 2), (videos["h264"], 2, 2), (videos["hevc"], 0, 2), (videos["hevc"], 2, 2)]
+
+
+def test_many_videos_a_gpu_request_without_a_gpu_is_flagged(videos):
+    from vclip._engine import gpu_unavailable_reason
+
+    if gpu_unavailable_reason() is None:
+        pytest.skip("a GPU is usable here: nothing falls back")
+    with pytest.warns(vclip.FallbackWarning):
+        results = list(keyframes_module.extract_keyframes_many([videos["h264"], videos["hevc"]], device="cuda"))
+    assert all(found.fell_back_to_cpu and found.device == "cpu" for found in results)
+
+
+def test_many_videos_start_decode_processes_for_the_scene_method_over_many_videos_on_the_gpu():
+    from vclip.keyframes import _default_decode_processes
+
+    assert _default_decode_processes(True, "scene", files=9, workers=8) == 4
+    assert _default_decode_processes(True, "scene", files=8, workers=8) == 0  # all at once: no gain for 2.5 s
+    assert _default_decode_processes(True, "codec", files=100, workers=8) == 0
+    assert _default_decode_processes(False, "scene", files=100, workers=8) == 0
+
+
+@pytest.mark.gpu
+def test_many_videos_on_the_gpu_are_the_videos_one_by_one(videos, shots_video, shared_decode_processes):
+    """Threads on the GPU (the scene method's decode processes started by default: more videos
+    than workers): the keyframes of each video as extract_keyframes gives them there, frames on the GPU."""
+    paths = [shots_video, videos["h264"], videos["hevc"]]
+    results = list(keyframes_module.extract_keyframes_many(paths, method="scene", device="cuda", workers=2))
+    for path, found in zip(paths, results):
+        expected = extract_keyframes(path, method="scene", device="cuda")
+        assert found.device.startswith("cuda") and not found.fell_back_to_cpu
+        assert found.frame_indices.tolist() == expected.frame_indices.tolist()
+        assert barcodes(found.frames.get()) == found.frame_indices.tolist()
+    assert results[0].frame_indices.tolist() == [0, 40, 75]

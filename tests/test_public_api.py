@@ -114,6 +114,16 @@ def test_every_exception_lives_in_vclip_errors_and_exported_ones_say_vclip():
     assert f"{vclip.VideoError.__module__}.{vclip.VideoError.__qualname__}" == "vclip.VideoError"
 
 
+def test_job_modules_export_their_functions():
+    """One video and many: check_video/check_videos and extract_keyframes/extract_keyframes_many."""
+    assert sorted(vclip.check.__all__) == ["CheckResult", "check_video", "check_videos"]
+    assert sorted(vclip.keyframes.__all__) == [
+        "KEYFRAME_METHODS", "Keyframes", "ProgressCallback", "ShotBoundary", "THUMBNAIL_WIDTH", "extract_keyframes",
+        "extract_keyframes_many", "find_shot_boundaries",
+    ]
+    assert vclip.keyframes.ShotBoundary.__module__ == "vclip.keyframes"  # made in a private module
+
+
 def test_dir_lists_everything_public():
     listed = dir(vclip)
     assert set(EXPORTED) <= set(listed)  # ClipLoader and ClipBatch included (torch is installed here)

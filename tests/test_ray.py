@@ -100,7 +100,7 @@ def test_keyframes_as_rows_match_extract_keyframes(local_ray, dataset):
         by_video.setdefault(row["video"], []).append(row)
     assert sorted(by_video) == videos
     for path, found in by_video.items():
-        expected = extract_keyframes(path, max_frames=2)
+        expected = extract_keyframes(path, max_frames=2, device="cpu")
         found.sort(key=lambda r: r["frame_index"])
         assert [r["frame_index"] for r in found] == expected.frame_indices.tolist()
         for row, image in zip(found, expected.frames):
@@ -138,7 +138,7 @@ def test_check_rows_are_the_local_check_results(local_ray, dataset, tmp_path):
 
 
 def test_index_videos_dataset_rows_are_catalog_rows(local_ray, dataset):
-    rows = vray.index_videos(dataset / "cycling").take_all()
+    rows = vray.index_videos(dataset / "cycling", workers=1).take_all()
     assert len(rows) == PER_CLASS and all(row["usable"] for row in rows)
     for row in rows:
         index = vclip.index_video(row["path"])
@@ -181,3 +181,23 @@ def test_cli_check_and_keyframes_on_ray_write_what_local_runs_write(local_ray, d
     assert manifests[0]["keyframes"] == manifests[1]["keyframes"] and manifests[0]["errors"] == manifests[1]["errors"]
     for record in manifests[0]["keyframes"]:
         assert (tmp_path / "local" / record["image"]).read_bytes() == (tmp_path / "ray" / record["image"]).read_bytes()
+
+
+@pytest.mark.gpu
+def test_checks_and_keyframes_as_ray_tasks_on_the_gpu(local_ray, dataset, videos):
+    """A local Ray sees this machine's GPU: the tasks get a share of it and decode there; the
+    keyframes come back as NumPy arrays, the same frames as the GPU gives in this process."""
+    from vclip.check import check_videos
+    from vclip.keyframes import extract_keyframes_many
+
+    paths = [videos["h264"], videos["hevc"], videos["long_gop"], str(dataset / "bowling" / "broken.mp4")]
+    checks = check_videos(paths, device="cuda", ray=True)
+    assert [r.status for r in checks] == ["ok", "ok", "ok", "unreadable"]
+    assert all(r.device.startswith("cuda") for r in checks[:3])
+    results = list(extract_keyframes_many(paths, max_frames=2, device="cuda", ray=True))
+    assert isinstance(results[3], vclip.VideoError) and results[3].path == paths[3]
+    for path, found in zip(paths, results[:3]):
+        expected = extract_keyframes(path, max_frames=2, device="cuda")
+        assert found.device.startswith("cuda") and isinstance(found.frames, np.ndarray)
+        assert found.frame_indices.tolist() == expected.frame_indices.tolist()
+        assert [read_barcode(frame) for frame in found.frames] == found.frame_indices.tolist()

@@ -46,7 +46,8 @@ def labelled(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def cpu_found(labelled):
-    return {kind: [find_shot_boundaries(video.path) for video in group] for kind, group in labelled.items()}
+    return {kind: [find_shot_boundaries(video.path, device="cpu") for video in group]
+            for kind, group in labelled.items()}
 
 
 def scores(group, found_per_video):
@@ -82,7 +83,7 @@ def test_kinds_and_spans_of_what_is_found(labelled, cpu_found):
 
 def test_scene_keyframes_are_the_new_shots(labelled):
     video = labelled["cuts"][0]
-    result = extract_keyframes(video.path, method="scene")
+    result = extract_keyframes(video.path, method="scene", device="cpu")
     cuts = [boundary.start for boundary in video.boundaries]
     assert result.frame_indices.tolist() == [0] + cuts
     assert [read_barcode(frame) for frame in result.frames] == [0] + cuts
@@ -128,7 +129,7 @@ def test_threads_find_the_same_and_leave_the_warning_filters_alone(labelled, cpu
     filters = list(warnings.filters)
     videos = [video for kind in SCENE_VIDEO_CLASSES for video in labelled[kind]]
     with ThreadPoolExecutor(4) as pool:
-        found = list(pool.map(lambda video: find_shot_boundaries(video.path), videos))
+        found = list(pool.map(lambda video: find_shot_boundaries(video.path, device="cpu"), videos))
     assert warnings.filters == filters
     assert found == [cpu_found[kind][number] for kind in SCENE_VIDEO_CLASSES for number in range(len(SEEDS))]
 
@@ -136,7 +137,7 @@ def test_threads_find_the_same_and_leave_the_warning_filters_alone(labelled, cpu
 def test_median_of_numbers_is_numpys_nanmedian():
     """The windowed medians of the usual change: np.nanmedian's values (NaN for all-NaN windows),
     for odd and even counts of numbers."""
-    from vclip.keyframes import _median_of_numbers
+    from vclip._shots import median_of_numbers as _median_of_numbers
 
     rng = np.random.default_rng(0)
     values = rng.random((6, 50, 12)).astype(np.float32)
@@ -151,9 +152,9 @@ def test_median_of_numbers_is_numpys_nanmedian():
 
 
 def test_a_still_video_and_a_very_short_one_have_no_boundary(videos):
-    assert find_shot_boundaries(videos["h264"]) == []  # one panning shot
-    assert find_shot_boundaries(videos["odd"]) == []
-    assert find_shot_boundaries(videos["h264_10bit"]) == []
+    assert find_shot_boundaries(videos["h264"], device="cpu") == []  # one panning shot
+    assert find_shot_boundaries(videos["odd"], device="cpu") == []
+    assert find_shot_boundaries(videos["h264_10bit"], device="cpu") == []
 
 
 @pytest.mark.parametrize(
@@ -176,7 +177,7 @@ def test_the_nasa_dissolve():
     path = SHARED_VIDEOS / "nasa_13013.mp4"
     if not path.exists():
         pytest.skip(f"{path} not found: set VCLIP_SHARED_VIDEOS to the folder holding nasa_13013.mp4")
-    dissolve, cut = find_shot_boundaries(path, stream_index=0)
+    dissolve, cut = find_shot_boundaries(path, stream_index=0, device="cpu")
     assert dissolve.kind == "dissolve" and 127 <= dissolve.start < dissolve.frame <= 150
     assert cut == ShotBoundary(202, 202, "cut")
 

@@ -2,29 +2,27 @@
 
 A job names a video and, when an earlier catalog holds it, the fingerprint stored there; the
 worker returns the video's catalog row, or only ``unchanged`` when the file still has that
-fingerprint. No file's problem stops the others: a bad video becomes a row that says why, and a
-file that crashes its worker process (FFmpeg can) is found by running the unfinished jobs again,
-one per task, and in the end alone, and is then listed as unusable too.
+fingerprint. The jobs run on any runner of :mod:`vclip._jobs` (processes, Ray, this thread). No
+file's problem stops the others: a bad video becomes a row that says why, and a file that crashes
+its worker process (FFmpeg can) is listed as unusable too.
 """
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import time
-from collections import deque
 from collections.abc import Callable, Iterator
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
-from concurrent.futures.process import BrokenProcessPool
+from contextlib import closing
 from dataclasses import dataclass
 
 from ._fingerprint import content_fingerprint
+from ._jobs import Outcome, Runner
 from .errors import VideoError, VideoNotFoundError
 from .index import VideoIndex, index_video
 
-__all__ = ["IndexJob", "index_row", "index_rows", "run_jobs"]
+__all__ = ["IndexJob", "index_facts", "index_row", "index_rows", "unusable_row"]
 
-_CRASH_PROBLEM = "the indexing process crashed on it (exit code {code}); the file may be damaged"
+_MOST_JOBS_PER_TASK = 16  # jobs sent to a worker at once: fewer round trips, every worker still busy
 
 
 @dataclass(frozen=True)
@@ -88,110 +86,33 @@ def index_facts(index: VideoIndex) -> dict:
     }
 
 
-def index_rows(jobs: list[IndexJob]) -> list[dict]:
-    """:func:`index_row` of each job (one task of a worker process)."""
-    return [index_row(job) for job in jobs]
-
-
-def run_jobs(
+def index_rows(
     jobs: list[IndexJob],
-    workers: int,
+    runner: Runner,
     *,
-    on_rows: Callable[[int], None] | None = None,
-    function: Callable[[list[IndexJob]], list[dict]] = index_rows,
+    on_row: Callable[[dict], None] | None = None,
+    function: Callable[[IndexJob], dict] = index_row,
 ) -> Iterator[dict]:
-    """Rows of every job, in no particular order, from ``workers`` spawned processes (inline when 1).
+    """The rows of every job, as ``runner`` completes them (in no particular order).
 
-    ``on_rows(n)`` is called as rows arrive (for a progress bar). ``function`` maps a task (a list
-    of jobs) to its rows; it must be importable by the worker processes.
+    ``function`` makes one job's row (default :func:`index_row`; it must pickle for processes and
+    Ray). A video that crashes its worker process gets an unusable row that says so, without a
+    fingerprint (so a later run tries it again). ``on_row`` is called with each row as it comes.
     """
-    if workers <= 1 or len(jobs) <= 1:
-        for job in jobs:
-            rows = function([job])
-            if on_rows:
-                on_rows(len(rows))
-            yield from rows
-        return
-    tasks = deque(_chunks(jobs, max(1, min(16, len(jobs) // (4 * workers)))))
-    strikes: dict[int, int] = {}
-    alone: list[IndexJob] = []
-    while tasks:
-        unfinished, exit_code = yield from _run_pool(tasks, workers, on_rows, function)
-        for task in unfinished:  # in flight when a worker died: run again one by one, then alone
-            for job in task:
-                strikes[job.position] = strikes.get(job.position, 0) + 1
-                if strikes[job.position] >= 2:
-                    alone.append(job)
-                else:
-                    tasks.append([job])
-    tasks = deque([job] for job in alone)  # one at a time in one process: a crash names its file
-    while tasks:
-        unfinished, exit_code = yield from _run_pool(tasks, 1, on_rows, function, in_flight_limit=1)
-        for task in unfinished:
-            if on_rows:
-                on_rows(1)
-            yield unusable_row(task[0], "CorruptVideoError", _CRASH_PROBLEM.format(code=exit_code))
+    chunk_size = max(1, min(_MOST_JOBS_PER_TASK, len(jobs) // (4 * runner.workers)))
+    with closing(runner.run(function, jobs, ordered=False, chunk_size=chunk_size)) as outcomes:
+        yield from _rows_of(outcomes, jobs, on_row)
 
 
-def _chunks(jobs: list[IndexJob], size: int) -> list[list[IndexJob]]:
-    return [jobs[start:start + size] for start in range(0, len(jobs), size)]
-
-
-def _run_pool(tasks: deque, workers: int, on_rows, function, in_flight_limit: int | None = None):
-    """Run ``tasks`` on one pool, taking them from the deque; yields rows. When a worker dies (the
-    pool breaks), returns the tasks that were in flight and the dead worker's exit code, and leaves
-    the tasks not yet submitted in ``tasks``."""
-    pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
-    try:
-        pool.submit(_ready).result()
-    except BrokenProcessPool:
-        pool.shutdown(wait=True, cancel_futures=True)
-        raise RuntimeError(
-            "the indexing processes could not start (they are spawned: a script that indexes videos must "
-            "do so under `if __name__ == \"__main__\":`); or pass workers=1 to index in this process") from None
-    in_flight: dict = {}
-    unfinished: list[list[IndexJob]] = []
-    exit_code = None
-    try:
-        while tasks or in_flight:
-            while tasks and len(in_flight) < (in_flight_limit or 2 * workers):
-                task = tasks.popleft()
-                in_flight[pool.submit(function, task)] = task
-            done, _ = wait(in_flight, return_when=FIRST_COMPLETED)
-            broken = False
-            for future in done:
-                task = in_flight.pop(future)
-                try:
-                    rows = future.result()
-                except BrokenProcessPool:
-                    broken = True
-                    unfinished.append(task)
-                    continue
-                if on_rows:
-                    on_rows(len(rows))
-                yield from rows
-            if broken:
-                exit_code = _dead_worker_exit_code(pool)
-                for future, task in in_flight.items():
-                    if future.done() and future.exception() is None:
-                        rows = future.result()
-                        if on_rows:
-                            on_rows(len(rows))
-                        yield from rows
-                    else:
-                        unfinished.append(task)
-                in_flight.clear()
-                break  # the tasks not yet submitted stay in ``tasks``
-    finally:
-        pool.shutdown(wait=True, cancel_futures=True)
-    return unfinished, exit_code
-
-
-def _ready() -> bool:
-    return True
-
-
-def _dead_worker_exit_code(pool: ProcessPoolExecutor):
-    processes = getattr(pool, "_processes", None) or {}
-    codes = [process.exitcode for process in processes.values() if process.exitcode not in (None, 0)]
-    return codes[0] if codes else "unknown"
+def _rows_of(outcomes: Iterator[Outcome[dict]], jobs: list[IndexJob], on_row) -> Iterator[dict]:
+    for outcome in outcomes:
+        job = jobs[outcome.position]
+        if outcome.value is not None:
+            row = outcome.value
+        elif outcome.crashed:
+            row = unusable_row(job, "CorruptVideoError", outcome.crash_problem())
+        else:  # not a bad video (index_row reports those): a row that did not come back
+            row = unusable_row(job, type(outcome.error).__name__, str(outcome.error) or repr(outcome.error))
+        if on_row is not None:
+            on_row(row)
+        yield row

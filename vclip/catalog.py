@@ -44,8 +44,8 @@ except ImportError as _error:  # pragma: no cover - depends on the environment
 from . import errors
 from ._dataset import VIDEO_EXTENSIONS, load_videos, video_files
 from ._fingerprint import content_fingerprint
-from ._indexing import IndexJob, run_jobs
-from ._machine import usable_cores
+from ._indexing import IndexJob, index_rows
+from ._jobs import RayTasks, choose_runner
 from ._version import __version__
 from .errors import CatalogWarning, VideoError, VideoNotFoundError, os_reason
 from .index import VideoIndex, index_video, parse_stored_facts
@@ -169,7 +169,7 @@ class CatalogBuild:
         kept: Rows taken over unchanged from the earlier catalog.
         unusable: ``(path, problem)`` of each video that cannot be used (also listed in the catalog).
         seconds: Wall time of the run.
-        workers: Processes (or Ray actors) that indexed.
+        workers: Videos indexed at once: by processes (or in this process, for 1) or Ray tasks.
         engine: ``"processes"`` or ``"ray"``.
     """
 
@@ -195,7 +195,8 @@ def build_catalog(
     workers: int | None = None,
     stream_index: int | None = None,
     incremental: bool = True,
-    ray: bool | str = False,
+    ray: bool = False,
+    ray_address: str | None = None,
     progress: bool | None = None,
 ) -> CatalogBuild:
     """Index every video of ``sources`` in parallel and write the catalog to ``out`` (Parquet).
@@ -204,14 +205,16 @@ def build_catalog(
         sources: Video files, class folders, list files or (path, label) pairs (see
             :func:`resolve_sources`), or what :func:`resolve_sources` returned.
         out: The Parquet file to write (replaced atomically; its folder is created).
-        workers: Indexing processes (default: every core this process may use); 1 indexes here.
-            Not used with ``ray``, where one actor per CPU of the cluster indexes.
+        workers: Videos indexed at once: spawned processes (default: one per core this process
+            may use; 1 indexes in this process), or with ``ray`` Ray tasks (default and most: one
+            per CPU of the cluster).
         stream_index: Container index of the video stream in every file (default: the first).
         incremental: When ``out`` already holds a catalog, keep the rows of videos whose size,
             mtime and content fingerprint are unchanged and index only the others.
-        ray: Index on a Ray cluster instead of local processes: True (``ray.init()``: the cluster
-            of ``RAY_ADDRESS`` or ``ray start``, else a local one) or a cluster address. Needs
+        ray: Index as Ray tasks instead of local processes, on the cluster of ``ray_address``
+            (default: ``RAY_ADDRESS``'s or ``ray start``'s, else a local one). Needs
             ``pip install 'vclip-nvdec[ray]'``; the catalog is the same.
+        ray_address: The Ray cluster to join (implies ``ray``).
         progress: Draw a progress bar on stderr (tqdm): None (default) when stderr is a terminal.
 
     Returns:
@@ -219,12 +222,15 @@ def build_catalog(
 
     Raises:
         FileNotFoundError, ValueError: see :func:`resolve_sources`; also ValueError when ``out``
-            is a folder or a file that is not a vclip catalog (it is never replaced).
+            is a folder or a file that is not a vclip catalog (it is never replaced), and
+            ArgumentError for ``workers`` below 1 or a ``ray`` that is not a bool.
+        ImportError: ``ray`` without Ray installed.
     """
     started = time.perf_counter()
     videos, class_names = sources if isinstance(sources, ResolvedSources) else resolve_sources(sources)
     out = os.path.abspath(os.fspath(out))
     exists = _check_out(out)
+    runner = choose_runner("cpu", workers=workers, items=len(videos), ray=ray, ray_address=ray_address)
     earlier = _earlier_rows(out) if incremental and exists else {}
     jobs = []
     for position, (path, _) in enumerate(videos):
@@ -233,19 +239,10 @@ def build_catalog(
         if known is not None and (stream_index is None or known[2] == stream_index):
             known_fingerprint = known[1]
         jobs.append(IndexJob(position, path, stream_index, known_fingerprint))
-    workers = workers or usable_cores()
     bar = _progress_bar(len(jobs), progress)
     try:
-        if ray:
-            from .ray import index_tables_on_ray
-
-            tables, workers = index_tables_on_ray(
-                jobs, address=None if ray is True else str(ray), on_rows=bar.update if bar else None)
-            table = pa.concat_tables(tables)
-            engine = "ray"
-        else:
-            table = pa.concat_tables(_tables_of(run_jobs(jobs, workers, on_rows=bar.update if bar else None)))
-            engine = "processes"
+        rows = index_rows(jobs, runner, on_row=(lambda _: bar.update()) if bar else None)
+        table = pa.concat_tables(_tables_of(rows))
     finally:
         if bar is not None:
             bar.close()
@@ -271,7 +268,8 @@ def build_catalog(
     built = CatalogBuild(
         path=out, videos=table.num_rows, indexed=tuple(videos[p][0] for p in np.sort(positions[~unchanged])),
         kept=int(kept_positions.size),
-        unusable=unusable, seconds=time.perf_counter() - started, workers=workers, engine=engine,
+        unusable=unusable, seconds=time.perf_counter() - started, workers=runner.workers,
+        engine="ray" if isinstance(runner, RayTasks) else "processes",
     )
     logger.info("vclip: catalog %s: %d videos, %d indexed, %d kept, %d unusable, %.1f s", out, built.videos,
                 len(built.indexed), built.kept, len(unusable), built.seconds)

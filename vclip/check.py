@@ -3,7 +3,7 @@
 On the CPU each video gets one plain PyAV pass over all its packets, with FFmpeg's error
 concealment reporting on, and every frame that comes out is matched to the index by its pts. A
 frame is bad when decoding its packet failed, when FFmpeg flagged it as damaged (concealed), or
-when it never came out. Videos are checked in parallel, one process per core.
+when it never came out. :func:`check_videos` checks many in parallel, one process per core.
 
 On the GPU (``device="cuda"``, or ``"auto"`` with a usable GPU) every frame goes through
 :class:`~vclip.VideoDecoder`, group of pictures by group of pictures, at a small output size:
@@ -18,13 +18,9 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import (
-    Executor,
-    ProcessPoolExecutor,
-    ThreadPoolExecutor,
-    as_completed,
-)
+from contextlib import closing
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Literal
 
 import av
@@ -32,7 +28,7 @@ import numpy as np
 
 from ._demux import open_container
 from ._engine.device import resolve_device
-from ._machine import usable_cores
+from ._jobs import Outcome, choose_runner
 from ._validation import check_optional_integer
 from .errors import CorruptVideoError, VideoError
 from .index import VideoIndex, index_video
@@ -40,7 +36,7 @@ from .index import VideoIndex, index_video
 __all__ = ["CheckResult", "check_video", "check_videos"]
 
 CheckStatus = Literal["ok", "corrupt", "unreadable"]
-_GPU_FILES_AT_ONCE = 4  # videos decoded at once on the GPU (NVDEC has several engines)
+_GPU_WORKERS = 4  # videos checked at once on the GPU (NVDEC has several engines)
 _GPU_CHUNK_FRAMES = 256  # frames per decode call on the GPU
 _GPU_CHECK_WIDTH = 64  # output width of the GPU pass: every frame is decoded, little is kept
 
@@ -120,15 +116,16 @@ def _frame_ranges(frames: Sequence[int], limit: int = 8) -> str:
 def check_video(
     path: str | os.PathLike,
     *,
-    device: str = "cpu",
+    device: str = "auto",
     stream_index: int | None = None,
 ) -> CheckResult:
     """Decode every frame of one video stream and report what is bad.
 
     Args:
         path: The video file.
-        device: ``"cpu"``, ``"cuda"``, ``"cuda:N"`` or ``"auto"`` (see the module docstring for
-            what each finds).
+        device: ``"auto"`` (default: the GPU when NVDEC is usable, else the CPU), ``"cpu"``,
+            ``"cuda"``, ``"cuda:N"``. The CPU also finds the damage NVDEC conceals (see the module
+            docstring).
         stream_index: Container index of the video stream; default: the first video stream.
 
     Returns:
@@ -162,55 +159,61 @@ def check_videos(
     device: str = "auto",
     stream_index: int | None = None,
     workers: int | None = None,
+    ray: bool = False,
+    ray_address: str | None = None,
     on_result: Callable[[CheckResult], None] | None = None,
 ) -> list[CheckResult]:
-    """:func:`check_video` for many videos, in parallel: on the CPU a process per core (or
-    ``workers``), on the GPU a few videos at once on threads. The CPU's processes are started with
-    ``spawn``: in a script, call this under ``if __name__ == "__main__":``.
+    """:func:`check_video` for many videos, in parallel: on the CPU in spawned processes, on the
+    GPU a few videos at once on threads, or as Ray tasks. In a script, call it under
+    ``if __name__ == "__main__":`` (the processes are spawned).
+
+    A file that crashes its worker process (FFmpeg can, on damaged bytes) is reported unreadable,
+    and only that file: the others are checked again in fresh processes.
 
     Args:
         paths: Video files.
-        device: ``"auto"`` (default: the GPU when one is usable), ``"cpu"``, ``"cuda"``, ``"cuda:N"``.
+        device: As :func:`check_video` (default ``"auto"``); with ``ray``, a GPU request gives each
+            task a share of a GPU when the cluster has GPUs.
         stream_index: As :func:`check_video`, for every video.
-        workers: Videos checked at once; default: the CPU cores (CPU), 4 (GPU).
+        workers: Videos checked at once; default: one per usable CPU core (CPU), 4 (GPU), or what
+            the Ray cluster runs at once.
+        ray: Check as Ray tasks on the cluster of ``ray_address`` (default: ``RAY_ADDRESS``'s or
+            ``ray start``'s, else a local one); needs ``pip install 'vclip-nvdec[ray]'``.
+        ray_address: The Ray cluster to join (implies ``ray``).
         on_result: Called with each result as it is ready (in completion order), e.g. for progress.
 
     Returns:
         One :class:`CheckResult` per path, in the order of ``paths``.
-    """
-    check_optional_integer("workers", workers, minimum=1)
-    resolved = resolve_device(device).device
-    names = [os.fsdecode(p) for p in paths]
-    if resolved.is_cuda:
-        count = min(workers or _GPU_FILES_AT_ONCE, max(len(names), 1))
-        pool: Executor = ThreadPoolExecutor(count, thread_name_prefix="vclip-check")
-        device_name = str(resolved)
-    else:
-        count = min(workers or usable_cores(), max(len(names), 1))
-        device_name = "cpu"
-        if count == 1:
-            pool = ThreadPoolExecutor(1)
-        else:
-            import multiprocessing
 
-            pool = ProcessPoolExecutor(count, mp_context=multiprocessing.get_context("spawn"))
-    results: dict[int, CheckResult] = {}
-    with pool:
-        futures = {
-            pool.submit(check_video, name, device=device_name, stream_index=stream_index): number
-            for number, name in enumerate(names)
-        }
-        for future in as_completed(futures):
-            number = futures[future]
-            try:
-                result = future.result()
-            except Exception as error:  # a crashed worker, or a bug: reported for this file, the rest go on
-                result = CheckResult(names[number], "unreadable", error=f"internal error ({type(error).__name__}: "
-                                     f"{error})", device=str(resolved))
-            results[number] = result
+    Raises:
+        ArgumentError: A bad ``device``, ``stream_index`` or ``workers``.
+        ImportError: ``ray`` without Ray installed.
+    """
+    check_optional_integer("stream_index", stream_index, minimum=0)
+    names = [os.fsdecode(p) for p in paths]
+    runner = choose_runner(device, workers=workers, items=len(names), gpu_workers=_GPU_WORKERS, ray=ray,
+                           ray_address=ray_address)
+    check = partial(check_video, device=runner.device, stream_index=stream_index)
+    results: list[CheckResult | None] = [None] * len(names)
+    with closing(runner.run(check, names, ordered=False)) as outcomes:  # stopped at once by an error in on_result
+        for outcome in outcomes:
+            result = _result_of(outcome, names[outcome.position], runner.device)
+            results[outcome.position] = result
             if on_result is not None:
                 on_result(result)
-    return [results[number] for number in range(len(names))]
+    return [result for result in results if result is not None]
+
+
+def _result_of(outcome: Outcome[CheckResult], path: str, device: str) -> CheckResult:
+    """The check result of a job's outcome: a file that crashed its worker, or a failure of the
+    job itself (check_video reports every problem of the file), is unreadable."""
+    if outcome.value is not None:
+        return outcome.value
+    if outcome.crashed:
+        problem = outcome.crash_problem()
+    else:
+        problem = f"vclip failed on it ({type(outcome.error).__name__}: {outcome.error}); please report it"
+    return CheckResult(path, "unreadable", error=problem, device=device)
 
 
 def _check_on_cpu(index: VideoIndex, started: float) -> CheckResult:

@@ -6,8 +6,8 @@ per device by vclip and reused from video to video) and the warmed-up imports. T
 dataset of videos, one row each (``video_id``, ``path``, ``label``, ``class_name``), as
 :func:`videos_dataset` makes from the same sources ``vclip index`` takes, or from a catalog.
 
-- :class:`IndexVideos`: catalog rows (the columns of :mod:`vclip.catalog`); ``vclip index --ray``
-  and ``build_catalog(..., ray=...)`` run it and write the same catalog as local processes.
+- :class:`IndexVideos`: catalog rows (the columns of :mod:`vclip.catalog`), as
+  :func:`vclip.catalog.build_catalog` writes them.
 - :class:`CheckVideos`: :func:`vclip.check.check_video` of each video; one row per video, ok or what is bad.
 - :class:`ExtractKeyframes`: one row per keyframe (codec keyframes or shot starts), with the image.
 - :class:`DecodeClips`: one row per clip a sampler draws (video, label, frame indices, pts, clip).
@@ -18,20 +18,17 @@ quarter of a GPU each (NVDEC has several engines per GPU) and decode there; othe
 each. Bad videos never stop a job: index and check rows say what is wrong, and clips and
 keyframes of a bad video are left out (logged on the ``"vclip"`` logger of the actor).
 
-:func:`check_files` and :func:`extract_files` run the command line's ``check`` and ``keyframes``
-as one Ray task per video, returning what the local functions return, so ``vclip check --ray``
-and ``vclip keyframes --ray`` write the same outputs as local runs.
+These are datasets for Ray Data pipelines. To run vclip's own jobs on a cluster with their usual
+results (a catalog file, check results, keyframes to save), pass ``ray=True`` to
+:func:`vclip.catalog.build_catalog`, :func:`vclip.check.check_videos` or
+:func:`vclip.keyframes.extract_keyframes_many` (``--ray`` on the command line): they run as Ray tasks
+through vclip's job runner.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import itertools
 import logging
-import warnings
-from collections import deque
-from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, TypedDict, cast
+from typing import TYPE_CHECKING, TypedDict
 
 import numpy as np
 
@@ -44,11 +41,11 @@ except ImportError as _error:  # pragma: no cover - depends on the environment
 import pyarrow as pa
 
 from ._indexing import IndexJob, index_row
+from ._jobs import connect_ray, gpu_share
 from ._validation import fail
 from .catalog import Catalog, resolve_sources, rows_table
-from .check import CheckResult, check_video
-from .errors import FallbackWarning, VideoError
-from .keyframes import Keyframes
+from .check import check_video
+from .errors import VideoError
 from .sampling import ClipSampler
 from .transforms import TransformSpec
 
@@ -70,17 +67,13 @@ __all__ = [
 
 logger = logging.getLogger("vclip")
 
-GPU_FRACTION_PER_ACTOR = 0.25
-_INDEX_BATCH = 64  # videos per actor call at most: fewer calls, but every actor busy on small sets
-
 
 def connect(address: str | None = None) -> None:
     """Join the Ray cluster at ``address``, unless this process already has (``ray.init()``).
 
     ``address=None`` joins the cluster of ``RAY_ADDRESS`` or ``ray start``, else starts a local one.
     """
-    if not ray.is_initialized():
-        ray.init(address=address, logging_level=logging.WARNING, log_to_driver=True)
+    connect_ray(address)
 
 
 # -- the videos ----------------------------------------------------------------------------------
@@ -107,50 +100,15 @@ def _column(batch: dict, name: str, default, count: int) -> list:
     return list(batch[name]) if name in batch else [default] * count
 
 
-def _gpu_share(device: str, num_gpus: float | None) -> float | None:
-    """Each worker's GPU share when ``device`` asks for a GPU (``"auto"`` included) and the cluster
-    has one, else None (decode on the CPU; with a warning when ``device`` insisted on CUDA)."""
-    if device != "cpu" and ray.cluster_resources().get("GPU", 0.0) > 0:
-        return num_gpus or GPU_FRACTION_PER_ACTOR
-    if device.startswith("cuda"):
-        warnings.warn(f"device={device!r} requested but the Ray cluster has no GPU; decoding on the CPU",
-                      FallbackWarning, stacklevel=4)
-    return None
-
-
-def _placement(device: str, num_gpus: float | None, concurrency: int | None) -> tuple[str, dict]:
-    """The device actors decode on and their map_batches resources: GPU actors when ``device``
-    asks for one and the cluster has GPUs, else one CPU each."""
+def _placement(device: str, num_gpus: float | None, workers: int | None) -> tuple[str, dict]:
+    """The device actors decode on and their map_batches resources: ``workers`` actors (default:
+    as many as the cluster holds), on a share of a GPU each when ``device`` asks for one and the
+    cluster has GPUs, else on one CPU each."""
     resources = ray.cluster_resources()
-    share = _gpu_share(device, num_gpus)
+    share = gpu_share(device, num_gpus, stacklevel=3)
     if share is not None:
-        return "cuda", {"num_gpus": share, "compute": _actors(concurrency or max(1, int(resources["GPU"] / share)))}
-    return "cpu", {"num_cpus": 1, "compute": _actors(concurrency or max(1, int(resources.get("CPU", 1.0))))}
-
-
-def _in_order(task, arguments: list[tuple], device: str) -> Iterator:
-    """``task(*arguments[n], device)`` as one Ray task each (a GPU share each where ``device`` asks
-    for one and the cluster has GPUs), results in the order of ``arguments``, with twice as many
-    tasks in flight as the cluster runs at once (results are held until taken)."""
-    share = _gpu_share(device, None)
-    remote = ray.remote(task).options(**({"num_gpus": share} if share is not None else {"num_cpus": 1}))
-    task_device = "cuda" if share is not None else "cpu"
-    resources = ray.cluster_resources()
-    at_once = int(resources["GPU"] / share) if share is not None else int(resources.get("CPU", 1.0))
-    pending: deque = deque()
-    remaining = iter(arguments)
-    try:
-        for given in itertools.islice(remaining, 2 * max(1, at_once)):
-            pending.append(remote.remote(*given, task_device))
-        while pending:
-            reference = pending.popleft()
-            following = next(remaining, None)
-            if following is not None:
-                pending.append(remote.remote(*following, task_device))
-            yield ray.get(reference)
-    finally:
-        for reference in pending:
-            ray.cancel(reference)
+        return "cuda", {"num_gpus": share, "compute": _actors(workers or max(1, int(resources["GPU"] / share)))}
+    return "cpu", {"num_cpus": 1, "compute": _actors(workers or max(1, int(resources.get("CPU", 1.0))))}
 
 
 def _actors(count: int):
@@ -188,51 +146,14 @@ class IndexVideos:
         return rows_table(rows)
 
 
-def index_videos(sources, *, stream_index: int | None = None, concurrency: int | None = None,
+def index_videos(sources, *, stream_index: int | None = None, workers: int | None = None,
                  address: str | None = None) -> ray.data.Dataset:
-    """A dataset of catalog rows (see :class:`IndexVideos`), one per video of ``sources``."""
+    """A dataset of catalog rows (see :class:`IndexVideos`), one per video of ``sources``, made by
+    ``workers`` actors (default: one per CPU of the cluster)."""
     connect(address)
-    _, resources = _placement("cpu", None, concurrency)
+    _, resources = _placement("cpu", None, workers)
     return videos_dataset(sources).map_batches(
         IndexVideos, fn_constructor_kwargs={"stream_index": stream_index}, batch_size=8, **resources)
-
-
-def index_tables_on_ray(jobs: list[IndexJob], *, address: str | None = None,
-                        on_rows: Callable[[int], None] | None = None, concurrency: int | None = None,
-                        ) -> tuple[list[pa.Table], int]:
-    """The catalog rows of ``jobs`` computed on Ray (what :func:`vclip.catalog.build_catalog` runs
-    with ``ray=``): tables of :func:`vclip.catalog.rows_table`, in no particular order, and the
-    number of actors that indexed them."""
-    connect(address)
-    _, resources = _placement("cpu", None, concurrency)
-    actors = resources["compute"].max_size
-    if not jobs:
-        return [rows_table([])], actors
-    stream_index = jobs[0].stream_index
-    items = [{"video_id": job.position, "path": job.path, "known_fingerprint": job.known_fingerprint or ""}
-             for job in jobs]
-    schema = rows_table([]).schema
-    context = ray.data.DataContext.get_current()
-    shown, context.enable_progress_bars = context.enable_progress_bars, False
-    ray_logger = logging.getLogger("ray.data")
-    level = ray_logger.level
-    ray_logger.setLevel(logging.ERROR)  # the caller draws its own progress bar
-    try:
-        batch_size = max(1, min(_INDEX_BATCH, len(items) // (4 * actors)))
-        dataset: ray.data.Dataset = ray.data.from_items(items, override_num_blocks=min(len(items), 4 * actors))
-        dataset = dataset.map_batches(IndexVideos, fn_constructor_kwargs={"stream_index": stream_index},
-                                      batch_size=batch_size, **resources)
-        tables = []
-        # batch_format="pyarrow": every batch is a table.
-        batches = cast("Iterator[pa.Table]", dataset.iter_batches(batch_format="pyarrow", batch_size=None))
-        for table in batches:
-            tables.append(table.select(schema.names).cast(schema))
-            if on_rows:
-                on_rows(table.num_rows)
-    finally:
-        context.enable_progress_bars = shown
-        ray_logger.setLevel(level)
-    return tables or [rows_table([])], actors
 
 
 # -- check ---------------------------------------------------------------------------------------
@@ -258,7 +179,7 @@ class CheckVideos:
         stream_index: Container index of the video stream; default: the first video stream.
     """
 
-    def __init__(self, *, device: str = "cpu", stream_index: int | None = None):
+    def __init__(self, *, device: str = "auto", stream_index: int | None = None):
         self.device = _start_backend(device)
         self.stream_index = stream_index
 
@@ -280,31 +201,15 @@ class CheckVideos:
         })
 
 
-def check_videos(sources, *, device: str = "auto", num_gpus: float | None = None, concurrency: int | None = None,
+def check_videos(sources, *, device: str = "auto", num_gpus: float | None = None, workers: int | None = None,
                  address: str | None = None) -> ray.data.Dataset:
-    """A dataset with one :class:`CheckVideos` row per video of ``sources``."""
+    """A dataset with one :class:`CheckVideos` row per video of ``sources``, made by ``workers``
+    actors (default: as many as the cluster holds, a ``num_gpus`` share of a GPU each where it has
+    GPUs and ``device`` asks for one, else one CPU each)."""
     connect(address)
-    actor_device, resources = _placement(device, num_gpus, concurrency)
+    actor_device, resources = _placement(device, num_gpus, workers)
     return videos_dataset(sources).map_batches(CheckVideos, fn_constructor_kwargs={"device": actor_device},
                                                batch_size=4, **resources)
-
-
-def check_files(paths: list[str], *, device: str = "auto", stream_index: int | None = None,
-                address: str | None = None, on_result: Callable[[CheckResult], None] | None = None,
-                ) -> list[CheckResult]:
-    """:func:`vclip.check.check_video` of every path as a Ray task (what ``vclip check --ray``
-    runs): the same results as :func:`vclip.check.check_videos`, in the order of ``paths``."""
-    connect(address)
-    results = []
-    for result in _in_order(_check_one, [(path, stream_index) for path in paths], device):
-        results.append(result)
-        if on_result is not None:
-            on_result(result)
-    return results
-
-
-def _check_one(path: str, stream_index: int | None, device: str) -> CheckResult:
-    return check_video(path, device=device, stream_index=stream_index)
 
 
 # -- keyframes -----------------------------------------------------------------------------------
@@ -324,7 +229,7 @@ class ExtractKeyframes:
     """
 
     def __init__(self, *, method: KeyframeMethod = "codec", max_frames: int | None = None,
-                 scaling_factor: float = 1.0, scene_threshold: float = 2.0, device: str = "cpu"):
+                 scaling_factor: float = 1.0, scene_threshold: float = 2.0, device: str = "auto"):
         self.options = _KeyframeOptions(method=method, max_frames=max_frames, scaling_factor=scaling_factor,
                                         scene_threshold=scene_threshold)
         self.device = _start_backend(device)
@@ -357,39 +262,16 @@ class ExtractKeyframes:
 
 def read_keyframes(sources, *, method: KeyframeMethod = "codec", max_frames: int | None = None,
                    scaling_factor: float = 1.0, scene_threshold: float = 2.0, device: str = "auto",
-                   num_gpus: float | None = None, concurrency: int | None = None,
+                   num_gpus: float | None = None, workers: int | None = None,
                    address: str | None = None) -> ray.data.Dataset:
-    """A dataset of keyframes, one row per keyframe of each video (see :class:`ExtractKeyframes`)."""
+    """A dataset of keyframes, one row per keyframe of each video (see :class:`ExtractKeyframes`),
+    made by ``workers`` actors (as :func:`check_videos`)."""
     connect(address)
-    actor_device, resources = _placement(device, num_gpus, concurrency)
+    actor_device, resources = _placement(device, num_gpus, workers)
     options = dict(method=method, max_frames=max_frames, scaling_factor=scaling_factor,
                    scene_threshold=scene_threshold, device=actor_device)
     return videos_dataset(sources).map_batches(ExtractKeyframes, fn_constructor_kwargs=options, batch_size=4,
                                                **resources)
-
-
-def extract_files(paths: list[str], *, device: str = "auto", stream_index: int | None = None,
-                  address: str | None = None, **options) -> Iterator[Keyframes | tuple[str, str]]:
-    """:func:`vclip.keyframes.extract_keyframes` of every path as a Ray task (what ``vclip
-    keyframes --ray`` runs), yielded in the order of ``paths`` as they are taken (a bounded number
-    in flight): each video's keyframes (frames as NumPy arrays), or ``(type name, problem)`` of the
-    error that stopped it. ``options`` as :func:`~vclip.keyframes.extract_keyframes` (``method``,
-    ``max_frames``, ...)."""
-    connect(address)
-    return _in_order(_extract_one, [(path, stream_index, options) for path in paths], device)
-
-
-def _extract_one(path: str, stream_index: int | None, options: dict, device: str) -> Keyframes | tuple[str, str]:
-    from ._images import to_numpy
-    from .keyframes import extract_keyframes
-
-    try:
-        found = extract_keyframes(path, device=device, stream_index=stream_index, **options)
-    except VideoError as error:  # sent back as plain values: the exception class takes two arguments
-        return type(error).__name__, error.problem
-    except Exception as error:  # a bug: this video is reported, the others go on
-        return type(error).__name__, f"internal error ({type(error).__name__}: {error}); please report it"
-    return dataclasses.replace(found, frames=to_numpy(found.frames))
 
 
 # -- clips ---------------------------------------------------------------------------------------
@@ -409,7 +291,7 @@ class DecodeClips:
     """
 
     def __init__(self, sampler: ClipSampler, *, transform: TransformSpec | None = None, seed: int = 0,
-                 device: str = "cpu"):
+                 device: str = "auto"):
         if not isinstance(sampler, ClipSampler):
             raise fail("sampler", sampler, "a ClipSampler, e.g. vclip.strided(16, 2)")
         self.sampler, self.transform, self.seed = sampler, transform, int(seed)
@@ -444,10 +326,11 @@ class DecodeClips:
 
 
 def read_clips(sources, sampler: ClipSampler, *, transform: TransformSpec | None = None, seed: int = 0,
-               device: str = "auto", num_gpus: float | None = None, concurrency: int | None = None,
+               device: str = "auto", num_gpus: float | None = None, workers: int | None = None,
                address: str | None = None) -> ray.data.Dataset:
     """A Ray dataset of clips, one row per clip (see :class:`DecodeClips`), from the videos of
-    ``sources`` (a catalog, or files, class folders, list files, pairs).
+    ``sources`` (a catalog, or files, class folders, list files, pairs), decoded by ``workers``
+    actors (as :func:`check_videos`).
 
     Example::
 
@@ -456,7 +339,7 @@ def read_clips(sources, sampler: ClipSampler, *, transform: TransformSpec | None
             batch["clip"]  # [32, 16, H, W, 3] uint8
     """
     connect(address)
-    actor_device, resources = _placement(device, num_gpus, concurrency)
+    actor_device, resources = _placement(device, num_gpus, workers)
     return videos_dataset(sources).map_batches(
         DecodeClips, fn_constructor_args=(sampler,),
         fn_constructor_kwargs={"transform": transform, "seed": seed, "device": actor_device},

@@ -21,7 +21,7 @@ from ._common import (
     _add_stream,
     _expand_inputs,
     _progress_bar,
-    _ray_jobs,
+    _ray_options,
     _refused_arguments,
     _say,
 )
@@ -55,14 +55,10 @@ def _run_check(args: argparse.Namespace) -> int:
             progress.write(printable(f"vclip check: {result.path}: {result.status}: {detail}", sys.stderr),
                            file=sys.stderr)
 
+    ray = _ray_options(args)
     with _refused_arguments():
-        if args.ray or args.ray_address:
-            ray_jobs, address = _ray_jobs(args)
-            results = ray_jobs.check_files(inputs, device=args.device, stream_index=args.stream, address=address,
-                                           on_result=done)
-        else:
-            results = check_videos(inputs, device=args.device, stream_index=args.stream, workers=args.workers,
-                                   on_result=done)
+        results = check_videos(inputs, device=args.device, stream_index=args.stream, workers=args.workers,
+                               on_result=done, **ray)
     progress.close()
     if args.json:
         print(json.dumps([result.to_dict() for result in results], indent=2))
@@ -87,7 +83,8 @@ def add_parser(commands) -> None:
     check.add_argument("files", nargs="+", metavar="PATH", help="video files, folders of videos, or list files")
     check.add_argument("--json", action="store_true", help="print a JSON list, one object per video")
     check.add_argument("--workers", type=int, metavar="N",
-                       help="videos checked at once (default: the CPU cores; 4 on the GPU)")
+                       help="videos checked at once (default: the CPU cores; 4 on the GPU; with --ray what the "
+                            "cluster runs at once)")
     _add_stream(check)
     _add_device(check)
     _add_progress(check)

@@ -14,6 +14,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from .._dataset import VIDEO_EXTENSIONS, list_file_paths, video_files
+from .._jobs import import_ray
 from .._outputs import (
     printable,
 )
@@ -112,14 +113,17 @@ def _add_ray(parser: argparse.ArgumentParser, what: str) -> None:
     parser.add_argument("--ray-address", metavar="ADDRESS", help="the Ray cluster to join (implies --ray)")
 
 
-def _ray_jobs(args: argparse.Namespace):
-    """``vclip.ray`` for ``--ray``, and the cluster's address (None: RAY_ADDRESS, `ray start` or a
-    local one); a usage error naming the extra when Ray is not installed."""
+def _ray_options(args: argparse.Namespace) -> dict:
+    """``ray=`` and ``ray_address=`` of the library's jobs for ``--ray``/``--ray-address`` (no
+    address: RAY_ADDRESS's cluster, `ray start`'s or a local one); a usage error naming the extra
+    when Ray is not installed."""
+    if not (args.ray or args.ray_address):
+        return {"ray": False, "ray_address": None}
     try:
-        from .. import ray as ray_jobs
+        import_ray()
     except ImportError as error:
         raise _UsageError(f"--ray: {error}") from None
-    return ray_jobs, args.ray_address
+    return {"ray": True, "ray_address": args.ray_address}
 
 
 # -- output helpers ----------------------------------------------------------------------------

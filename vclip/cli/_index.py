@@ -14,6 +14,7 @@ from ._common import (
     _add_stream,
     _error,
     _exit_status,
+    _ray_options,
     _refused_arguments,
     _UsageError,
 )
@@ -25,6 +26,7 @@ def _run_index(args: argparse.Namespace) -> int:
         raise _UsageError(f"--out ({args.out!r}) must end in .parquet (the catalog is one Parquet file)")
     if args.workers is not None and args.workers < 1:
         raise _UsageError(f"--workers ({args.workers}) must be >= 1")
+    ray = _ray_options(args)
     try:
         from ..catalog import _check_out, build_catalog, resolve_sources
     except ImportError as error:
@@ -36,12 +38,8 @@ def _run_index(args: argparse.Namespace) -> int:
             _check_out(os.path.abspath(args.out))
         except FileNotFoundError as error:
             raise ValueError(str(error)) from None
-    try:
-        built = build_catalog(sources, args.out, workers=args.workers, stream_index=args.stream,
-                              incremental=not args.rebuild, ray=args.ray_address or args.ray)
-    except ImportError as error:  # --ray without Ray installed
-        _error("index", str(error))
-        return EXIT_FAILED
+    built = build_catalog(sources, args.out, workers=args.workers, stream_index=args.stream,
+                          incremental=not args.rebuild, **ray)
     for path, problem in built.unusable:
         print(f"vclip index: unusable {path}: {problem}", file=sys.stderr)
     if args.json:
@@ -73,7 +71,8 @@ def add_parser(commands) -> None:
                     "dropped. Exit status 3 when some videos are unusable.")
     index.add_argument("paths", nargs="+", metavar="PATH")
     index.add_argument("--out", required=True, metavar="CATALOG.parquet", help="the catalog to write or update")
-    index.add_argument("--workers", type=int, metavar="N", help="indexing processes (default: every core)")
+    index.add_argument("--workers", type=int, metavar="N",
+                       help="videos indexed at once (default: every core; with --ray one per CPU of the cluster)")
     index.add_argument("--rebuild", action="store_true", help="index every video again, even if unchanged")
     _add_ray(index, "index")
     index.add_argument("--json", action="store_true", help="print the summary as JSON")

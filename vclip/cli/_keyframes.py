@@ -4,24 +4,20 @@ from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing
 import os
 import time
-from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
-from functools import partial
 from pathlib import Path
 
-from .._ahead import submitted_ahead
+from tqdm import tqdm
+
 from .._engine.device import resolve_device
-from .._machine import usable_cores
 from .._outputs import check_output_folder, inside, unique_names
 from .._validation import check_integer, check_number, check_optional_integer
 from ..errors import OutputError, VideoError
 from ..keyframes import (
     KEYFRAME_METHODS,
     THUMBNAIL_WIDTH,
-    Keyframes,
-    extract_keyframes,
+    extract_keyframes_many,
 )
 from ..sampling import (
     check_scaling_factor,
@@ -37,7 +33,7 @@ from ._common import (
     _following,
     _internal_error,
     _progress_bar,
-    _ray_jobs,
+    _ray_options,
     _refused_arguments,
     _say,
     _skipped,
@@ -86,24 +82,6 @@ def _remove_earlier_run(out: Path, manifest: Path) -> None:
     manifest.unlink()
 
 
-def _default_workers(on_gpu: bool) -> int:
-    """Videos at once: 8 on the GPU (threads sharing the scene method's NVDEC sessions), one per
-    core on the CPU (processes: in threads the NumPy analysis of several videos shares one GIL)."""
-    return 8 if on_gpu else usable_cores()
-
-
-def _default_decode_processes(on_gpu: bool, method: str, files: int, workers: int) -> int:
-    """4 decode processes for the scene method on the GPU over more videos than run at once (on the
-    H200, 32 720p videos 8 at once: 3,202 frames/s against 2,646 with threads; they take 2.5 s to
-    start), else none."""
-    return 4 if on_gpu and method == "scene" and files > workers else 0
-
-
-def _extract(options: dict, path: str, on_progress=None) -> Keyframes:
-    """:func:`extract_keyframes` of ``path`` (module level, so worker processes can run it)."""
-    return extract_keyframes(path, on_progress=on_progress, **options)
-
-
 def _run_keyframes(args: argparse.Namespace) -> int:
     with _refused_arguments():  # refused before --out is touched or anything decoded
         check_scaling_factor(args.scaling_factor)
@@ -111,62 +89,39 @@ def _run_keyframes(args: argparse.Namespace) -> int:
         check_number("scene_threshold", args.scene_threshold, minimum=1, minimum_inclusive=False)
     files = _expand_inputs(args.files)
     out = Path(args.out)
+    ray = _ray_options(args)
     with _refused_arguments():
         check_integer("thumbnail_width", args.thumbnail_width, minimum=16)
         check_optional_integer("workers", args.workers, minimum=1, none_means="(8 on the GPU, one per core on the CPU)")
-        on_gpu = resolve_device(args.device, warn=False).device.is_cuda
-        workers = min(args.workers or _default_workers(on_gpu), max(len(files), 1))
-        check_optional_integer("decode_processes", args.decode_processes, minimum=0,
-                               none_means="(4 for the scene method on the GPU over many videos)")
-        if args.decode_processes and not on_gpu:
+        if args.decode_processes and not ray["ray"] and not resolve_device(args.device, warn=False).device.is_cuda:
             raise ValueError("--decode-processes is for the GPU; on the CPU --workers already runs processes")
-        decode_processes = (args.decode_processes if args.decode_processes is not None
-                            else _default_decode_processes(on_gpu, args.method, len(files), workers))
-    ray_jobs = _ray_jobs(args) if args.ray or args.ray_address else None  # refused before --out is touched
+        one_by_one = not ray["ray"] and (len(files) == 1 or args.workers == 1)
+        frame_bar = _FrameBar(args) if one_by_one else None
+        results = extract_keyframes_many(
+            files, method=args.method, max_frames=args.max, device=args.device, stream_index=args.stream,
+            scaling_factor=args.scaling_factor, scene_threshold=args.scene_threshold,
+            decode_processes=args.decode_processes, workers=args.workers, on_progress=frame_bar, **ray)
     taken = _prepare_keyframes_out(out, args.overwrite)
     folders = unique_names(files, taken=taken)
     records, videos, errors = [], [], []
     out.mkdir(parents=True, exist_ok=True)
-    remote = None
-    if ray_jobs is not None:  # each video extracted by a Ray task; the images are written here, as locally
-        module, address = ray_jobs
-        with _refused_arguments():
-            remote = iter(module.extract_files(
-                files, device=args.device, stream_index=args.stream, address=address, method=args.method,
-                max_frames=args.max, scaling_factor=args.scaling_factor, scene_threshold=args.scene_threshold))
-
-    extract = partial(_extract, dict(method=args.method, max_frames=args.max, device=args.device,
-                                     stream_index=args.stream, scaling_factor=args.scaling_factor,
-                                     scene_threshold=args.scene_threshold, decode_processes=decode_processes))
-    pool: Executor | None = None
-    if remote is None and workers > 1:
-        pool = (ThreadPoolExecutor(workers, thread_name_prefix="vclip-keyframes") if on_gpu
-                else ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")))
-    ahead = submitted_ahead(pool, extract, files, 2 * workers) if pool is not None else None
+    started = time.perf_counter()
     try:
-        for path, folder_name in zip(_progress_bar(args, iterable=files, unit="video"), folders):
-            started = time.perf_counter()
-            try:
-                if remote is not None:
-                    found = next(remote)
-                    if isinstance(found, tuple):  # (kind of VideoError, problem) from the task
-                        raise VideoError(path, found[1])
-                    result = found
-                elif ahead is not None:  # several videos at once: no per-frame bar
-                    with _refused_arguments():
-                        result = next(ahead).result()
-                else:
-                    with _refused_arguments(), _progress_bar(args, desc=Path(path).name, unit="frame",
-                                                             leave=False) as bar:
-                        result = extract(path, _following(bar))
-                folder = out / folder_name
-                saved = result.save(folder, image_format=args.format, thumbnail_width=args.thumbnail_width)
-            except VideoError as error:
-                _skipped("keyframes", error)
-                errors.append({"file": path, "problem": error.problem})
+        in_order = _progress_bar(args, iterable=results, total=len(files), unit="video")
+        for result, path, folder_name in zip(in_order, files, folders):  # the bar first: zip draws its end
+            if frame_bar is not None:
+                frame_bar.close()
+            if isinstance(result, VideoError):
+                _skipped("keyframes", result)
+                errors.append({"file": path, "problem": result.problem})
+                started = time.perf_counter()
                 continue
-            except Exception as error:  # a bug, or writing the images failed: reported, the others go on
+            folder = out / folder_name
+            try:
+                saved = result.save(folder, image_format=args.format, thumbnail_width=args.thumbnail_width)
+            except Exception as error:  # writing the images failed: reported, the others go on
                 errors.append({"file": path, "problem": _internal_error("keyframes", path, error)})
+                started = time.perf_counter()
                 continue
             for record in saved:
                 record["image"] = os.path.relpath(record["image"], out)
@@ -175,18 +130,39 @@ def _run_keyframes(args: argparse.Namespace) -> int:
                 "file": result.path, "method": result.method, "keyframes": len(result), "folder": folder_name,
                 "contact_sheet": os.path.relpath(folder / f"contact_sheet.{args.format}", out) if saved else None,
                 "packets_decoded": result.packets_decoded, "device": result.device,
-                "seconds": round(time.perf_counter() - started, 4),
+                "seconds": round(time.perf_counter() - started, 4),  # since the previous video was done
             })
+            started = time.perf_counter()
             noun = "keyframe" if len(result) == 1 else "keyframes"
             _say(f"{path}: {len(result)} {args.method} {noun} (frames {format_numbers(result.frame_indices.tolist())}) "
                  f"-> {folder}{os.sep}")
-    finally:  # the manifest of what was written, also when the run stops early
-        if pool is not None:
-            pool.shutdown(wait=True, cancel_futures=True)
+    finally:  # the manifest of what was written, also when the run stops early (the run stopped first)
+        results.close()
+        if frame_bar is not None:
+            frame_bar.close()
         manifest = {"method": args.method, "keyframes": records, "videos": videos, "errors": errors}
         (out / MANIFEST).write_text(json.dumps(manifest, indent=2), encoding="utf-8")
     _say(f"{len(videos)} of {len(files)} videos, {len(records)} images; manifest: {out / MANIFEST}")
     return _exit_status(len(files), len(errors))
+
+
+class _FrameBar:
+    """``on_progress(path, done, total)`` for videos read one by one: a bar per video, over its
+    frames, from its first call until :meth:`close`."""
+
+    def __init__(self, args: argparse.Namespace):
+        self.args = args
+        self.bar: tqdm | None = None
+
+    def __call__(self, path: str, done: int, total: int) -> None:
+        if self.bar is None:
+            self.bar = _progress_bar(self.args, desc=Path(path).name, unit="frame", leave=False)
+        _following(self.bar)(done, total)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
 
 
 def add_parser(commands) -> None:
@@ -215,7 +191,8 @@ def add_parser(commands) -> None:
                                 f"frames keep their size)")
     keyframes.add_argument("--workers", type=int, metavar="N",
                            help="videos at once, each on its own decoder: threads on the GPU (default 8), "
-                                "processes on the CPU (default one per core)")
+                                "processes on the CPU (default one per core), Ray tasks with --ray (default: what "
+                                "the cluster runs at once)")
     keyframes.add_argument("--decode-processes", type=int, metavar="N",
                            help="GPU: decode in N worker processes shared by the run's videos, so that Python work "
                                 "does not hold back NVDEC (2.5 s to start; default: 4 for the scene method over "

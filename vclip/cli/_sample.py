@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
+from contextlib import closing
+from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -14,10 +18,11 @@ from .._images import (
     write_image,
     write_video,
 )
+from .._jobs import Outcome, choose_runner
 from .._outputs import check_output_file, check_output_folder, unique_names
+from .._validation import check_optional_integer
 from ..decoder import Frames, VideoDecoder
-from ..errors import OutputError, VideoError
-from ..index import VideoIndex
+from ..errors import CorruptVideoError, OutputError, VideoError
 from ..sampling import (
     ClipSampler,
     contiguous,
@@ -164,14 +169,14 @@ def _segment(args: argparse.Namespace) -> tuple[float | None, float | None] | No
 
 
 def _write_clips(output_format: str, out: Path, clips: Frames, data: np.ndarray, padded: np.ndarray,
-                 index: VideoIndex, mode: str) -> None:
+                 video: _Sampled, mode: str) -> None:
     if output_format in ("npz", "pt"):
         out.parent.mkdir(parents=True, exist_ok=True)
         _write_arrays(output_format, out, data, clips.frame_indices, clips.pts_seconds, padded,
-                      np.zeros(len(data), dtype=np.int64), [index.path], mode)
+                      np.zeros(len(data), dtype=np.int64), [video.path], mode)
     elif output_format == "mp4":
         out.parent.mkdir(parents=True, exist_ok=True)
-        write_video(out, (frame for clip in data for frame in clip), fps=index.average_fps)
+        write_video(out, (frame for clip in data for frame in clip), fps=video.average_fps)
     else:
         out.mkdir(parents=True, exist_ok=True)
         for number, (clip, frame_indices) in enumerate(zip(data, clips.frame_indices.tolist())):
@@ -211,12 +216,52 @@ def _clip_lines(clips: Frames, padded: np.ndarray, sampler: ClipSampler, num_fra
     return lines
 
 
+@dataclass(frozen=True)
+class _Sampled:
+    """One video's clips (``data`` as NumPy) and what writing them needs of its index."""
+
+    clips: Frames
+    num_frames: int
+    average_fps: float
+    path: str
+
+
+@dataclass(frozen=True)
+class _Skipped:
+    """Why a video gave no clip: none fits (``refused`` False), or a value it refuses (``refused``)."""
+
+    problem: str
+    refused: bool = False
+
+
+def _sample_video(options: dict, path: str) -> _Sampled | _Skipped:
+    """The clips of one video (module level, so that worker processes can run it)."""
+    sampler: ClipSampler = options["sampler"]
+    decoder = VideoDecoder(path, stream_index=options["stream_index"], device=options["device"])
+    num_frames = decoder.index.num_frames
+    if _all_dropped(sampler, num_frames):
+        return _Skipped(f"no clip fits (a clip spans {sampler.span} frames, the video has {num_frames}; "
+                        "--end-policy drop drops them all)")
+    try:
+        clips = decoder.get_clips(sampler, transform=options["transform"], seed=options["seed"],
+                                  segment=options["segment"])
+    except UnicodeError:  # a ValueError, but from a file's bytes, not from the user's values
+        raise
+    except (ValueError, TypeError, IndexError) as error:  # a value this video refuses (a frame past its end)
+        return _Skipped(str(error), refused=True)
+    if not len(clips.frame_indices):
+        return _Skipped("no clip fits (--end-policy drop drops them all)")
+    return _Sampled(dataclasses.replace(clips, data=to_numpy(clips.data)), num_frames, decoder.index.average_fps,
+                    decoder.index.path)
+
+
 def _run_sample(args: argparse.Namespace) -> int:
     _check_mode_options(args)
     with _refused_arguments():
         sampler = _sampler(args)
         spatial = args.resize is not None or args.crop is not None
         transform = TransformSpec(resize=args.resize, crop=args.crop) if spatial else None
+        check_optional_integer("workers", args.workers, minimum=1, none_means="(1: one video after another)")
     inputs = _expand_inputs(args.files)
     try:
         output_format, out, targets = _sample_outputs(args, inputs)
@@ -228,56 +273,49 @@ def _run_sample(args: argparse.Namespace) -> int:
         except ImportError:
             raise _UsageError("writing .pt needs PyTorch, which is not installed (pip install 'vclip-nvdec[torch]'); "
                               "write .npz instead") from None
-    combined: list[tuple[int, Frames, np.ndarray, np.ndarray]] = []  # (input number, clips, data, padded)
+    with _refused_arguments():
+        runner = choose_runner(args.device, workers=args.workers or 1, items=len(inputs))
+    options = dict(sampler=sampler, transform=transform, seed=args.seed, segment=_segment(args),
+                   stream_index=args.stream, device=runner.device)
+    combined: list[tuple[int, Frames, np.ndarray]] = []  # (input number, clips, data)
     skipped = 0
     progress = _progress_bar(args, total=len(inputs), unit="video", leave=False)
-    for number, path in enumerate(inputs):
-        try:
-            decoder = VideoDecoder(path, stream_index=args.stream, device=args.device)
-            num_frames = decoder.index.num_frames
-            if _all_dropped(sampler, num_frames):
-                skipped += 1
-                _say(f"vclip sample: skipped {path}: no clip fits (a clip spans {sampler.span} frames, the video has "
-                     f"{num_frames}; --end-policy drop drops them all)", sys.stderr)
-                continue
-            with _refused_arguments():
-                clips = decoder.get_clips(sampler, transform=transform, seed=args.seed, segment=_segment(args))
-            if not len(clips.frame_indices):
-                skipped += 1
-                _say(f"vclip sample: skipped {path}: no clip fits (--end-policy drop drops them all)", sys.stderr)
-                continue
-            data = to_numpy(clips.data)
-            padded = np.asarray(clips.padded, dtype=bool)  # the frames the end policy filled in
-            if targets is None:
-                if combined and data.shape[1:] != combined[0][2].shape[1:]:
-                    raise VideoError(path, f"its clips come out {list(data.shape[1:])} but {out} holds "
-                                           f"{list(combined[0][2].shape[1:])}; pass --resize/--crop so that every "
-                                           "video fits, or write one file per video (--out FOLDER --format npz)")
-                combined.append((number, clips, data, padded))
-                destination = out
-            else:
-                destination = targets[number]
-                _write_clips(output_format, destination, clips, data, padded, decoder.index, args.mode)
-        except VideoError as error:
-            skipped += 1
-            _skipped("sample", error)
-            continue
-        except _UsageError as error:  # a value this video refuses (e.g. a frame index past its end)
-            if len(inputs) == 1:
-                raise
-            skipped += 1
-            _say(f"vclip sample: skipped {path}: {error}", sys.stderr)
-            continue
-        except Exception as error:  # a bug or a write that failed: reported for this file, the others go on
-            skipped += 1
-            _internal_error("sample", path, error)
-            continue
-        finally:
+    with closing(runner.run(partial(_sample_video, options), inputs)) as outcomes:
+        for outcome in outcomes:
+            number, path = outcome.position, inputs[outcome.position]
             progress.update()
-        folder = os.sep if output_format == "png" else ""
-        _say(f"{path}: {len(data)} {args.mode} clip{'s' if len(data) != 1 else ''} {list(data.shape)} {data.dtype} "
-             f"on {clips.device} -> {destination}{folder}")
-        _say("\n".join(_clip_lines(clips, padded, sampler, num_frames, windowed=_segment(args) is not None)))
+            try:
+                sampled = _sampled(outcome, path, single=len(inputs) == 1)
+                if sampled is None:
+                    skipped += 1
+                    continue
+                clips, data = sampled.clips, sampled.clips.data
+                padded = np.asarray(clips.padded, dtype=bool)  # the frames the end policy filled in
+                if targets is None:
+                    if combined and data.shape[1:] != combined[0][2].shape[1:]:
+                        raise VideoError(path, f"its clips come out {list(data.shape[1:])} but {out} holds "
+                                               f"{list(combined[0][2].shape[1:])}; pass --resize/--crop so that every "
+                                               "video fits, or write one file per video (--out FOLDER --format npz)")
+                    combined.append((number, clips, data))
+                    destination = out
+                else:
+                    destination = targets[number]
+                    _write_clips(output_format, destination, clips, data, padded, sampled, args.mode)
+            except VideoError as error:
+                skipped += 1
+                _skipped("sample", error)
+                continue
+            except _UsageError:
+                raise
+            except Exception as error:  # a bug or a write that failed: reported for this file, the others go on
+                skipped += 1
+                _internal_error("sample", path, error)
+                continue
+            folder = os.sep if output_format == "png" else ""
+            _say(f"{path}: {len(data)} {args.mode} clip{'s' if len(data) != 1 else ''} {list(data.shape)} "
+                 f"{data.dtype} on {clips.device} -> {destination}{folder}")
+            windowed = _segment(args) is not None
+            _say("\n".join(_clip_lines(clips, padded, sampler, sampled.num_frames, windowed=windowed)))
     progress.close()
     if combined:
         try:
@@ -285,7 +323,7 @@ def _run_sample(args: argparse.Namespace) -> int:
                 output_format, out, np.concatenate([c[2] for c in combined]),
                 np.concatenate([c[1].frame_indices for c in combined]),
                 np.concatenate([c[1].pts_seconds for c in combined]),
-                np.concatenate([c[3] for c in combined]),
+                np.concatenate([np.asarray(c[1].padded, dtype=bool) for c in combined]),
                 np.concatenate([np.full(len(c[2]), position, dtype=np.int64) for position, c in enumerate(combined)]),
                 [inputs[number] for number, *_ in combined], args.mode,
             )
@@ -296,6 +334,27 @@ def _run_sample(args: argparse.Namespace) -> int:
             clips_written = sum(len(c[2]) for c in combined)
             _say(f"{len(combined)} of {len(inputs)} videos, {clips_written} clips -> {out} (video_ids index paths)")
     return _exit_status(len(inputs), skipped)
+
+
+def _sampled(outcome: Outcome[_Sampled | _Skipped], path: str, single: bool) -> _Sampled | None:
+    """A video's clips, or None after saying why it has none.
+
+    Raises:
+        VideoError: The video could not be read (or crashed its worker process).
+        _UsageError: The only video refuses a value (a frame index past its end).
+        Exception: What the job raised (a bug).
+    """
+    if outcome.crashed:
+        raise CorruptVideoError(path, outcome.crash_problem())
+    if outcome.error is not None:
+        raise outcome.error
+    result = outcome.value
+    if isinstance(result, _Skipped):
+        if result.refused and single:
+            raise _UsageError(result.problem)
+        _say(f"vclip sample: skipped {path}: {result.problem}", sys.stderr)
+        return None
+    return result
 
 
 def add_parser(commands) -> None:
@@ -356,6 +415,8 @@ def add_parser(commands) -> None:
                         help="shorter side in pixels (e.g. 224) or WIDTHxHEIGHT")
     sample.add_argument("--crop", type=_frame_size, metavar="SIZE",
                         help="center crop after the resize: N or WIDTHxHEIGHT")
+    sample.add_argument("--workers", type=int, metavar="N",
+                        help="videos sampled at once: threads on the GPU, processes on the CPU (default 1)")
     _add_stream(sample)
     _add_device(sample)
     _add_progress(sample)

@@ -1,0 +1,401 @@
+"""Shot boundaries from per-frame features: the math of the scene method, no decoding.
+
+:func:`frame_features` and :func:`gap_distances` turn analysis frames (RGB uint8, NumPy or CuPy,
+on the device that decoded them) into small tables; :func:`shot_boundaries` decides, on the host,
+where shots change: flashes left out, the usual change around each frame, cuts, fades through
+black and dissolves (the method is described in :mod:`vclip.keyframes`, which drives the decoding).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["MAX_GAP", "SceneSignals", "ShotBoundary", "frame_features", "gap_distances", "median_of_numbers",
+           "shot_boundaries"]
+
+# Features of each analysis frame (RGB uint8, ``analysis_width`` pixels across), computed with the
+# same array code by NumPy on the CPU and CuPy on the GPU:
+#   hist    the colour distribution: a 4x4x4 joint RGB histogram, fractions of the pixels (64 bins);
+#           a camera move over one place hardly changes it, a new shot does.
+#   blocks  the picture's layout: mean RGB of 4x4-pixel blocks (16 x 9 blocks at 64 x 36).
+#   luma    mean and standard deviation of the luma (0-255), for fades through black.
+# Distances between frames t and t-g, for every gap g = 1..MAX_GAP, also computed on the device:
+#   H_g(t)  half the L1 distance of the histograms (0: same colours, 1: no colour in common)
+#   B_g(t)  the median over blocks of the mean absolute RGB difference, / 255: how much the typical
+#           block changed, so a caption, a logo or a moving object (a minority of blocks) does not count.
+# Everything after that works on these [gap, frame] tables on the host (a few KB per frame).
+
+_HIST_LEVELS = 4  # per channel: 4 x 4 x 4 bins
+_BLOCK = 4  # pixels per block side
+MAX_GAP = 40  # longest frame gap compared (2 x the largest half-width + 2 x _PAIR_SPREAD)
+_BETWEEN = 1.3  # a dissolve's middle frames are blends: see _betweenness
+_SPAN_EDGE = 0.25  # a dissolve ends at the first frame 75% of the way to the new shot
+_PEAK_RADIUS = 8  # frames around a peak of gradual evidence where its middle is looked for
+_PAIR_SPREAD = 3  # a gradual boundary must hold for the pairs (a - j, z + j), j = 0.._PAIR_SPREAD
+# A cut's change is at least half the change over 8 more frames each side (else it is gradual),
+# and that wider change at least 60% of the cut's (else the picture came back: not a new shot).
+_ABRUPT_SPAN, _ABRUPT_SHARE, _LASTING_SHARE = 8, 0.5, 0.6
+_HALF_WIDTHS = (2, 3, 4, 6, 8, 11, 14, 17)  # half-lengths of the gradual transitions looked for
+_BASE_WINDOW = 12  # frame pairs each side whose median distance is the usual change at that gap
+_TRANSIENT_FRAMES = 4  # the longest flash (or brief occlusion) bridged over
+# Distances below these (histogram, blocks) are never boundaries, whatever the change around them;
+# the same values are the unit of the combined distance used to find flashes.
+_MIN_DISTANCE = {"H": 0.15, "B": 0.05}
+# Added to the usual change before dividing by it, so a still shot's near-zero change does not
+# turn noise into a boundary.
+_NOISE_FLOOR = {"H": 0.045, "B": 0.015}
+# A frame is black (in a fade) when this share of its pixels is darker than this luma: not all
+# of them, so a logo or a caption kept over the black does not count.
+_DARK_LUMA, _DARK_SHARE = 24.0, 0.85
+_FADE_SETTLED, _FADE_LOOK = 0.8, 8  # a fade ends at the first frame with 80% of the brightest luma of the next 8
+_FADE_DEPTH = 0.3  # and its mean luma is at most this share of the brightest frames either side
+
+
+@dataclass(frozen=True)
+class ShotBoundary:
+    """Where one shot ends and the next begins.
+
+    Attributes:
+        frame: The first frame of the new shot (for a gradual transition, the first frame after it).
+        start: The first frame of the transition (``== frame`` for a cut).
+        kind: ``"cut"``, ``"dissolve"`` (gradual, through blended frames) or ``"fade"`` (through black).
+    """
+
+    frame: int
+    start: int
+    kind: str
+
+
+@dataclass
+class SceneSignals:
+    """Per-frame tables the shot-boundary decision reads (NumPy, host)."""
+
+    distances: dict  # "H", "B": float32 [MAX_GAP + 1, num_frames], NaN where t - g < 0
+    luma_mean: np.ndarray  # float32 [num_frames]
+    dark_share: np.ndarray  # float32 [num_frames]: share of pixels darker than _DARK_LUMA
+
+
+def frame_features(frames, xp) -> dict:
+    """Features of RGB uint8 frames ``[n, h, w, 3]`` (NumPy or CuPy; results on the same device)."""
+    n, height, width, _ = frames.shape
+    shift = 8 - int(np.log2(_HIST_LEVELS))
+    levels = (frames >> shift).astype(xp.int32)
+    codes = (levels[..., 0] * _HIST_LEVELS + levels[..., 1]) * _HIST_LEVELS + levels[..., 2]
+    bins = _HIST_LEVELS ** 3
+    codes = codes.reshape(n, -1) + (xp.arange(n, dtype=xp.int32) * bins)[:, None]
+    hist = xp.bincount(codes.reshape(-1), minlength=n * bins).reshape(n, bins).astype(xp.float32)
+    hist /= float(height * width)
+    rows, columns = max(1, height // _BLOCK), max(1, width // _BLOCK)
+    block_h, block_w = height // rows, width // columns
+    pixels = frames[:, :rows * block_h, :columns * block_w].astype(xp.float32)
+    # Sum the rows of each block (contiguous lines), then the columns: quicker than one mean over both.
+    lines = pixels.reshape(n, rows, block_h, columns * block_w * 3).sum(axis=2)
+    blocks = lines.reshape(n, rows, columns, block_w, 3).sum(axis=3).reshape(n, rows * columns, 3)
+    blocks /= float(block_h * block_w)
+    luma = frames.astype(xp.float32) @ xp.asarray([0.299, 0.587, 0.114], dtype=xp.float32)
+    luma = luma.reshape(n, -1)
+    dark = (luma < _DARK_LUMA).mean(axis=1, dtype=xp.float32)
+    return {"H": hist, "B": blocks, "mean": luma.mean(axis=1), "dark": dark}
+
+
+def gap_distances(features: dict, previous: dict | None, xp) -> dict:
+    """``H`` and ``B`` distances of each frame in ``features`` to the ``MAX_GAP`` frames before it
+    (``previous``: the features of up to ``MAX_GAP`` frames before these), float32
+    ``[MAX_GAP + 1, n]`` on the features' device, NaN where there is no such frame."""
+    n = features["H"].shape[0]
+    tables = {}
+    for name in ("H", "B"):
+        current = features[name]
+        earlier = previous[name] if previous is not None else current[:0]
+        both = xp.concatenate([earlier, current])
+        offset = earlier.shape[0]
+        table = xp.full((MAX_GAP + 1, n), xp.nan, dtype=xp.float32)
+        for gap in range(1, MAX_GAP + 1):
+            first = max(0, gap - offset)  # the first frame of this chunk that has a frame `gap` before it
+            if first >= n:
+                break
+            later = both[offset + first:offset + n]
+            sooner = both[offset + first - gap:offset + n - gap]
+            if name == "H":
+                table[gap, first:] = 0.5 * xp.abs(later - sooner).sum(axis=1)
+            else:
+                change = xp.abs(later - sooner).sum(axis=2)
+                middle = change.shape[1] // 2  # the upper median (no averaging of two: one partition)
+                table[gap, first:] = xp.partition(change, middle, axis=1)[:, middle] / (3 * 255.0)
+        tables[name] = table
+    return tables
+
+
+
+def _pair_distance(table: np.ndarray, first: np.ndarray, second: np.ndarray) -> np.ndarray:
+    """Distance between frames ``first`` and ``second`` (arrays) read from a gap table: 0 for the
+    same frame, NaN where a frame is outside the video or further apart than ``MAX_GAP``."""
+    first, second = np.broadcast_arrays(np.asarray(first), np.asarray(second))
+    low, high = np.minimum(first, second), np.maximum(first, second)
+    gap = high - low
+    valid = (low >= 0) & (high < table.shape[1]) & (gap <= MAX_GAP)
+    out = np.full(first.shape, np.nan, dtype=np.float32)
+    out[valid] = table[gap[valid], high[valid]]
+    out[valid & (gap == 0)] = 0.0
+    return out
+
+
+def _transient_frames(tables: dict) -> np.ndarray:
+    """Frames that differ from both sides while the frames either side of them are alike
+    (flashes, a brief occlusion): bool ``[num_frames]``. For a run of at most
+    ``_TRANSIENT_FRAMES`` frames between frames p and q, with distances in units of
+    :data:`_MIN_DISTANCE` (the larger of the two features): when some frame of the run is at least
+    1 from both p and q, and p and q are at most a third of that apart, the frames of the run that
+    are at least 0.5 from both, and twice as far as p from q, are transient."""
+    num_frames = tables["H"].shape[1]
+    frames = np.arange(num_frames)
+    transient = np.zeros(num_frames, dtype=bool)
+
+    def combined(first, second):
+        return np.fmax(*(_pair_distance(tables[name], first, second) / _MIN_DISTANCE[name] for name in ("H", "B")))
+
+    for length in range(1, _TRANSIENT_FRAMES + 1):
+        before, after = frames - 1, frames + length  # p and q around the run frames..frames+length-1
+        bridge = combined(before, after)
+        legs = [np.fmin(combined(before, frames + k), combined(frames + k, after)) for k in range(length)]
+        strongest = np.max(np.stack(legs), axis=0)  # NaN where the run leaves the video
+        found = (strongest >= 1.0) & (bridge * 3.0 <= strongest)
+        for k in range(length):  # within such a run, the frames that differ from both sides
+            marked = found & (legs[k] >= 0.5) & (legs[k] >= 2.0 * bridge)
+            transient[np.flatnonzero(marked) + k] = True
+    return transient
+
+
+def _without_transients(table: np.ndarray, transient: np.ndarray) -> np.ndarray:
+    """The gap table with every pair that has a transient frame in it set to NaN (not counted)."""
+    if not transient.any():
+        return table
+    gaps = np.arange(MAX_GAP + 1)[:, None]
+    later = np.arange(transient.size)[None, :]
+    sooner = later - gaps
+    touched = transient[later] | transient[np.clip(sooner, 0, None)]
+    return np.where(touched, np.float32(np.nan), table)
+
+
+def _usual_change(table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Median distance at each gap of the ``_BASE_WINDOW`` pairs ending at frame t (``before``)
+    and of those starting at frame t (``after``: pairs whose earlier frame is t), [gap, frame]."""
+    gaps, num_frames = table.shape
+    window = _BASE_WINDOW
+    padded = np.concatenate([np.full((gaps, window - 1), np.nan, np.float32), table,
+                             np.full((gaps, window - 1 + MAX_GAP), np.nan, np.float32)], axis=1)
+    medians = median_of_numbers(np.lib.stride_tricks.sliding_window_view(padded, window, axis=1))
+    before = medians[:, :num_frames]  # windows ending at t
+    after = np.stack([medians[g, window - 1 + g:window - 1 + g + num_frames] for g in range(gaps)])
+    return before, after
+
+
+def median_of_numbers(values: np.ndarray) -> np.ndarray:
+    """The median over the last axis of the values that are not NaN, NaN where there are none: the
+    result of ``np.nanmedian``, several times quicker and without its warning on all-NaN rows."""
+    ordered = np.sort(values, axis=-1)  # NaN last
+    count = np.count_nonzero(~np.isnan(values), axis=-1)[..., None]
+    low = np.take_along_axis(ordered, np.maximum(count - 1, 0) // 2, axis=-1)
+    high = np.take_along_axis(ordered, count // 2, axis=-1)  # NaN where count is 0
+    return ((low + high) / 2)[..., 0]
+
+
+def _mean_of_numbers(first: np.ndarray, second: np.ndarray) -> np.ndarray:
+    """Element-wise mean of the values that are not NaN (NaN where neither is), without the
+    warning of ``np.nanmean``: silencing it would change the process's warning filters, which
+    threads share (shot detection runs on several threads in ``vclip keyframes --workers``)."""
+    count = (~np.isnan(first)).astype(np.float32) + ~np.isnan(second)
+    total = np.nan_to_num(first) + np.nan_to_num(second)
+    with np.errstate(invalid="ignore", divide="ignore"):  # per thread, unlike warning filters
+        return np.where(count > 0, total / count, np.float32(np.nan))
+
+
+def _boundary_evidence(tables: dict, usual: dict, first: np.ndarray, last: np.ndarray, *, spread: int,
+                       abrupt: bool = False, found_before: np.ndarray | None = None) -> np.ndarray:
+    """How clearly frames up to ``first`` and from ``last`` on belong to different shots: for the
+    pairs (first - j, last + j), j = 0..spread, their distance divided by the usual distance at
+    that gap (the mean of the medians of the pairs just before ``first`` and just after ``last``,
+    leaving out a side that reaches past a boundary counted in ``found_before``) plus a noise floor; the
+    smallest over the pairs, the largest over the two features; 0 where the pairs are closer than
+    :data:`_MIN_DISTANCE`, and with ``abrupt``, where the change is less than half the change
+    over :data:`_ABRUPT_SPAN` more frames each side (a gradual change, not a cut)."""
+    best = np.zeros(first.shape, dtype=np.float32)
+    for name, table in tables.items():
+        before, after = usual[name]
+        ratios, distances = [], []
+        for j in range(spread + 1):
+            a, z = first - j, last + j
+            gap = np.clip(z - a, 1, MAX_GAP)
+            distance = _pair_distance(table, a, z)
+            base_before = _at(before, gap, a)
+            base_after = _at(after, gap, z)
+            base = _mean_of_numbers(base_before, base_after)
+            if found_before is not None:  # a side whose pairs reach past a boundary found already
+                n = found_before.size - 1
+                reach_before, reach_after = np.clip(a - gap - _BASE_WINDOW, 0, n), np.clip(z + gap + _BASE_WINDOW, 0, n)
+                crossed_before = found_before[np.clip(a + 1, 0, n)] > found_before[reach_before]
+                crossed_after = found_before[reach_after] > found_before[np.clip(z + 1, 0, n)]
+                base = np.where(crossed_before & ~crossed_after & ~np.isnan(base_after), base_after, base)
+                base = np.where(crossed_after & ~crossed_before & ~np.isnan(base_before), base_before, base)
+            base = np.where(np.isnan(base), 0.0, base)
+            ratios.append(distance / (base + _NOISE_FLOOR[name]))
+            distances.append(distance)
+        ratio = np.fmin.reduce(np.stack(ratios), axis=0)  # NaN only where all are: nanmin without its warning
+        distance = np.fmin.reduce(np.stack(distances), axis=0)
+        ratio = np.where(distance >= _MIN_DISTANCE[name], ratio, 0.0)
+        if abrupt:  # a cut makes the whole change at once, and for good: the frames further out
+            jump = _pair_distance(table, first, last)  # differ about as much as these two
+            across = _pair_distance(table, first - _ABRUPT_SPAN, last + _ABRUPT_SPAN)
+            across = np.where(np.isnan(across), jump, across)
+            ratio = np.where((jump >= _ABRUPT_SHARE * across) & (across >= _LASTING_SHARE * jump), ratio, 0.0)
+        best = np.fmax(best, np.nan_to_num(ratio))
+    return best
+
+
+def _at(table: np.ndarray, gap: np.ndarray, frame: np.ndarray) -> np.ndarray:
+    frame = np.asarray(frame)
+    gap = np.broadcast_to(gap, frame.shape)
+    valid = (frame >= 0) & (frame < table.shape[1])
+    out = np.full(frame.shape, np.nan, dtype=np.float32)
+    out[valid] = table[gap[valid], frame[valid]]
+    return out
+
+
+def _fades(signals: SceneSignals) -> list[ShotBoundary]:
+    """Transitions through black: every run of black frames that is not at either end of the video,
+    with the dimming frames before it and the brightening frames after it."""
+    mean = signals.luma_mean
+    dark = signals.dark_share >= _DARK_SHARE
+    num_frames = mean.size
+    found = []
+    t = 0
+    while t < num_frames:
+        if not dark[t]:
+            t += 1
+            continue
+        run_start = t
+        while t < num_frames and dark[t]:
+            t += 1
+        if run_start == 0 or t == num_frames:
+            continue
+        # Black between brighter shots, not a dark shot: the run is far darker than both sides.
+        reach = 2 * MAX_GAP
+        brightest_before = mean[max(0, run_start - reach):run_start].max()
+        brightest_after = mean[t:t + reach].max()
+        if mean[run_start:t].min() > min(_DARK_LUMA, _FADE_DEPTH * min(brightest_before, brightest_after)):
+            continue
+        # The fade-out starts after the last frame at least as bright as the frames before it;
+        # the fade-in ends at the first frame about as bright as the frames after it.
+        start = run_start
+        while start > 0 and mean[start - 1] < _FADE_SETTLED * mean[max(0, start - 1 - _FADE_LOOK):start - 1].max(
+                initial=0):
+            start -= 1
+        end = t
+        while end + 1 < num_frames and mean[end] < _FADE_SETTLED * mean[end:end + 1 + _FADE_LOOK].max():
+            end += 1
+        found.append(ShotBoundary(frame=end, start=start, kind="fade"))
+    return found
+
+
+def _local_maxima(values: np.ndarray, threshold: float, radius: int) -> list[int]:
+    """Indices whose value is at least ``threshold`` and the largest within ``radius`` each side
+    (the first of equal values)."""
+    padded = np.pad(values, radius, constant_values=-np.inf)
+    windows = np.lib.stride_tricks.sliding_window_view(padded, 2 * radius + 1)
+    before, after = windows[:, :radius].max(axis=1), windows[:, radius + 1:].max(axis=1)
+    return np.flatnonzero((values >= threshold) & (values > before) & (values >= after)).tolist()
+
+
+def shot_boundaries(signals: SceneSignals, threshold: float) -> list[ShotBoundary]:
+    """Fades, then cuts, then gradual transitions from the per-frame tables (module documentation)."""
+    num_frames = signals.luma_mean.size
+    if num_frames < 2:
+        return []
+    transient = _transient_frames(signals.distances)
+    tables = {name: _without_transients(table, transient) for name, table in signals.distances.items()}
+    usual = {name: _usual_change(table) for name, table in tables.items()}
+    frames = np.arange(num_frames)
+    fades = _fades(signals)
+    taken = np.zeros(num_frames, dtype=bool)  # frames inside a boundary found already
+    for fade in fades:
+        taken[max(0, fade.start - 2):fade.frame + 3] = True
+    # Flashes are out of the tables already, so a cut is one pair: the frame before and the frame.
+    cut_evidence = _boundary_evidence(tables, usual, frames - 1, frames, spread=0, abrupt=True)
+    cut_evidence[0] = 0.0
+    cuts = [ShotBoundary(b, b, "cut") for b in _local_maxima(cut_evidence, threshold, 2) if not taken[b]]
+    for cut in cuts:
+        taken[cut.frame] = True
+    starts = np.zeros(num_frames, dtype=bool)  # first frames of the shots found so far (cuts, fade ends)
+    for boundary in cuts + fades:
+        starts[boundary.frame] = True
+        starts[boundary.start] = True
+    found_before = np.concatenate([[0], np.cumsum(starts)])
+    evidence = np.stack([_boundary_evidence(tables, usual, frames - h, frames + h, spread=_PAIR_SPREAD,
+                                            found_before=found_before) for h in _HALF_WIDTHS])
+    # A window that straddles a boundary found already is that boundary's evidence.
+    taken_before = np.concatenate([[0], np.cumsum(taken)])
+    for row, h in enumerate(_HALF_WIDTHS):
+        low = np.clip(frames - h - _PAIR_SPREAD, 0, num_frames)
+        high = np.clip(frames + h + _PAIR_SPREAD + 1, 0, num_frames)
+        evidence[row, taken_before[high] - taken_before[low] > 0] = 0.0
+    strongest = evidence.max(axis=0)
+    # A wide window reaches a transition from further off than a narrow one, so the strongest
+    # evidence may lie off its middle: around each peak, the frame whose frames either side are
+    # best explained as blends is the middle.
+    candidates = []
+    for peak in _local_maxima(strongest, threshold, _PEAK_RADIUS):
+        best = (np.inf, peak, _HALF_WIDTHS[0])
+        for centre in range(max(0, peak - _PEAK_RADIUS), min(num_frames, peak + _PEAK_RADIUS + 1)):
+            for row, h in enumerate(_HALF_WIDTHS):
+                if evidence[row, centre] >= threshold:
+                    best = min(best, (_betweenness(tables["B"], centre, h + _PAIR_SPREAD), centre, h))
+        between, centre, h = best
+        if between <= _BETWEEN:
+            start, end = _transition_span(tables["B"], centre, h + _PAIR_SPREAD)
+            candidates.append((between, ShotBoundary(end, start, "dissolve")))
+    dissolves: list[ShotBoundary] = []
+    for _, boundary in sorted(candidates, key=lambda c: c[0]):  # the clearest first; no overlaps
+        if all(boundary.frame < other.start or boundary.start > other.frame for other in dissolves):
+            dissolves.append(boundary)
+    found, seen = [], set()
+    for boundary in sorted(cuts + fades + dissolves, key=lambda b: b.frame):
+        if boundary.frame not in seen and boundary.frame > 0:
+            seen.add(boundary.frame)
+            found.append(boundary)
+    return found
+
+
+def _betweenness(table: np.ndarray, centre: int, half_width: int) -> float:
+    """How far frames between a = centre - half_width and z = centre + half_width are from being
+    blends of a and z: the largest ``(d(a, m) + d(m, z)) / d(a, z)`` over m at a quarter, half and
+    three quarters of the way (1 when m is a blend: the median block change of a blend is that
+    fraction of the whole; about 2 when the pictures are unrelated, as in fast motion), or infinity
+    when the blends do not move steadily from a to z."""
+    a, z = np.asarray(centre - half_width), np.asarray(centre + half_width)
+    whole = _pair_distance(table, a, z)
+    middles = np.asarray([centre - half_width // 2, centre, centre + half_width // 2])
+    from_a, to_z = _pair_distance(table, a, middles), _pair_distance(table, middles, z)
+    value = float(np.max((from_a + to_z) / whole))
+    steady = bool(np.all(np.diff(from_a) >= 0) and np.all(np.diff(to_z) <= 0))
+    return value if np.isfinite(value) and steady else np.inf
+
+
+def _transition_span(table: np.ndarray, centre: int, half_width: int) -> tuple[int, int]:
+    """First and last-plus-one frames of a gradual transition around ``centre``: with frames a and
+    z ``half_width`` before and after it, each frame t between is a share
+    ``d(a, t) / (d(a, t) + d(t, z))`` of the way from a to z (block distances); the transition
+    starts after the last frame below 25% and ends at the first frame above 75% (mostly the new
+    shot: the motion of the shots makes the last few percent uncertain)."""
+    num_frames = table.shape[1]
+    a, z = max(0, centre - half_width), min(num_frames - 1, centre + half_width)
+    between = np.arange(a, z + 1)
+    from_a, to_z = _pair_distance(table, np.asarray(a), between), _pair_distance(table, between, np.asarray(z))
+    with np.errstate(all="ignore"):
+        share = np.nan_to_num(from_a / (from_a + to_z), nan=0.5)
+    low = np.flatnonzero((share <= _SPAN_EDGE) & (between <= centre))
+    high = np.flatnonzero((share >= 1.0 - _SPAN_EDGE) & (between >= centre))
+    start = int(between[low[-1]]) + 1 if low.size else a
+    end = int(between[high[0]]) if high.size else z
+    return start, max(end, start)
