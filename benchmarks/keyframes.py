@@ -35,7 +35,7 @@ import numpy as np
 from common import median_rate, save_results
 
 import vclip
-from vclip._engine import gpu_unavailable_reason
+from vclip._device import gpu_unavailable_reason
 from vclip._images import to_numpy
 from vclip.keyframes import extract_keyframes
 from vclip.synthetic import make_video, read_barcode

@@ -35,13 +35,13 @@ import numpy as np
 from common import make_video_set, save_results
 
 import vclip
+from vclip._device import resolve_device
 from vclip._engine import (
     ClipTarget,
     DecodeStats,
     JobRunner,
     VideoJob,
     make_backend,
-    resolve_device,
     resolve_transform,
 )
 from vclip.catalog import build_catalog

@@ -31,6 +31,7 @@ import numpy as np
 from common import make_video_set, median_rate, save_results
 
 import vclip
+from vclip._device import resolve_device
 from vclip._engine import (
     ClipTarget,
     DecoderPool,
@@ -38,7 +39,6 @@ from vclip._engine import (
     JobRunner,
     PooledBackend,
     VideoJob,
-    resolve_device,
     resolve_transform,
 )
 from vclip.synthetic import read_barcode

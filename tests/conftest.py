@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from vclip._engine import gpu_unavailable_reason
+from vclip._device import gpu_unavailable_reason
 from vclip.synthetic import make_video
 
 SHARED_VIDEOS = Path(os.environ.get("VCLIP_SHARED_VIDEOS", Path(__file__).resolve().parents[2] / "shared" / "videos"))

@@ -1136,7 +1136,7 @@ def test_a_negative_stream_or_seed_is_a_bad_argument_not_a_bad_file(capsys, vide
 
 def test_budget_plans_where_auto_decodes(capsys):
     """The default device is auto, as the loader's: the plan of the device auto resolves to here."""
-    from vclip._engine import resolve_device
+    from vclip._device import resolve_device
 
     here = "cuda" if resolve_device("auto").device.is_cuda else "cpu"
     reports = {}

@@ -175,7 +175,7 @@ def test_real_videos_bit_for_bit(shared_videos):
 
 
 def test_fell_back_flag_when_gpu_requested_without_one(videos, monkeypatch):
-    import vclip._engine.device as device_module
+    import vclip._device as device_module
 
     monkeypatch.setattr(device_module, "gpu_unavailable_reason", lambda: "no CUDA device")
     with pytest.warns(vclip.FallbackWarning, match="device='cuda' requested but no CUDA device; decoding on the CPU"):

@@ -6,8 +6,8 @@ import pytest
 import torch
 
 import vclip
-import vclip._engine.device as device_module
-from vclip._engine import CPU, Device, resolve_device
+import vclip._device as device_module
+from vclip._device import CPU, Device, resolve_device
 
 
 @pytest.fixture

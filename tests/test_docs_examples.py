@@ -269,14 +269,3 @@ def test_the_readme_keeps_its_test_command_and_stays_a_front_page():
     assert len(lines) <= 250, f"README.md has {len(lines)} lines; the front page keeps to 250"
     targets = re.findall(r"\]\(([^)#:]+)(?:#[^)]*)?\)", "\n".join(lines))  # relative links (mkdocs checks docs/)
     assert targets and not [target for target in targets if not (ROOT / target).exists()]
-
-
-def test_the_architecture_page_places_every_module():
-    """Every module and subpackage of vclip is in a layer of docs/architecture.md: a module added
-    without a place there is a module whose imports nobody checked against the rule."""
-    page = (ROOT / "docs" / "architecture.md").read_text()
-    package = ROOT / "vclip"
-    names = [path.name for path in package.glob("*.py") if path.name != "__init__.py"]
-    names += [f"{path.name}/" for path in package.iterdir() if (path / "__init__.py").exists()]
-    missing = sorted(name for name in names if f"`{name}`" not in page)
-    assert not missing, f"docs/architecture.md does not place {', '.join(missing)} in a layer"

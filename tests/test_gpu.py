@@ -151,10 +151,10 @@ def test_streams_nvdec_cannot_decode_fall_back_visibly(shared_videos, name, why)
 
 
 def test_decoders_are_reused_across_files(shared_videos, videos, tmp_path):
+    from vclip._device import Device
     from vclip._engine import (
         ClipTarget,
         DecodeStats,
-        Device,
         JobRunner,
         NvdecBackend,
         VideoJob,
@@ -211,10 +211,10 @@ def test_torch_tensor_shares_gpu_memory(videos):
 def test_decode_processes_write_the_same_clips_as_threads(shared_videos, videos):
     """Worker processes decode into the parent's buffers over CUDA IPC: bit for bit what threads
     write; a stream NVDEC cannot take falls back in the worker, and the parent warns once."""
+    from vclip._device import Device
     from vclip._engine import (
         ClipTarget,
         DecodeStats,
-        Device,
         JobRunner,
         VideoJob,
         make_backend,

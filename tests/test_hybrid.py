@@ -324,7 +324,8 @@ def test_cpu_decoders_is_checked(same_size_videos, value):
 def test_cpu_decoded_clips_are_byte_identical_to_nvdec(videos, name, spec):
     import cupy
 
-    from vclip._engine import UploadBackend, in_process_backend, resolve_device
+    from vclip._device import resolve_device
+    from vclip._engine import UploadBackend, in_process_backend
 
     device = resolve_device("cuda").device
     index = vclip.index_video(videos[name])

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from vclip._engine import gpu_unavailable_reason
+from vclip._device import gpu_unavailable_reason
 from vclip._jobs import InThisThread, Outcome, Processes, RayTasks, Threads, choose_runner
 from vclip._machine import usable_cores
 from vclip.errors import CorruptVideoError, FallbackWarning, VideoError

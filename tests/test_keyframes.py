@@ -10,6 +10,7 @@ from helpers import barcodes
 
 import vclip
 import vclip.keyframes as keyframes_module
+from vclip.gop import keyframe_chunks
 from vclip.keyframes import extract_keyframes
 from vclip.synthetic import make_shots_video, read_barcode
 
@@ -93,7 +94,7 @@ def test_scene_signal_is_the_same_in_chunks(shots_video, monkeypatch):
     decoder = vclip.VideoDecoder(shots_video)
     whole = keyframes_module._scene_signals(decoder, 64)
     monkeypatch.setattr(keyframes_module, "_CHUNK_FRAMES", 7)
-    chunks = keyframes_module._keyframe_chunks(decoder.index, 7)
+    chunks = keyframe_chunks(decoder.index, 7)
     assert len(chunks) > 1 and all(decoder.index.is_keyframe[start] for start, _ in chunks)
     chunked = keyframes_module._scene_signals(decoder, 64)
     for name in ("H", "B"):
@@ -205,7 +206,7 @@ def test_gpu_chunks_decoded_at_once_give_the_signal_of_one_pass(videos, monkeypa
     monkeypatch.setattr(keyframes_module, "_MIN_CHUNK_FRAMES", 1024)
     whole = keyframes_module._scene_signals(decoder, 64, sessions=8)
     monkeypatch.setattr(keyframes_module, "_MIN_CHUNK_FRAMES", 7)
-    assert len(keyframes_module._keyframe_chunks(decoder.index, 10)) == 5  # 150 frames / (2 x 8 sessions); GOP 30
+    assert len(keyframe_chunks(decoder.index, 10)) == 5  # 150 frames / (2 x 8 sessions); GOP 30
     chunked = keyframes_module._scene_signals(decoder, 64, sessions=8)
     for name in ("H", "B"):
         assert np.allclose(chunked.distances[name], whole.distances[name], equal_nan=True, atol=1e-6)
@@ -305,7 +306,7 @@ def test_decode_processes_give_the_signal_of_one_pass(videos, monkeypatch, devic
     assert sessions == 2 * (4 if device == "cuda" else 2)
     monkeypatch.setattr(keyframes_module, "_MIN_CHUNK_FRAMES", 7)
     chunked = keyframes_module._scene_signals(decoder, 64, sessions=sessions)
-    assert len(keyframes_module._keyframe_chunks(decoder.index, 7)) == 5  # 150 frames, a keyframe every 30
+    assert len(keyframe_chunks(decoder.index, 7)) == 5  # 150 frames, a keyframe every 30
     for name in ("H", "B"):
         assert np.allclose(chunked.distances[name], whole.distances[name], equal_nan=True, atol=1e-6)
     assert np.allclose(chunked.luma_mean, whole.luma_mean) and np.array_equal(chunked.dark_share, whole.dark_share)
@@ -379,7 +380,7 @@ def test_many_videos_options_are_checked_before_any_video(videos):
 
 
 def test_many_videos_a_gpu_request_without_a_gpu_is_flagged(videos):
-    from vclip._engine import gpu_unavailable_reason
+    from vclip._device import gpu_unavailable_reason
 
     if gpu_unavailable_reason() is None:
         pytest.skip("a GPU is usable here: nothing falls back")

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 import vclip
+from vclip._device import CPU
 from vclip._engine import (
-    CPU,
     ClipTarget,
     DecodeStats,
     JobRunner,

@@ -239,7 +239,7 @@ def choose_runner(
         raise fail("ray", ray, "True or False (name the cluster with ray_address=)")
     if ray or ray_address is not None:
         return RayTasks(address=ray_address, workers=workers, device=device)
-    from ._engine.device import resolve_device
+    from ._device import resolve_device
 
     resolved = resolve_device(device, warn=False)
     if resolved.fell_back_to_cpu:

@@ -27,10 +27,11 @@ import av
 import numpy as np
 
 from ._demux import open_container
-from ._engine.device import resolve_device
+from ._device import resolve_device
 from ._jobs import Outcome, choose_runner
 from ._validation import check_optional_integer
 from .errors import CorruptVideoError, VideoError
+from .gop import keyframe_chunks
 from .index import VideoIndex, index_video
 
 __all__ = ["CheckResult", "check_video", "check_videos"]
@@ -296,18 +297,17 @@ def _check_on_gpu(index: VideoIndex, device: str, started: float) -> CheckResult
     """Every frame through VideoDecoder, chunk by chunk; a chunk that fails is retried group of
     pictures by group of pictures so that only the bad ones are reported."""
     from .decoder import VideoDecoder
-    from .keyframes import _keyframe_chunks
 
     decoder = VideoDecoder(index.path, stream_index=index.stream_index, device=device)
     scaling_factor = min(1.0, _GPU_CHECK_WIDTH / index.width)
     damage = _Damage()
-    for start, stop in _keyframe_chunks(index, _GPU_CHUNK_FRAMES):
+    for start, stop in keyframe_chunks(index, _GPU_CHUNK_FRAMES):
         try:
             decoder.get_frames(np.arange(start, stop), scaling_factor=scaling_factor)
             continue
         except CorruptVideoError:
             pass
-        for group_start, group_stop in _keyframe_chunks(index, 1):
+        for group_start, group_stop in keyframe_chunks(index, 1):
             if group_stop <= start or group_start >= stop:
                 continue
             try:

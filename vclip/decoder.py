@@ -9,8 +9,8 @@ from typing import Any, NoReturn
 
 import numpy as np
 
+from ._device import resolve_device
 from ._engine.backends import make_backend, shared_process_backend
-from ._engine.device import resolve_device
 from ._engine.pipeline import ClipTarget, DecodeStats, VideoJob, resolve_transform
 from ._engine.runner import JobRunner
 from ._sources import VideoInput, hold_video

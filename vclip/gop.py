@@ -1,4 +1,5 @@
-"""Bounding decode work per clip in long GOPs, and what it does to where clips start.
+"""Groups of pictures: bounding decode work per clip in long GOPs, and what it does to where clips
+start; ranges of frames cut at keyframes (:func:`keyframe_chunks`), so that no group is decoded twice.
 
 A clip starting ``k`` frames after a keyframe costs about ``k`` decoded pictures before its first
 frame; with a keyframe every 250 frames a random start wastes 125 on average. :func:`bound_lead`
@@ -20,7 +21,7 @@ import numpy as np
 from ._validation import check_integer
 from .index import VideoIndex
 
-__all__ = ["StartDistribution", "bound_lead", "lead_frames", "start_distribution"]
+__all__ = ["StartDistribution", "bound_lead", "keyframe_chunks", "lead_frames", "start_distribution"]
 
 
 def _keyframe_before(index: VideoIndex, frame: int) -> int:
@@ -115,3 +116,14 @@ def start_distribution(clips: Iterable[tuple[VideoIndex, int]], possible: Iterab
         mean_lead=(float(np.concatenate(observed_leads).mean()),
                    float(sum(lead.sum() for lead in uniform_leads) / videos)),
     )
+
+
+def keyframe_chunks(index: VideoIndex, chunk_frames: int) -> list[tuple[int, int]]:
+    """``[start, stop)`` frame ranges of at least ``chunk_frames`` (but the last) that start at
+    keyframes, so that no group of pictures is decoded twice."""
+    boundaries = [0]
+    for keyframe in index.keyframe_indices.tolist():
+        if keyframe - boundaries[-1] >= chunk_frames:
+            boundaries.append(keyframe)
+    boundaries.append(index.num_frames)
+    return [(start, stop) for start, stop in zip(boundaries[:-1], boundaries[1:]) if stop > start]

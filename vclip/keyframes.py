@@ -79,7 +79,7 @@ from ._validation import (
 )
 from .decoder import VideoDecoder
 from .errors import CorruptVideoError, VideoError
-from .index import VideoIndex
+from .gop import keyframe_chunks
 from .sampling import check_scaling_factor, scaled_size
 
 __all__ = [
@@ -342,8 +342,8 @@ def extract_keyframes_many(
 
     Args:
         paths: Video files.
-        method, max_frames, stream_index, scaling_factor, scene_threshold, analysis_width,
-            cache_dir: As :func:`extract_keyframes`, for every video.
+        method, max_frames, stream_index, scaling_factor, scene_threshold, analysis_width, cache_dir: As
+            :func:`extract_keyframes`, for every video.
         device: As :func:`extract_keyframes` (default ``"auto"``); with ``ray``, a GPU request
             gives each task a share of a GPU when the cluster has GPUs. Frames are CuPy arrays
             from threads on the GPU, NumPy arrays otherwise (always from Ray and processes).
@@ -456,17 +456,6 @@ def _evenly_spread(frame_indices: np.ndarray, count: int | None) -> np.ndarray:
     return frame_indices[np.floor(np.linspace(0, frame_indices.size - 1, count) + 0.5).astype(np.int64)]
 
 
-def _keyframe_chunks(index: VideoIndex, chunk_frames: int) -> list[tuple[int, int]]:
-    """``[start, stop)`` frame ranges of at least ``chunk_frames`` (but the last) that start at
-    keyframes, so that no group of pictures is decoded twice."""
-    boundaries = [0]
-    for keyframe in index.keyframe_indices.tolist():
-        if keyframe - boundaries[-1] >= chunk_frames:
-            boundaries.append(keyframe)
-    boundaries.append(index.num_frames)
-    return [(start, stop) for start, stop in zip(boundaries[:-1], boundaries[1:]) if stop > start]
-
-
 def _sessions(decoder: VideoDecoder, decode_processes: int) -> int:
     """Chunks decoded at once: every thread of the decode processes; without them 8 NVDEC sessions
     on the GPU, and on the CPU none beside the caller's thread (FFmpeg's threads use the cores)."""
@@ -493,7 +482,7 @@ def _scene_signals(decoder: VideoDecoder, analysis_width: int,
     chunk_frames = _CHUNK_FRAMES
     if sessions:  # enough chunks for every session, twice over
         chunk_frames = min(_CHUNK_FRAMES, max(_MIN_CHUNK_FRAMES, -(-index.num_frames // (2 * sessions))))
-    chunks = _keyframe_chunks(index, chunk_frames)
+    chunks = keyframe_chunks(index, chunk_frames)
 
     def features_of(chunk: tuple[int, int]) -> list[dict]:
         frames = decoder.get_frames(np.arange(*chunk), scaling_factor=scaling_factor).data

@@ -27,8 +27,8 @@ import torch
 from torch.utils.data import IterableDataset, get_worker_info
 
 from ._dataset import LabeledVideo, VideoSource
+from ._device import Device, resolve_device
 from ._engine.backends import make_backend
-from ._engine.device import Device, resolve_device
 from ._loader.batches import SCAN, BadVideos, BatchBuilder, OnError
 from ._loader.clips import ClipDrawer, VideoFacts
 from ._loader.epoch import EpochPlan, EvenShards, process_shard

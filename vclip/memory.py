@@ -207,7 +207,7 @@ class LoaderMemoryEstimate:
 def _plans_for_gpu(device: Any) -> bool:
     """Whether a loader on ``device`` decodes on the GPU. ``"cuda"``/``"cuda:N"`` plan for a GPU
     whether or not this machine has one; ``"auto"`` is resolved here (GPU when NVDEC is usable)."""
-    from ._engine.device import parse_device, resolve_device
+    from ._device import parse_device, resolve_device
 
     kind, _ = parse_device(device)
     if kind == "auto":

@@ -40,10 +40,11 @@ except ImportError as _error:  # pragma: no cover - depends on the environment
 
 import pyarrow as pa
 
+from ._catalog_build import rows_table
 from ._indexing import IndexJob, index_row
 from ._jobs import connect_ray, gpu_share
 from ._validation import fail
-from .catalog import Catalog, resolve_sources, rows_table
+from .catalog import Catalog, resolve_sources
 from .check import check_video
 from .errors import VideoError
 from .sampling import ClipSampler
@@ -159,8 +160,8 @@ def index_videos(sources, *, stream_index: int | None = None, workers: int | Non
 # -- check ---------------------------------------------------------------------------------------
 def _start_backend(device: str) -> str:
     """Resolve ``device`` and start its backend, once for the actor's life; returns ``"cpu"``/``"cuda:N"``."""
+    from ._device import resolve_device
     from ._engine.backends import in_process_backend
-    from ._engine.device import resolve_device
 
     resolved = resolve_device(device, warn=False)  # an actor without a GPU decodes on the CPU, silently
     in_process_backend(resolved.device)

@@ -2,7 +2,7 @@
 
 Layers, each importing only those above it:
 
-    device      where decoding runs (``Device``, ``resolve_device``)
+    (vclip._device, below the engine: where decoding runs, ``Device``, ``resolve_device``)
     layout, reference, kernel_args, packets
                 clip layouts; the NumPy twin of the CUDA kernel; the kernel's arguments;
                 reading packets back from the file (in the form NVDEC reads: vclip._bitstream)
@@ -29,7 +29,6 @@ import importlib
 from typing import Any
 
 _SURFACE_BY_MODULE = {
-    "device": ("CPU", "Device", "gpu_unavailable_reason", "resolve_device", "ResolvedDevice"),
     "layout": ("clip_shape", "frame_strides", "frame_view"),
     "reference": ("axis_taps", "color_coefficients", "yuv420_to_rgb_tensor"),
     "kernel_args": (

@@ -7,9 +7,9 @@ import threading
 from collections.abc import Callable
 from functools import partial
 
+from .._device import Device
 from .contract import Backend
 from .cpu import CpuBackend
-from .device import Device
 
 __all__ = ["close_shared_process_backends", "in_process_backend", "make_backend", "shared_process_backend"]
 

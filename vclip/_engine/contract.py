@@ -19,9 +19,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from .._device import Device
 from ..errors import CorruptVideoError, VideoError
 from ..plan import DecodePlan, plan_decode
-from .device import Device
 from .packets import read_packets
 from .pipeline import (
     Conversion,

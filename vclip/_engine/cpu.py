@@ -18,12 +18,12 @@ import numpy as np
 from av.container import InputContainer
 
 from .._demux import open_container
+from .._device import CPU
 from .._machine import usable_cores
 from .._sources import is_local
 from ..errors import CorruptVideoError
 from ..index import VideoIndex
 from .contract import PacketRun, PictureConverter, PictureDecoder, PlanBackend
-from .device import CPU
 from .layout import frame_view
 from .pipeline import ClipTarget, Conversion, DecodeStats, VideoJob
 from .reference import yuv420_to_rgb_tensor

@@ -22,11 +22,11 @@ from typing import Any
 import av
 import numpy as np
 
+from .._device import Device
 from ..errors import CorruptVideoError
 from ..index import VideoIndex
 from .contract import Completion, PlanBackend, execute_plan
 from .cpu import CpuBackend, PyAVDecoder, decode_then_upload, yuv420_planes
-from .device import Device
 from .kernel import KernelConverter, KernelModule
 from .pipeline import Conversion, DecodeStats, VideoJob
 

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from .._bitstream import nvdec_packet_converter
+from .._device import Device
 from ..errors import FallbackWarning, UnreadableVideoError, VideoNotFoundError
 from ..index import VideoIndex
 from .contract import (
@@ -37,7 +38,6 @@ from .contract import (
     execute_plan,
 )
 from .cpu import CpuBackend, decode_then_upload
-from .device import Device
 from .kernel import KernelConverter, KernelModule
 from .pipeline import Conversion, DecodeStats, VideoJob
 

@@ -42,10 +42,10 @@ from multiprocessing.connection import wait as wait_for_connections
 from typing import Any
 
 from .. import errors
+from .._device import Device
 from ..errors import CorruptVideoError, VideoError
 from ..index import VideoIndex
 from .contract import Backend
-from .device import Device
 from .pipeline import Conversion, DecodeStats, VideoJob
 from .shared_buffers import BufferHandle, BufferRegistry, open_buffer
 

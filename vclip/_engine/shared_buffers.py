@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from .device import Device
+from .._device import Device
 
 __all__ = ["BufferHandle", "BufferRegistry", "open_buffer"]
 

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .._engine.device import Device
+from .._device import Device
 
 __all__ = ["BufferRing", "CpuHandoff", "CudaHandoff", "make_handoff"]
 

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .._engine.device import Device
+from .._device import Device
 from .._engine.pipeline import Conversion, DecodeStats, VideoJob
 from .._engine.runner import JobRunner
 from .._engine.scheduler import DecoderKindStats, PooledBackend, SharedQueueRunner

@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
-from .._engine.device import Device
+from .._device import Device
 from .._engine.pipeline import DecodeStats
 from .._engine.scheduler import DecoderKindStats
 from .._units import format_bytes

@@ -28,14 +28,15 @@ def _run_index(args: argparse.Namespace) -> int:
         raise _UsageError(f"--workers ({args.workers}) must be >= 1")
     ray = _ray_options(args)
     try:
-        from ..catalog import _check_out, build_catalog, resolve_sources
+        from .._catalog_build import check_catalog_out
+        from ..catalog import build_catalog, resolve_sources
     except ImportError as error:
         _error("index", str(error))
         return EXIT_FAILED
     with _refused_arguments():
         try:  # bad paths, list files and --out are usage errors, found before any work
             sources = resolve_sources(args.paths)
-            _check_out(os.path.abspath(args.out))
+            check_catalog_out(os.path.abspath(args.out))
         except FileNotFoundError as error:
             raise ValueError(str(error)) from None
     built = build_catalog(sources, args.out, workers=args.workers, stream_index=args.stream,

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from .._engine.device import resolve_device
+from .._device import resolve_device
 from .._outputs import check_output_folder, inside, unique_names
 from .._validation import check_integer, check_number, check_optional_integer
 from ..errors import OutputError, VideoError

@@ -15,8 +15,7 @@ import warnings
 from dataclasses import dataclass
 from typing import Literal
 
-from .._validation import fail
-from ..errors import FallbackWarning
+from .errors import FallbackWarning, fail
 
 __all__ = [
     "CPU", "Device", "ResolvedDevice", "cuda_device_count", "current_cuda_index", "gpu_unavailable_reason",
