@@ -1218,14 +1218,14 @@ def test_native_output_goes_to_stderr_while_a_command_runs(tmp_path):
 def test_list_files_are_read_as_the_loader_reads_them(videos, tmp_path):
     """A header naming the columns, labelled lines with or without times, and plain paths: the
     videos the loader would take (the header and the labels are not files)."""
-    from vclip.cli._common import _expand_inputs
+    from vclip.cli._common import expand_inputs
 
     (tmp_path / "sub").mkdir()
     (tmp_path / "sub" / "a b.mp4").write_bytes(Path(videos["h264"]).read_bytes())
     with_header = tmp_path / "segments.csv"
     with_header.write_text(f"path,label,start,end\n{videos['h264']},0,0.0,1.0\n\"sub/a b.mp4\",1,0.5,2.0\n")
-    assert _expand_inputs([str(with_header)]) == [videos["h264"], str(tmp_path / "sub" / "a b.mp4")]
+    assert expand_inputs([str(with_header)]) == [videos["h264"], str(tmp_path / "sub" / "a b.mp4")]
     plain = tmp_path / "plain.txt"
     plain.write_text(f"# videos\npath\n{videos['h264']} 0.0 1.0 3\n{videos['hevc']},2\nsub/a b.mp4\n{videos['odd']}\n")
-    assert _expand_inputs([str(plain)]) == [videos["h264"], videos["hevc"], str(tmp_path / "sub" / "a b.mp4"),
+    assert expand_inputs([str(plain)]) == [videos["h264"], videos["hevc"], str(tmp_path / "sub" / "a b.mp4"),
                                             videos["odd"]]

@@ -20,7 +20,7 @@ from contextlib import contextmanager
 
 from .._version import __version__
 from . import _budget, _check, _demo, _index, _info, _keyframes, _sample
-from ._common import EXIT_FAILED, EXIT_OK, EXIT_PARTIAL, EXIT_USAGE, _error, _UsageError
+from ._common import EXIT_FAILED, EXIT_OK, EXIT_PARTIAL, EXIT_USAGE, UsageError, report_error
 
 __all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_PARTIAL", "EXIT_USAGE", "build_parser", "main"]
 
@@ -79,7 +79,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         warnings.showwarning = _show_warning
         try:
             return args.handler(args)
-        except _UsageError as error:
-            _error(args.command, str(error))
+        except UsageError as error:
+            report_error(args.command, str(error))
             return EXIT_USAGE
 

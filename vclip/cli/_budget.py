@@ -30,9 +30,9 @@ from ..sampling import (
 )
 from ._common import (
     EXIT_OK,
-    _add_device,
-    _refused_arguments,
-    _UsageError,
+    UsageError,
+    add_device_option,
+    refused_arguments,
 )
 
 
@@ -96,9 +96,9 @@ def _run_budget(args: argparse.Namespace) -> int:
     batch_given = args.batch is not None
     if not batch_given:
         if args.budget is None:
-            raise _UsageError("--batch is needed, unless --budget asks for the largest batch that fits")
+            raise UsageError("--batch is needed, unless --budget asks for the largest batch that fits")
         args.batch = 1  # the figures below are per clip
-    with _refused_arguments():
+    with refused_arguments():
         check_integer("--prefetch-queue-depth", args.prefetch_queue_depth, minimum=1)
         check_integer("--num-threads", args.num_threads, minimum=0)
         check_integer("--decode-processes", args.decode_processes, minimum=0)
@@ -109,7 +109,7 @@ def _run_budget(args: argparse.Namespace) -> int:
         check_scaling_factor(args.scaling_factor)
         budget = parse_bytes(args.budget) if args.budget is not None else None
     if args.chart is not None and Path(args.chart).suffix.lower() not in CHART_FORMATS:
-        raise _UsageError(f"--chart ({args.chart!r}) must end in {', '.join(CHART_FORMATS)}")
+        raise UsageError(f"--chart ({args.chart!r}) must end in {', '.join(CHART_FORMATS)}")
     width, height = scaled_size(args.width, args.height, args.scaling_factor)
     current = estimate_memory(width=width, height=height, batch_size=args.batch, sequence_length=args.seq, **base)
     variants = _variants(args, width, height)
@@ -132,7 +132,7 @@ def _run_budget(args: argparse.Namespace) -> int:
                                   [("formula", formula, largest_batch),
                                    ("ClipLoader", loader_bytes, loader_largest)])
         except ImportError as error:
-            raise _UsageError(f"--chart: {error}") from None
+            raise UsageError(f"--chart: {error}") from None
     loader_report = {
         "prefetch_queue_depth": args.prefetch_queue_depth, "buffers": loader.buffers, "decoders": loader.decoders,
         "num_threads": args.num_threads, "decode_processes": args.decode_processes,
@@ -226,6 +226,6 @@ def add_parser(commands) -> None:
                         help="the loader's decode_processes, each with its CUDA context (default 0)")
     budget.add_argument("--cpu-decoders", default="auto", metavar="N",
                         help="the loader's cpu_decoders: a count or auto (default auto)")
-    _add_device(budget, what="where the loader decodes (cpu counts host buffers only)")
+    add_device_option(budget, what="where the loader decodes (cpu counts host buffers only)")
     budget.add_argument("--json", action="store_true", help="print the numbers as JSON")
     budget.set_defaults(handler=_run_budget)

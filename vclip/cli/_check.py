@@ -15,15 +15,15 @@ from ._common import (
     EXIT_FAILED,
     EXIT_OK,
     EXIT_PARTIAL,
-    _add_device,
-    _add_progress,
-    _add_ray,
-    _add_stream,
-    _expand_inputs,
-    _progress_bar,
-    _ray_options,
-    _refused_arguments,
-    _say,
+    add_device_option,
+    add_progress_option,
+    add_ray_options,
+    add_stream_option,
+    expand_inputs,
+    progress_bar,
+    ray_options,
+    refused_arguments,
+    say,
 )
 
 
@@ -43,10 +43,10 @@ def _check_table(results: list[CheckResult]) -> str:
 
 
 def _run_check(args: argparse.Namespace) -> int:
-    inputs = _expand_inputs(args.files)
-    with _refused_arguments():
+    inputs = expand_inputs(args.files)
+    with refused_arguments():
         check_optional_integer("workers", args.workers, minimum=1)
-    progress = _progress_bar(args, total=len(inputs), unit="video", leave=False)
+    progress = progress_bar(args, total=len(inputs), unit="video", leave=False)
 
     def done(result: CheckResult) -> None:
         progress.update()
@@ -55,15 +55,15 @@ def _run_check(args: argparse.Namespace) -> int:
             progress.write(printable(f"vclip check: {result.path}: {result.status}: {detail}", sys.stderr),
                            file=sys.stderr)
 
-    ray = _ray_options(args)
-    with _refused_arguments():
+    ray = ray_options(args)
+    with refused_arguments():
         results = check_videos(inputs, device=args.device, stream_index=args.stream, workers=args.workers,
                                on_result=done, **ray)
     progress.close()
     if args.json:
         print(json.dumps([result.to_dict() for result in results], indent=2))
     else:
-        _say(_check_table(results))
+        say(_check_table(results))
     if all(result.ok for result in results):
         return EXIT_OK
     return EXIT_FAILED if all(result.status == "unreadable" for result in results) else EXIT_PARTIAL
@@ -85,8 +85,8 @@ def add_parser(commands) -> None:
     check.add_argument("--workers", type=int, metavar="N",
                        help="videos checked at once (default: the CPU cores; 4 on the GPU; with --ray what the "
                             "cluster runs at once)")
-    _add_stream(check)
-    _add_device(check)
-    _add_progress(check)
-    _add_ray(check, "check, one task per video,")
+    add_stream_option(check)
+    add_device_option(check)
+    add_progress_option(check)
+    add_ray_options(check, "check, one task per video,")
     check.set_defaults(handler=_run_check)

@@ -28,44 +28,33 @@ SAMPLE_MODES = ("contiguous", "strided", "keyframe", "indexed", "jittered", "dow
 SAMPLE_FORMATS = {".npz": "npz", ".pt": "pt", ".mp4": "mp4"}  # or a folder: see _sample_outputs
 LIST_FILE_SUFFIXES = (".txt", ".csv", ".lst", ".list")  # an input with one of these is a list of videos
 MANIFEST = "manifest.json"
-_PNG_NAME = re.compile(r"clip\d{3,}_\d{3,}_frame\d{6,}\.png")
-_TEMPORAL_OPTIONS = {"sequence_length", "starts", "clips_per_video", "step", "end_policy", "fps", "duration",
-                     "step_seconds", "start_seconds", "end_seconds"}
-_MODE_OPTIONS = {  # sample options that only some modes take
-    "contiguous": _TEMPORAL_OPTIONS,
-    "strided": _TEMPORAL_OPTIONS | {"stride"},
-    "downscaled": _TEMPORAL_OPTIONS | {"stride"},
-    "jittered": _TEMPORAL_OPTIONS | {"stride", "jitter"},
-    "keyframe": {"max_frames", "keyframe_selection"},
-    "indexed": {"frame_indices"},
-}
 _DEVICE_PATTERN = re.compile(r"cpu|cuda|cuda:\d+|auto")
 
 
-class _UsageError(Exception):
+class UsageError(Exception):
     """A value the library refused; exit status 2."""
 
 
 @contextmanager
-def _refused_arguments():
+def refused_arguments():
     """Turn the library's ValueError/TypeError/IndexError on user input into a usage error."""
     try:
         yield
     except UnicodeError:  # a ValueError, but from a file's bytes, not from the user's values
         raise
     except (ValueError, TypeError, IndexError) as error:
-        raise _UsageError(str(error)) from None
+        raise UsageError(str(error)) from None
 
 
 # -- argument types ----------------------------------------------------------------------------
-def _int_list(text: str) -> list[int]:
+def int_list(text: str) -> list[int]:
     try:
         return [int(part) for part in text.split(",")]
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of integers (e.g. 0,10,-1)") from None
 
 
-def _frame_size(text: str) -> int | tuple[int, int]:
+def frame_size(text: str) -> int | tuple[int, int]:
     """``"224"`` (the shorter side) or ``"WIDTHxHEIGHT"``, as TransformSpec's int or (height, width)."""
     match = re.fullmatch(r"(\d+)(?:x(\d+))?", text.strip().lower())
     if not match:
@@ -74,13 +63,13 @@ def _frame_size(text: str) -> int | tuple[int, int]:
     return int(match.group(1)) if match.group(2) is None else (int(match.group(2)), int(match.group(1)))
 
 
-def _device(text: str) -> str:
+def device_argument(text: str) -> str:
     if not _DEVICE_PATTERN.fullmatch(text.strip().lower()):
         raise argparse.ArgumentTypeError(f"{text!r} must be 'cpu', 'cuda', 'cuda:N' or 'auto'")
     return text.strip().lower()
 
 
-def _non_negative_integer(text: str) -> int:
+def non_negative_integer(text: str) -> int:
     """An argument that is a count or an index: refused by argparse (exit status 2) before any file."""
     try:
         value = int(text)
@@ -91,29 +80,29 @@ def _non_negative_integer(text: str) -> int:
     return value
 
 
-def _add_stream(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--stream", type=_non_negative_integer, metavar="N",
+def add_stream_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--stream", type=non_negative_integer, metavar="N",
                         help="container index of the video stream (default: the first)")
 
 
-def _add_device(parser: argparse.ArgumentParser, what: str = "where to decode") -> None:
-    parser.add_argument("--device", type=_device, default="auto",
+def add_device_option(parser: argparse.ArgumentParser, what: str = "where to decode") -> None:
+    parser.add_argument("--device", type=device_argument, default="auto",
                         help=f"{what}: cpu, cuda, cuda:N or auto (default: auto, the GPU when one is usable)")
 
 
-def _add_progress(parser: argparse.ArgumentParser) -> None:
+def add_progress_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--progress", action=argparse.BooleanOptionalAction,
                         help="progress bars on stderr (default: only when stderr is a terminal)")
 
 
-def _add_ray(parser: argparse.ArgumentParser, what: str) -> None:
+def add_ray_options(parser: argparse.ArgumentParser, what: str) -> None:
     # Two options, not one with an optional value: `--ray PATH...` would take the first path for it.
     parser.add_argument("--ray", action="store_true",
                         help=f"{what} on a Ray cluster (RAY_ADDRESS's, `ray start`'s, or a local one)")
     parser.add_argument("--ray-address", metavar="ADDRESS", help="the Ray cluster to join (implies --ray)")
 
 
-def _ray_options(args: argparse.Namespace) -> dict:
+def ray_options(args: argparse.Namespace) -> dict:
     """``ray=`` and ``ray_address=`` of the library's jobs for ``--ray``/``--ray-address`` (no
     address: RAY_ADDRESS's cluster, `ray start`'s or a local one); a usage error naming the extra
     when Ray is not installed."""
@@ -122,7 +111,7 @@ def _ray_options(args: argparse.Namespace) -> dict:
     try:
         import_ray()
     except ImportError as error:
-        raise _UsageError(f"--ray: {error}") from None
+        raise UsageError(f"--ray: {error}") from None
     return {"ray": True, "ray_address": args.ray_address}
 
 
@@ -135,39 +124,39 @@ def format_numbers(values: Sequence[int], limit: int = 10) -> str:
     )
 
 
-def _say(text: str, file=None) -> None:
+def say(text: str, file=None) -> None:
     """Print ``text`` so that any file name in it prints, whatever the stream's encoding, above any
     progress bar."""
     stream = file or sys.stdout
     tqdm.write(printable(text, stream), file=stream)
 
 
-def _error(command: str, message: str) -> None:
-    _say(f"vclip {command}: error: {message}", sys.stderr)
+def report_error(command: str, message: str) -> None:
+    say(f"vclip {command}: error: {message}", sys.stderr)
 
 
-def _skipped(command: str, error: VideoError) -> None:
-    _say(f"vclip {command}: skipped {error}", sys.stderr)
+def report_skipped(command: str, error: VideoError) -> None:
+    say(f"vclip {command}: skipped {error}", sys.stderr)
 
 
-def _internal_error(command: str, path: str, error: Exception) -> str:
+def report_internal_error(command: str, path: str, error: Exception) -> str:
     """Report an unexpected exception on one file; returns the problem text. An OSError is the
     system's (a write that failed, a full disk); anything else is a bug in vclip."""
     if isinstance(error, OSError):
         problem = f"failed ({type(error).__name__}: {error})"
     else:
         problem = f"internal error ({type(error).__name__}: {error}); please report it"
-    _say(f"vclip {command}: skipped {path}: {problem}", sys.stderr)
+    say(f"vclip {command}: skipped {path}: {problem}", sys.stderr)
     return problem
 
 
-def _expand_inputs(sources: Sequence[str]) -> list[str]:
+def expand_inputs(sources: Sequence[str]) -> list[str]:
     """Video paths from files, folders (their videos by extension, recursively, sorted) and list
     files (``.txt``, ``.csv``, ``.lst``, ``.list``: one path or URL per line, relative to the list's folder;
     blank lines and ``#`` comments skipped; a trailing ``,label`` or `` label`` is ignored).
 
     Raises:
-        _UsageError: A list file that cannot be read, or no video at all.
+        UsageError: A list file that cannot be read, or no video at all.
     """
     paths: list[str] = []
     for source in sources:
@@ -175,14 +164,14 @@ def _expand_inputs(sources: Sequence[str]) -> list[str]:
         if path.is_dir():
             found = [os.fspath(p) for p in video_files(path)]
             if not found:
-                _say(f"vclip: warning: {source} holds no video files ({', '.join(VIDEO_EXTENSIONS)})", sys.stderr)
+                say(f"vclip: warning: {source} holds no video files ({', '.join(VIDEO_EXTENSIONS)})", sys.stderr)
             paths.extend(found)
         elif path.suffix.lower() in LIST_FILE_SUFFIXES and path.is_file():
             paths.extend(_read_list_file(path))
         else:
             paths.append(source)
     if not paths:
-        raise _UsageError(f"no videos in {', '.join(map(repr, sources))}")
+        raise UsageError(f"no videos in {', '.join(map(repr, sources))}")
     return paths
 
 
@@ -191,25 +180,25 @@ def _read_list_file(list_file: Path) -> list[str]:
     try:
         return list_file_paths(list_file)
     except OSError as error:
-        raise _UsageError(f"list file {os.fspath(list_file)!r} cannot be read ({error.strerror})") from None
+        raise UsageError(f"list file {os.fspath(list_file)!r} cannot be read ({error.strerror})") from None
     except ValueError as error:
-        raise _UsageError(str(error)) from None
+        raise UsageError(str(error)) from None
 
 
-def _exit_status(files: int, failures: int) -> int:
+def exit_status(files: int, failures: int) -> int:
     if failures == 0:
         return EXIT_OK
     return EXIT_FAILED if failures == files else EXIT_PARTIAL
 
 
-def _progress_bar(args: argparse.Namespace, **options) -> tqdm:
+def progress_bar(args: argparse.Namespace, **options) -> tqdm:
     """A tqdm bar on stderr: drawn with ``--progress``, never with ``--no-progress``, and otherwise
     only when stderr is a terminal. Print lines while it is open with ``tqdm.write``."""
     return tqdm(file=sys.stderr, disable=None if args.progress is None else not args.progress,
                 dynamic_ncols=True, **options)
 
 
-def _following(bar: tqdm) -> ProgressCallback:
+def following(bar: tqdm) -> ProgressCallback:
     """An ``on_progress(done, total)`` callback that moves ``bar``."""
     def on_progress(done: int, total: int) -> None:
         if bar.total != total:

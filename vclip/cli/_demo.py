@@ -18,7 +18,7 @@ from ..keyframes import extract_keyframes, find_shot_boundaries
 from ..memory import estimate_memory
 from ..sampling import contiguous, downscaled, indexed, jittered, keyframe, strided
 from ..synthetic import make_shots_video, make_video, read_barcode
-from ._common import EXIT_FAILED, EXIT_OK, _add_device, format_numbers
+from ._common import EXIT_FAILED, EXIT_OK, add_device_option, format_numbers
 
 __all__ = ["run_demo", "add_parser"]
 
@@ -154,5 +154,5 @@ def add_parser(commands) -> None:
                     "extract keyframes (codec and scene), print the memory estimate, and write a contact sheet "
                     "of the clips, keyframe images and a manifest.")
     demo.add_argument("--out", default="vclip-demo", metavar="DIR", help="output folder (default vclip-demo)")
-    _add_device(demo)
+    add_device_option(demo)
     demo.set_defaults(handler=_run_demo)

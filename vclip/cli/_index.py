@@ -10,30 +10,30 @@ from pathlib import Path
 
 from ._common import (
     EXIT_FAILED,
-    _add_ray,
-    _add_stream,
-    _error,
-    _exit_status,
-    _ray_options,
-    _refused_arguments,
-    _UsageError,
+    UsageError,
+    add_ray_options,
+    add_stream_option,
+    exit_status,
+    ray_options,
+    refused_arguments,
+    report_error,
 )
 
 
 def _run_index(args: argparse.Namespace) -> int:
     """Build or update a dataset catalog; bad videos are listed in it and reported, never fatal."""
     if Path(args.out).suffix.lower() != ".parquet":
-        raise _UsageError(f"--out ({args.out!r}) must end in .parquet (the catalog is one Parquet file)")
+        raise UsageError(f"--out ({args.out!r}) must end in .parquet (the catalog is one Parquet file)")
     if args.workers is not None and args.workers < 1:
-        raise _UsageError(f"--workers ({args.workers}) must be >= 1")
-    ray = _ray_options(args)
+        raise UsageError(f"--workers ({args.workers}) must be >= 1")
+    ray = ray_options(args)
     try:
         from .._catalog_build import check_catalog_out
         from ..catalog import build_catalog, resolve_sources
     except ImportError as error:
-        _error("index", str(error))
+        report_error("index", str(error))
         return EXIT_FAILED
-    with _refused_arguments():
+    with refused_arguments():
         try:  # bad paths, list files and --out are usage errors, found before any work
             sources = resolve_sources(args.paths)
             check_catalog_out(os.path.abspath(args.out))
@@ -57,7 +57,7 @@ def _run_index(args: argparse.Namespace) -> int:
         print(f"{videos} ({len(built.indexed)} indexed, {built.kept} unchanged), {len(built.unusable)} unusable "
               f"-> {built.path} ({size}) in {built.seconds:.1f} s "
               f"({built.videos_per_second:.1f} videos/s, {built.engine})")
-    return _exit_status(built.videos, len(built.unusable))
+    return exit_status(built.videos, len(built.unusable))
 
 
 def add_parser(commands) -> None:
@@ -75,7 +75,7 @@ def add_parser(commands) -> None:
     index.add_argument("--workers", type=int, metavar="N",
                        help="videos indexed at once (default: every core; with --ray one per CPU of the cluster)")
     index.add_argument("--rebuild", action="store_true", help="index every video again, even if unchanged")
-    _add_ray(index, "index")
+    add_ray_options(index, "index")
     index.add_argument("--json", action="store_true", help="print the summary as JSON")
-    _add_stream(index)
+    add_stream_option(index)
     index.set_defaults(handler=_run_index)

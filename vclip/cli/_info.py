@@ -9,14 +9,14 @@ from .._demux import open_container
 from ..errors import VideoError
 from ..index import index_video
 from ._common import (
-    _add_progress,
-    _add_stream,
-    _exit_status,
-    _internal_error,
-    _progress_bar,
-    _say,
-    _skipped,
+    add_progress_option,
+    add_stream_option,
+    exit_status,
     format_numbers,
+    progress_bar,
+    report_internal_error,
+    report_skipped,
+    say,
 )
 
 
@@ -92,21 +92,21 @@ def _info_table(report: dict) -> str:
 
 def _run_info(args: argparse.Namespace) -> int:
     reports, failures = [], 0
-    for path in _progress_bar(args, iterable=args.files, unit="file", leave=False):
+    for path in progress_bar(args, iterable=args.files, unit="file", leave=False):
         try:
             reports.append(_describe(path, args.stream))
         except VideoError as error:
             failures += 1
             reports.append({"file": path, "error": error.problem})
-            _skipped("info", error)
+            report_skipped("info", error)
         except Exception as error:  # a bug: reported for this file, the others go on
             failures += 1
-            reports.append({"file": path, "error": _internal_error("info", path, error)})
+            reports.append({"file": path, "error": report_internal_error("info", path, error)})
     if args.json:
         print(json.dumps(reports, indent=2))
     elif failures < len(args.files):
-        _say("\n\n".join(_info_table(report) for report in reports if "error" not in report))
-    return _exit_status(len(args.files), failures)
+        say("\n\n".join(_info_table(report) for report in reports if "error" not in report))
+    return exit_status(len(args.files), failures)
 
 
 def add_parser(commands) -> None:
@@ -116,6 +116,6 @@ def add_parser(commands) -> None:
                                            "counts and positions, colour matrix and range, bit depth, duration.")
     info.add_argument("files", nargs="+", metavar="FILE")
     info.add_argument("--json", action="store_true", help="print a JSON list, one object per file")
-    _add_stream(info)
-    _add_progress(info)
+    add_stream_option(info)
+    add_progress_option(info)
     info.set_defaults(handler=_run_info)

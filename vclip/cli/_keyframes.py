@@ -24,21 +24,21 @@ from ..sampling import (
 )
 from ._common import (
     MANIFEST,
-    _add_device,
-    _add_progress,
-    _add_ray,
-    _add_stream,
-    _exit_status,
-    _expand_inputs,
-    _following,
-    _internal_error,
-    _progress_bar,
-    _ray_options,
-    _refused_arguments,
-    _say,
-    _skipped,
-    _UsageError,
+    UsageError,
+    add_device_option,
+    add_progress_option,
+    add_ray_options,
+    add_stream_option,
+    exit_status,
+    expand_inputs,
+    following,
     format_numbers,
+    progress_bar,
+    ray_options,
+    refused_arguments,
+    report_internal_error,
+    report_skipped,
+    say,
 )
 
 
@@ -51,11 +51,11 @@ def _prepare_keyframes_out(out: Path, overwrite: bool) -> set[str]:
     try:
         check_output_folder(out)
     except OutputError as error:
-        raise _UsageError(str(error)) from None
+        raise UsageError(str(error)) from None
     manifest = out / MANIFEST
     if manifest.exists() or manifest.is_symlink():
         if not overwrite:
-            raise _UsageError(f"--out ({os.fspath(out)!r}) holds an earlier run ({MANIFEST}); pass --overwrite to "
+            raise UsageError(f"--out ({os.fspath(out)!r}) holds an earlier run ({MANIFEST}); pass --overwrite to "
                               "replace its outputs, or pick another --out")
         _remove_earlier_run(out, manifest)
     existing = {entry.name for entry in out.iterdir()} if out.is_dir() else set()
@@ -69,7 +69,7 @@ def _remove_earlier_run(out: Path, manifest: Path) -> None:
                                                                if v.get("contact_sheet")]
         folders = [v["folder"] for v in earlier["videos"]]
     except (OSError, ValueError, KeyError, TypeError) as error:
-        raise _UsageError(f"--out ({os.fspath(out)!r}): its {MANIFEST} cannot be read ({error}), so the earlier "
+        raise UsageError(f"--out ({os.fspath(out)!r}): its {MANIFEST} cannot be read ({error}), so the earlier "
                           "run's outputs are unknown; remove them yourself or pick another --out") from None
     for name in files:
         path = out / name
@@ -83,14 +83,14 @@ def _remove_earlier_run(out: Path, manifest: Path) -> None:
 
 
 def _run_keyframes(args: argparse.Namespace) -> int:
-    with _refused_arguments():  # refused before --out is touched or anything decoded
+    with refused_arguments():  # refused before --out is touched or anything decoded
         check_scaling_factor(args.scaling_factor)
         check_optional_integer("max_frames", args.max, minimum=1, none_means="for all")
         check_number("scene_threshold", args.scene_threshold, minimum=1, minimum_inclusive=False)
-    files = _expand_inputs(args.files)
+    files = expand_inputs(args.files)
     out = Path(args.out)
-    ray = _ray_options(args)
-    with _refused_arguments():
+    ray = ray_options(args)
+    with refused_arguments():
         check_integer("thumbnail_width", args.thumbnail_width, minimum=16)
         check_optional_integer("workers", args.workers, minimum=1, none_means="(8 on the GPU, one per core on the CPU)")
         if args.decode_processes and not ray["ray"] and not resolve_device(args.device, warn=False).device.is_cuda:
@@ -107,12 +107,12 @@ def _run_keyframes(args: argparse.Namespace) -> int:
     out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     try:
-        in_order = _progress_bar(args, iterable=results, total=len(files), unit="video")
+        in_order = progress_bar(args, iterable=results, total=len(files), unit="video")
         for result, path, folder_name in zip(in_order, files, folders):  # the bar first: zip draws its end
             if frame_bar is not None:
                 frame_bar.close()
             if isinstance(result, VideoError):
-                _skipped("keyframes", result)
+                report_skipped("keyframes", result)
                 errors.append({"file": path, "problem": result.problem})
                 started = time.perf_counter()
                 continue
@@ -120,7 +120,7 @@ def _run_keyframes(args: argparse.Namespace) -> int:
             try:
                 saved = result.save(folder, image_format=args.format, thumbnail_width=args.thumbnail_width)
             except Exception as error:  # writing the images failed: reported, the others go on
-                errors.append({"file": path, "problem": _internal_error("keyframes", path, error)})
+                errors.append({"file": path, "problem": report_internal_error("keyframes", path, error)})
                 started = time.perf_counter()
                 continue
             for record in saved:
@@ -134,7 +134,7 @@ def _run_keyframes(args: argparse.Namespace) -> int:
             })
             started = time.perf_counter()
             noun = "keyframe" if len(result) == 1 else "keyframes"
-            _say(f"{path}: {len(result)} {args.method} {noun} (frames {format_numbers(result.frame_indices.tolist())}) "
+            say(f"{path}: {len(result)} {args.method} {noun} (frames {format_numbers(result.frame_indices.tolist())}) "
                  f"-> {folder}{os.sep}")
     finally:  # the manifest of what was written, also when the run stops early (the run stopped first)
         results.close()
@@ -142,8 +142,8 @@ def _run_keyframes(args: argparse.Namespace) -> int:
             frame_bar.close()
         manifest = {"method": args.method, "keyframes": records, "videos": videos, "errors": errors}
         (out / MANIFEST).write_text(json.dumps(manifest, indent=2), encoding="utf-8")
-    _say(f"{len(videos)} of {len(files)} videos, {len(records)} images; manifest: {out / MANIFEST}")
-    return _exit_status(len(files), len(errors))
+    say(f"{len(videos)} of {len(files)} videos, {len(records)} images; manifest: {out / MANIFEST}")
+    return exit_status(len(files), len(errors))
 
 
 class _FrameBar:
@@ -156,8 +156,8 @@ class _FrameBar:
 
     def __call__(self, path: str, done: int, total: int) -> None:
         if self.bar is None:
-            self.bar = _progress_bar(self.args, desc=Path(path).name, unit="frame", leave=False)
-        _following(self.bar)(done, total)
+            self.bar = progress_bar(self.args, desc=Path(path).name, unit="frame", leave=False)
+        following(self.bar)(done, total)
 
     def close(self) -> None:
         if self.bar is not None:
@@ -197,10 +197,10 @@ def add_parser(commands) -> None:
                            help="GPU: decode in N worker processes shared by the run's videos, so that Python work "
                                 "does not hold back NVDEC (2.5 s to start; default: 4 for the scene method over "
                                 "more videos than --workers, else 0: threads of this process)")
-    _add_stream(keyframes)
+    add_stream_option(keyframes)
     keyframes.add_argument("--overwrite", action="store_true",
                            help="replace an earlier run's outputs in DIR (default: refuse)")
-    _add_device(keyframes)
-    _add_progress(keyframes)
-    _add_ray(keyframes, "extract keyframes, one task per video,")
+    add_device_option(keyframes)
+    add_progress_option(keyframes)
+    add_ray_options(keyframes, "extract keyframes, one task per video,")
     keyframes.set_defaults(handler=_run_keyframes)

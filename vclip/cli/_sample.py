@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
+import re
 import sys
 from contextlib import closing
 from dataclasses import dataclass
@@ -34,28 +35,38 @@ from ..sampling import (
 )
 from ..transforms import TransformSpec
 from ._common import (
-    _MODE_OPTIONS,
-    _PNG_NAME,
     EXIT_FAILED,
     SAMPLE_FORMATS,
     SAMPLE_MODES,
-    _add_device,
-    _add_progress,
-    _add_stream,
-    _error,
-    _exit_status,
-    _expand_inputs,
-    _frame_size,
-    _int_list,
-    _internal_error,
-    _non_negative_integer,
-    _progress_bar,
-    _refused_arguments,
-    _say,
-    _skipped,
-    _UsageError,
+    UsageError,
+    add_device_option,
+    add_progress_option,
+    add_stream_option,
+    exit_status,
+    expand_inputs,
     format_numbers,
+    frame_size,
+    int_list,
+    non_negative_integer,
+    progress_bar,
+    refused_arguments,
+    report_error,
+    report_internal_error,
+    report_skipped,
+    say,
 )
+
+_PNG_NAME = re.compile(r"clip\d{3,}_\d{3,}_frame\d{6,}\.png")
+_TEMPORAL_OPTIONS = {"sequence_length", "starts", "clips_per_video", "step", "end_policy", "fps", "duration",
+                     "step_seconds", "start_seconds", "end_seconds"}
+_MODE_OPTIONS = {  # sample options that only some modes take
+    "contiguous": _TEMPORAL_OPTIONS,
+    "strided": _TEMPORAL_OPTIONS | {"stride"},
+    "downscaled": _TEMPORAL_OPTIONS | {"stride"},
+    "jittered": _TEMPORAL_OPTIONS | {"stride", "jitter"},
+    "keyframe": {"max_frames", "keyframe_selection"},
+    "indexed": {"frame_indices"},
+}
 
 
 def _sample_outputs(args: argparse.Namespace, inputs: list[str]) -> tuple[str, Path, list[Path] | None]:
@@ -72,15 +83,15 @@ def _sample_outputs(args: argparse.Namespace, inputs: list[str]) -> tuple[str, P
     if suffix in SAMPLE_FORMATS and not args.out.endswith(os.sep):
         output_format = SAMPLE_FORMATS[suffix]
         if args.format is not None and args.format != output_format:
-            raise _UsageError(f"--format {args.format} does not match --out ({args.out!r}); "
+            raise UsageError(f"--format {args.format} does not match --out ({args.out!r}); "
                               "--format applies when --out is a folder")
         if output_format == "mp4" and len(inputs) > 1:
-            raise _UsageError(f"--out ({args.out!r}) takes the clips of one video; for {len(inputs)} videos "
+            raise UsageError(f"--out ({args.out!r}) takes the clips of one video; for {len(inputs)} videos "
                               "name a folder and pass --format mp4 (one .mp4 per video)")
         check_output_file(out)
         return output_format, out, [out] if output_format == "mp4" else None
     if suffix and not args.out.endswith(os.sep) and not out.is_dir():
-        raise _UsageError(f"--out ({args.out!r}) must end in {', '.join(SAMPLE_FORMATS)}, or name a folder "
+        raise UsageError(f"--out ({args.out!r}) must end in {', '.join(SAMPLE_FORMATS)}, or name a folder "
                           f"(end it in {os.sep!r} or leave out the suffix)")
     check_output_folder(out)
     output_format = args.format or "png"
@@ -91,7 +102,7 @@ def _sample_outputs(args: argparse.Namespace, inputs: list[str]) -> tuple[str, P
     targets = [out / (name if output_format == "png" else f"{name}.{output_format}") for name in names]
     used = [target for target in targets if target.exists()]
     if used and not args.overwrite:
-        raise _UsageError(f"{len(used)} of the outputs already exist in {args.out!r} (e.g. {os.fspath(used[0])!r}); "
+        raise UsageError(f"{len(used)} of the outputs already exist in {args.out!r} (e.g. {os.fspath(used[0])!r}); "
                           "pass --overwrite to replace them, or pick another --out")
     for target in used:
         if target.is_dir():
@@ -107,7 +118,7 @@ def _clear_png_folder(folder: Path, overwrite: bool) -> None:
         return
     earlier = [entry for entry in folder.iterdir() if _PNG_NAME.fullmatch(entry.name) and entry.is_file()]
     if earlier and not overwrite:
-        raise _UsageError(f"--out ({os.fspath(folder)!r}) already holds {len(earlier)} clip PNGs of an earlier run; "
+        raise UsageError(f"--out ({os.fspath(folder)!r}) already holds {len(earlier)} clip PNGs of an earlier run; "
                           "pass --overwrite to replace them, or pick another --out")
     for entry in earlier:
         entry.unlink()
@@ -119,14 +130,14 @@ def _check_mode_options(args: argparse.Namespace) -> None:
         if getattr(args, option) is not None:
             takers = ", ".join(mode for mode, names in _MODE_OPTIONS.items() if option in names)
             flag = "--" + option.replace("_", "-")
-            raise _UsageError(f"{flag} does not apply to --mode {args.mode} (it applies to: {takers})")
+            raise UsageError(f"{flag} does not apply to --mode {args.mode} (it applies to: {takers})")
 
 
 def _sampler(args: argparse.Namespace) -> ClipSampler:
     mode = args.mode
     if mode == "indexed":
         if args.frame_indices is None:
-            raise _UsageError("--mode indexed needs --frame-indices (e.g. --frame-indices 0,10,-1)")
+            raise UsageError("--mode indexed needs --frame-indices (e.g. --frame-indices 0,10,-1)")
         sampler = indexed(args.frame_indices)
     elif mode == "keyframe":
         sampler = keyframe(args.max_frames, selection=args.keyframe_selection or "even")
@@ -257,29 +268,29 @@ def _sample_video(options: dict, path: str) -> _Sampled | _Skipped:
 
 def _run_sample(args: argparse.Namespace) -> int:
     _check_mode_options(args)
-    with _refused_arguments():
+    with refused_arguments():
         sampler = _sampler(args)
         spatial = args.resize is not None or args.crop is not None
         transform = TransformSpec(resize=args.resize, crop=args.crop) if spatial else None
         check_optional_integer("workers", args.workers, minimum=1, none_means="(1: one video after another)")
-    inputs = _expand_inputs(args.files)
+    inputs = expand_inputs(args.files)
     try:
         output_format, out, targets = _sample_outputs(args, inputs)
     except OutputError as error:
-        raise _UsageError(str(error)) from None
+        raise UsageError(str(error)) from None
     if output_format == "pt":
         try:
             import torch  # noqa: F401
         except ImportError:
-            raise _UsageError("writing .pt needs PyTorch, which is not installed (pip install 'vclip-nvdec[torch]'); "
+            raise UsageError("writing .pt needs PyTorch, which is not installed (pip install 'vclip-nvdec[torch]'); "
                               "write .npz instead") from None
-    with _refused_arguments():
+    with refused_arguments():
         runner = choose_runner(args.device, workers=args.workers or 1, items=len(inputs))
     options = dict(sampler=sampler, transform=transform, seed=args.seed, segment=_segment(args),
                    stream_index=args.stream, device=runner.device)
     combined: list[tuple[int, Frames, np.ndarray]] = []  # (input number, clips, data)
     skipped = 0
-    progress = _progress_bar(args, total=len(inputs), unit="video", leave=False)
+    progress = progress_bar(args, total=len(inputs), unit="video", leave=False)
     with closing(runner.run(partial(_sample_video, options), inputs)) as outcomes:
         for outcome in outcomes:
             number, path = outcome.position, inputs[outcome.position]
@@ -303,19 +314,19 @@ def _run_sample(args: argparse.Namespace) -> int:
                     _write_clips(output_format, destination, clips, data, padded, sampled, args.mode)
             except VideoError as error:
                 skipped += 1
-                _skipped("sample", error)
+                report_skipped("sample", error)
                 continue
-            except _UsageError:
+            except UsageError:
                 raise
             except Exception as error:  # a bug or a write that failed: reported for this file, the others go on
                 skipped += 1
-                _internal_error("sample", path, error)
+                report_internal_error("sample", path, error)
                 continue
             folder = os.sep if output_format == "png" else ""
-            _say(f"{path}: {len(data)} {args.mode} clip{'s' if len(data) != 1 else ''} {list(data.shape)} "
+            say(f"{path}: {len(data)} {args.mode} clip{'s' if len(data) != 1 else ''} {list(data.shape)} "
                  f"{data.dtype} on {clips.device} -> {destination}{folder}")
             windowed = _segment(args) is not None
-            _say("\n".join(_clip_lines(clips, padded, sampler, sampled.num_frames, windowed=windowed)))
+            say("\n".join(_clip_lines(clips, padded, sampler, sampled.num_frames, windowed=windowed)))
     progress.close()
     if combined:
         try:
@@ -328,12 +339,12 @@ def _run_sample(args: argparse.Namespace) -> int:
                 [inputs[number] for number, *_ in combined], args.mode,
             )
         except OSError as error:
-            _error("sample", f"writing {out} failed ({error})")
+            report_error("sample", f"writing {out} failed ({error})")
             return EXIT_FAILED
         if len(inputs) > 1:
             clips_written = sum(len(c[2]) for c in combined)
-            _say(f"{len(combined)} of {len(inputs)} videos, {clips_written} clips -> {out} (video_ids index paths)")
-    return _exit_status(len(inputs), skipped)
+            say(f"{len(combined)} of {len(inputs)} videos, {clips_written} clips -> {out} (video_ids index paths)")
+    return exit_status(len(inputs), skipped)
 
 
 def _sampled(outcome: Outcome[_Sampled | _Skipped], path: str, single: bool) -> _Sampled | None:
@@ -341,7 +352,7 @@ def _sampled(outcome: Outcome[_Sampled | _Skipped], path: str, single: bool) -> 
 
     Raises:
         VideoError: The video could not be read (or crashed its worker process).
-        _UsageError: The only video refuses a value (a frame index past its end).
+        UsageError: The only video refuses a value (a frame index past its end).
         Exception: What the job raised (a bug).
     """
     if outcome.crashed:
@@ -351,8 +362,8 @@ def _sampled(outcome: Outcome[_Sampled | _Skipped], path: str, single: bool) -> 
     result = outcome.value
     if isinstance(result, _Skipped):
         if result.refused and single:
-            raise _UsageError(result.problem)
-        _say(f"vclip sample: skipped {path}: {result.problem}", sys.stderr)
+            raise UsageError(result.problem)
+        say(f"vclip sample: skipped {path}: {result.problem}", sys.stderr)
         return None
     return result
 
@@ -385,7 +396,7 @@ def add_parser(commands) -> None:
                         help="frames between clip frames (default 2 strided/jittered, 1 downscaled)")
     sample.add_argument("--jitter", type=int, metavar="J",
                         help="jittered: random offset in [-J, J] per frame (default 1)")
-    sample.add_argument("--frame-indices", type=_int_list, metavar="I,J,...",
+    sample.add_argument("--frame-indices", type=int_list, metavar="I,J,...",
                         help="indexed: comma-separated frames, e.g. 0,10,-1")
     sample.add_argument("--max-frames", type=int, metavar="N", help="keyframe: at most N keyframes")
     sample.add_argument("--keyframe-selection", choices=("first", "even"),
@@ -407,17 +418,17 @@ def add_parser(commands) -> None:
                         help="draw clips only from the frames from S seconds on (a segment)")
     sample.add_argument("--end-seconds", type=float, metavar="S",
                         help="draw clips only from the frames before S seconds (a segment)")
-    sample.add_argument("--seed", type=_non_negative_integer,
+    sample.add_argument("--seed", type=non_negative_integer,
                         help="seed for random starts and jitter (default: fresh each run)")
     sample.add_argument("--scaling-factor", type=float, metavar="F",
                         help="frames at round(W*F) x round(H*F), 0 < F <= 1")
-    sample.add_argument("--resize", type=_frame_size, metavar="SIZE",
+    sample.add_argument("--resize", type=frame_size, metavar="SIZE",
                         help="shorter side in pixels (e.g. 224) or WIDTHxHEIGHT")
-    sample.add_argument("--crop", type=_frame_size, metavar="SIZE",
+    sample.add_argument("--crop", type=frame_size, metavar="SIZE",
                         help="center crop after the resize: N or WIDTHxHEIGHT")
     sample.add_argument("--workers", type=int, metavar="N",
                         help="videos sampled at once: threads on the GPU, processes on the CPU (default 1)")
-    _add_stream(sample)
-    _add_device(sample)
-    _add_progress(sample)
+    add_stream_option(sample)
+    add_device_option(sample)
+    add_progress_option(sample)
     sample.set_defaults(handler=_run_sample)
