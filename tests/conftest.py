@@ -10,11 +10,11 @@ from fractions import Fraction
 from pathlib import Path
 
 import pytest
+from helpers import SHARED_VIDEOS
 
 from vclip._device import gpu_unavailable_reason
 from vclip.synthetic import make_video
 
-SHARED_VIDEOS = Path(os.environ.get("VCLIP_SHARED_VIDEOS", Path(__file__).resolve().parents[2] / "shared" / "videos"))
 REQUIRE_GPU = os.environ.get("VCLIP_REQUIRE_GPU", "").strip() not in ("", "0")
 
 # name: (file name, make_video options)

@@ -1,14 +1,42 @@
-"""Helpers shared by the tests: frame numbers read back from barcodes, host copies of GPU arrays,
-FFmpeg's rgb24 frames (the reference of the decoders' native-size RGB), and the environment of
-child Python processes."""
+"""Helpers shared by the tests: where the checkout and the real test videos are, the devices a test
+runs on, frame numbers read back from barcodes, host copies of GPU arrays, FFmpeg's rgb24 frames
+(the reference of the decoders' native-size RGB), and the environment of child Python processes."""
 
 import os
 from pathlib import Path
 
 import av
 import numpy as np
+import pytest
 
 from vclip.synthetic import read_barcode
+
+ROOT = Path(__file__).resolve().parents[1]
+"""The checkout."""
+SHARED_VIDEOS = Path(os.environ.get("VCLIP_SHARED_VIDEOS", ROOT.parent / "shared" / "videos"))
+"""Real videos made elsewhere (../shared/videos, or $VCLIP_SHARED_VIDEOS)."""
+
+
+EXTRAS = {"torch": "torch", "torchdata": "test", "pyarrow": "catalog", "ray": "ray", "fsspec": "remote",
+          "s3fs": "remote", "aiohttp": "remote", "moto": "test", "boto3": "test", "matplotlib": "chart",
+          "pandas": "test", "duckdb": None}
+"""The extra of pyproject.toml that installs each optional module the tests use (None: none does)."""
+
+
+def require_extra(module: str):
+    """``module`` imported, or the test (or, called at module level, the test file) skipped with the
+    extra that installs it: a missing optional package never fails collection."""
+    top = module.split(".")[0]
+    extra = EXTRAS[top]
+    hint = f"pip install '.[{extra}]'" if extra else f"pip install {top}"
+    return pytest.importorskip(module, reason=f"{top} is not installed ({hint})")
+
+
+def devices() -> list:
+    """``cpu`` and ``cuda`` as parameters of one test (``@pytest.mark.parametrize("device", devices())``):
+    the ``cuda`` case is marked ``gpu``, so it skips where NVDEC is not usable (and fails there with
+    ``VCLIP_REQUIRE_GPU=1``)."""
+    return [pytest.param("cpu", id="cpu"), pytest.param("cuda", id="cuda", marks=pytest.mark.gpu)]
 
 
 def host(array) -> np.ndarray:
@@ -59,7 +87,7 @@ def ffmpeg_rgb24(path, stream_index=None):
 def child_environment(**extra: str) -> dict[str, str]:
     """This process's environment for a child Python that imports this checkout's vclip: the
     checkout first on ``PYTHONPATH``, what was there kept (it may hold vclip's dependencies)."""
-    path = os.pathsep.join(filter(None, [str(Path(__file__).resolve().parents[1]), os.environ.get("PYTHONPATH")]))
+    path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
     return {**os.environ, "PYTHONPATH": path, **extra}
 
 

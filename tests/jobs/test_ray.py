@@ -7,11 +7,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import frame_payload
+from helpers import frame_payload, require_extra
 
-ray = pytest.importorskip("ray")
-pytest.importorskip("ray.data")
-pq = pytest.importorskip("pyarrow.parquet")
+ray = require_extra("ray")
+require_extra("ray.data")
+pq = require_extra("pyarrow.parquet")
 
 import vclip  # noqa: E402
 import vclip.ray as vray  # noqa: E402

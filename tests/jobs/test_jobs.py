@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers import require_extra
 
 from vclip._device import gpu_unavailable_reason
 from vclip._jobs import InThisThread, Outcome, Processes, RayTasks, Threads, choose_runner
@@ -217,7 +218,7 @@ def test_an_outcome_says_what_happened():
 # -- Ray ---------------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def local_ray():
-    ray = pytest.importorskip("ray")
+    ray = require_extra("ray")
     started = not ray.is_initialized()
     if started:
         ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR", log_to_driver=False)

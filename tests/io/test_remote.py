@@ -10,6 +10,7 @@ import shutil
 
 import numpy as np
 import pytest
+from helpers import require_extra
 from range_server import range_server, s3_server
 
 import vclip
@@ -214,7 +215,7 @@ def s3(folder):
     """A bucket ``videos`` on a local S3-compatible server holding the served folder's videos
     (moto, s3fs and boto3 come with the test extra; the GPU machine has none of them)."""
     for module in ("moto", "s3fs", "boto3"):
-        pytest.importorskip(module)
+        require_extra(module)
     import boto3
     import fsspec
 

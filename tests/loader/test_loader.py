@@ -12,13 +12,14 @@ import time
 
 import numpy as np
 import pytest
-import torch
-from helpers import barcodes
-from torch.utils.data import DataLoader
+from helpers import barcodes, require_extra
 
 import vclip
 from vclip._loader.epoch import epoch_clip_refs
 from vclip.synthetic import make_video
+
+torch = require_extra("torch")
+DataLoader = require_extra("torch.utils.data").DataLoader
 
 NUM_VIDEOS, NUM_FRAMES, WIDTH, HEIGHT = 6, 40, 128, 96
 MEAN = np.array(vclip.IMAGENET_MEAN, np.float32)
@@ -668,7 +669,7 @@ def test_resume_in_a_fresh_process(resume_videos, tmp_path):
 
 
 def test_resume_through_torchdata_stateful_dataloader(resume_videos):
-    StatefulDataLoader = pytest.importorskip("torchdata.stateful_dataloader").StatefulDataLoader  # in the test extra
+    StatefulDataLoader = require_extra("torchdata.stateful_dataloader").StatefulDataLoader  # in the test extra
 
     expected = epoch_of(resume_loader(resume_videos))
     running = StatefulDataLoader(resume_loader(resume_videos), batch_size=None)

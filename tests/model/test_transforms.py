@@ -3,6 +3,7 @@ shorter side, then crop) on 16:9, 4:3 and portrait videos, on the CPU (NumPy twi
 
 import numpy as np
 import pytest
+from helpers import require_extra
 
 import vclip
 from vclip._engine import axis_taps
@@ -189,7 +190,7 @@ def test_presets_keep_the_picture_on_the_gpu(shaped_videos, shape):
 
 
 def test_one_loader_takes_landscape_and_portrait_videos(shaped_videos):
-    pytest.importorskip("torch")
+    require_extra("torch")
     videos = [(shaped_videos[name], number) for number, name in enumerate(sorted(SHAPES))]
     loader = vclip.ClipLoader(
         videos,

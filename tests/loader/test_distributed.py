@@ -6,12 +6,14 @@ the batches the files themselves would have given."""
 import json
 
 import pytest
-import torch
-import torch.distributed as dist
-import torch.multiprocessing as mp
+from helpers import require_extra
 
 import vclip
 from vclip.synthetic import make_video, read_barcode
+
+torch = require_extra("torch")
+dist = require_extra("torch.distributed")
+mp = require_extra("torch.multiprocessing")
 
 WORLD_SIZE = 2
 NUM_VIDEOS = 7  # odd: the ranks' shards differ by one video
@@ -99,7 +101,7 @@ def videos(tmp_path_factory) -> list[tuple[str, int]]:
 
 @pytest.fixture(scope="module")
 def catalog(videos, tmp_path_factory) -> str:
-    pytest.importorskip("pyarrow")  # in the test extra
+    require_extra("pyarrow")  # in the test extra
     from vclip.catalog import build_catalog
 
     out = tmp_path_factory.mktemp("distributed_catalog") / "videos.parquet"

@@ -29,10 +29,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from helpers import ROOT
 
 from vclip.synthetic import make_scene_video, make_video
 
-ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 
 NOT_RUN_REASONS = {

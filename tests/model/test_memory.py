@@ -1,5 +1,6 @@
 import numpy as np
 import pytest
+from helpers import require_extra
 
 import vclip
 from vclip.memory import (
@@ -199,7 +200,7 @@ LOADER_SETTINGS = [
 
 
 def _loader_and_plan(video, device, settings, budget=None):
-    torch = pytest.importorskip("torch")  # noqa: F841
+    torch = require_extra("torch")  # noqa: F841
     transform = vclip.TransformSpec(resize=(48, 80), dtype="float16")
     loader = vclip.ClipLoader(
         [(video, 0)],

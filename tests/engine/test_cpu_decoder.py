@@ -2,7 +2,7 @@
 
 import numpy as np
 import pytest
-from helpers import barcodes, ffmpeg_rgb24
+from helpers import barcodes, ffmpeg_rgb24, require_extra
 
 import vclip
 from vclip.transforms import TransformSpec
@@ -190,6 +190,6 @@ def test_fell_back_flag_when_gpu_requested_without_one(videos, monkeypatch):
 def test_frames_repr_and_torch(videos):
     frames = vclip.VideoDecoder(videos["h264"], device="cpu").get_frames([0, 1])
     assert repr(frames).startswith("Frames(data=numpy[2, 240, 320, 3] uint8")
-    torch = pytest.importorskip("torch")
+    torch = require_extra("torch")
     tensor = frames.torch()
     assert isinstance(tensor, torch.Tensor) and tensor.data_ptr() == frames.data.ctypes.data

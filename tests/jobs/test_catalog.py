@@ -12,8 +12,9 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+from helpers import require_extra
 
-pa = pytest.importorskip("pyarrow")
+pa = require_extra("pyarrow")
 import pyarrow.parquet as pq  # noqa: E402
 
 import vclip  # noqa: E402
@@ -437,13 +438,13 @@ def test_from_arrays_refuses_arrays_that_do_not_fit(built):
 
 
 def test_the_readme_queries_run(built):
-    pandas = pytest.importorskip("pandas")
+    pandas = require_extra("pandas")
     df = pandas.read_parquet(
         built.path, columns=["class_name", "codec", "average_fps", "duration_seconds", "size_bytes", "usable"]
     )
     summary = df[df.usable].groupby("class_name").agg(videos=("codec", "size"), hours=("duration_seconds", "sum"))
     assert summary["videos"].to_dict() == {"cats": 3, "dogs": 2}
-    duckdb = pytest.importorskip("duckdb")
+    duckdb = require_extra("duckdb")
     rows = duckdb.sql(
         f"SELECT codec, count(*) AS videos FROM '{built.path}' WHERE usable GROUP BY codec ORDER BY codec"
     ).fetchall()

@@ -4,13 +4,13 @@ the dissolve of nasa_13013.mp4; the same boundaries on the GPU as on the CPU."""
 
 from __future__ import annotations
 
-import os
 import warnings
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import SHARED_VIDEOS
 
 import vclip
 from vclip.keyframes import ShotBoundary, extract_keyframes, find_shot_boundaries
@@ -32,7 +32,6 @@ REQUIRED = {  # class: (precision, recall)
     "flashes": (1.0, 1.0),
 }
 
-SHARED_VIDEOS = Path(os.environ.get("VCLIP_SHARED_VIDEOS", Path(__file__).resolve().parents[2] / "shared" / "videos"))
 
 
 @pytest.fixture(scope="module")

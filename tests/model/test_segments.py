@@ -4,6 +4,7 @@ policies; malformed rows refused with the file and line."""
 
 import numpy as np
 import pytest
+from helpers import require_extra
 
 import vclip
 from vclip._dataset import load_videos
@@ -19,12 +20,13 @@ def video(tmp_path_factory) -> str:
     return make_video(folder / "movie.mp4", num_frames=150, width=64, height=48, fps=30, keyframe_interval=30)
 
 
-def make_loader(videos, sampler, **options) -> vclip.ClipLoader:
+def make_loader(videos, sampler, **options) -> "vclip.ClipLoader":
+    require_extra("torch")
     options = {"device": "cpu", "batch_size": 8, "num_threads": 2, "seed": 1} | options
     return vclip.ClipLoader(videos, sampler, **options)
 
 
-def check_batches(loader: vclip.ClipLoader, expected_rows: int) -> set[int]:
+def check_batches(loader: "vclip.ClipLoader", expected_rows: int) -> set[int]:
     """Every clip's frames lie inside its row's segment (by pts), with the row's label; returns the rows seen."""
     seen = set()
     for batch in loader:

@@ -9,7 +9,7 @@ import warnings
 
 import numpy as np
 import pytest
-from helpers import barcodes, ffmpeg_rgb24, host, rgb_error
+from helpers import barcodes, ffmpeg_rgb24, host, require_extra, rgb_error
 from kernel_cases import (
     CASES,
     assert_matches_twin,
@@ -201,7 +201,7 @@ def test_skipping_non_reference_pictures_on_nvdec(videos):
 
 
 def test_torch_tensor_shares_gpu_memory(videos):
-    torch = pytest.importorskip("torch")
+    torch = require_extra("torch")
     frames = vclip.VideoDecoder(videos["h264"], device="cuda").get_frames([1, 2])
     tensor = frames.torch()
     assert tensor.is_cuda and tensor.data_ptr() == frames.data.data.ptr

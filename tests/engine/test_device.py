@@ -3,11 +3,13 @@ torch.cuda.set_device, else LOCAL_RANK under torchrun, else 0); "cuda:N" is expl
 falls back silently, "cuda" with a FallbackWarning. NVDEC's presence is stubbed: no GPU here."""
 
 import pytest
-import torch
+from helpers import require_extra
 
 import vclip
 import vclip._device as device_module
 from vclip._device import CPU, Device, resolve_device
+
+torch = require_extra("torch")
 
 
 @pytest.fixture

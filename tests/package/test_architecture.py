@@ -6,7 +6,8 @@ import ast
 import re
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from helpers import ROOT
+
 PACKAGE = ROOT / "vclip"
 MAX_LINES = 700
 

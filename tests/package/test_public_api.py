@@ -4,15 +4,13 @@ the frame methods' names, one wording for argument errors, padded clips and empt
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 import tomllib
+from helpers import ROOT, require_extra
 
 import vclip
-
-ROOT = Path(__file__).resolve().parents[1]
 
 EXPORTED = [
     "ArgumentError",
@@ -134,7 +132,7 @@ def test_dir_lists_everything_public():
 def test_import_vclip_reaches_every_public_module_without_torch():
     """Every public module after ``import vclip`` alone; torch only once the loader is asked for,
     and then ``help(vclip)`` shows the loader's classes."""
-    pytest.importorskip("torch")
+    require_extra("torch")
     probe = run_python(
         "import sys, pydoc, vclip\n"
         "assert vclip.keyframes.extract_keyframes and vclip.sampling.strided and vclip.transforms.TransformSpec\n"
@@ -339,3 +337,16 @@ def test_tests_and_benchmarks_reach_the_engine_through_its_surface():
         if direct.search(line)
     ]
     assert offenders == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("extra_module", ["torch", "pyarrow", "ray", "fsspec"])
+def test_the_suite_collects_without_each_optional_extra(extra_module):
+    """A missing extra skips the tests that need it, with the extra's name; it never fails collection."""
+    probe = run_python(
+        f"import sys; sys.modules[{extra_module!r}] = None\n"
+        "import pytest\n"
+        "sys.exit(pytest.main(['--collect-only', '-q', '-p', 'no:cacheprovider', 'tests']))\n"
+    )
+    assert probe.returncode == 0, probe.stdout[-3000:] + probe.stderr[-2000:]
+    assert "error" not in probe.stdout.splitlines()[-1], probe.stdout[-3000:]

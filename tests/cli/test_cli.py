@@ -11,7 +11,7 @@ from pathlib import Path
 import av
 import numpy as np
 import pytest
-from helpers import barcodes, child_environment
+from helpers import barcodes, child_environment, require_extra
 from PIL import Image
 
 import vclip
@@ -287,7 +287,7 @@ def test_sample_to_mp4_for_a_quick_look(capsys, videos, tmp_path):
 
 
 def test_sample_to_torch_file(capsys, videos, tmp_path):
-    torch = pytest.importorskip("torch")
+    torch = require_extra("torch")
     out = tmp_path / "clips.pt"
     status, _, _ = run(
         capsys, "sample", videos["h264"], "--mode", "indexed", "--frame-indices", "7,70,140", "--out", out

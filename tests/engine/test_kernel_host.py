@@ -5,10 +5,10 @@ import ctypes
 import re
 import shutil
 import subprocess
-from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import ROOT
 from kernel_cases import (
     CASES,
     assert_matches_twin,
@@ -28,7 +28,7 @@ from vclip._engine import (
 )
 from vclip.transforms import Orientation, TransformSpec
 
-HARNESS = Path(__file__).parent / "host_kernel"
+HARNESS = ROOT / "tests" / "host_kernel"
 
 
 @pytest.fixture(scope="module")
