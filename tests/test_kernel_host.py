@@ -12,9 +12,11 @@ import pytest
 from kernel_cases import (
     CASES,
     assert_matches_twin,
+    draws_of,
     kernel_arguments,
     pack_semi_planar,
     random_planes,
+    storage_dtype,
     twin_clip,
 )
 
@@ -59,13 +61,20 @@ def host_library(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def host_transform(host_library):
+    """``host_transform(input_bytes, output_kind, params, jobs, count, adjust=0)`` (addresses of
+    ``TransformParams`` and ``count`` ``FrameJob`` values; ``adjust``: the colour-adjusting kernels)."""
     function = host_library.vclip_host_transform
-    function.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int]
-    return function
+    function.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_int]
+    return lambda input_bytes, output_kind, params, jobs, count, adjust=0: function(
+        input_bytes, output_kind, params, jobs, count, adjust
+    )
 
 
-def run_on_host(host_transform, case, geometry, planes_per_frame):
+def run_on_host(host_transform, case, draw, planes_per_frame):
+    """The clip the host-compiled kernel writes for ``draw`` (a SampleDraw or a FrameGeometry), one
+    launch per frame as the backends launch it, into poisoned memory."""
     width, height, bit_depth, *_, spec, _ = case
+    geometry = getattr(draw, "geometry", draw)
     packed = [pack_semi_planar(y, u, v, bit_depth, pad=7) for y, u, v in planes_per_frame]
     frames = len(packed)
     shape = {
@@ -73,13 +82,15 @@ def run_on_host(host_transform, case, geometry, planes_per_frame):
         "TCHW": (frames, 3, geometry.output_height, geometry.output_width),
         "CTHW": (3, frames, geometry.output_height, geometry.output_width),
     }[spec.layout]
-    output = np.full(shape, 77 if spec.dtype == "uint8" else np.nan, dtype=spec.dtype)  # poison
+    poison = 77 if spec.dtype == "uint8" else 0x7FC0 if spec.dtype == "bfloat16" else np.nan
+    output = np.full(shape, poison, dtype=storage_dtype(spec.dtype))
+    gray_sums = np.zeros(frames, np.float32)
     addresses = [(luma.ctypes.data, chroma.ctypes.data, luma.strides[0], chroma.strides[0]) for luma, chroma in packed]
-    params, jobs = kernel_arguments(case, geometry, frames, output.ctypes.data, addresses)
-    params_array = np.array(params, dtype=PARAMS_DTYPE)
-    host_transform(
-        1 if bit_depth == 8 else 2, OUTPUT_KINDS[spec.dtype], params_array.ctypes.data, jobs.ctypes.data, frames
-    )
+    launches = kernel_arguments(case, draw, frames, output.ctypes.data, addresses, gray_sums.ctypes.data)
+    for params, job, adjust in launches:
+        params_array, job_array = np.array(params, dtype=PARAMS_DTYPE), np.array(job, dtype=JOB_DTYPE)
+        host_transform(1 if bit_depth == 8 else 2, OUTPUT_KINDS[spec.dtype], params_array.ctypes.data,
+                       job_array.ctypes.data, 1, int(adjust))
     return output
 
 
@@ -88,14 +99,14 @@ def run_on_host(host_transform, case, geometry, planes_per_frame):
 def test_host_kernel_matches_numpy_twin(host_transform, name, frames):
     case = CASES[name]
     width, height, bit_depth, *_, spec, _ = case
-    geometry = spec.geometry(width, height, np.random.default_rng(5))
     planes = [random_planes(width, height, bit_depth, seed=10 * frames + t) for t in range(frames)]
-    result = run_on_host(host_transform, case, geometry, planes)
-    assert_matches_twin(result, twin_clip(planes, case, geometry), spec.dtype)
+    for draw in draws_of(case, frames, seed=5):  # each spatial view
+        result = run_on_host(host_transform, case, draw, planes)
+        assert_matches_twin(result, twin_clip(planes, case, draw), spec.dtype)
 
 
 def test_struct_layout_matches_c(host_library):
-    layout = (ctypes.c_longlong * 9)()
+    layout = (ctypes.c_longlong * 12)()
     host_library.vclip_host_struct_layout(layout)
     expected = [
         PARAMS_DTYPE.itemsize,
@@ -104,9 +115,12 @@ def test_struct_layout_matches_c(host_library):
         PARAMS_DTYPE.fields["bias"][1],
         JOB_DTYPE.itemsize,
         JOB_DTYPE.fields["luma_pitch"][1],
-        JOB_DTYPE.fields["crop_x"][1],
+        JOB_DTYPE.fields["origin_x"][1],
         JOB_DTYPE.fields["bit_shift"][1],
         JOB_DTYPE.fields["color"][1],
+        JOB_DTYPE.fields["gray_sum"][1],
+        JOB_DTYPE.fields["color_ops"][1],
+        JOB_DTYPE.fields["adjust"][1],
     ]
     assert list(layout) == expected
 
