@@ -16,9 +16,11 @@ ROOT = Path(__file__).resolve().parents[1]
 
 EXPORTED = [
     "ArgumentError",
+    "Augmentations",
     "ClipBatch",
     "ClipLoader",
     "ClipSampler",
+    "ColorJitter",
     "CorruptVideoError",
     "DecodePlan",
     "DecodeSegment",
@@ -31,7 +33,10 @@ EXPORTED = [
     "LoaderMemoryEstimate",
     "LoaderStats",
     "MemoryEstimate",
+    "MultiScaleCrop",
     "NotAVideoError",
+    "RandomResizedCrop",
+    "RandomShortSideScale",
     "TransformSpec",
     "UnreadableVideoError",
     "UnsupportedCodecError",

@@ -987,8 +987,8 @@ def as_transform_spec(value: Any, name: str = "transform") -> TransformSpec | No
 
     if looks_like_torchvision(value):
         return TransformSpec.from_torchvision(value)
-    raise fail(name, value, "a vclip.TransformSpec, a torchvision.transforms.v2.Compose of transforms vclip can fuse, "
-                            "or None, e.g. vclip.TransformSpec.imagenet(224)")
+    raise fail(name, value, "a TransformSpec or None (or a torchvision.transforms.v2.Compose of transforms vclip "
+                            "fuses), e.g. vclip.TransformSpec.imagenet(224)")
 
 
 def output_shape(layout: str, frames: int, height: int, width: int, channels: int = 3) -> tuple[int, ...]:
