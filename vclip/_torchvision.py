@@ -132,6 +132,10 @@ def translate(value: Any, *, layout: str = "TCHW") -> Any:
         elif name == "RandomHorizontalFlip":
             fields["flip_probability"] = float(transform.p)
         elif name == "ColorJitter":
+            if "RandomGrayscale" in seen:
+                raise _refuse(name, position, f"it follows RandomGrayscale at position {seen['RandomGrayscale']}; "
+                                              "vclip turns pictures gray after the colour jitter (ColorJitter before "
+                                              "RandomGrayscale)")
             fields["color_jitter"] = ColorJitter(transform.brightness, transform.contrast, transform.saturation,
                                                  transform.hue)
         elif name == "RandomGrayscale":
