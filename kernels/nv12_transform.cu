@@ -20,6 +20,8 @@
 // Contrast blends each pixel with the mean grayscale of its whole output frame: with a contrast
 // change, gray_sum_frame first adds up the grayscale of the frame at that point of the adjustments
 // (into FrameJob.gray_sum), and transform_frame reads the mean from there (same stream, in order).
+// The sum is of fixed-point values (2^-24 units) in a 64-bit integer, so that its order does not
+// change it: the same frame gives the same bits on every run.
 //
 // Two code paths with the same arithmetic: at native scale (window == output, no resize) without
 // transpose a thread converts 4 neighbouring pixels with vector loads and stores
@@ -40,7 +42,7 @@ struct TransformParams {
 struct FrameJob {
     unsigned long long luma, chroma;  // device addresses of the Y plane and the interleaved UV plane
     unsigned long long output;        // address of element (c=0, y=0, x=0) of this frame's output
-    unsigned long long gray_sum;      // address of the float sum of the frame's grayscale (contrast), or 0
+    unsigned long long gray_sum;      // address of the frame's grayscale sum (contrast; 64-bit, 2^-24 units), or 0
     int luma_pitch, chroma_pitch;     // bytes per row
     int source_width, source_height;
     float origin_x, origin_y;         // source window along the stored x and y axes (source pixels)
@@ -63,7 +65,7 @@ __device__ __forceinline__ unsigned short vclip_f32_to_f16_bits(float v) {
 __device__ __forceinline__ unsigned int vclip_float_bits(float v) { return __float_as_uint(v); }
 
 // Sum over the 32 threads of a warp (a row of 32 threads of a block), and whether this thread adds it.
-__device__ __forceinline__ float vclip_warp_sum(float v) {
+__device__ __forceinline__ unsigned long long vclip_warp_sum(unsigned long long v) {
     for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_down_sync(0xffffffffu, v, offset);
     return v;
 }
@@ -158,10 +160,13 @@ __device__ __forceinline__ void adjust_colors(const FrameJob& job, float mean, b
     }
 }
 
+#define VCLIP_GRAY_UNIT 16777216.0f  // fixed-point units of the grayscale sum: 2^24 per 1.0
+
 // The frame's mean grayscale before its contrast change (0 when it has none).
 __device__ __forceinline__ float contrast_mean(const TransformParams& p, const FrameJob& job) {
     if (job.gray_sum == 0) return 0.0f;
-    return *(const float*)job.gray_sum / ((float)p.output_width * (float)p.output_height);
+    float sum = (float)*(const unsigned long long*)job.gray_sum * (1.0f / VCLIP_GRAY_UNIT);
+    return sum / ((float)p.output_width * (float)p.output_height);
 }
 
 template <typename Out, bool Adjust>
@@ -481,18 +486,19 @@ __global__ void __launch_bounds__(VCLIP_BLOCK_THREADS, VCLIP_BLOCKS_PER_SM) tran
 }
 
 // Adds the grayscale of every output pixel of the frame, as it is where the contrast change
-// applies, to *job.gray_sum (zeroed before). One pixel per thread, a warp's sum added at once.
+// applies, to *job.gray_sum (zeroed before), in fixed point. One pixel per thread, a warp's sum
+// added at once.
 template <typename In>
 __global__ void __launch_bounds__(VCLIP_BLOCK_THREADS, VCLIP_BLOCKS_PER_SM) gray_sum_frame(TransformParams p, FrameJob job) {
     int oy = blockIdx.y * blockDim.y + threadIdx.y;
     int ox = blockIdx.x * blockDim.x + threadIdx.x;
-    float value = 0.0f;
+    unsigned long long value = 0;
     if (oy < p.output_height && ox < p.output_width) {
         float rgb[3];
         source_rgb<In>(p, job, ox, oy, rgb);
         adjust_colors(job, 0.0f, true, rgb);
-        value = gray_of(rgb);
+        value = (unsigned long long)(gray_of(rgb) * VCLIP_GRAY_UNIT + 0.5f);
     }
     value = vclip_warp_sum(value);
-    if (vclip_lane_leads()) atomicAdd((float*)job.gray_sum, value);
+    if (vclip_lane_leads()) atomicAdd((unsigned long long*)job.gray_sum, value);
 }

@@ -213,7 +213,7 @@ def kernel_arguments(case, draw, frames: int, output_address: int, planes_addres
     """``(params, job, adjust)`` of each frame of a clip of ``frames`` frames written at ``output_address``.
 
     ``planes_addresses``: per frame ``(luma address, chroma address, luma pitch, chroma pitch)``;
-    ``gray_sums_address``: ``frames`` zeroed floats for the grayscale sums of frames whose contrast changes.
+    ``gray_sums_address``: ``frames`` zeroed uint64 for the grayscale sums of frames whose contrast changes.
     """
     width, height, bit_depth, matrix, color_range, spec, _ = case
     draw = _as_draw(draw)
@@ -237,7 +237,7 @@ def kernel_arguments(case, draw, frames: int, output_address: int, planes_addres
             matrix=matrix,
             color_range=color_range,
             color=color,
-            gray_sum=gray_sums_address + 4 * t if color.needs_mean else 0,
+            gray_sum=gray_sums_address + 8 * t if color.needs_mean else 0,
         )
         launches.append((transform_params(spec, frame_geometry, strides), job[()], bool(color.operations)))
     return launches

@@ -419,3 +419,25 @@ def test_sample_draw_records_one_row_per_sample():
     empty = Augmentations.from_draws([], per_frame=True, frames=5)
     assert empty.crop_boxes.shape == (0, 5, 4) and len(empty) == 0 and "samples=0" in repr(empty)
     assert isinstance(draws[0], SampleDraw)
+
+
+# -- vclip sample ------------------------------------------------------------------------------------------
+def test_vclip_sample_writes_three_views_of_even_clips(capsys, videos, tmp_path):
+    from vclip.cli import main
+
+    out = tmp_path / "eval.npz"
+    argv = ["sample", videos["h264"], videos["hevc"], "--mode", "strided", "--sequence-length", "4", "--starts",
+            "even", "--clips-per-video", "2", "--resize", "64", "--crop", "64", "--views", "3", "--out", str(out)]
+    assert main(argv) == 0
+    printed = capsys.readouterr().out
+    assert "clip 1 view 2: frames" in printed
+    with np.load(out) as stored:
+        assert stored["clips"].shape == (12, 4, 64, 64, 3)
+        assert stored["video_ids"].tolist() == [0] * 6 + [1] * 6
+        assert stored["clip_ids"].tolist() == [0, 0, 0, 1, 1, 1] * 2 and stored["view_ids"].tolist() == [0, 1, 2] * 4
+        expected = vclip.VideoDecoder(videos["hevc"]).get_clips(
+            vclip.strided(4, 2, starts="even", clips_per_video=2), transform=TransformSpec(resize=64, crop=64,
+                                                                                          spatial_views=3))
+        assert np.array_equal(stored["clips"][6:], expected.data)
+    assert main(["sample", videos["h264"], "--mode", "strided", "--views", "3", "--out", str(tmp_path / "y.npz")]) != 0
+    assert "spatial_views (3) must be 1 unless crop is a fixed size" in capsys.readouterr().err

@@ -84,7 +84,7 @@ def run_on_host(host_transform, case, draw, planes_per_frame):
     }[spec.layout]
     poison = 77 if spec.dtype == "uint8" else 0x7FC0 if spec.dtype == "bfloat16" else np.nan
     output = np.full(shape, poison, dtype=storage_dtype(spec.dtype))
-    gray_sums = np.zeros(frames, np.float32)
+    gray_sums = np.zeros(frames, np.uint64)
     addresses = [(luma.ctypes.data, chroma.ctypes.data, luma.strides[0], chroma.strides[0]) for luma, chroma in packed]
     launches = kernel_arguments(case, draw, frames, output.ctypes.data, addresses, gray_sums.ctypes.data)
     for params, job, adjust in launches:

@@ -23,7 +23,7 @@ import pytest
 import torch
 
 import vclip
-from vclip.transforms import ColorAdjustment, ColorJitter, RandomResizedCrop, TransformSpec
+from vclip.transforms import ColorAdjustment, TransformSpec
 
 
 # -- plain objects with torchvision v2's public attributes --------------------------------------------
@@ -48,7 +48,7 @@ class Resize:
         self.interpolation, self.max_size, self.antialias = interpolation, max_size, antialias
 
 
-class RandomResizedCrop:  # noqa: F811 (vclip's is imported for the expected specs as vclip.RandomResizedCrop)
+class RandomResizedCrop:  # named as torchvision's: vclip's is vclip.RandomResizedCrop here
     def __init__(self, size, scale=(0.08, 1.0), ratio=(3 / 4, 4 / 3), interpolation=InterpolationMode.BILINEAR,
                  antialias=True):
         self.size, self.scale, self.ratio = _hw(size), scale, ratio
@@ -70,7 +70,7 @@ class RandomHorizontalFlip:
         self.p = p
 
 
-class ColorJitter:  # noqa: F811
+class ColorJitter:  # vclip's is vclip.ColorJitter here
     def __init__(self, brightness=None, contrast=None, saturation=None, hue=None):
         self.brightness, self.contrast, self.saturation, self.hue = brightness, contrast, saturation, hue
 
@@ -223,9 +223,9 @@ def color_like_torchvision(functional, frames, record, row: int):
 
 def _check_against_torchvision(videos, device):
     functional = pytest.importorskip("torchvision.transforms.v2.functional")
-    crop_only = TransformSpec(crop=RandomResizedCrop(56, scale=(0.1, 1.0)), flip_probability=0.5,
+    crop_only = TransformSpec(crop=vclip.RandomResizedCrop(56, scale=(0.1, 1.0)), flip_probability=0.5,
                               interpolation="bilinear", dtype="float32", layout="TCHW")
-    coloured = TransformSpec(**{**vars(crop_only), "color_jitter": ColorJitter(0.4, 0.4, 0.4, 0.1),
+    coloured = TransformSpec(**{**vars(crop_only), "color_jitter": vclip.ColorJitter(0.4, 0.4, 0.4, 0.1),
                                 "grayscale_probability": 0.5})
     for seed in range(6):
         native, clip, data = native_and_augmented(videos["h264"], crop_only, device, seed)

@@ -29,10 +29,10 @@ inline unsigned int vclip_float_bits(float v) {
 }
 
 // One thread runs at a time: a warp's sum is each thread's own value, and every thread adds it.
-inline float vclip_warp_sum(float v) { return v; }
+inline unsigned long long vclip_warp_sum(unsigned long long v) { return v; }
 inline bool vclip_lane_leads() { return true; }
-inline float atomicAdd(float* address, float v) {
-    float old = *address;
+inline unsigned long long atomicAdd(unsigned long long* address, unsigned long long v) {
+    unsigned long long old = *address;
     *address = old + v;
     return old;
 }

@@ -16,6 +16,9 @@ import numpy as np
 from ..transforms import NO_COLOR_CHANGE, ColorAdjustment, FrameGeometry, TransformSpec
 from .reference import color_coefficients, resample_mode, source_windows
 
+GRAY_SUM_DTYPE = np.dtype(np.uint64)
+"""One frame's grayscale sum (``FrameJob.gray_sum`` points at one): fixed point, 2^24 units per 1.0."""
+
 PARAMS_DTYPE = np.dtype(
     {
         "names": [
@@ -122,8 +125,8 @@ def fill_job(
     gray_sum: int = 0,
 ) -> None:
     """Fill one ``FrameJob``. ``stored_bits`` is 8 for NV12 and 16 for P016 (MSB-aligned samples);
-    ``gray_sum``: the address of a zeroed float for the frame's grayscale sum, needed when ``color``
-    changes the contrast (``color.needs_mean``)."""
+    ``gray_sum``: the address of a zeroed uint64 for the frame's grayscale sum, needed when
+    ``color`` changes the contrast (``color.needs_mean``)."""
     job["luma"], job["chroma"], job["output"], job["gray_sum"] = luma, chroma, output, gray_sum
     job["luma_pitch"], job["chroma_pitch"] = luma_pitch, chroma_pitch
     job["source_width"], job["source_height"] = geometry.source_width, geometry.source_height
@@ -148,7 +151,7 @@ class FrameLaunch:
         grid: Blocks of ``transform_frame``; ``gray_grid``: of ``gray_sum_frame`` (one pixel a thread).
         job: A 0-d ``JOB_DTYPE`` array, its addresses to be set before each launch.
         adjust: Launch the colour-adjusting ``transform_frame``.
-        needs_mean: Launch ``gray_sum_frame`` first, into a zeroed float at ``job["gray_sum"]``.
+        needs_mean: Launch ``gray_sum_frame`` first, into a zeroed uint64 at ``job["gray_sum"]``.
     """
 
     params: np.void

@@ -40,6 +40,7 @@ from .cpu import CpuBackend, decode_then_upload
 from .device import Device
 from .kernel_args import (
     BLOCK,
+    GRAY_SUM_DTYPE,
     KERNEL_NAMES,
     FrameLaunch,
     frame_launch,
@@ -262,8 +263,9 @@ class KernelConverter(PictureConverter):
                 if self._gray_sums is None:
                     import cupy
 
-                    self._gray_sums = cupy.zeros(len(self._targets) * self._frames, np.float32)
-                frame_job["gray_sum"] = self._gray_sums.data.ptr + 4 * (target * self._frames + position)
+                    self._gray_sums = cupy.zeros(len(self._targets) * self._frames, GRAY_SUM_DTYPE)
+                slot = target * self._frames + position
+                frame_job["gray_sum"] = self._gray_sums.data.ptr + slot * GRAY_SUM_DTYPE.itemsize
                 self._gray_sum_kernel(launch.gray_grid, BLOCK, (launch.params, frame_job[()]))
             self._kernels[launch.adjust](launch.grid, BLOCK, (launch.params, frame_job[()]))
 
