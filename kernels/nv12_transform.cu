@@ -26,7 +26,8 @@
 // Two code paths with the same arithmetic: at native scale (window == output, no resize) without
 // transpose a thread converts 4 neighbouring pixels with vector loads and stores
 // (pixels_per_thread == 4); otherwise a thread resamples one pixel (pixels_per_thread == 1).
-// Colour adjustments are compiled only into the kernels with Adjust == true.
+// The training extensions, colour adjustments and the triangle filter, are compiled only into the
+// kernels with Extended == true, so that the plain kernels stay as small as they were.
 //
 // Built by CuPy (NVRTC) on the GPU, and by the host C++ compiler with tests/host_kernel/cuda_host_shim.h
 // in CI.
@@ -169,10 +170,10 @@ __device__ __forceinline__ float contrast_mean(const TransformParams& p, const F
     return sum / ((float)p.output_width * (float)p.output_height);
 }
 
-template <typename Out, bool Adjust>
+template <typename Out, bool Extended>
 __device__ __forceinline__ void store_pixel(const TransformParams& p, const FrameJob& job, float mean, Out* out,
                                             float* rgb) {
-    if (Adjust) adjust_colors(job, mean, false, rgb);
+    if (Extended) adjust_colors(job, mean, false, rgb);
     for (int k = 0; k < 3; ++k) store(out + k * p.stride_c, rgb[k] * p.scale[k] + p.bias[k]);
 }
 
@@ -191,6 +192,7 @@ __device__ __forceinline__ float triangle_weight(const Taps& t, int k) {
 }
 
 // Taps of output sample k of `count` along one stored axis (reversed when `reverse`).
+template <bool Extended>
 __device__ __forceinline__ Taps luma_taps(int k, int count, float origin, float step, int low, int high, int reverse,
                                           int filter) {
     Taps t;
@@ -204,7 +206,7 @@ __device__ __forceinline__ Taps luma_taps(int k, int count, float origin, float 
         t.inverse_width = 1.0f / step;
         t.first = (int)floorf(t.low);
         t.count = min((int)ceilf(t.high), high) - t.first;
-    } else if (t.kind == 2) {
+    } else if (Extended && t.kind == 2) {
         t.center = origin + ((float)j + 0.5f) * step;
         t.inverse_width = 1.0f / step;
         t.first = max((int)floorf(t.center - step + 0.5f), low);
@@ -240,12 +242,13 @@ __device__ __forceinline__ Taps chroma_taps(const Taps& luma) {
 __device__ __forceinline__ int tap_index(const Taps& t, int k) { return (t.first + k) >> t.shift; }
 
 // Weight of sample k: for area, the covered part of the sample's unit interval over the box width.
+template <bool Extended>
 __device__ __forceinline__ float tap_weight(const Taps& t, int k) {
     if (t.kind == 1) {
         float i = (float)(t.first + k);
         return (fminf(t.high, i + 1.0f) - fmaxf(t.low, i)) * t.inverse_width;
     }
-    if (t.kind == 2) return triangle_weight(t, k) * t.inverse_total;
+    if (Extended && t.kind == 2) return triangle_weight(t, k) * t.inverse_total;
     if (t.count == 1) return 1.0f;
     return k == 0 ? 1.0f - t.fraction : t.fraction;
 }
@@ -277,7 +280,7 @@ __device__ __forceinline__ void interior_sums(const In* row, int begin, int end,
 
 // Weighted sum along one row of a plane with C interleaved channels (1: Y, 2: UV). Area rows sum
 // their interior samples unweighted and weight only the two partly covered edge samples.
-template <typename In, int C>
+template <typename In, int C, bool Extended>
 __device__ __forceinline__ void row_sum(const In* row, const Taps& t, int shift, float* sum) {
     if (t.kind == 1) {
         int last = t.count - 1;
@@ -294,42 +297,42 @@ __device__ __forceinline__ void row_sum(const In* row, const Taps& t, int shift,
     } else {
         for (int c = 0; c < C; ++c) {
             sum[c] = 0.0f;
-            for (int k = 0; k < t.count; ++k) sum[c] += tap_weight(t, k) * (float)(row[tap_index(t, k) * C + c] >> shift);
+            for (int k = 0; k < t.count; ++k) sum[c] += tap_weight<Extended>(t, k) * (float)(row[tap_index(t, k) * C + c] >> shift);
         }
     }
 }
 
-template <typename In, int C>
+template <typename In, int C, bool Extended>
 __device__ __forceinline__ void resample(const unsigned char* plane, int pitch, const Taps& x, const Taps& y,
                                          int shift, float* value) {
     for (int c = 0; c < C; ++c) value[c] = 0.0f;
     for (int j = 0; j < y.count; ++j) {
         float row[C];
-        row_sum<In, C>((const In*)(plane + (long long)tap_index(y, j) * pitch), x, shift, row);
-        float w = tap_weight(y, j);
+        row_sum<In, C, Extended>((const In*)(plane + (long long)tap_index(y, j) * pitch), x, shift, row);
+        float w = tap_weight<Extended>(y, j);
         for (int c = 0; c < C; ++c) value[c] += w * row[c];
     }
 }
 
 // RGB in [0, 1] of output pixel (ox, oy), before the colour adjustments.
-template <typename In>
+template <typename In, bool Extended>
 __device__ __forceinline__ void source_rgb(const TransformParams& p, const FrameJob& job, int ox, int oy, float* rgb) {
     int ax = job.transpose ? oy : ox, ay = job.transpose ? ox : oy;  // output coordinates along stored x, y
     int count_x = job.transpose ? p.output_height : p.output_width;
     int count_y = job.transpose ? p.output_width : p.output_height;
-    Taps lx = luma_taps(ax, count_x, job.origin_x, job.step_x, job.low_x, job.high_x, job.reverse_x, p.filter);
-    Taps ly = luma_taps(ay, count_y, job.origin_y, job.step_y, job.low_y, job.high_y, job.reverse_y, p.filter);
+    Taps lx = luma_taps<Extended>(ax, count_x, job.origin_x, job.step_x, job.low_x, job.high_x, job.reverse_x, p.filter);
+    Taps ly = luma_taps<Extended>(ay, count_y, job.origin_y, job.step_y, job.low_y, job.high_y, job.reverse_y, p.filter);
     float y, uv[2];
-    resample<In, 1>((const unsigned char*)job.luma, job.luma_pitch, lx, ly, job.bit_shift, &y);
-    resample<In, 2>((const unsigned char*)job.chroma, job.chroma_pitch, chroma_taps(lx), chroma_taps(ly), job.bit_shift, uv);
+    resample<In, 1, Extended>((const unsigned char*)job.luma, job.luma_pitch, lx, ly, job.bit_shift, &y);
+    resample<In, 2, Extended>((const unsigned char*)job.chroma, job.chroma_pitch, chroma_taps(lx), chroma_taps(ly), job.bit_shift, uv);
     yuv_to_rgb(job.color, y, uv[0], uv[1], rgb);
 }
 
-template <typename In, typename Out, bool Adjust>
+template <typename In, typename Out, bool Extended>
 __device__ __forceinline__ void transform_pixel(const TransformParams& p, const FrameJob& job, float mean, int ox, int oy) {
     float rgb[3];
-    source_rgb<In>(p, job, ox, oy, rgb);
-    store_pixel<Out, Adjust>(p, job, mean, (Out*)job.output + (long long)oy * p.stride_y + (long long)ox * p.stride_x, rgb);
+    source_rgb<In, Extended>(p, job, ox, oy, rgb);
+    store_pixel<Out, Extended>(p, job, mean, (Out*)job.output + (long long)oy * p.stride_y + (long long)ox * p.stride_x, rgb);
 }
 
 // -- native-scale path: 4 pixels per thread --------------------------------------------------------
@@ -421,7 +424,7 @@ __device__ __forceinline__ bool store12_interleaved(Half* out, const float (*val
     return true;
 }
 
-template <typename In, typename Out, bool Adjust>
+template <typename In, typename Out, bool Extended>
 __device__ __forceinline__ void transform_native4(const TransformParams& p, const FrameJob& job, float mean, int x0,
                                                   int oy) {
     // Output pixels x0..x0+3 come from 4 consecutive source columns starting at `first`, in
@@ -447,7 +450,7 @@ __device__ __forceinline__ void transform_native4(const TransformParams& p, cons
         int source = job.reverse_x ? 3 - k : k;
         float rgb[3];
         yuv_to_rgb(job.color, y[source], u[source], v[source], rgb);
-        if (Adjust) adjust_colors(job, mean, false, rgb);
+        if (Extended) adjust_colors(job, mean, false, rgb);
         for (int c = 0; c < 3; ++c) values[c][k] = rgb[c] * p.scale[c] + p.bias[c];
     }
     Out* out = (Out*)job.output + (long long)oy * p.stride_y + (long long)x0 * p.stride_x;
@@ -458,18 +461,18 @@ __device__ __forceinline__ void transform_native4(const TransformParams& p, cons
     }
 }
 
-template <typename In, typename Out, bool Adjust>
+template <typename In, typename Out, bool Extended>
 __device__ __forceinline__ void transform_thread(const TransformParams& p, const FrameJob& job) {
     int oy = blockIdx.y * blockDim.y + threadIdx.y;
     int x0 = (blockIdx.x * blockDim.x + threadIdx.x) * p.pixels_per_thread;
     if (oy >= p.output_height || x0 >= p.output_width) return;
-    float mean = Adjust ? contrast_mean(p, job) : 0.0f;
+    float mean = Extended ? contrast_mean(p, job) : 0.0f;
     if (p.pixels_per_thread == 4 && x0 + 4 <= p.output_width) {
-        transform_native4<In, Out, Adjust>(p, job, mean, x0, oy);
+        transform_native4<In, Out, Extended>(p, job, mean, x0, oy);
         return;
     }
     for (int ox = x0; ox < min(x0 + p.pixels_per_thread, p.output_width); ++ox) {
-        transform_pixel<In, Out, Adjust>(p, job, mean, ox, oy);
+        transform_pixel<In, Out, Extended>(p, job, mean, ox, oy);
     }
 }
 
@@ -480,9 +483,9 @@ __device__ __forceinline__ void transform_thread(const TransformParams& p, const
 #define VCLIP_BLOCKS_PER_SM 8
 
 // One frame per launch: the job travels by value (no host-to-device copy).
-template <typename In, typename Out, bool Adjust>
+template <typename In, typename Out, bool Extended>
 __global__ void __launch_bounds__(VCLIP_BLOCK_THREADS, VCLIP_BLOCKS_PER_SM) transform_frame(TransformParams p, FrameJob job) {
-    transform_thread<In, Out, Adjust>(p, job);
+    transform_thread<In, Out, Extended>(p, job);
 }
 
 // Adds the grayscale of every output pixel of the frame, as it is where the contrast change
@@ -495,7 +498,7 @@ __global__ void __launch_bounds__(VCLIP_BLOCK_THREADS, VCLIP_BLOCKS_PER_SM) gray
     unsigned long long value = 0;
     if (oy < p.output_height && ox < p.output_width) {
         float rgb[3];
-        source_rgb<In>(p, job, ox, oy, rgb);
+        source_rgb<In, true>(p, job, ox, oy, rgb);
         adjust_colors(job, 0.0f, true, rgb);
         value = (unsigned long long)(gray_of(rgb) * VCLIP_GRAY_UNIT + 0.5f);
     }

@@ -14,6 +14,7 @@ from vclip._engine import (
     transform_params,
     yuv420_to_rgb_tensor,
 )
+from vclip._engine.kernel_args import needs_extended
 from vclip.transforms import (
     IMAGENET_MEAN,
     IMAGENET_STD,
@@ -210,7 +211,7 @@ def twin_clip(planes_per_frame, case, draw: SampleDraw | FrameGeometry):
 
 
 def kernel_arguments(case, draw, frames: int, output_address: int, planes_addresses, gray_sums_address: int = 0):
-    """``(params, job, adjust)`` of each frame of a clip of ``frames`` frames written at ``output_address``.
+    """``(params, job, extended)`` of each frame of a clip of ``frames`` frames written at ``output_address``.
 
     ``planes_addresses``: per frame ``(luma address, chroma address, luma pitch, chroma pitch)``;
     ``gray_sums_address``: ``frames`` zeroed uint64 for the grayscale sums of frames whose contrast changes.
@@ -239,7 +240,8 @@ def kernel_arguments(case, draw, frames: int, output_address: int, planes_addres
             color=color,
             gray_sum=gray_sums_address + 8 * t if color.needs_mean else 0,
         )
-        launches.append((transform_params(spec, frame_geometry, strides), job[()], bool(color.operations)))
+        params = transform_params(spec, frame_geometry, strides)
+        launches.append((params, job[()], needs_extended(params, color)))
     return launches
 
 

@@ -124,10 +124,11 @@ def test_kernel_matches_numpy_twin(name, frames):
         output = cupy.full(expected.shape, poison, dtype=expected.dtype)
         gray_sums = cupy.zeros(frames, np.uint64)
         addresses = [(luma.data.ptr, chroma.data.ptr, luma.strides[0], chroma.strides[0]) for luma, chroma in packed]
-        for params, job, adjust in kernel_arguments(case, draw, frames, output.data.ptr, addresses, gray_sums.data.ptr):
+        for params, job, extended in kernel_arguments(case, draw, frames, output.data.ptr, addresses,
+                                                      gray_sums.data.ptr):
             if job["gray_sum"]:
                 module.gray_sum_function(input_bytes)(launch_grid(params, 1), BLOCK, (params, job))
-            module.function(input_bytes, spec.dtype, adjust)(launch_grid(params), BLOCK, (params, job))
+            module.function(input_bytes, spec.dtype, extended)(launch_grid(params), BLOCK, (params, job))
         cupy.cuda.runtime.deviceSynchronize()
         assert_matches_twin(output.get(), expected, spec.dtype)
 

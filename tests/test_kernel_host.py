@@ -61,12 +61,13 @@ def host_library(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def host_transform(host_library):
-    """``host_transform(input_bytes, output_kind, params, jobs, count, adjust=0)`` (addresses of
-    ``TransformParams`` and ``count`` ``FrameJob`` values; ``adjust``: the colour-adjusting kernels)."""
+    """``host_transform(input_bytes, output_kind, params, jobs, count, extended=0)`` (addresses of
+    ``TransformParams`` and ``count`` ``FrameJob`` values; ``extended``: the kernels with the
+    training extensions, colour adjustments and the triangle filter)."""
     function = host_library.vclip_host_transform
     function.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_int]
-    return lambda input_bytes, output_kind, params, jobs, count, adjust=0: function(
-        input_bytes, output_kind, params, jobs, count, adjust
+    return lambda input_bytes, output_kind, params, jobs, count, extended=0: function(
+        input_bytes, output_kind, params, jobs, count, extended
     )
 
 
@@ -87,10 +88,10 @@ def run_on_host(host_transform, case, draw, planes_per_frame):
     gray_sums = np.zeros(frames, np.uint64)
     addresses = [(luma.ctypes.data, chroma.ctypes.data, luma.strides[0], chroma.strides[0]) for luma, chroma in packed]
     launches = kernel_arguments(case, draw, frames, output.ctypes.data, addresses, gray_sums.ctypes.data)
-    for params, job, adjust in launches:
+    for params, job, extended in launches:
         params_array, job_array = np.array(params, dtype=PARAMS_DTYPE), np.array(job, dtype=JOB_DTYPE)
         host_transform(1 if bit_depth == 8 else 2, OUTPUT_KINDS[spec.dtype], params_array.ctypes.data,
-                       job_array.ctypes.data, 1, int(adjust))
+                       job_array.ctypes.data, 1, int(extended))
     return output
 
 

@@ -31,26 +31,26 @@ static void launch(const TransformParams* params, const FrameJob* jobs, int job_
 }
 
 template <typename In, typename Out>
-static void launch_adjusting(int adjust, const TransformParams* params, const FrameJob* jobs, int job_count) {
-    if (adjust) launch<In, Out, true>(params, jobs, job_count);
+static void launch_extending(int extended, const TransformParams* params, const FrameJob* jobs, int job_count) {
+    if (extended) launch<In, Out, true>(params, jobs, job_count);
     else launch<In, Out, false>(params, jobs, job_count);
 }
 
 template <typename In>
-static void launch_output(int output_kind, int adjust, const TransformParams* params, const FrameJob* jobs,
+static void launch_output(int output_kind, int extended, const TransformParams* params, const FrameJob* jobs,
                           int job_count) {
-    if (output_kind == 0) launch_adjusting<In, unsigned char>(adjust, params, jobs, job_count);
-    else if (output_kind == 1) launch_adjusting<In, Float16Bits>(adjust, params, jobs, job_count);
-    else if (output_kind == 2) launch_adjusting<In, float>(adjust, params, jobs, job_count);
-    else launch_adjusting<In, Bfloat16Bits>(adjust, params, jobs, job_count);
+    if (output_kind == 0) launch_extending<In, unsigned char>(extended, params, jobs, job_count);
+    else if (output_kind == 1) launch_extending<In, Float16Bits>(extended, params, jobs, job_count);
+    else if (output_kind == 2) launch_extending<In, float>(extended, params, jobs, job_count);
+    else launch_extending<In, Bfloat16Bits>(extended, params, jobs, job_count);
 }
 
 // input_bytes: 1 (NV12) or 2 (P016); output_kind: 0 uint8, 1 float16, 2 float32, 3 bfloat16;
-// adjust: run the kernels with colour adjustments (Adjust == true).
+// extended: run the kernels with the training extensions (Extended == true).
 extern "C" int vclip_host_transform(int input_bytes, int output_kind, const TransformParams* params,
-                                    const FrameJob* jobs, int job_count, int adjust) {
-    if (input_bytes == 1) launch_output<unsigned char>(output_kind, adjust, params, jobs, job_count);
-    else launch_output<unsigned short>(output_kind, adjust, params, jobs, job_count);
+                                    const FrameJob* jobs, int job_count, int extended) {
+    if (input_bytes == 1) launch_output<unsigned char>(output_kind, extended, params, jobs, job_count);
+    else launch_output<unsigned short>(output_kind, extended, params, jobs, job_count);
     return 0;
 }
 

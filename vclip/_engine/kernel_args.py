@@ -2,8 +2,9 @@
 
 The dtypes mirror the C structs ``TransformParams`` and ``FrameJob`` field by field (``align=True``
 gives C layout), so the same bytes feed CuPy on the GPU and the host-compiled kernel in CI. The
-names of the kernels' instantiations (input type, output type, with or without colour
-adjustments) are here too, so that whoever compiles the module and whoever launches it agree.
+names of the kernels' instantiations (input type, output type, with or without the training
+extensions: colour adjustments and the triangle filter) are here too, so that whoever compiles the
+module and whoever launches it agree.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from ..transforms import NO_COLOR_CHANGE, ColorAdjustment, FrameGeometry, TransformSpec
-from .reference import color_coefficients, resample_mode, source_windows
+from .reference import RESAMPLE_TRIANGLE, color_coefficients, resample_mode, source_windows
 
 GRAY_SUM_DTYPE = np.dtype(np.uint64)
 """One frame's grayscale sum (``FrameJob.gray_sum`` points at one): fixed point, 2^24 units per 1.0."""
@@ -53,10 +54,10 @@ _OPERATION_CODES = {"brightness": 1, "contrast": 2, "saturation": 3, "hue": 4, "
 BLOCK = (32, 8, 1)
 
 
-def kernel_name(input_bytes: int, dtype: str, adjust: bool = False) -> str:
+def kernel_name(input_bytes: int, dtype: str, extended: bool = False) -> str:
     """The name expression of ``transform_frame`` for NV12 (1) or P016 (2) input and ``dtype``
-    output, with colour adjustments compiled in when ``adjust``."""
-    return f"transform_frame<{INPUT_TYPES[input_bytes]}, {OUTPUT_TYPES[dtype]}, {'true' if adjust else 'false'}>"
+    output, with the training extensions (colour adjustments, triangle filter) when ``extended``."""
+    return f"transform_frame<{INPUT_TYPES[input_bytes]}, {OUTPUT_TYPES[dtype]}, {'true' if extended else 'false'}>"
 
 
 def gray_sum_kernel_name(input_bytes: int) -> str:
@@ -65,7 +66,7 @@ def gray_sum_kernel_name(input_bytes: int) -> str:
 
 
 KERNEL_NAMES = tuple(
-    [kernel_name(size, dtype, adjust) for size in INPUT_TYPES for dtype in OUTPUT_TYPES for adjust in (False, True)]
+    [kernel_name(size, dtype, extended) for size in INPUT_TYPES for dtype in OUTPUT_TYPES for extended in (False, True)]
     + [gray_sum_kernel_name(size) for size in INPUT_TYPES]
 )
 """Every instantiation a module compiles."""
@@ -98,6 +99,12 @@ def launch_grid(params: np.void, pixels_per_thread: int | None = None) -> tuple[
         (int(params["output_height"]) + BLOCK[1] - 1) // BLOCK[1],
         1,
     )
+
+
+def needs_extended(params: np.void, color: ColorAdjustment) -> bool:
+    """Whether frames of these params and colour changes need the extended ``transform_frame``
+    (colour adjustments, or the triangle filter)."""
+    return bool(color.operations) or int(params["filter"]) == RESAMPLE_TRIANGLE
 
 
 def color_ops(color: ColorAdjustment) -> int:
@@ -150,7 +157,7 @@ class FrameLaunch:
         params: ``TransformParams`` (output size, native or resampling path).
         grid: Blocks of ``transform_frame``; ``gray_grid``: of ``gray_sum_frame`` (one pixel a thread).
         job: A 0-d ``JOB_DTYPE`` array, its addresses to be set before each launch.
-        adjust: Launch the colour-adjusting ``transform_frame``.
+        extended: Launch the extended ``transform_frame`` (colour adjustments, triangle filter).
         needs_mean: Launch ``gray_sum_frame`` first, into a zeroed uint64 at ``job["gray_sum"]``.
     """
 
@@ -158,7 +165,7 @@ class FrameLaunch:
     grid: tuple[int, int, int]
     gray_grid: tuple[int, int, int]
     job: np.ndarray
-    adjust: bool
+    extended: bool
     needs_mean: bool
 
 
@@ -178,7 +185,7 @@ def frame_launch(
     job = np.zeros((), JOB_DTYPE)
     fill_job(job, luma=0, chroma=0, luma_pitch=0, chroma_pitch=0, output=0, geometry=geometry, bit_depth=bit_depth,
              stored_bits=stored_bits, matrix=matrix, color_range=color_range, color=color)
-    return FrameLaunch(params, launch_grid(params), launch_grid(params, 1), job, bool(color.operations),
+    return FrameLaunch(params, launch_grid(params), launch_grid(params, 1), job, needs_extended(params, color),
                        color.needs_mean)
 
 

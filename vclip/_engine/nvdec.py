@@ -82,10 +82,10 @@ class KernelModule:
                 cls._modules[device_id] = cls(device_id)
             return cls._modules[device_id]
 
-    def function(self, input_bytes: int, dtype: str, adjust: bool = False):
-        """``transform_frame`` for NV12 (1) or P016 (2) input, ``dtype`` output, with colour
-        adjustments when ``adjust``."""
-        return self._functions[kernel_name(input_bytes, dtype, adjust)]
+    def function(self, input_bytes: int, dtype: str, extended: bool = False):
+        """``transform_frame`` for NV12 (1) or P016 (2) input, ``dtype`` output, with the training
+        extensions (colour adjustments, triangle filter) when ``extended``."""
+        return self._functions[kernel_name(input_bytes, dtype, extended)]
 
     def gray_sum_function(self, input_bytes: int):
         """``gray_sum_frame`` (a frame's grayscale sum, before its contrast change)."""
@@ -224,7 +224,8 @@ class KernelConverter(PictureConverter):
         self._launches: dict[tuple[int, int], FrameLaunch] = {}  # by (target, position or -1 for the whole clip)
         self._gray_sums: Any = None  # a float per destination, made when a contrast change first needs it
         input_bytes = self._stored_bits // 8
-        self._kernels = {adjust: kernels.function(input_bytes, conversion.dtype, adjust) for adjust in (False, True)}
+        self._kernels = {extended: kernels.function(input_bytes, conversion.dtype, extended)
+                         for extended in (False, True)}
         self._gray_sum_kernel = kernels.gray_sum_function(input_bytes)
 
     def _launch(self, target: int, position: int) -> FrameLaunch:
@@ -267,7 +268,7 @@ class KernelConverter(PictureConverter):
                 slot = target * self._frames + position
                 frame_job["gray_sum"] = self._gray_sums.data.ptr + slot * GRAY_SUM_DTYPE.itemsize
                 self._gray_sum_kernel(launch.gray_grid, BLOCK, (launch.params, frame_job[()]))
-            self._kernels[launch.adjust](launch.grid, BLOCK, (launch.params, frame_job[()]))
+            self._kernels[launch.extended](launch.grid, BLOCK, (launch.params, frame_job[()]))
 
     def finish(self) -> Completion:
         import cupy
