@@ -23,6 +23,7 @@ from vclip.transforms import (
     ColorJitter,
     FrameGeometry,
     MultiScaleCrop,
+    Orientation,
     RandomResizedCrop,
     RandomShortSideScale,
     SampleDraw,
@@ -257,6 +258,26 @@ def test_bilinear_interpolation_is_torch_antialiased_bilinear_of_the_crop(spec):
         result = twin_float(planes, geometry)
         np.testing.assert_allclose(result[..., 0], expected, atol=1e-6)
         np.testing.assert_allclose(result[..., 0], result[..., 2], atol=1e-12)
+
+
+@pytest.mark.parametrize("degrees", [0, 90, 180, 270])
+@pytest.mark.parametrize("mirror", [False, True])
+def test_the_window_is_cut_from_the_displayed_picture(degrees, mirror):
+    """A turned or mirrored stream: the window and the flip apply to the picture as displayed."""
+    torch = pytest.importorskip("torch")
+    orientation = Orientation.from_rotation(degrees, mirror)
+    luma = np.random.default_rng(13).integers(0, 256, (48, 80))
+    spec = TransformSpec(crop=RandomResizedCrop((18, 26), scale=(0.2, 0.7)), flip_probability=0.5,
+                         interpolation="bilinear")
+    displayed = orientation.apply(luma)
+    for seed in range(3):
+        geometry = spec.geometry(80, 48, np.random.default_rng(seed), orientation=orientation)
+        x, y, w, h = (int(v) for v in geometry.crop_box)
+        window = torch.from_numpy(np.ascontiguousarray(displayed[y:y + h, x:x + w]) / 255.0)[None, None]
+        expected = torch.nn.functional.interpolate(window, size=(18, 26), mode="bilinear", antialias=True)[0, 0].numpy()
+        if geometry.flip:
+            expected = expected[:, ::-1]
+        np.testing.assert_allclose(twin_float(gray_planes(luma), geometry)[..., 1], expected, atol=1e-6)
 
 
 def test_resize_then_crop_resizes_the_whole_picture_first():

@@ -28,7 +28,7 @@ from vclip._engine.kernel_args import (
     PARAMS_DTYPE,
     kernel_source_path,
 )
-from vclip.transforms import Orientation, TransformSpec
+from vclip.transforms import ColorJitter, MultiScaleCrop, Orientation, RandomResizedCrop, TransformSpec
 
 HARNESS = Path(__file__).parent / "host_kernel"
 
@@ -170,6 +170,13 @@ ORIENTED_SPECS = {
     ),
     "area_crop_flip": (8, TransformSpec(resize=24, crop=(20, 18), crop_mode="random", flip_probability=1.0)),
     "bilinear_10bit": (10, TransformSpec(resize=(71, 53), dtype="float32", layout="CTHW")),
+    "resized_crop_colour": (
+        8,
+        TransformSpec(crop=RandomResizedCrop((20, 14), scale=(0.2, 0.9)), flip_probability=1.0,
+                      interpolation="bilinear", color_jitter=ColorJitter(0.4, 0.4, 0.4, 0.1), dtype="float32",
+                      layout="TCHW"),
+    ),
+    "multi_scale_10bit_bfloat16": (10, TransformSpec(crop=MultiScaleCrop(24, fixed_offsets=None), dtype="bfloat16")),
 }
 
 
@@ -179,7 +186,7 @@ def test_host_kernel_matches_twin_in_every_orientation(host_transform, orientati
     bit_depth, spec = ORIENTED_SPECS[name]
     width, height = 46, 34  # not square, so a wrong axis shows as a wrong size or wrong pixels
     case = (width, height, bit_depth, "bt709", "limited", spec, None)
-    geometry = spec.geometry(width, height, np.random.default_rng(7), orientation=orientation)
+    (draw,) = spec.draw(width, height, np.random.default_rng(7), frames=2, orientation=orientation)
     planes = [random_planes(width, height, bit_depth, seed=t) for t in range(2)]
-    result = run_on_host(host_transform, case, geometry, planes)
-    assert_matches_twin(result, twin_clip(planes, case, geometry), spec.dtype)
+    result = run_on_host(host_transform, case, draw, planes)
+    assert_matches_twin(result, twin_clip(planes, case, draw), spec.dtype)

@@ -128,7 +128,7 @@ class ClipLoader(IterableDataset):
     Resuming: :meth:`state_dict` says where the epoch stands (small, JSON-able);
     :meth:`load_state_dict` in a fresh loader over the same dataset and options makes its next
     pass over that epoch yield exactly the batches an uninterrupted pass would have yielded after
-    that point (same clips, frames, crops, flips and replacements of bad videos), also per shard.
+    that point (same clips, frames, augmentations and replacements of bad videos), also per shard.
     torchdata's ``StatefulDataLoader(loader, batch_size=None)`` saves and restores it with its own.
 
     Args:
@@ -157,9 +157,11 @@ class ClipLoader(IterableDataset):
             frames with their own crop and flip). Not allowed with ``starts="step"``, where each
             video gives every clip that fits.
         shuffle: Visit videos and clips in a new seeded order each epoch (default False).
-        seed: Seed (>= 0) of every random choice. A clip's start, jitter, crop and flip are drawn
-            from ``(seed, epoch, video id, clip number)``: batches are the same for a seed and
-            epoch on CPU and GPU, whatever the thread timing.
+        seed: Seed (>= 0) of every random choice. A clip's start, jitter and augmentations (crop
+            window, scale, flip, colour factors and their order, grayscale) are drawn from
+            ``(seed, epoch, video id, clip number)``: batches are the same for a seed and epoch on
+            CPU and GPU, whatever the thread timing, and each batch records its draws
+            (:attr:`ClipBatch.augmentations`).
         drop_last: Leave out a last batch smaller than ``batch_size``.
         device: ``"cpu"``, ``"cuda"``, ``"cuda:N"`` or ``"auto"`` (default: the GPU when usable).
             A GPU request that cannot be served decodes on the CPU with one FallbackWarning.

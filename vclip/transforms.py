@@ -596,7 +596,10 @@ class TransformSpec:
     - TSN, TSM: ``resize=256, crop=MultiScaleCrop(224), flip_probability=0.5``;
     - colour: ``color_jitter=ColorJitter(0.4, 0.4, 0.4, 0.1), grayscale_probability=0.2``;
     - evaluation with 3 crops: ``resize=256, crop=256, spatial_views=3`` (SlowFast's test crops;
-      ``resize=224, crop=224`` for 224-pixel models).
+      ``resize=224, crop=224`` for 224-pixel models), with ``ClipLoader(evaluation=True)``;
+    - your own augmentations afterwards (Kornia, torchvision v2 on the CUDA tensor): ``dtype="uint8"``
+      without ``mean``/``std`` gives the raw 0-255 pixels, ``layout="THWC"`` channels last,
+      ``"TCHW"`` the channels-first shape torchvision takes.
 
     All of them run in the same pass from the decoded picture to the output as the resize and
     crop, so they cost about nothing next to decoding (``augmentation_factor`` 0 in
