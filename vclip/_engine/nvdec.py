@@ -222,7 +222,7 @@ class KernelConverter(PictureConverter):
         clip_bytes = int(np.prod(output.shape[1:])) * item
         self._clip_addresses = [output.data.ptr + target.slot * clip_bytes for target in targets]
         self._launches: dict[tuple[int, int], FrameLaunch] = {}  # by (target, position or -1 for the whole clip)
-        self._gray_sums: Any = None  # a float per destination, made when a contrast change first needs it
+        self._gray_sums: Any = None  # a grayscale sum per destination, made when a contrast change needs one
         input_bytes = self._stored_bits // 8
         self._kernels = {extended: kernels.function(input_bytes, conversion.dtype, extended)
                          for extended in (False, True)}
