@@ -11,10 +11,24 @@ from vclip._engine import (
     fill_job,
     frame_strides,
     frame_view,
+    needs_extended,
     transform_params,
     yuv420_to_rgb_tensor,
 )
-from vclip.transforms import IMAGENET_MEAN, IMAGENET_STD, TransformSpec
+from vclip.transforms import (
+    IMAGENET_MEAN,
+    IMAGENET_STD,
+    ColorJitter,
+    FrameGeometry,
+    MultiScaleCrop,
+    RandomResizedCrop,
+    RandomShortSideScale,
+    SampleDraw,
+    TransformSpec,
+)
+
+NORMALIZED = dict(mean=IMAGENET_MEAN, std=IMAGENET_STD)
+JITTER = ColorJitter(0.4, 0.4, 0.4, 0.1)
 
 # (source width, height, bit depth, matrix, range, transform, scaling (resize base) or None)
 CASES = {
@@ -72,7 +86,73 @@ CASES = {
     "native_float_thwc": (60, 20, 8, "bt709", "limited", TransformSpec(dtype="float32"), None),
     "native_half_thwc_tail": (30, 14, 10, "bt601", "full", TransformSpec(dtype="float16", flip_probability=1.0), None),
     "native_p016_planar_uint8": (48, 20, 10, "bt2020", "full", TransformSpec(layout="TCHW", crop=(20, 45)), None),
+    # training augmentations (issue 23): windows resampled into the output, colour adjustments
+    "resized_crop_area": (
+        120, 90, 8, "bt709", "limited", TransformSpec(crop=RandomResizedCrop(32), flip_probability=0.5), None,
+    ),
+    "resized_crop_triangle_float": (
+        150, 84, 8, "bt709", "limited",
+        TransformSpec(crop=RandomResizedCrop((28, 36), scale=(0.3, 1.0)), interpolation="bilinear", dtype="float32",
+                      layout="TCHW"),
+        None,
+    ),
+    "resized_crop_upscale_triangle": (
+        40, 36, 8, "bt601", "full",
+        TransformSpec(crop=RandomResizedCrop(48, scale=(0.2, 0.5)), interpolation="bilinear", dtype="float32"),
+        None,
+    ),
+    "triangle_resize_crop_10bit": (
+        96, 64, 10, "bt2020", "limited",
+        TransformSpec(resize=40, crop=36, crop_mode="random", interpolation="bilinear", dtype="float32",
+                      layout="CTHW"),
+        None,
+    ),
+    "short_side_jitter": (
+        100, 70, 8, "bt601", "limited",
+        TransformSpec(resize=RandomShortSideScale(40, 60), crop=32, crop_mode="random", flip_probability=0.5,
+                      dtype="float16", **NORMALIZED),
+        None,
+    ),
+    "multi_scale_crop": (
+        110, 80, 8, "bt709", "full", TransformSpec(resize=48, crop=MultiScaleCrop(32, fixed_offsets=13)), None,
+    ),
+    "three_views_middle": (
+        90, 50, 8, "bt709", "limited", TransformSpec(resize=32, crop=32, spatial_views=3, dtype="float32"), None,
+    ),
+    "brightness_contrast_uint8": (
+        80, 48, 8, "bt601", "limited", TransformSpec(resize=(24, 40), color_jitter=ColorJitter(0.5, 0.5)), None,
+    ),
+    "saturation_hue_float": (
+        72, 40, 8, "bt709", "full",
+        TransformSpec(color_jitter=ColorJitter(saturation=(0.0, 2.0), hue=0.5), dtype="float32", layout="TCHW"),
+        None,
+    ),
+    "jitter_grayscale_native_4px": (
+        64, 24, 8, "bt601", "full",
+        TransformSpec(color_jitter=JITTER, grayscale_probability=0.5, dtype="float32", **NORMALIZED),
+        None,
+    ),
+    "full_recipe_10bit_bfloat16": (
+        96, 54, 10, "bt2020", "limited",
+        TransformSpec(crop=RandomResizedCrop(40), flip_probability=0.5, color_jitter=JITTER, grayscale_probability=0.2,
+                      dtype="bfloat16", layout="TCHW", **NORMALIZED),
+        None,
+    ),
+    "native_bfloat16_thwc": (44, 20, 8, "bt709", "limited", TransformSpec(dtype="bfloat16", **NORMALIZED), None),
+    "per_frame_draws": (
+        90, 60, 8, "bt709", "limited",
+        TransformSpec(crop=RandomResizedCrop(24), flip_probability=0.5, color_jitter=JITTER, per_frame=True,
+                      dtype="float32"),
+        None,
+    ),
 }
+
+
+def draws_of(case, frames: int, seed: int, orientation=None) -> tuple[SampleDraw, ...]:
+    """The case's draws (one per spatial view) for a clip of ``frames`` frames."""
+    width, height, *_, spec, _ = case
+    options = {} if orientation is None else {"orientation": orientation}
+    return spec.draw(width, height, np.random.default_rng(seed), frames=frames, **options)
 
 
 def random_planes(width: int, height: int, bit_depth: int, seed: int):
@@ -98,64 +178,84 @@ def pack_semi_planar(y, u, v, bit_depth: int, pad: int = 0):
     return luma, chroma
 
 
-def twin_clip(planes_per_frame, case, geometry):
+def _as_draw(draw: SampleDraw | FrameGeometry) -> SampleDraw:
+    return draw if isinstance(draw, SampleDraw) else SampleDraw(draw)
+
+
+def storage_dtype(dtype: str) -> str:
+    """The NumPy dtype holding ``dtype`` (bfloat16 as uint16 bit patterns)."""
+    return "uint16" if dtype == "bfloat16" else dtype
+
+
+def twin_clip(planes_per_frame, case, draw: SampleDraw | FrameGeometry):
     """What the kernel must write for a clip of these frames, computed by the NumPy twin."""
     width, height, bit_depth, matrix, color_range, spec, _ = case
+    draw = _as_draw(draw)
     scale, bias = spec.value_scale_bias()
-    frames = [
-        yuv420_to_rgb_tensor(
-            y,
-            u,
-            v,
-            bit_depth=bit_depth,
-            matrix=matrix,
-            color_range=color_range,
-            geometry=geometry,
-            scale=scale,
-            bias=bias,
-            dtype=spec.dtype,
-            antialias=spec.antialias,
+    frames = []
+    for t, (y, u, v) in enumerate(planes_per_frame):
+        geometry, color = draw.at(t)
+        frames.append(
+            yuv420_to_rgb_tensor(
+                y, u, v, bit_depth=bit_depth, matrix=matrix, color_range=color_range, geometry=geometry, scale=scale,
+                bias=bias, dtype=spec.dtype, antialias=spec.antialias, interpolation=spec.interpolation, color=color,
+            )
         )
-        for y, u, v in planes_per_frame
-    ]
     clip = np.empty(
-        clip_shape(spec.layout, len(frames), geometry.output_height, geometry.output_width), dtype=spec.dtype
+        clip_shape(spec.layout, len(frames), draw.geometry.output_height, draw.geometry.output_width),
+        dtype=storage_dtype(spec.dtype),
     )
     for t, frame in enumerate(frames):
         frame_view(clip, spec.layout, t)[...] = frame
     return clip
 
 
-def kernel_arguments(case, geometry, frames: int, output_address: int, planes_addresses):
-    """``(params, jobs)`` for a clip of ``frames`` frames written at ``output_address``.
+def kernel_arguments(case, draw, frames: int, output_address: int, planes_addresses, gray_sums_address: int = 0):
+    """``(params, job, extended)`` of each frame of a clip of ``frames`` frames written at ``output_address``.
 
-    ``planes_addresses``: per frame ``(luma address, chroma address, luma pitch, chroma pitch)``.
+    ``planes_addresses``: per frame ``(luma address, chroma address, luma pitch, chroma pitch)``;
+    ``gray_sums_address``: ``frames`` zeroed uint64 for the grayscale sums of frames whose contrast changes.
     """
     width, height, bit_depth, matrix, color_range, spec, _ = case
+    draw = _as_draw(draw)
+    geometry = draw.geometry
     frame_stride, strides = frame_strides(spec.layout, frames, geometry.output_height, geometry.output_width)
-    params = transform_params(spec, geometry, strides)
-    item = np.dtype(spec.dtype).itemsize
-    jobs = np.zeros(frames, JOB_DTYPE)
+    item = np.dtype(storage_dtype(spec.dtype)).itemsize
+    launches = []
     for t, (luma, chroma, luma_pitch, chroma_pitch) in enumerate(planes_addresses):
+        frame_geometry, color = draw.at(t)
+        job = np.zeros((), JOB_DTYPE)
         fill_job(
-            jobs[t],
+            job,
             luma=luma,
             chroma=chroma,
             luma_pitch=luma_pitch,
             chroma_pitch=chroma_pitch,
             output=output_address + t * frame_stride * item,
-            geometry=geometry,
+            geometry=frame_geometry,
             bit_depth=bit_depth,
             stored_bits=8 if bit_depth == 8 else 16,
             matrix=matrix,
             color_range=color_range,
+            color=color,
+            gray_sum=gray_sums_address + 8 * t if color.needs_mean else 0,
         )
-    return params, jobs
+        params = transform_params(spec, frame_geometry, strides)
+        launches.append((params, job[()], needs_extended(params, color)))
+    return launches
+
+
+def bfloat16_values(bits: np.ndarray) -> np.ndarray:
+    """float32 values of bfloat16 bit patterns."""
+    return (np.asarray(bits, np.uint16).astype(np.uint32) << 16).view(np.float32)
 
 
 def assert_matches_twin(result: np.ndarray, expected: np.ndarray, dtype: str) -> None:
-    """uint8 within 1; float32 within 1e-3 relative (1e-3 absolute near 0); float16 within 2 ulp."""
+    """uint8 within 1; float32 within 1e-3 relative (1e-3 absolute near 0); float16 within 2 ulp;
+    bfloat16 within 1 ulp (2^-7 relative)."""
     assert result.shape == expected.shape and result.dtype == expected.dtype
+    if dtype == "bfloat16":
+        result, expected = bfloat16_values(result), bfloat16_values(expected)
     assert np.isfinite(result.astype(np.float64)).all()
     if dtype == "uint8":
         difference = np.abs(result.astype(np.int16) - expected.astype(np.int16))
@@ -163,5 +263,7 @@ def assert_matches_twin(result: np.ndarray, expected: np.ndarray, dtype: str) ->
         assert (difference > 0).mean() < 0.01
     elif dtype == "float32":
         np.testing.assert_allclose(result, expected, rtol=1e-3, atol=1e-3)
+    elif dtype == "bfloat16":
+        np.testing.assert_allclose(result, expected, rtol=2**-7, atol=1e-5)
     else:
         np.testing.assert_allclose(result.astype(np.float32), expected.astype(np.float32), rtol=2**-9, atol=2**-12)

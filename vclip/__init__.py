@@ -10,8 +10,10 @@ Samplers (which frames make a clip), in ``vclip.sampling``:
     contiguous, strided, jittered, keyframe, indexed, downscaled -> ClipSampler
     (frame numbers, or seconds: fps=, duration=, step_seconds=; segment=(start, end) seconds)
 
-Transforms (resize, crop, flip, normalize, dtype, layout), in ``vclip.transforms``:
-    TransformSpec, TransformSpec.imagenet, FrameGeometry
+Transforms (resize, crop, flip, colour, normalize, dtype, layout, fused in one pass), in ``vclip.transforms``:
+    TransformSpec, TransformSpec.imagenet, TransformSpec.from_torchvision, FrameGeometry;
+    augmentations RandomResizedCrop, MultiScaleCrop, RandomShortSideScale, ColorJitter; the draws
+    recorded per clip: Augmentations
 
 Training batches (needs torch), in ``vclip.loader``:
     ClipLoader -> ClipBatch; loader.stats() -> LoaderStats; LabeledVideo (a row: path, label, segment)
@@ -82,7 +84,17 @@ from .sampling import (
     keyframe,
     strided,
 )
-from .transforms import IMAGENET_MEAN, IMAGENET_STD, FrameGeometry, TransformSpec
+from .transforms import (
+    IMAGENET_MEAN,
+    IMAGENET_STD,
+    Augmentations,
+    ColorJitter,
+    FrameGeometry,
+    MultiScaleCrop,
+    RandomResizedCrop,
+    RandomShortSideScale,
+    TransformSpec,
+)
 
 for _name in ("LabeledVideo", "LoaderStats", "format_bytes", "parse_bytes"):  # defined in private modules
     globals()[_name].__module__ = __name__
@@ -93,9 +105,11 @@ _DISTRIBUTION = "vclip-nvdec"  # the name on the package index (pip install vcli
 __all__ = [
     "ArgumentError",
     "CatalogWarning",
+    "Augmentations",
     "ClipBatch",
     "ClipLoader",
     "ClipSampler",
+    "ColorJitter",
     "CorruptVideoError",
     "DecodePlan",
     "DecodeSegment",
@@ -108,7 +122,10 @@ __all__ = [
     "LoaderMemoryEstimate",
     "LoaderStats",
     "MemoryEstimate",
+    "MultiScaleCrop",
     "NotAVideoError",
+    "RandomResizedCrop",
+    "RandomShortSideScale",
     "TransformSpec",
     "TruncatedVideoWarning",
     "UnreadableVideoError",

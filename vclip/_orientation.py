@@ -81,7 +81,5 @@ class Orientation:
         return picture.swapaxes(0, 1) if self.transpose else picture
 
 
-Orientation.__module__ = "vclip.transforms"
-
 UPRIGHT = Orientation()
 """The picture as stored: no turn, no mirror."""

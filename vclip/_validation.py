@@ -13,6 +13,8 @@ import operator
 from collections.abc import Sequence
 from typing import Any, TypeVar
 
+import numpy as np
+
 from .errors import ArgumentError, fail
 
 __all__ = [
@@ -127,3 +129,34 @@ def _number_words(minimum, maximum, minimum_inclusive: bool, maximum_inclusive: 
     if maximum is not None:
         return f"a number {'<=' if maximum_inclusive else '<'} {maximum:g}"
     return "a finite number"
+
+
+def is_finite_number(value: Any) -> bool:
+    """Whether ``value`` is a finite real number (ints and NumPy numbers, not bools)."""
+    return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(float(value))
+
+
+def check_range(name: str, value: Any, *, low: float | None = None, high: float | None = None,
+           positive: bool = False) -> tuple[float, float]:
+    """A ``(min, max)`` pair of finite numbers, ``min <= max``, inside ``[low, high]`` (above 0 when ``positive``)."""
+    where = (f" in [{low:g}, {high:g}]" if low is not None and high is not None else
+             f" >= {low:g}" if low is not None else " > 0" if positive else "")
+    expected = f"a (min, max) pair of numbers{where} with min <= max"
+    try:
+        pair = tuple(value)
+    except TypeError:
+        raise fail(name, value, expected) from None
+    if len(pair) != 2 or not all(is_finite_number(v) for v in pair):
+        raise fail(name, value, expected)
+    first, second = float(pair[0]), float(pair[1])
+    if (first > second or (low is not None and first < low) or (high is not None and second > high)
+            or (positive and first <= 0)):
+        raise fail(name, value, expected)
+    return first, second
+
+
+def check_flag(name: str, value: Any) -> bool:
+    """``value`` as a ``bool`` (NumPy bools accepted, anything else refused)."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise fail(name, value, "True or False")
+    return bool(value)

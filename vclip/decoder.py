@@ -14,10 +14,10 @@ from ._engine.backends import make_backend, shared_process_backend
 from ._engine.pipeline import ClipTarget, DecodeStats, VideoJob, resolve_transform
 from ._engine.runner import JobRunner
 from ._sources import VideoInput, hold_video
-from ._validation import check_integer, check_optional_integer, fail
+from ._validation import check_flag, check_integer, check_optional_integer, fail
 from .index import VideoIndex, index_video
 from .sampling import ClipSampler, check_scaling_factor
-from .transforms import TransformSpec
+from .transforms import Augmentations, TransformSpec, as_transform_spec
 
 __all__ = ["VideoDecoder", "Frames"]
 
@@ -38,6 +38,15 @@ class Frames:
         padded: bool, shaped like ``frame_indices``: True where a clip ran past the last frame
             and the sampler's ``end_policy`` filled the position (``"repeat_last"``: the last
             frame again, ``"wrap"``: a frame from the start). All False from ``get_frames``.
+        augmentations: What the transform drew for each clip (crop box, scale, flip, colour
+            factors; one row per clip, or per frame with ``per_frame``; one row from
+            ``get_frames``), see :class:`vclip.transforms.Augmentations`. None without a transform.
+        clip_ids, view_ids: int64 ``[clips]`` from ``get_clips``: which of the sampler's clips each
+            row is, and which spatial view of it (``TransformSpec(spatial_views=3)`` gives 3 rows
+            per clip, views of a clip next to each other; otherwise ``clip_ids`` counts rows and
+            ``view_ids`` is 0). None from ``get_frames``.
+        dtype: The transform's dtype; ``"bfloat16"`` values are held in ``data`` as their uint16
+            bit patterns (NumPy and CuPy have no bfloat16), and :meth:`torch` gives bfloat16.
     """
 
     data: Any
@@ -46,10 +55,16 @@ class Frames:
     device: str
     fell_back_to_cpu: bool = False
     padded: np.ndarray = None  # type: ignore[assignment]  # filled in: all False, shaped like frame_indices
+    augmentations: Augmentations | None = None
+    clip_ids: np.ndarray | None = None
+    view_ids: np.ndarray | None = None
+    dtype: str = None  # type: ignore[assignment]  # filled in: data's dtype
 
     def __post_init__(self):
         if self.padded is None:
             object.__setattr__(self, "padded", np.zeros(np.shape(self.frame_indices), dtype=bool))
+        if self.dtype is None:
+            object.__setattr__(self, "dtype", str(self.data.dtype))
 
     def __repr__(self) -> str:
         return (
@@ -62,7 +77,8 @@ class Frames:
         """``data`` as a torch tensor, shared without a copy (DLPack)."""
         import torch
 
-        return torch.from_dlpack(self.data) if self.device != "cpu" else torch.from_numpy(self.data)
+        tensor = torch.from_dlpack(self.data) if self.device != "cpu" else torch.from_numpy(self.data)
+        return tensor.view(torch.bfloat16) if self.dtype == "bfloat16" else tensor
 
 
 class VideoDecoder:
@@ -103,7 +119,7 @@ class VideoDecoder:
         decode_processes: int = 0,
     ):
         check_optional_integer("stream_index", stream_index, minimum=0, none_means="(the first video stream)")
-        _check_flag("skip_non_reference", skip_non_reference)
+        check_flag("skip_non_reference", skip_non_reference)
         decode_processes = check_integer("decode_processes", decode_processes, minimum=0)
         resolved = resolve_device(device)
         from_catalog = getattr(path, "verified_index", None)  # a vclip.catalog.CatalogEntry
@@ -140,18 +156,23 @@ class VideoDecoder:
 
         Args:
             indices: Frame numbers (presentation order). For times, see :meth:`get_frames_played_at`.
-            transform: Resize, crop, flip, normalization, dtype and layout (:class:`TransformSpec`).
+            transform: Resize, crop, flip, colour, normalization, dtype and layout (:class:`TransformSpec`,
+                or a ``torchvision.transforms.v2.Compose`` it fuses: see :meth:`TransformSpec.from_torchvision`).
             scaling_factor: Frames come out at ``round(W*f) x round(H*f)``, ``0 < f <= 1``.
-            seed: Seed of the transform's random crop and flip.
+            seed: Seed of the transform's random draws (crop, scale, flip, colour).
 
         Raises:
             IndexError: An index is out of range. ValueError: The list is empty.
             ArgumentError: An argument of the wrong type or value.
         """
         indices = self.index.check_frame_indices(_frame_numbers(indices))
-        scaling_factor = _check_options(transform, scaling_factor, seed)
+        transform, scaling_factor = _check_options(transform, scaling_factor, seed)
+        if transform is not None and transform.spatial_views > 1:
+            raise fail("transform", transform, "a spec with spatial_views=1 in get_frames, which returns one clip of "
+                                               "frames; get_clips returns the views of each clip")
         clips = self._decode([indices], transform, scaling_factor, seed)
-        return Frames(clips.data[0], clips.frame_indices[0], clips.pts_seconds[0], clips.device, clips.fell_back_to_cpu)
+        return Frames(clips.data[0], clips.frame_indices[0], clips.pts_seconds[0], clips.device, clips.fell_back_to_cpu,
+                      augmentations=clips.augmentations, dtype=clips.dtype)
 
     def get_frames_played_at(
         self,
@@ -191,12 +212,16 @@ class VideoDecoder:
     ) -> Frames:
         """The clips ``sampler`` picks, ``data`` shaped ``[clips, ...]``.
 
-        ``seed`` drives the sampler (default: its own seed) and the transform's random crop/flip.
-        ``segment`` ``(start, end)`` seconds keeps the clips inside that time window (see
-        :meth:`ClipSampler.sample`). ``padded`` marks the positions the sampler's end policy
-        filled. When the end policy drops every clip (``end_policy="drop"`` on a video shorter
-        than one clip) the result is empty: ``data`` of shape ``[0, ...one clip...]``,
-        ``frame_indices`` ``[0, T]``.
+        ``seed`` drives the sampler (default: its own seed) and the transform's random draws
+        (crop, scale, flip, colour; recorded in ``augmentations``). ``segment`` ``(start, end)``
+        seconds keeps the clips inside that time window (see :meth:`ClipSampler.sample`).
+        ``padded`` marks the positions the sampler's end policy filled. When the end policy drops
+        every clip (``end_policy="drop"`` on a video shorter than one clip) the result is empty:
+        ``data`` of shape ``[0, ...one clip...]``, ``frame_indices`` ``[0, T]``.
+
+        Multi-view evaluation: a sampler with ``starts="even", clips_per_video=N`` and a transform
+        with ``spatial_views=3`` give ``3N`` rows, each clip decoded once and converted 3 times
+        (``clip_ids`` and ``view_ids`` say which is which).
 
         Raises:
             ValueError: ``end_policy="error"`` and the video (or segment) is shorter than one clip.
@@ -204,13 +229,14 @@ class VideoDecoder:
         """
         if not isinstance(sampler, ClipSampler):
             raise fail("sampler", sampler, "a ClipSampler, e.g. vclip.strided(16, 2)")
-        _check_options(transform, sampler.scaling_factor, seed)
+        transform, _ = _check_options(transform, sampler.scaling_factor, seed)
         clips = sampler.sample_with_padding(self.index, seed=seed, segment=segment)
         frames_per_clip = sampler.timing(self.index)[0] if sampler.in_seconds else sampler.clip_length or 0
         result = self._decode([clip.frame_indices for clip in clips], transform, sampler.scaling_factor, seed,
                               frames_per_clip=frames_per_clip)
-        padded = np.asarray([clip.padded for clip in clips], bool).reshape(result.frame_indices.shape)
-        return replace(result, padded=padded)
+        views = 1 if transform is None else transform.spatial_views
+        padded = np.asarray([clip.padded for clip in clips], bool).reshape(len(clips), result.frame_indices.shape[1])
+        return replace(result, padded=np.repeat(padded, views, axis=0))
 
     def _decode(
         self, clips: list[np.ndarray], transform: TransformSpec | None, scaling_factor: float, seed,
@@ -220,14 +246,17 @@ class VideoDecoder:
         index = self.index
         conversion = resolve_transform(transform, scaling_factor)
         rng = np.random.default_rng(seed)
-        targets = [
-            ClipTarget(np.asarray(frames, dtype=np.int64), conversion.index_geometry(index, rng), slot)
-            for slot, frames in enumerate(clips)
-        ]
+        views = conversion.views
         frames_per_clip = clips[0].size if clips else frames_per_clip
+        draws = [conversion.draw(index, rng, frames_per_clip) for _ in clips]  # per clip, one draw per view
+        targets = [
+            ClipTarget.of(np.asarray(frames, dtype=np.int64), draw, number * views + view)
+            for number, (frames, clip_draws) in enumerate(zip(clips, draws))
+            for view, draw in enumerate(clip_draws)
+        ]
         geometry = targets[0].geometry if targets else conversion.index_geometry(index, rng)
         output = self._runner.backend.empty(
-            (len(clips),) + conversion.clip_shape(frames_per_clip, geometry), conversion.dtype
+            (len(targets),) + conversion.clip_shape(frames_per_clip, geometry), conversion.storage_dtype
         )
         fallbacks_before = self.stats.fallback_videos
         if targets:
@@ -236,28 +265,29 @@ class VideoDecoder:
                 raise result.errors[0]
             for completion in result.completions:
                 completion.synchronize()
-        frame_indices = np.asarray(clips, dtype=np.int64).reshape(len(clips), frames_per_clip)
+        frame_indices = np.repeat(np.asarray(clips, dtype=np.int64).reshape(len(clips), frames_per_clip), views, axis=0)
         return Frames(
             data=output,
             frame_indices=frame_indices,
             pts_seconds=index.pts_seconds[frame_indices],
             device=self.device,
             fell_back_to_cpu=self.fell_back_to_cpu or self.stats.fallback_videos > fallbacks_before,
+            augmentations=None if transform is None else Augmentations.from_draws(
+                [draw for clip_draws in draws for draw in clip_draws], per_frame=conversion.spec.per_frame,
+                frames=frames_per_clip,
+            ),
+            clip_ids=np.repeat(np.arange(len(clips), dtype=np.int64), views),
+            view_ids=np.tile(np.arange(views, dtype=np.int64), len(clips)),
+            dtype=conversion.dtype,
         )
 
 
-def _check_flag(name: str, value: Any) -> bool:
-    if not isinstance(value, (bool, np.bool_)):
-        raise fail(name, value, "True or False")
-    return bool(value)
-
-
-def _check_options(transform: Any, scaling_factor: Any, seed: Any) -> float:
-    """Check the options shared by the frame methods; ``scaling_factor`` as a float."""
-    if transform is not None and not isinstance(transform, TransformSpec):
-        raise fail("transform", transform, "a TransformSpec or None, e.g. vclip.TransformSpec.imagenet(224)")
+def _check_options(transform: Any, scaling_factor: Any, seed: Any) -> tuple[TransformSpec | None, float]:
+    """Check the options shared by the frame methods: the transform as a spec (a torchvision v2
+    pipeline translated), ``scaling_factor`` as a float."""
+    spec = as_transform_spec(transform)
     check_optional_integer("seed", seed, minimum=0)
-    return check_scaling_factor(scaling_factor)
+    return spec, check_scaling_factor(scaling_factor)
 
 
 def _frame_numbers(indices: Any) -> np.ndarray:

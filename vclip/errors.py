@@ -9,7 +9,8 @@ a bad argument repeats the value and says what is allowed.
     │   ├── CorruptVideoError       empty, truncated, or its frames cannot be decoded
     │   └── UnsupportedCodecError   the codec cannot be decoded by the backend asked for
     ├── ArgumentError               (also a ValueError and a TypeError) a bad argument
-    └── OutputError                 an output path of the command line cannot be used
+    ├── OutputError                 an output path of the command line cannot be used
+    └── UsageError                  a command-line argument that was refused (exit status 2)
     UserWarning
     ├── FallbackWarning             a GPU request was served on the CPU
     ├── TruncatedVideoWarning       a cut-off last frame was left out of an index
@@ -34,6 +35,7 @@ __all__ = [
     "UnsupportedCodecError",
     "ArgumentError",
     "OutputError",
+    "UsageError",
     "FallbackWarning",
     "TruncatedVideoWarning",
     "IndexCacheWarning",
@@ -83,6 +85,10 @@ class ArgumentError(ValueError, TypeError):
 
 class OutputError(Exception):
     """An output of the command line (``--out``) cannot be used as asked; the message says why (exit status 2)."""
+
+
+class UsageError(Exception):
+    """A command-line argument the library refused (exit status 2); the message says why."""
 
 
 class FallbackWarning(UserWarning):

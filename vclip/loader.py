@@ -41,7 +41,7 @@ from ._validation import check_choice, check_integer, fail
 from .errors import ArgumentError
 from .memory import LoaderMemoryEstimate, plan_loader_memory
 from .sampling import ClipSampler
-from .transforms import TransformSpec
+from .transforms import Augmentations, TransformSpec, as_transform_spec
 
 __all__ = ["ClipLoader", "ClipBatch"]
 
@@ -64,9 +64,21 @@ class ClipBatch:
         frame_indices: int64 ``[B, T]`` (CPU): the frame numbers of each clip.
         pts_seconds: float64 ``[B, T]`` (CPU): the presentation times of those frames.
         skipped_videos: Videos that could not be read and whose clips in this batch were
-            replaced by clips of other videos (paths, sorted).
+            replaced by clips of other videos (in evaluation: left out) (paths, sorted).
         epoch: The epoch the batch belongs to.
         batch_number: Position of the batch in its epoch, from 0.
+        clip_ids: int64 ``[B]`` (CPU): each sample's clip, its number among the clips of its
+            video in the epoch (0 to ``clips_per_video - 1``).
+        view_ids: int64 ``[B]`` (CPU): each sample's spatial view (0 to ``spatial_views - 1``):
+            with ``TransformSpec(spatial_views=3)`` each clip is 3 samples next to each other, so
+            ``B`` is ``3 x batch_size``; 0 otherwise.
+        augmentations: What the transform drew for each sample (crop box, scale, flip, colour
+            factors and order, grayscale), NumPy arrays of one row per sample (``[B, T, ...]``
+            with per-frame draws): see :class:`vclip.transforms.Augmentations`.
+
+    Multi-view evaluation, averaging predictions per video::
+
+        scores.index_add_(0, batch.video_ids.to(device), model(batch.data).softmax(-1))
     """
 
     data: torch.Tensor
@@ -77,6 +89,9 @@ class ClipBatch:
     skipped_videos: tuple[str, ...]
     epoch: int
     batch_number: int
+    clip_ids: torch.Tensor | None = None
+    view_ids: torch.Tensor | None = None
+    augmentations: Augmentations | None = None
 
     def __len__(self) -> int:
         return int(self.data.shape[0])
@@ -114,7 +129,7 @@ class ClipLoader(IterableDataset):
     Resuming: :meth:`state_dict` says where the epoch stands (small, JSON-able);
     :meth:`load_state_dict` in a fresh loader over the same dataset and options makes its next
     pass over that epoch yield exactly the batches an uninterrupted pass would have yielded after
-    that point (same clips, frames, crops, flips and replacements of bad videos), also per shard.
+    that point (same clips, frames, augmentations and replacements of bad videos), also per shard.
     torchdata's ``StatefulDataLoader(loader, batch_size=None)`` saves and restores it with its own.
 
     Args:
@@ -132,16 +147,22 @@ class ClipLoader(IterableDataset):
             sampler's own ``seed`` is not used). A row with a segment gets its clips from the
             frames whose pts lie in ``[start, end)``, the end policy padding inside it.
         transform: Resize, crop (center or random), flip probability, normalization, dtype and
-            layout. None: RGB uint8 ``[T, H, W, 3]`` at the (downscaled) source size.
+            layout, and the training augmentations fused with them (random resized, multi-scale
+            and scale-jittered crops, colour jitter, grayscale; evaluation views): see
+            :class:`vclip.TransformSpec`. A ``torchvision.transforms.v2.Compose`` of the transforms
+            vclip fuses is translated (:meth:`vclip.TransformSpec.from_torchvision`, layout
+            ``"TCHW"``). None: RGB uint8 ``[T, H, W, 3]`` at the (downscaled) source size.
         batch_size: Clips per batch (default 8).
         clips_per_video: Clips of each video per epoch. Default: the sampler's ``clips_per_video``
             for random and even starts; 1 for keyframe and indexed clips (more gives the same
             frames with their own crop and flip). Not allowed with ``starts="step"``, where each
             video gives every clip that fits.
         shuffle: Visit videos and clips in a new seeded order each epoch (default False).
-        seed: Seed (>= 0) of every random choice. A clip's start, jitter, crop and flip are drawn
-            from ``(seed, epoch, video id, clip number)``: batches are the same for a seed and
-            epoch on CPU and GPU, whatever the thread timing.
+        seed: Seed (>= 0) of every random choice. A clip's start, jitter and augmentations (crop
+            window, scale, flip, colour factors and their order, grayscale) are drawn from
+            ``(seed, epoch, video id, clip number)``: batches are the same for a seed and epoch on
+            CPU and GPU, whatever the thread timing, and each batch records its draws
+            (:attr:`ClipBatch.augmentations`).
         drop_last: Leave out a last batch smaller than ``batch_size``.
         device: ``"cpu"``, ``"cuda"``, ``"cuda:N"`` or ``"auto"`` (default: the GPU when usable).
             A GPU request that cannot be served decodes on the CPU with one FallbackWarning.
@@ -201,7 +222,16 @@ class ClipLoader(IterableDataset):
             videos whose clips differ from the most common shape (reported like bad videos).
         memory_budget: Bytes (an int or a string such as ``"8GiB"``) the loader may take.
         augmentation_factor: Memory the training step's augmentations add per batch, as a
-            fraction of the batch (the memory formula's term; only counted in the estimate).
+            fraction of the batch (the memory formula's term; only counted in the estimate). 0
+            for everything the transform fuses (see :func:`vclip.estimate_memory`); the spatial
+            views are counted by the estimate itself (``spatial_views`` samples per clip).
+        evaluation: Evaluation mode: every usable video exactly once per epoch over all shards,
+            with its clips (e.g. ``vclip.strided(16, 2, starts="even", clips_per_video=10)``)
+            and their spatial views (``TransformSpec(spatial_views=3)``): clips in dataset order,
+            shards not evened out (a shard may have a batch or two fewer; each video is in one
+            shard), the last batch kept, videos found unusable left out instead of replaced (a
+            batch may then be smaller). Not with ``shuffle`` or ``drop_last``. Batches say which
+            video, clip and view each sample is (``video_ids``, ``clip_ids``, ``view_ids``).
         cache_dir: Folder for an on-disk cache of video indexes (see :func:`vclip.index_video`).
         verbose: Also print the one-line summary of each epoch to stderr (it is always logged
             at INFO level on the ``"vclip"`` logger).
@@ -249,12 +279,18 @@ class ClipLoader(IterableDataset):
         augmentation_factor: float = 0.0,
         cache_dir: str | None = None,
         verbose: bool = False,
+        evaluation: bool = False,
     ):
         super().__init__()
         if not isinstance(sampler, ClipSampler):
             raise fail("sampler", sampler, "a ClipSampler, e.g. vclip.strided(16, 2)")
-        if transform is not None and not isinstance(transform, TransformSpec):
-            raise fail("transform", transform, "a TransformSpec or None")
+        transform = as_transform_spec(transform)
+        if not isinstance(evaluation, bool):
+            raise fail("evaluation", evaluation, "True or False")
+        for name, value in (("shuffle", shuffle), ("drop_last", drop_last)):
+            if evaluation and value:
+                raise fail(name, value, "False with evaluation=True, which visits every clip once, in order")
+        self.evaluation = evaluation
         self.sampler = sampler
         self.transform = transform
         self.batch_size = check_integer("batch_size", batch_size, minimum=1)
@@ -286,7 +322,7 @@ class ClipLoader(IterableDataset):
         self._position = (0, 0)  # (epoch, batches delivered) of the latest pass
         self._resume_pending = False
         self._passes = 0
-        self._bad = BadVideos([video.path for video in self._source.videos])
+        self._bad = BadVideos([video.path for video in self._source.videos], replaced=not evaluation)
         self._runtime: LoaderRuntime | None = None
         try:
             runtime = self._runtime_here()
@@ -303,8 +339,11 @@ class ClipLoader(IterableDataset):
         for number, error in found.problems.items():
             self._bad.add(number, error.problem, SCAN)
         self.clip_shape: tuple[int, ...] = found.clip_shape
-        self._plan = EpochPlan(found.clip_counts, batch_size=self.batch_size, seed=self.seed, shuffle=self.shuffle,
-                               drop_last=self.drop_last, even_shards=self.even_shards)
+        counts = found.clip_counts
+        if self.evaluation:  # videos found unusable give no clips (not clips to replace)
+            counts = [0 if number in found.problems else count for number, count in enumerate(counts)]
+        self._plan = EpochPlan(counts, batch_size=self.batch_size, seed=self.seed, shuffle=self.shuffle,
+                               drop_last=self.drop_last, even_shards=None if self.evaluation else self.even_shards)
         self.memory_estimate: LoaderMemoryEstimate = self._estimate_memory(found.usable)
         if budget is not None and self.memory_estimate.total > budget:
             raise ArgumentError(self._budget_refusal(memory_budget, budget))
@@ -315,6 +354,8 @@ class ClipLoader(IterableDataset):
         }
         if self._drawer.max_lead_frames is not None:  # only when set: states saved without it still load
             options["max_lead_frames"] = self._drawer.max_lead_frames
+        if self.evaluation:
+            options["evaluation"] = True
         self._fingerprint = dataset_fingerprint(self._source.videos, found.clip_counts, options)
 
     # -- the dataset ------------------------------------------------------------------------------
@@ -376,12 +417,15 @@ class ClipLoader(IterableDataset):
         run = runtime.begin(epoch, self._plan.shard(epoch, *shard), self._plan.batches(epoch, *shard), first,
                             self.stats())
         try:
+            bfloat16 = self._drawer.dtype == "bfloat16"  # its buffers hold the bit patterns as uint16
             for built, data, labels in runtime.deliver(run):
                 yield ClipBatch(
-                    data=data, labels=labels, video_ids=torch.from_numpy(built.video_ids),
+                    data=data.view(torch.bfloat16) if bfloat16 else data, labels=labels,
+                    video_ids=torch.from_numpy(built.video_ids),
                     frame_indices=torch.from_numpy(built.frame_indices),
                     pts_seconds=torch.from_numpy(built.pts_seconds), skipped_videos=built.skipped_videos,
-                    epoch=epoch, batch_number=built.number,
+                    epoch=epoch, batch_number=built.number, clip_ids=torch.from_numpy(built.clip_ids),
+                    view_ids=torch.from_numpy(built.view_ids), augmentations=built.augmentations,
                 )
         finally:
             if self._passes == this_pass:  # not a pass abandoned earlier and closed only now
@@ -427,8 +471,8 @@ class ClipLoader(IterableDataset):
             raise ArgumentError(
                 f"state (fingerprint {loaded.fingerprint}) was saved by a loader over another dataset or with other "
                 f"batch options (this one: {self._fingerprint}); the videos, labels, sampler, transform, batch_size, "
-                "clips_per_video, shuffle, drop_last, even_shards, mixed_sizes and max_lead_frames must be those of "
-                "the run that saved it"
+                "clips_per_video, shuffle, drop_last, even_shards, mixed_sizes, max_lead_frames and evaluation must be "
+                "those of the run that saved it"
             )
         count = len(self._source.videos)
         unknown = [video for video, _, _ in loaded.bad_videos if not 0 <= video < count]
@@ -450,7 +494,8 @@ class ClipLoader(IterableDataset):
         backend = make_backend(self._device, processes=self.decode_processes, threads=self.num_threads,
                                cpu_decoders=self.cpu_decoders, in_flight=self.prefetch_queue_depth + 1)
         try:
-            builder = BatchBuilder(self._source, self._drawer, self._bad, seed=self.seed, on_error=self.on_error)
+            builder = BatchBuilder(self._source, self._drawer, self._bad, seed=self.seed, on_error=self.on_error,
+                                   replace=not self.evaluation)
             self._runtime = LoaderRuntime(
                 backend, self._device, builder, self._allocate_buffer, num_threads=self.num_threads,
                 decode_processes=self.decode_processes, prefetch_queue_depth=self.prefetch_queue_depth,
@@ -461,7 +506,8 @@ class ClipLoader(IterableDataset):
         return self._runtime
 
     def _allocate_buffer(self, backend):
-        return backend.empty((self.batch_size,) + self.clip_shape, self._drawer.dtype)
+        conversion = self._drawer.conversion
+        return backend.empty((self.batch_size * conversion.views,) + self.clip_shape, conversion.storage_dtype)
 
     def __getstate__(self) -> dict:  # DataLoader workers get the dataset, not threads or GPU state
         return {name: value for name, value in self.__dict__.items() if name != "_runtime"}
@@ -480,7 +526,7 @@ class ClipLoader(IterableDataset):
         largest = max(usable, key=lambda f: f.width * f.height * (1 if f.bit_depth <= 8 else 2))
         return plan_loader_memory(
             width=usable[0].output_size[0], height=usable[0].output_size[1], batch_size=self.batch_size,
-            sequence_length=self.frames_per_clip, dtype=self._drawer.dtype,
+            sequence_length=self.frames_per_clip, dtype=self._drawer.dtype, views=self._drawer.conversion.views,
             augmentation_factor=self.augmentation_factor, prefetch_queue_depth=self.prefetch_queue_depth,
             num_threads=self.num_threads, decode_processes=self.decode_processes, device=self._device,
             video_width=largest.width, video_height=largest.height, video_bit_depth=largest.bit_depth,

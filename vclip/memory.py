@@ -15,7 +15,7 @@ Two answers to "how large a batch fits in this budget":
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Any
 
@@ -92,6 +92,20 @@ def estimate_memory(
     ``augmentation_factor`` is taken as written in decimal (0.1 means one tenth exactly); the result
     is rounded up to whole bytes. 1920x1080 RGB uint8, batch 32, 16 frames: 3,185,049,600 bytes.
 
+    ``augmentation_factor``, the memory augmentations add as a fraction of the batch, per augmentation:
+
+    - 0 for everything a :class:`~vclip.TransformSpec` fuses into the pass from the decoded picture
+      to the batch: resize, crop, :class:`~vclip.RandomResizedCrop`, :class:`~vclip.MultiScaleCrop`,
+      :class:`~vclip.RandomShortSideScale`, flip, :class:`~vclip.ColorJitter` (contrast's per-frame
+      mean is one float per frame), grayscale, normalization, dtype and layout: no intermediate
+      picture exists.
+    - spatial views (``spatial_views=3``) multiply the batch itself: count them in ``batch_size``
+      (``batch_size x views``), as :func:`plan_loader_memory` does with ``views=``.
+    - augmentations run afterwards on the batch (Kornia, torchvision v2 on the CUDA tensor, mixup,
+      cutmix): about 1 for each full-size tensor they hold at once beside the batch (an
+      out-of-place op makes one; a chain of ``k`` out-of-place ops whose intermediates are freed
+      as it goes holds about 1 to 2), in the batch's dtype or the dtype they compute in.
+
     Args:
         dtype: ``"uint8"``, ``"float16"``, ``"bfloat16"``, ``"float32"``, ``"float64"`` or bytes per element.
 
@@ -158,7 +172,8 @@ class LoaderMemoryEstimate:
     """Peak GPU memory of a ClipLoader, part by part (bytes; on the CPU, host bytes of the buffers).
 
     Attributes:
-        batch: One output batch by the formula (:class:`MemoryEstimate`).
+        batch: One output batch by the formula (:class:`MemoryEstimate`); its ``batch_size``
+            counts samples (clips times ``views``).
         buffers: Output buffers in the loader's pool (``prefetch_queue_depth + 2``).
         output_buffers: ``batch.bytes x buffers``.
         decoders: NVDEC decoders (one per decode thread in all processes, times the kinds of
@@ -169,6 +184,8 @@ class LoaderMemoryEstimate:
         cuda_context: :data:`CUDA_CONTEXT_BYTES` per process (the loader's and each decode
             worker process's) on the GPU, 0 on the CPU.
         total: The sum of the parts.
+        views: Samples per clip (a transform's ``spatial_views``): a batch of ``batch_size``
+            clips holds ``batch_size x views`` samples.
     """
 
     batch: MemoryEstimate
@@ -179,6 +196,7 @@ class LoaderMemoryEstimate:
     workspace: int
     cuda_context: int
     total: int
+    views: int = 1
 
     @property
     def fixed_bytes(self) -> int:
@@ -186,7 +204,8 @@ class LoaderMemoryEstimate:
         return self.decode_surfaces + self.workspace + self.cuda_context
 
     def largest_batch_size(self, budget: int | str) -> int:
-        """The largest batch size whose total fits ``budget`` (0 when not even one clip fits)."""
+        """The largest batch size (in clips, each of ``views`` samples) whose total fits ``budget``
+        (0 when not even one clip fits)."""
         per_buffer = (parse_bytes(budget, name="budget") - self.fixed_bytes) // self.buffers
         if per_buffer <= 0:
             return 0
@@ -194,7 +213,7 @@ class LoaderMemoryEstimate:
         return largest_batch_size(
             per_buffer, width=batch.width, height=batch.height, sequence_length=batch.sequence_length,
             channels=batch.channels, dtype=batch.bytes_per_element, augmentation_factor=batch.augmentation_factor,
-        )
+        ) // self.views
 
     def __str__(self) -> str:
         return (
@@ -251,12 +270,15 @@ def plan_loader_memory(
     video_bit_depth: int = 8,
     cpu_decoders: int | str = "auto",
     video_kinds: int = 1,
+    views: int = 1,
 ) -> LoaderMemoryEstimate:
     """Peak memory of a ClipLoader with these settings (its ``memory_estimate``), in the loader's own terms.
 
     Args:
         width, height, batch_size, sequence_length, channels, dtype, augmentation_factor: One
             output batch, as :func:`estimate_memory` (``width``/``height`` of the output clips).
+        views: Samples per clip, the transform's ``spatial_views`` (3 for 3-crop evaluation):
+            each output batch holds ``batch_size x views`` clips' worth of samples.
         prefetch_queue_depth, num_threads, decode_processes, device: As :class:`~vclip.ClipLoader`
             (defaults too). ``device="cuda"`` plans for a GPU even on a machine without one.
         video_width, video_height, video_bit_depth: The largest video the loader decodes (its
@@ -273,6 +295,7 @@ def plan_loader_memory(
     from ._engine.scheduler import cpu_decoder_processes, resolve_cpu_decoders
 
     video_kinds = check_integer("video_kinds", video_kinds, minimum=1)
+    views = check_integer("views", views, minimum=1)
     prefetch_queue_depth = check_integer("prefetch_queue_depth", prefetch_queue_depth, minimum=1)
     on_gpu = _plans_for_gpu(device)
     decode_processes = check_integer("decode_processes", decode_processes, minimum=0)
@@ -281,8 +304,9 @@ def plan_loader_memory(
     count = resolve_cpu_decoders(cpu_decoders, gpu=on_gpu, decode_processes=decode_processes,
                                  in_flight=prefetch_queue_depth + 1)
     helper_processes = cpu_decoder_processes(count, decode_processes) if on_gpu else 0
-    return _loader_memory_from_parts(
-        width=width, height=height, batch_size=batch_size, sequence_length=sequence_length, channels=channels,
+    batch_size = check_integer("batch_size", batch_size, minimum=1)
+    estimate = _loader_memory_from_parts(
+        width=width, height=height, batch_size=batch_size * views, sequence_length=sequence_length, channels=channels,
         dtype=dtype, augmentation_factor=augmentation_factor, buffers=prefetch_queue_depth + 2,
         decoders=loader_decode_workers(device=device, num_threads=num_threads, decode_processes=decode_processes)
         * min(video_kinds, DECODERS_PER_THREAD),
@@ -290,6 +314,7 @@ def plan_loader_memory(
         video_height=height if video_height is None else video_height,
         video_bit_depth=video_bit_depth, on_gpu=on_gpu, processes=decode_processes + helper_processes,
     )
+    return replace(estimate, views=views)
 
 
 def _loader_memory_from_parts(

@@ -13,6 +13,7 @@ from helpers import barcodes, ffmpeg_rgb24, host, require_extra, rgb_error
 from kernel_cases import (
     CASES,
     assert_matches_twin,
+    draws_of,
     kernel_arguments,
     pack_semi_planar,
     random_planes,
@@ -105,26 +106,31 @@ def test_transformed_clips_match_cpu_twin(videos, layout, dtype):
 @pytest.mark.parametrize("name", sorted(CASES))
 @pytest.mark.parametrize("frames", [1, 4])
 def test_kernel_matches_numpy_twin(name, frames):
+    """Every kernel case (resize, crops, random resized and multi-scale windows, colour adjustments
+    with the contrast pre-pass, bfloat16), one launch per frame as the backends launch it."""
     import cupy
 
     from vclip._engine import BLOCK, KernelModule, launch_grid
 
     case = CASES[name]
     width, height, bit_depth, *_, spec, _ = case
-    geometry = spec.geometry(width, height, np.random.default_rng(7))
     planes = [random_planes(width, height, bit_depth, seed=100 + t) for t in range(frames)]
     packed = [[cupy.asarray(p) for p in pack_semi_planar(y, u, v, bit_depth, pad=13)] for y, u, v in planes]
-    expected = twin_clip(planes, case, geometry)
-    output = cupy.full(expected.shape, 77 if spec.dtype == "uint8" else np.nan, dtype=spec.dtype)
-    addresses = [(luma.data.ptr, chroma.data.ptr, luma.strides[0], chroma.strides[0]) for luma, chroma in packed]
-    params, jobs = kernel_arguments(case, geometry, frames, output.data.ptr, addresses)
     module = KernelModule.for_device(0)
     input_bytes = 1 if bit_depth == 8 else 2
-    kernel = module.function(input_bytes, spec.dtype)
-    for job in jobs:  # one launch per frame, as the NVDEC backend launches it
-        kernel(launch_grid(params), BLOCK, (params, job))
-    cupy.cuda.runtime.deviceSynchronize()
-    assert_matches_twin(output.get(), expected, spec.dtype)
+    for draw in draws_of(case, frames, seed=7):  # each spatial view
+        expected = twin_clip(planes, case, draw)
+        poison = 77 if spec.dtype == "uint8" else 0x7FC0 if spec.dtype == "bfloat16" else np.nan
+        output = cupy.full(expected.shape, poison, dtype=expected.dtype)
+        gray_sums = cupy.zeros(frames, np.uint64)
+        addresses = [(luma.data.ptr, chroma.data.ptr, luma.strides[0], chroma.strides[0]) for luma, chroma in packed]
+        for params, job, extended in kernel_arguments(case, draw, frames, output.data.ptr, addresses,
+                                                      gray_sums.data.ptr):
+            if job["gray_sum"]:
+                module.gray_sum_function(input_bytes)(launch_grid(params, 1), BLOCK, (params, job))
+            module.function(input_bytes, spec.dtype, extended)(launch_grid(params), BLOCK, (params, job))
+        cupy.cuda.runtime.deviceSynchronize()
+        assert_matches_twin(output.get(), expected, spec.dtype)
 
 
 @pytest.mark.parametrize(

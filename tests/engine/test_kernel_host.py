@@ -12,9 +12,11 @@ from helpers import ROOT
 from kernel_cases import (
     CASES,
     assert_matches_twin,
+    draws_of,
     kernel_arguments,
     pack_semi_planar,
     random_planes,
+    storage_dtype,
     twin_clip,
 )
 
@@ -26,7 +28,7 @@ from vclip._engine import (
     PARAMS_DTYPE,
     kernel_source_path,
 )
-from vclip.transforms import Orientation, TransformSpec
+from vclip.transforms import ColorJitter, MultiScaleCrop, Orientation, RandomResizedCrop, TransformSpec
 
 HARNESS = ROOT / "tests" / "host_kernel"
 
@@ -59,13 +61,21 @@ def host_library(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def host_transform(host_library):
+    """``host_transform(input_bytes, output_kind, params, jobs, count, extended=0)`` (addresses of
+    ``TransformParams`` and ``count`` ``FrameJob`` values; ``extended``: the kernels with the
+    training extensions, colour adjustments and the triangle filter)."""
     function = host_library.vclip_host_transform
-    function.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int]
-    return function
+    function.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_int]
+    return lambda input_bytes, output_kind, params, jobs, count, extended=0: function(
+        input_bytes, output_kind, params, jobs, count, extended
+    )
 
 
-def run_on_host(host_transform, case, geometry, planes_per_frame):
+def run_on_host(host_transform, case, draw, planes_per_frame):
+    """The clip the host-compiled kernel writes for ``draw`` (a SampleDraw or a FrameGeometry), one
+    launch per frame as the backends launch it, into poisoned memory."""
     width, height, bit_depth, *_, spec, _ = case
+    geometry = getattr(draw, "geometry", draw)
     packed = [pack_semi_planar(y, u, v, bit_depth, pad=7) for y, u, v in planes_per_frame]
     frames = len(packed)
     shape = {
@@ -73,13 +83,15 @@ def run_on_host(host_transform, case, geometry, planes_per_frame):
         "TCHW": (frames, 3, geometry.output_height, geometry.output_width),
         "CTHW": (3, frames, geometry.output_height, geometry.output_width),
     }[spec.layout]
-    output = np.full(shape, 77 if spec.dtype == "uint8" else np.nan, dtype=spec.dtype)  # poison
+    poison = 77 if spec.dtype == "uint8" else 0x7FC0 if spec.dtype == "bfloat16" else np.nan
+    output = np.full(shape, poison, dtype=storage_dtype(spec.dtype))
+    gray_sums = np.zeros(frames, np.uint64)
     addresses = [(luma.ctypes.data, chroma.ctypes.data, luma.strides[0], chroma.strides[0]) for luma, chroma in packed]
-    params, jobs = kernel_arguments(case, geometry, frames, output.ctypes.data, addresses)
-    params_array = np.array(params, dtype=PARAMS_DTYPE)
-    host_transform(
-        1 if bit_depth == 8 else 2, OUTPUT_KINDS[spec.dtype], params_array.ctypes.data, jobs.ctypes.data, frames
-    )
+    launches = kernel_arguments(case, draw, frames, output.ctypes.data, addresses, gray_sums.ctypes.data)
+    for params, job, extended in launches:
+        params_array, job_array = np.array(params, dtype=PARAMS_DTYPE), np.array(job, dtype=JOB_DTYPE)
+        host_transform(1 if bit_depth == 8 else 2, OUTPUT_KINDS[spec.dtype], params_array.ctypes.data,
+                       job_array.ctypes.data, 1, int(extended))
     return output
 
 
@@ -88,14 +100,14 @@ def run_on_host(host_transform, case, geometry, planes_per_frame):
 def test_host_kernel_matches_numpy_twin(host_transform, name, frames):
     case = CASES[name]
     width, height, bit_depth, *_, spec, _ = case
-    geometry = spec.geometry(width, height, np.random.default_rng(5))
     planes = [random_planes(width, height, bit_depth, seed=10 * frames + t) for t in range(frames)]
-    result = run_on_host(host_transform, case, geometry, planes)
-    assert_matches_twin(result, twin_clip(planes, case, geometry), spec.dtype)
+    for draw in draws_of(case, frames, seed=5):  # each spatial view
+        result = run_on_host(host_transform, case, draw, planes)
+        assert_matches_twin(result, twin_clip(planes, case, draw), spec.dtype)
 
 
 def test_struct_layout_matches_c(host_library):
-    layout = (ctypes.c_longlong * 9)()
+    layout = (ctypes.c_longlong * 12)()
     host_library.vclip_host_struct_layout(layout)
     expected = [
         PARAMS_DTYPE.itemsize,
@@ -104,9 +116,12 @@ def test_struct_layout_matches_c(host_library):
         PARAMS_DTYPE.fields["bias"][1],
         JOB_DTYPE.itemsize,
         JOB_DTYPE.fields["luma_pitch"][1],
-        JOB_DTYPE.fields["crop_x"][1],
+        JOB_DTYPE.fields["origin_x"][1],
         JOB_DTYPE.fields["bit_shift"][1],
         JOB_DTYPE.fields["color"][1],
+        JOB_DTYPE.fields["gray_sum"][1],
+        JOB_DTYPE.fields["color_ops"][1],
+        JOB_DTYPE.fields["adjust"][1],
     ]
     assert list(layout) == expected
 
@@ -155,6 +170,13 @@ ORIENTED_SPECS = {
     ),
     "area_crop_flip": (8, TransformSpec(resize=24, crop=(20, 18), crop_mode="random", flip_probability=1.0)),
     "bilinear_10bit": (10, TransformSpec(resize=(71, 53), dtype="float32", layout="CTHW")),
+    "resized_crop_colour": (
+        8,
+        TransformSpec(crop=RandomResizedCrop((20, 14), scale=(0.2, 0.9)), flip_probability=1.0,
+                      interpolation="bilinear", color_jitter=ColorJitter(0.4, 0.4, 0.4, 0.1), dtype="float32",
+                      layout="TCHW"),
+    ),
+    "multi_scale_10bit_bfloat16": (10, TransformSpec(crop=MultiScaleCrop(24, fixed_offsets=None), dtype="bfloat16")),
 }
 
 
@@ -164,7 +186,7 @@ def test_host_kernel_matches_twin_in_every_orientation(host_transform, orientati
     bit_depth, spec = ORIENTED_SPECS[name]
     width, height = 46, 34  # not square, so a wrong axis shows as a wrong size or wrong pixels
     case = (width, height, bit_depth, "bt709", "limited", spec, None)
-    geometry = spec.geometry(width, height, np.random.default_rng(7), orientation=orientation)
+    (draw,) = spec.draw(width, height, np.random.default_rng(7), frames=2, orientation=orientation)
     planes = [random_planes(width, height, bit_depth, seed=t) for t in range(2)]
-    result = run_on_host(host_transform, case, geometry, planes)
-    assert_matches_twin(result, twin_clip(planes, case, geometry), spec.dtype)
+    result = run_on_host(host_transform, case, draw, planes)
+    assert_matches_twin(result, twin_clip(planes, case, draw), spec.dtype)

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import vclip
-from vclip._device import CPU
+from vclip._device import CPU, Device
 from vclip._engine import (
     ClipTarget,
     DecodeStats,
@@ -230,7 +230,7 @@ def test_a_backend_sharing_buffers_writes_into_the_other_ones_buffers(backend, c
 
 
 def test_buffers_are_shared_only_on_one_device(backend):
-    gpu = vclip._engine.Device("cuda", 0)
+    gpu = Device("cuda", 0)
     with pytest.raises(ValueError, match="cannot be shared"):
         ProcessBackend(partial(in_process_backend, gpu), gpu, 1, share_buffers_with=backend)
 

@@ -22,6 +22,21 @@ inline unsigned int __dp4a(unsigned int a, unsigned int b, unsigned int c) {
     return c;
 }
 
+inline unsigned int vclip_float_bits(float v) {
+    unsigned int bits;
+    __builtin_memcpy(&bits, &v, sizeof bits);
+    return bits;
+}
+
+// One thread runs at a time: a warp's sum is each thread's own value, and every thread adds it.
+inline unsigned long long vclip_warp_sum(unsigned long long v) { return v; }
+inline bool vclip_lane_leads() { return true; }
+inline unsigned long long atomicAdd(unsigned long long* address, unsigned long long v) {
+    unsigned long long old = *address;
+    *address = old + v;
+    return old;
+}
+
 inline unsigned short vclip_f32_to_f16_bits(float v) {
     _Float16 h = (_Float16)v;  // round to nearest even, as cvt.rn.f16.f32
     unsigned short bits;

@@ -654,7 +654,7 @@ def test_resume_in_a_fresh_process(resume_videos, tmp_path):
     state_file.write_text(json.dumps(stop_after(resume_loader(resume_videos), 2)))
     code = (
         "import json, sys, torch\n"
-        "sys.path.insert(0, sys.argv[1])\n"
+        "sys.path[:0] = [sys.argv[1], str(__import__('pathlib').Path(sys.argv[1]).parent)]  # the tests, the helpers\n"
         "from test_loader import epoch_of, resume_loader\n"
         "loader = resume_loader(json.loads(sys.argv[2]))\n"
         "loader.load_state_dict(json.loads(open(sys.argv[3]).read()))\n"

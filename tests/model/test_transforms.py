@@ -6,7 +6,7 @@ import pytest
 from helpers import require_extra
 
 import vclip
-from vclip._engine import axis_taps
+from vclip._engine import RESAMPLE_AREA, AxisWindow, window_taps
 from vclip.synthetic import BARCODE_BITS, make_video
 
 MEAN, STD = np.array(vclip.IMAGENET_MEAN), np.array(vclip.IMAGENET_STD)
@@ -96,13 +96,16 @@ def test_imagenet_refuses_bad_options(make, message):
         (dict(crop_mode="corner"), r"crop_mode \('corner'\) must be one of 'center', 'random'"),
         (dict(flip_probability=1.5), r"flip_probability \(1.5\) must be a number in \[0, 1\]"),
         (dict(flip_probability="half"), r"flip_probability \('half'\) must be a number in \[0, 1\]"),
-        (dict(dtype="int8"), r"dtype \('int8'\) must be one of 'uint8', 'float16', 'float32'"),
+        (dict(dtype="int8"), r"dtype \('int8'\) must be one of 'uint8', 'float16', 'float32', 'bfloat16'"),
         (dict(layout="HWC"), r"layout \('HWC'\) must be one of 'THWC', 'TCHW', 'CTHW'"),
         (dict(antialias="yes"), r"antialias \('yes'\) must be True or False"),
         (dict(mean=(0.5, 0.5, 0.5), dtype="float32"), r"std \(None\) must be three numbers"),
         (dict(mean=(0.5, 0.5), std=(1, 1, 1), dtype="float32"), r"mean \(\(0.5, 0.5\)\) must be three numbers"),
         (dict(mean=(0, 0, 0), std=(1, 0, 1), dtype="float32"), r"std \(\(1, 0, 1\)\) must be three positive numbers"),
-        (dict(mean=(0, 0, 0), std=(1, 1, 1)), r"dtype \('uint8'\) must be 'float16' or 'float32' when mean and std"),
+        (
+            dict(mean=(0, 0, 0), std=(1, 1, 1)),
+            r"dtype \('uint8'\) must be 'float16' or 'float32' \(or 'bfloat16'\) when mean and std",
+        ),
     ],
 )
 def test_bad_transform_arguments_name_the_value_and_the_form(options, message):
@@ -135,8 +138,10 @@ def shaped_videos(tmp_path_factory):
 def _expected_crop(rgb: np.ndarray, resized: tuple[int, int], crop: tuple[int, int], size: int) -> np.ndarray:
     """The RGB frame resized to ``resized`` (area average) and cropped at ``crop``: what the output must show."""
     height, width = rgb.shape[:2]
-    rows = axis_taps(height, resized[1], np.arange(crop[1], crop[1] + size), True)
-    columns = axis_taps(width, resized[0], np.arange(crop[0], crop[0] + size), True)
+    rows = window_taps(AxisWindow(crop[1] * height / resized[1], height / resized[1], size, False, 0, height),
+                       RESAMPLE_AREA)
+    columns = window_taps(AxisWindow(crop[0] * width / resized[0], width / resized[0], size, False, 0, width),
+                          RESAMPLE_AREA)
     vertical = np.einsum("ok,okwc->owc", rows[1], rgb.astype(np.float64)[rows[0]])
     return np.einsum("pk,opkc->opc", columns[1], vertical[:, columns[0]])
 

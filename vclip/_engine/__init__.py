@@ -30,10 +30,13 @@ from typing import Any
 
 _SURFACE_BY_MODULE = {
     "layout": ("clip_shape", "frame_strides", "frame_view"),
-    "reference": ("axis_taps", "color_coefficients", "yuv420_to_rgb_tensor"),
+    "reference": (
+        "adjust_colors", "AxisWindow", "bfloat16_bits", "color_coefficients", "RESAMPLE_AREA", "window_taps",
+        "yuv420_to_rgb_tensor",
+    ),
     "kernel_args": (
-        "BLOCK", "fill_job", "JOB_DTYPE", "kernel_source_path", "launch_grid", "OUTPUT_KINDS", "PARAMS_DTYPE",
-        "transform_params",
+        "BLOCK", "fill_job", "JOB_DTYPE", "kernel_source_path", "launch_grid", "needs_extended", "OUTPUT_KINDS",
+        "PARAMS_DTYPE", "transform_params",
     ),
     "packets": ("read_packets",),
     "pipeline": ("ClipTarget", "Conversion", "DecodeStats", "resolve_transform", "VideoJob"),

@@ -11,6 +11,7 @@ CPU and GPU agree within rounding.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import replace
 from typing import Any
 
 import av
@@ -121,15 +122,17 @@ class HostConverter(PictureConverter):
             return
         spec = self._conversion.spec
         y, u, v, bit_depth = yuv420_planes(picture, index.color_range)
-        converted: dict[Any, np.ndarray] = {}
+        converted: dict[Any, np.ndarray] = {}  # one conversion per distinct draw (several clips may share one)
         for target, position in destinations:
-            geometry = targets[target].geometry
-            if geometry not in converted:
-                converted[geometry] = yuv420_to_rgb_tensor(
+            draw = targets[target].draw_at(position)
+            if draw not in converted:
+                geometry, color = draw
+                converted[draw] = yuv420_to_rgb_tensor(
                     y, u, v, bit_depth=bit_depth, matrix=index.color_matrix, color_range=index.color_range,
                     geometry=geometry, scale=self._scale, bias=self._bias, dtype=spec.dtype, antialias=spec.antialias,
+                    interpolation=spec.interpolation, color=color,
                 )
-            frame_view(output[targets[target].slot], layout, position)[...] = converted[geometry]
+            frame_view(output[targets[target].slot], layout, position)[...] = converted[draw]
 
 
 class CpuBackend(PlanBackend):
@@ -153,7 +156,7 @@ def decode_then_upload(cpu: CpuBackend, job: VideoJob, conversion: Conversion, o
                        stream: Any) -> None:
     """Decode and convert ``job`` on the CPU, then copy its clips into ``output`` on the GPU (a CuPy
     array) on ``stream``: for videos the GPU path cannot take."""
-    targets = tuple(ClipTarget(t.frames, t.geometry, k) for k, t in enumerate(job.targets))
+    targets = tuple(replace(t, slot=k) for k, t in enumerate(job.targets))
     shape = conversion.clip_shape(targets[0].frames.size, targets[0].geometry)
     host = np.empty((len(targets),) + shape, dtype=output.dtype)
     cpu.decode_job(VideoJob(job.index, targets), conversion, host, stats)

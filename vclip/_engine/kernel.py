@@ -10,26 +10,25 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from .contract import Completion, PictureConverter
 from .kernel_args import (
     BLOCK,
-    JOB_DTYPE,
-    fill_job,
+    GRAY_SUM_DTYPE,
+    KERNEL_NAMES,
+    FrameLaunch,
+    frame_launch,
+    gray_sum_kernel_name,
+    kernel_name,
     kernel_source_path,
-    launch_grid,
-    transform_params,
 )
 from .layout import frame_strides
 from .pipeline import Conversion, VideoJob
 
 __all__ = ["KernelModule", "KernelConverter", "compiling_once_per_machine"]
-
-_SAMPLE_FORMATS = {1: "nv12", 2: "p016"}  # bytes per sample: the surface format, in the kernels' names
-_OUTPUT_DTYPES = ("uint8", "float16", "float32")
-
 
 def _cupy_cache_folder() -> Path:
     """CuPy's on-disk kernel cache (``CUPY_CACHE_DIR``, default ``~/.cupy/kernel_cache``)."""
@@ -60,8 +59,9 @@ def compiling_once_per_machine() -> Iterator[None]:
 
 
 class KernelModule:
-    """``nv12_transform.cu`` compiled once per device of a process (NVRTC through CuPy), every pair of
-    sample and output type; once per machine, through CuPy's on-disk cache, while its source is unchanged."""
+    """``nv12_transform.cu`` compiled once per device of a process (NVRTC through CuPy), every kernel
+    (``kernel_args.KERNEL_NAMES``); once per machine, through CuPy's on-disk cache, while its source
+    is unchanged."""
 
     _modules: dict[int, KernelModule] = {}
     _lock = threading.Lock()
@@ -69,11 +69,10 @@ class KernelModule:
     def __init__(self, device_id: int):
         import cupy
 
-        names = [f"vclip_transform_{source}_{dtype}" for source in _SAMPLE_FORMATS.values() for dtype in _OUTPUT_DTYPES]
         with cupy.cuda.Device(device_id), compiling_once_per_machine():
             self._module = cupy.RawModule(code=kernel_source_path().read_text(), options=("--std=c++17",))
             self._module.compile()
-            self._functions = {name: self._module.get_function(name) for name in names}
+            self._functions = {name: self._module.get_function(name) for name in KERNEL_NAMES}
 
     @classmethod
     def for_device(cls, device_id: int) -> KernelModule:
@@ -82,41 +81,56 @@ class KernelModule:
                 cls._modules[device_id] = cls(device_id)
             return cls._modules[device_id]
 
-    def function(self, input_bytes: int, dtype: str):
-        """The kernel for samples of ``input_bytes`` bytes (1: NV12, 2: P016) into ``dtype`` outputs."""
-        return self._functions[f"vclip_transform_{_SAMPLE_FORMATS[input_bytes]}_{dtype}"]
+    def function(self, input_bytes: int, dtype: str, extended: bool = False):
+        """The transform kernel for NV12 (1) or P016 (2) input, ``dtype`` output, with the training
+        extensions (colour adjustments, triangle filter) when ``extended``."""
+        return self._functions[kernel_name(input_bytes, dtype, extended)]
+
+    def gray_sum_function(self, input_bytes: int):
+        """The kernel of a frame's grayscale sum, before its contrast change."""
+        return self._functions[gray_sum_kernel_name(input_bytes)]
 
 
 class KernelConverter(PictureConverter):
-    """NVDEC surfaces into the output with the fused kernel, on the worker's CUDA stream."""
+    """NVDEC surfaces into the output with the fused kernel, on the worker's CUDA stream: per
+    destination one launch (two with a contrast change: the frame's grayscale sum first)."""
 
     def __init__(self, kernels: KernelModule, stream, job: VideoJob, conversion: Conversion, output):
         index = job.index
         targets = job.targets
         geometry = targets[0].geometry
+        self._index, self._targets, self._spec = index, targets, conversion.spec
         self._surface_rows = index.height + (index.height & 1)  # NV12/P016 luma rows: even
         self._stored_bits = 8 if index.bit_depth == 8 else 16
         self._minimum_pitch = index.width * self._stored_bits // 8
         self._stream = stream
-        frame_stride, strides = frame_strides(
-            conversion.layout, targets[0].frames.size, geometry.output_height, geometry.output_width
+        self._frames = targets[0].frames.size
+        frame_stride, self._strides = frame_strides(
+            conversion.layout, self._frames, geometry.output_height, geometry.output_width
         )
-        self._params = transform_params(conversion.spec, geometry, strides)
-        self._grid = launch_grid(self._params)
         item = output.dtype.itemsize
         self._frame_bytes = frame_stride * item
         clip_bytes = int(np.prod(output.shape[1:])) * item
         self._clip_addresses = [output.data.ptr + target.slot * clip_bytes for target in targets]
-        self._jobs = []
-        for target in targets:
-            frame_job = np.zeros((), JOB_DTYPE)
-            fill_job(
-                frame_job, luma=0, chroma=0, luma_pitch=0, chroma_pitch=0, output=0, geometry=target.geometry,
-                bit_depth=index.bit_depth, stored_bits=self._stored_bits, matrix=index.color_matrix,
-                color_range=index.color_range,
+        self._launches: dict[tuple[int, int], FrameLaunch] = {}  # by (target, position or -1 for the whole clip)
+        self._gray_sums: Any = None  # a grayscale sum per destination, made when a contrast change needs one
+        input_bytes = self._stored_bits // 8
+        self._kernels = {extended: kernels.function(input_bytes, conversion.dtype, extended)
+                         for extended in (False, True)}
+        self._gray_sum_kernel = kernels.gray_sum_function(input_bytes)
+
+    def _launch(self, target: int, position: int) -> FrameLaunch:
+        clip = self._targets[target]
+        key = (target, -1 if clip.frame_draws is None else position)
+        launch = self._launches.get(key)
+        if launch is None:
+            geometry, color = clip.draw_at(position)
+            index = self._index
+            launch = self._launches[key] = frame_launch(
+                self._spec, geometry, color, self._strides, bit_depth=index.bit_depth, stored_bits=self._stored_bits,
+                matrix=index.color_matrix, color_range=index.color_range,
             )
-            self._jobs.append(frame_job)
-        self._kernel = kernels.function(self._stored_bits // 8, conversion.dtype)
+        return launch
 
     def convert(self, picture, destinations: list[tuple[int, int]]) -> None:
         luma, chroma = picture.GetPtrToPlane(0), picture.GetPtrToPlane(1)
@@ -132,11 +146,20 @@ class KernelConverter(PictureConverter):
         """Convert the NV12/P016 picture at device addresses ``luma``/``chroma`` (``pitch`` bytes per
         row) into each destination, on the current CUDA stream."""
         for target, position in destinations:
-            frame_job = self._jobs[target]
+            launch = self._launch(target, position)
+            frame_job = launch.job
             frame_job["luma"], frame_job["chroma"] = luma, chroma
             frame_job["luma_pitch"] = frame_job["chroma_pitch"] = pitch
             frame_job["output"] = self._clip_addresses[target] + position * self._frame_bytes
-            self._kernel(self._grid, BLOCK, (self._params, frame_job[()]))
+            if launch.needs_mean:
+                if self._gray_sums is None:
+                    import cupy
+
+                    self._gray_sums = cupy.zeros(len(self._targets) * self._frames, GRAY_SUM_DTYPE)
+                slot = target * self._frames + position
+                frame_job["gray_sum"] = self._gray_sums.data.ptr + slot * GRAY_SUM_DTYPE.itemsize
+                self._gray_sum_kernel(launch.gray_grid, BLOCK, (launch.params, frame_job[()]))
+            self._kernels[launch.extended](launch.grid, BLOCK, (launch.params, frame_job[()]))
 
     def finish(self) -> Completion:
         import cupy

@@ -1,22 +1,29 @@
 """Arguments of ``kernels/nv12_transform.cu`` as NumPy structured values (no GPU needed).
 
 The dtypes mirror the C structs ``TransformParams`` and ``FrameJob`` field by field (``align=True``
-gives C layout), so the same bytes feed CuPy on the GPU and the host-compiled kernel in CI.
+gives C layout), so the same bytes feed CuPy on the GPU and the host-compiled kernel in CI. The
+names of the kernels' instantiations (input type, output type, with or without the training
+extensions: colour adjustments and the triangle filter) are here too, so that whoever compiles the
+module and whoever launches it agree.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from ..transforms import FrameGeometry, TransformSpec
-from .reference import color_coefficients
+from ..transforms import NO_COLOR_CHANGE, ColorAdjustment, FrameGeometry, TransformSpec
+from .reference import RESAMPLE_TRIANGLE, color_coefficients, resample_mode, source_windows
+
+GRAY_SUM_DTYPE = np.dtype(np.uint64)
+"""One frame's grayscale sum (``FrameJob.gray_sum`` points at one): fixed point, 2^24 units per 1.0."""
 
 PARAMS_DTYPE = np.dtype(
     {
         "names": [
-            "output_width", "output_height", "antialias", "pixels_per_thread", "stride_c", "stride_y", "stride_x",
+            "output_width", "output_height", "filter", "pixels_per_thread", "stride_c", "stride_y", "stride_x",
             "scale", "bias",
         ],
         "formats": [
@@ -28,18 +35,42 @@ PARAMS_DTYPE = np.dtype(
 JOB_DTYPE = np.dtype(
     {
         "names": [
-            "luma", "chroma", "output", "luma_pitch", "chroma_pitch", "source_width", "source_height",
-            "resized_width", "resized_height", "crop_x", "crop_y", "flip", "bit_shift",
-            "transpose", "mirror_x", "mirror_y", "color",
+            "luma", "chroma", "output", "gray_sum", "luma_pitch", "chroma_pitch", "source_width", "source_height",
+            "origin_x", "origin_y", "step_x", "step_y", "low_x", "high_x", "low_y", "high_y", "reverse_x", "reverse_y",
+            "transpose", "bit_shift", "color_ops", "adjust", "color",
         ],
-        "formats": [np.uint64] * 3 + [np.int32] * 13 + [(np.float32, 8)],
+        "formats": [np.uint64] * 4 + [np.int32] * 4 + [np.float32] * 4 + [np.int32] * 9
+        + [(np.float32, 4), (np.float32, 8)],
     },
     align=True,
 )
-OUTPUT_KINDS = {"uint8": 0, "float16": 1, "float32": 2}
+OUTPUT_KINDS = {"uint8": 0, "float16": 1, "float32": 2, "bfloat16": 3}
+SURFACE_FORMATS = {1: "nv12", 2: "p016"}
+"""The decoded surface by bytes per sample, as the kernels' names say it."""
 
+# FrameJob.color_ops codes, 3 bits each, applied from the lowest bits up.
+_OPERATION_CODES = {"brightness": 1, "contrast": 2, "saturation": 3, "hue": 4, "grayscale": 5}
 
 BLOCK = (32, 8, 1)
+
+
+def kernel_name(input_bytes: int, dtype: str, extended: bool = False) -> str:
+    """The kernel for NV12 (1) or P016 (2) input and ``dtype`` output, with the training extensions
+    (colour adjustments, triangle filter) when ``extended`` (``vclip_transform_nv12_float32``...)."""
+    return f"vclip_transform_{SURFACE_FORMATS[input_bytes]}_{dtype}{'_extended' if extended else ''}"
+
+
+def gray_sum_kernel_name(input_bytes: int) -> str:
+    """The kernel of the frame's grayscale sum before its contrast change, for NV12 (1) or P016 (2) input."""
+    return f"vclip_gray_sum_{SURFACE_FORMATS[input_bytes]}"
+
+
+KERNEL_NAMES = tuple(
+    [kernel_name(size, dtype, extended)
+     for size in SURFACE_FORMATS for dtype in OUTPUT_KINDS for extended in (False, True)]
+    + [gray_sum_kernel_name(size) for size in SURFACE_FORMATS]
+)
+"""Every instantiation a module compiles."""
 
 
 def pixels_per_thread(geometry: FrameGeometry) -> int:
@@ -53,21 +84,36 @@ def transform_params(
     """``TransformParams`` for frames of this geometry (output size, native or resampling path)."""
     params = np.zeros((), PARAMS_DTYPE)
     params["output_width"], params["output_height"] = geometry.output_width, geometry.output_height
-    params["antialias"] = int(spec.antialias)
+    params["filter"] = resample_mode(spec.antialias, spec.interpolation)
     params["pixels_per_thread"] = pixels_per_thread(geometry)
     params["stride_c"], params["stride_y"], params["stride_x"] = strides
     params["scale"], params["bias"] = spec.value_scale_bias()
     return params[()]  # type: ignore[return-value]  # numpy stubs: () on a 0-d structured array gives np.void
 
 
-def launch_grid(params: np.void) -> tuple[int, int, int]:
-    """Blocks for one frame's launch (``BLOCK`` threads each)."""
-    columns = BLOCK[0] * int(params["pixels_per_thread"])
+def launch_grid(params: np.void, pixels_per_thread: int | None = None) -> tuple[int, int, int]:
+    """Blocks for one frame's launch (``BLOCK`` threads each), at the params' pixels per thread or
+    at ``pixels_per_thread`` (1 for ``gray_sum_frame``)."""
+    columns = BLOCK[0] * int(params["pixels_per_thread"] if pixels_per_thread is None else pixels_per_thread)
     return (
         (int(params["output_width"]) + columns - 1) // columns,
         (int(params["output_height"]) + BLOCK[1] - 1) // BLOCK[1],
         1,
     )
+
+
+def needs_extended(params: np.void, color: ColorAdjustment) -> bool:
+    """Whether frames of these params and colour changes need the extended ``transform_frame``
+    (colour adjustments, or the triangle filter)."""
+    return bool(color.operations) or int(params["filter"]) == RESAMPLE_TRIANGLE
+
+
+def color_ops(color: ColorAdjustment) -> int:
+    """``FrameJob.color_ops`` of ``color``: its changes in order, 3 bits each (0 for none)."""
+    code = 0
+    for position, operation in enumerate(color.operations):
+        code |= _OPERATION_CODES[operation] << (3 * position)
+    return code
 
 
 def fill_job(
@@ -83,18 +129,65 @@ def fill_job(
     stored_bits: int,
     matrix: str,
     color_range: str,
+    color: ColorAdjustment = NO_COLOR_CHANGE,
+    gray_sum: int = 0,
 ) -> None:
-    """Fill one ``FrameJob``. ``stored_bits`` is 8 for NV12 and 16 for P016 (MSB-aligned samples)."""
-    job["luma"], job["chroma"], job["output"] = luma, chroma, output
+    """Fill one ``FrameJob``. ``stored_bits`` is 8 for NV12 and 16 for P016 (MSB-aligned samples);
+    ``gray_sum``: the address of a zeroed uint64 for the frame's grayscale sum, needed when
+    ``color`` changes the contrast (``color.needs_mean``)."""
+    job["luma"], job["chroma"], job["output"], job["gray_sum"] = luma, chroma, output, gray_sum
     job["luma_pitch"], job["chroma_pitch"] = luma_pitch, chroma_pitch
     job["source_width"], job["source_height"] = geometry.source_width, geometry.source_height
-    job["resized_width"], job["resized_height"] = geometry.stored_resized_size
-    job["crop_x"], job["crop_y"], job["flip"] = geometry.crop_x, geometry.crop_y, int(geometry.flip)
-    orientation = geometry.orientation
-    job["transpose"], job["mirror_x"] = orientation.transpose, orientation.mirror_x
-    job["mirror_y"] = orientation.mirror_y
+    along_x, along_y = source_windows(geometry)
+    for axis, window in (("x", along_x), ("y", along_y)):
+        job[f"origin_{axis}"], job[f"step_{axis}"] = window.origin, window.step
+        job[f"low_{axis}"], job[f"high_{axis}"] = window.low, window.high
+    job["reverse_x"], job["reverse_y"] = along_x.reverse, along_y.reverse
+    job["transpose"] = geometry.orientation.transpose
     job["bit_shift"] = stored_bits - bit_depth
+    job["color_ops"] = color_ops(color)
+    job["adjust"] = color.factors
     job["color"] = color_coefficients(matrix, color_range, bit_depth)
+
+
+@dataclass(frozen=True, eq=False)
+class FrameLaunch:
+    """What the launches of one frame's draw take, but the addresses (filled per picture).
+
+    Attributes:
+        params: ``TransformParams`` (output size, native or resampling path).
+        grid: Blocks of ``transform_frame``; ``gray_grid``: of ``gray_sum_frame`` (one pixel a thread).
+        job: A 0-d ``JOB_DTYPE`` array, its addresses to be set before each launch.
+        extended: Launch the extended ``transform_frame`` (colour adjustments, triangle filter).
+        needs_mean: Launch ``gray_sum_frame`` first, into a zeroed uint64 at ``job["gray_sum"]``.
+    """
+
+    params: np.void
+    grid: tuple[int, int, int]
+    gray_grid: tuple[int, int, int]
+    job: np.ndarray
+    extended: bool
+    needs_mean: bool
+
+
+def frame_launch(
+    spec: TransformSpec,
+    geometry: FrameGeometry,
+    color: ColorAdjustment,
+    strides: tuple[int, int, int],
+    *,
+    bit_depth: int,
+    stored_bits: int,
+    matrix: str,
+    color_range: str,
+) -> FrameLaunch:
+    """The :class:`FrameLaunch` of frames with this geometry and colour changes."""
+    params = transform_params(spec, geometry, strides)
+    job = np.zeros((), JOB_DTYPE)
+    fill_job(job, luma=0, chroma=0, luma_pitch=0, chroma_pitch=0, output=0, geometry=geometry, bit_depth=bit_depth,
+             stored_bits=stored_bits, matrix=matrix, color_range=color_range, color=color)
+    return FrameLaunch(params, launch_grid(params), launch_grid(params, 1), job, needs_extended(params, color),
+                       color.needs_mean)
 
 
 def kernel_source_path(name: str = "nv12_transform.cu") -> Path:

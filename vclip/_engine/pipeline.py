@@ -10,20 +10,41 @@ from dataclasses import dataclass, field, fields
 
 import numpy as np
 
-from .._validation import fail
 from ..index import VideoIndex
 from ..sampling import scaled_size
-from ..transforms import FrameGeometry, TransformSpec
+from ..transforms import NO_COLOR_CHANGE, ColorAdjustment, FrameGeometry, SampleDraw, TransformSpec, as_transform_spec
 from .layout import clip_shape as layout_clip_shape
 
 
 @dataclass(frozen=True, eq=False)
 class ClipTarget:
-    """One clip to decode into slot ``slot`` of an output batch."""
+    """One clip (or one spatial view of it) to decode into slot ``slot`` of an output batch.
+
+    Attributes:
+        frames: Frame numbers of the clip.
+        geometry, color: Where its pixels come from and how their colour changes (with per-frame
+            draws: those of its first frame).
+        slot: Position in the output batch.
+        frame_draws: With per-frame draws, ``(geometry, color)`` of each frame; None when the
+            clip's frames share one.
+    """
 
     frames: np.ndarray
     geometry: FrameGeometry
     slot: int
+    color: ColorAdjustment = NO_COLOR_CHANGE
+    frame_draws: tuple[tuple[FrameGeometry, ColorAdjustment], ...] | None = None
+
+    @classmethod
+    def of(cls, frames: np.ndarray, draw: SampleDraw, slot: int) -> ClipTarget:
+        """The target of one sample's ``draw``."""
+        return cls(frames, draw.geometry, slot, draw.color, draw.frames)
+
+    def draw_at(self, position: int) -> tuple[FrameGeometry, ColorAdjustment]:
+        """The geometry and colour changes of the clip's frame ``position``."""
+        if self.frame_draws is None:
+            return self.geometry, self.color
+        return self.frame_draws[position]
 
 
 @dataclass(frozen=True, eq=False)
@@ -92,6 +113,17 @@ class Conversion:
         return self.spec.dtype
 
     @property
+    def storage_dtype(self) -> str:
+        """The dtype of output arrays: ``dtype``, but uint16 for bfloat16 (its bit patterns, as
+        NumPy and CuPy have no bfloat16)."""
+        return "uint16" if self.spec.dtype == "bfloat16" else self.spec.dtype
+
+    @property
+    def views(self) -> int:
+        """Samples per clip (the spec's spatial views)."""
+        return self.spec.spatial_views
+
+    @property
     def layout(self) -> str:
         return self.spec.layout
 
@@ -109,15 +141,24 @@ class Conversion:
             sample_aspect_ratio=index.sample_aspect_ratio,
         )
 
+    def draw(self, index: VideoIndex, rng: np.random.Generator | None, frames: int) -> tuple[SampleDraw, ...]:
+        """Everything one clip of ``frames`` frames of the video of ``index`` gets (one draw per
+        spatial view), from ``rng`` (see :meth:`vclip.TransformSpec.draw`)."""
+        base_size = scaled_size(index.width, index.height, self.scaling_factor)
+        return self.spec.draw(
+            index.width, index.height, rng, frames=frames, base_size=base_size, orientation=index.orientation,
+            sample_aspect_ratio=index.sample_aspect_ratio,
+        )
+
     def clip_shape(self, frames: int, geometry: FrameGeometry) -> tuple[int, ...]:
         """Shape of one clip of ``frames`` frames."""
         return layout_clip_shape(self.spec.layout, frames, geometry.output_height, geometry.output_width)
 
 
 def resolve_transform(transform: TransformSpec | None, scaling_factor: float = 1.0) -> Conversion:
-    """The :class:`Conversion` for a public ``transform`` argument and a sampler's scaling factor."""
-    if transform is not None and not isinstance(transform, TransformSpec):
-        raise fail("transform", transform, "a vclip.TransformSpec or None")
+    """The :class:`Conversion` for a public ``transform`` argument (a spec, a torchvision v2
+    pipeline it fuses, or None) and a sampler's scaling factor."""
+    transform = as_transform_spec(transform)
     native = (transform is None or transform == TransformSpec(orientation="stored")) and scaling_factor == 1.0
     return Conversion(transform or TransformSpec(), float(scaling_factor), native)
 

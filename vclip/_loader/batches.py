@@ -1,5 +1,6 @@
 """Building one batch of a ClipLoader: draw its clips, decode them (one job per video) into an
-output buffer, and replace the clips of videos that fail by clips of other videos (seeded)."""
+output buffer (each spatial view of a clip in a slot of its own), and replace the clips of videos
+that fail by clips of other videos (seeded), or, in evaluation, leave them out."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import numpy as np
 from .._engine.pipeline import ClipTarget, VideoJob
 from ..errors import VideoError
 from ..index import VideoIndex
-from ..transforms import FrameGeometry
+from ..transforms import Augmentations, SampleDraw
 from .clips import ClipDrawer
 from .epoch import ClipRef, replacement_order
 from .source import DatasetSource, as_video_error
@@ -40,10 +41,11 @@ class BadVideos:
     resumed epoch replaces exactly the clips an uninterrupted one would have replaced.
     """
 
-    def __init__(self, paths: list[str]):
+    def __init__(self, paths: list[str], *, replaced: bool = True):
         self._paths = paths
         self._found: dict[int, tuple[str, int]] = {}
         self._lock = threading.Lock()
+        self._fate = "replaced by clips of other videos" if replaced else "left out (evaluation)"
 
     def add(self, video: int, problem: str, epoch: int) -> None:
         """Record that ``video`` failed in ``epoch`` (the earliest epoch is kept)."""
@@ -54,8 +56,7 @@ class BadVideos:
                     self._found[video] = (known[0], epoch)
                 return
             self._found[video] = (problem, epoch)
-        logger.warning("vclip: skipping %s: %s; its clips are replaced by clips of other videos",
-                       self._paths[video], problem)
+        logger.warning("vclip: skipping %s: %s; its clips are %s", self._paths[video], problem, self._fate)
 
     def excluded(self, video: int, epoch: int) -> bool:
         """Whether ``video`` is left out of ``epoch`` (found bad in an earlier epoch or by the scan)."""
@@ -75,7 +76,7 @@ class BadVideos:
             return sorted((video, epoch, problem) for video, (problem, epoch) in self._found.items())
 
     def __getstate__(self) -> dict:
-        return {"_paths": self._paths, "_found": dict(self._found)}
+        return {"_paths": self._paths, "_found": dict(self._found), "_fate": self._fate}
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
@@ -87,12 +88,13 @@ class _Clip:
     ref: ClipRef
     index: VideoIndex
     frames: np.ndarray
-    geometry: FrameGeometry
+    draws: tuple[SampleDraw, ...]  # one per spatial view
 
 
 @dataclass(frozen=True, eq=False)
 class BuiltBatch:
-    """A batch written into a buffer (the GPU writes may still be in flight: the runtime keeps the events)."""
+    """A batch written into a buffer (the GPU writes may still be in flight: the runtime keeps the
+    events). One row per sample: a clip, or each spatial view of a clip, views next to each other."""
 
     number: int
     labels: np.ndarray
@@ -100,18 +102,25 @@ class BuiltBatch:
     frame_indices: np.ndarray
     pts_seconds: np.ndarray
     skipped_videos: tuple[str, ...]
+    clip_ids: np.ndarray
+    view_ids: np.ndarray
+    augmentations: Augmentations
 
 
 class BatchBuilder:
     """Draws and decodes the clips of one batch; with ``on_error="skip"`` no problem of one video
-    ends the batch: the video is recorded in ``bad`` and its clips are replaced."""
+    ends the batch: the video is recorded in ``bad`` and its clips are replaced (``replace=False``,
+    for evaluation: left out, the batch then smaller)."""
 
-    def __init__(self, source: DatasetSource, drawer: ClipDrawer, bad: BadVideos, *, seed: int, on_error: OnError):
+    def __init__(self, source: DatasetSource, drawer: ClipDrawer, bad: BadVideos, *, seed: int, on_error: OnError,
+                 replace: bool = True):
         self.source = source
         self.drawer = drawer
         self.bad = bad
         self.seed = seed
         self.on_error = on_error
+        self.replace = replace
+        self.views = drawer.conversion.views
 
     def build(self, runner, counters: LoaderCounters, wait_for_writes: Callable[[], None], epoch: int,
               shard: np.ndarray, refs: list[ClipRef], number: int, output, events: list) -> BuiltBatch:
@@ -119,12 +128,15 @@ class BatchBuilder:
         (a JobRunner or SharedQueueRunner), counting into ``counters``; the GPU work's events are
         appended to ``events``; ``wait_for_writes()`` waits for writes still in flight."""
         started = time.perf_counter()
-        candidates = [self._candidates(epoch, shard, ref) for ref in refs]
-        clips = [next(candidate) for candidate in candidates]
+        if self.replace:
+            candidates = [self._candidates(epoch, shard, ref) for ref in refs]
+            clips = [next(candidate) for candidate in candidates]
+        else:
+            clips = [clip for clip in (self._clip(epoch, ref) for ref in refs) if clip is not None]
         counters.add(sample_seconds=time.perf_counter() - started)
         todo = list(range(len(clips)))
         while todo:
-            videos, jobs = _jobs(clips, todo)
+            videos, jobs = _jobs(clips, todo, self.views)
             result = runner.run(jobs, self.drawer.conversion, output, counters)
             events.extend(result.completions)
             failed = [(video, job, error) for video, job, error in zip(videos, jobs, result.errors) if error]
@@ -133,22 +145,38 @@ class BatchBuilder:
             wait_for_writes()  # a failed job may have left writes in flight
             if self.on_error == "raise":
                 raise failed[0][2]
-            todo = []
-            for video, job, error in failed:
+            for video, _, error in failed:
                 self.bad.add(video, error.problem if isinstance(error, VideoError) else str(error), epoch)
-                todo.extend(target.slot for target in job.targets)
-            for position in todo:
-                clips[position] = next(candidates[position])
-        replaced = [clip.ref.replaces for clip in clips if clip.ref.replaces >= 0]
-        counters.add(skipped_clips=len(replaced))
+            if self.replace:
+                todo = sorted({target.slot // self.views for _, job, _ in failed for target in job.targets})
+                for position in todo:
+                    clips[position] = next(candidates[position])
+            else:  # the failed videos' clips leave the batch; the others are decoded again into their new slots
+                gone = {video for video, _, _ in failed}
+                clips = [clip for clip in clips if clip.ref.video not in gone]
+                todo = list(range(len(clips)))
         dataset = self.source.videos
+        if self.replace:
+            left_out = [clip.ref.replaces for clip in clips if clip.ref.replaces >= 0]
+        else:
+            kept = {clip.ref for clip in clips}
+            left_out = [ref.video for ref in refs if ref not in kept]
+        counters.add(skipped_clips=len(left_out))
+        views = self.views
+        rows = lambda values: np.repeat(values, views, axis=0)  # noqa: E731 (a clip's views are rows of their own)
+        frames = self.drawer.frames_per_clip
         return BuiltBatch(
             number=number,
-            labels=np.array([dataset[clip.ref.video].label for clip in clips], dtype=np.int64),
-            video_ids=np.array([clip.ref.video for clip in clips], dtype=np.int64),
-            frame_indices=np.stack([clip.frames for clip in clips]),
-            pts_seconds=np.stack([clip.index.pts_seconds[clip.frames] for clip in clips]),
-            skipped_videos=tuple(sorted({dataset[video].path for video in replaced})),
+            labels=rows(np.array([dataset[clip.ref.video].label for clip in clips], dtype=np.int64)),
+            video_ids=rows(np.array([clip.ref.video for clip in clips], dtype=np.int64)),
+            frame_indices=rows(np.stack([clip.frames for clip in clips]) if clips else np.zeros((0, frames), np.int64)),
+            pts_seconds=rows(np.stack([clip.index.pts_seconds[clip.frames] for clip in clips]) if clips else
+                             np.zeros((0, frames))),
+            skipped_videos=tuple(sorted({dataset[video].path for video in left_out})),
+            clip_ids=rows(np.array([clip.ref.clip for clip in clips], dtype=np.int64)),
+            view_ids=np.tile(np.arange(views, dtype=np.int64), len(clips)),
+            augmentations=Augmentations.from_draws([draw for clip in clips for draw in clip.draws],
+                                                   per_frame=self.drawer.conversion.spec.per_frame, frames=frames),
         )
 
     def _candidates(self, epoch: int, shard: np.ndarray, ref: ClipRef) -> Iterator[_Clip]:
@@ -167,7 +195,7 @@ class BatchBuilder:
         )
 
     def _clip(self, epoch: int, ref: ClipRef) -> _Clip | None:
-        """The frames and geometry of clip ``ref``; None when its video cannot be used."""
+        """The frames and draws of clip ``ref``; None when its video cannot be used."""
         if self.bad.excluded(ref.video, epoch):
             return None
         doing = "indexing"
@@ -175,7 +203,7 @@ class BatchBuilder:
             index = self.source.index(ref.video)
             doing = "drawing its clip"
             segment = self.source.videos[ref.video].segment
-            frames, geometry = self.drawer.draw(index, ref, self.seed, epoch, segment)
+            frames, draws = self.drawer.draw(index, ref, self.seed, epoch, segment)
         except Exception as error:  # one video's problem, whatever it is
             video_error = as_video_error(self.source.videos[ref.video].path, error, doing)
             if self.on_error == "raise":
@@ -184,15 +212,16 @@ class BatchBuilder:
                 raise video_error from error
             self.bad.add(ref.video, video_error.problem, epoch)
             return None
-        return _Clip(ref, index, frames, geometry)
+        return _Clip(ref, index, frames, draws)
 
 
-def _jobs(clips: list[_Clip], positions: list[int]) -> tuple[list[int], list[VideoJob]]:
-    """One job per video for the clips at ``positions`` (slot = position in the batch)."""
+def _jobs(clips: list[_Clip], positions: list[int], views: int) -> tuple[list[int], list[VideoJob]]:
+    """One job per video for the clips at ``positions`` (slot = position in the batch x views + view)."""
     targets: dict[int, list[ClipTarget]] = {}
     for position in positions:
         clip = clips[position]
-        targets.setdefault(clip.ref.video, []).append(ClipTarget(clip.frames, clip.geometry, position))
+        for view, draw in enumerate(clip.draws):
+            targets.setdefault(clip.ref.video, []).append(ClipTarget.of(clip.frames, draw, position * views + view))
     videos = list(targets)
     first = {clip.ref.video: clip for clip in reversed(clips)}
     return videos, [VideoJob(first[video].index, tuple(targets[video])) for video in videos]

@@ -1,5 +1,5 @@
 """How a ClipLoader draws the clips of one video: the sampler of one clip, clips per video and
-epoch, and each clip's frames and geometry (crop, flip) from its seeded generator."""
+epoch, and each clip's frames and augmentations (crop, scale, flip, colour) from its seeded generator."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from ..errors import ArgumentError
 from ..gop import bound_lead
 from ..index import VideoIndex
 from ..sampling import ClipSampler, Segment, describe_segment, segment_frames
-from ..transforms import FrameGeometry, TransformSpec
+from ..transforms import FrameGeometry, SampleDraw, TransformSpec
 from .epoch import ClipRef
 
 __all__ = ["ClipDrawer", "VideoFacts"]
@@ -36,7 +36,7 @@ class ClipDrawer:
     """Draws the clips of a video for a sampler and transform.
 
     Clip ``c`` of a video is ``sample(...)[c % n]`` of the per-clip sampler, drawn with the clip's
-    own generator, which also draws its crop and flip.
+    own generator, which also draws its augmentations (crop, scale, flip, colour).
 
     Attributes:
         sampler: The loader's sampler.
@@ -106,15 +106,17 @@ class ClipDrawer:
         )
 
     def draw(self, index: VideoIndex, ref: ClipRef, seed: int, epoch: int,
-             segment: Segment | None = None) -> tuple[np.ndarray, FrameGeometry]:
-        """The frames and the geometry of clip ``ref`` in ``epoch`` (inside ``segment``, seconds)."""
+             segment: Segment | None = None) -> tuple[np.ndarray, tuple[SampleDraw, ...]]:
+        """The frames of clip ``ref`` in ``epoch`` (inside ``segment``, seconds) and what its
+        transform drew (crop, scale, flip, colour: one draw per spatial view), from the clip's
+        generator, after its frames."""
         rng = ref.rng(seed, epoch)
         clips = self._clip_sampler.sample(index, seed=rng, segment=segment)
         frames = clips[ref.clip % len(clips)]
         if self.max_lead_frames is not None:
             first = 0 if segment is None else segment_frames(index, segment)[0]
             frames = bound_lead(index, frames, self.max_lead_frames, first_frame=first)
-        return frames, self._geometry(index, rng)
+        return frames, self.conversion.draw(index, rng, frames.size)
 
     def _geometry(self, index: VideoIndex, rng: np.random.Generator) -> FrameGeometry:
         return self.conversion.index_geometry(index, rng)

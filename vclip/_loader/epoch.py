@@ -8,7 +8,8 @@ Sharding: the videos are put in one order per epoch (a seeded permutation when s
 shard ``r`` of ``n`` takes every n-th video from position ``r``: shards are disjoint and cover the
 dataset. Shards then hold the same number of clips: ``even_shards="pad"`` repeats clips of the
 shard's own videos (fresh random draws) up to the largest shard, ``"drop"`` cuts every shard to the
-smallest.
+smallest; for evaluation (``even_shards=None``) each shard keeps exactly its own clips, so every
+clip of the dataset is in exactly one shard, once.
 """
 
 from __future__ import annotations
@@ -71,9 +72,10 @@ def epoch_clip_refs(
     shuffle: bool,
     shard_id: int,
     num_shards: int,
-    even_shards: EvenShards,
+    even_shards: EvenShards | None,
 ) -> list[ClipRef]:
-    """The clips of shard ``shard_id`` in ``epoch``, in delivery order; every shard gets as many.
+    """The clips of shard ``shard_id`` in ``epoch``, in delivery order; every shard gets as many
+    (with ``even_shards=None``: its own, whatever the other shards hold).
 
     Args:
         clip_counts: Clips of each video per epoch.
@@ -83,9 +85,9 @@ def epoch_clip_refs(
     """
     counts = np.asarray(clip_counts, dtype=np.int64)
     order = _video_order(counts.size, seed, epoch, shuffle)
-    totals = [int(counts[order[r::num_shards]].sum()) for r in range(num_shards)]
-    target = max(totals) if even_shards == "pad" else min(totals)
     refs = [ClipRef(int(video), clip) for video in order[shard_id::num_shards] for clip in range(counts[video])]
+    totals = [int(counts[order[r::num_shards]].sum()) for r in range(num_shards)]
+    target = len(refs) if even_shards is None else max(totals) if even_shards == "pad" else min(totals)
     if shuffle:
         refs = [refs[i] for i in seeded_rng(seed, _CLIP_ORDER, epoch, shard_id, num_shards).permutation(len(refs))]
     if target > len(refs):
@@ -108,11 +110,12 @@ class EpochPlan:
 
     Args:
         clip_counts: Clips of each video per epoch.
-        batch_size, seed, shuffle, drop_last, even_shards: As the loader's arguments.
+        batch_size, seed, shuffle, drop_last, even_shards: As the loader's arguments (``even_shards``
+            None for evaluation: no shard is evened out).
     """
 
     def __init__(self, clip_counts: Sequence[int], *, batch_size: int, seed: int, shuffle: bool, drop_last: bool,
-                 even_shards: EvenShards):
+                 even_shards: EvenShards | None):
         self.clip_counts = np.asarray(clip_counts, dtype=np.int64)
         self.batch_size = batch_size
         self.seed = seed

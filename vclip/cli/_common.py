@@ -18,7 +18,7 @@ from .._jobs import import_ray
 from .._outputs import (
     printable,
 )
-from ..errors import VideoError
+from ..errors import UsageError, VideoError
 from ..keyframes import (
     ProgressCallback,
 )
@@ -29,10 +29,6 @@ SAMPLE_FORMATS = {".npz": "npz", ".pt": "pt", ".mp4": "mp4"}  # or a folder: see
 LIST_FILE_SUFFIXES = (".txt", ".csv", ".lst", ".list")  # an input with one of these is a list of videos
 MANIFEST = "manifest.json"
 _DEVICE_PATTERN = re.compile(r"cpu|cuda|cuda:\d+|auto")
-
-
-class UsageError(Exception):
-    """A value the library refused; exit status 2."""
 
 
 @contextmanager

@@ -184,7 +184,7 @@ def _write_clips(output_format: str, out: Path, clips: Frames, data: np.ndarray,
     if output_format in ("npz", "pt"):
         out.parent.mkdir(parents=True, exist_ok=True)
         _write_arrays(output_format, out, data, clips.frame_indices, clips.pts_seconds, padded,
-                      np.zeros(len(data), dtype=np.int64), [video.path], mode)
+                      np.zeros(len(data), dtype=np.int64), _ids(clips), [video.path], mode)
     elif output_format == "mp4":
         out.parent.mkdir(parents=True, exist_ok=True)
         write_video(out, (frame for clip in data for frame in clip), fps=video.average_fps)
@@ -195,12 +195,19 @@ def _write_clips(output_format: str, out: Path, clips: Frames, data: np.ndarray,
                 write_image(out / f"clip{number:03d}_{position:03d}_frame{frame_index:06d}.png", frame)
 
 
+def _ids(clips: Frames) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's clip (of its video) and spatial view."""
+    assert clips.clip_ids is not None and clips.view_ids is not None  # get_clips fills them
+    return clips.clip_ids, clips.view_ids
+
+
 def _write_arrays(output_format: str, out: Path, data: np.ndarray, frame_indices: np.ndarray,
-                  pts_seconds: np.ndarray, padded: np.ndarray, video_ids: np.ndarray, paths: list[str],
-                  mode: str) -> None:
-    """An .npz or .pt of clips; ``video_ids[i]`` is the position in ``paths`` of clip i's video."""
+                  pts_seconds: np.ndarray, padded: np.ndarray, video_ids: np.ndarray,
+                  ids: tuple[np.ndarray, np.ndarray], paths: list[str], mode: str) -> None:
+    """An .npz or .pt of clips; ``video_ids[i]`` is the position in ``paths`` of row i's video,
+    ``ids`` its clip of that video and its spatial view (``clip_ids``, ``view_ids``)."""
     arrays = dict(clips=data, frame_indices=frame_indices, pts_seconds=pts_seconds, padded=padded,
-                  video_ids=video_ids)
+                  video_ids=video_ids, clip_ids=ids[0], view_ids=ids[1])
     if output_format == "npz":
         names = np.array([p.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace") for p in paths])
         source = {"source": names[0]} if len(paths) == 1 else {}
@@ -217,8 +224,11 @@ def _write_arrays(output_format: str, out: Path, data: np.ndarray, frame_indices
 def _clip_lines(clips: Frames, padded: np.ndarray, sampler: ClipSampler, num_frames: int,
                 windowed: bool = False) -> list[str]:
     lines = []
+    clip_ids, view_ids = _ids(clips)
+    views = int(view_ids.max()) + 1 if view_ids.size else 1
     for number, (frame_indices, flags) in enumerate(zip(clips.frame_indices.tolist(), padded.tolist())):
-        line = f"  clip {number}: frames {format_numbers(frame_indices, limit=16)}"
+        name = f"{clip_ids[number]} view {view_ids[number]}" if views > 1 else f"{number}"
+        line = f"  clip {name}: frames {format_numbers(frame_indices, limit=16)}"
         if any(flags):
             where = ("its clip runs past the end of the segment or video" if windowed or sampler.in_seconds
                      else f"the video has {num_frames} frames, a clip spans {sampler.span}")
@@ -270,8 +280,8 @@ def _run_sample(args: argparse.Namespace) -> int:
     _check_mode_options(args)
     with refused_arguments():
         sampler = _sampler(args)
-        spatial = args.resize is not None or args.crop is not None
-        transform = TransformSpec(resize=args.resize, crop=args.crop) if spatial else None
+        spatial = args.resize is not None or args.crop is not None or args.views != 1
+        transform = TransformSpec(resize=args.resize, crop=args.crop, spatial_views=args.views) if spatial else None
         check_optional_integer("workers", args.workers, minimum=1, none_means="(1: one video after another)")
     inputs = expand_inputs(args.files)
     try:
@@ -336,6 +346,7 @@ def _run_sample(args: argparse.Namespace) -> int:
                 np.concatenate([c[1].pts_seconds for c in combined]),
                 np.concatenate([np.asarray(c[1].padded, dtype=bool) for c in combined]),
                 np.concatenate([np.full(len(c[2]), position, dtype=np.int64) for position, c in enumerate(combined)]),
+                (np.concatenate([_ids(c[1])[0] for c in combined]), np.concatenate([_ids(c[1])[1] for c in combined])),
                 [inputs[number] for number, *_ in combined], args.mode,
             )
         except OSError as error:
@@ -426,6 +437,10 @@ def add_parser(commands) -> None:
                         help="shorter side in pixels (e.g. 224) or WIDTHxHEIGHT")
     sample.add_argument("--crop", type=frame_size, metavar="SIZE",
                         help="center crop after the resize: N or WIDTHxHEIGHT")
+    sample.add_argument("--views", type=int, choices=(1, 3), default=1,
+                        help="spatial views per clip (multi-view evaluation): 3 crops of --crop along the longer "
+                             "side (start, centre, end), each clip decoded once; clip_ids and view_ids in .npz/.pt "
+                             "say which row is which (default 1)")
     sample.add_argument("--workers", type=int, metavar="N",
                         help="videos sampled at once: threads on the GPU, processes on the CPU (default 1)")
     add_stream_option(sample)
