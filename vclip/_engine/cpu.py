@@ -40,8 +40,22 @@ def _video_context(context: av.CodecContext, index: VideoIndex) -> av.VideoCodec
 DEFAULT_WORKERS = min(8, usable_cores())
 """Decode threads of the CPU backend when none are asked for."""
 
+# What FFmpeg's demuxer sets on a decoder beyond the bitstream: a context made for a later segment
+# gets these from the first one (avcodec_parameters_to_context's fields, as PyAV exposes them).
+_CONTEXT_PARAMETERS = (
+    "extradata", "width", "height", "codec_tag", "pix_fmt", "bits_per_coded_sample", "sample_aspect_ratio",
+    "color_range", "colorspace", "color_primaries", "color_trc", "framerate", "field_order",
+)
+
+
 class PyAVDecoder(PictureDecoder):
-    """FFmpeg's decoder for one video stream, fed the plan's packets; pictures are ``av.VideoFrame``."""
+    """FFmpeg's decoder for one video stream, fed the plan's packets; pictures are ``av.VideoFrame``.
+
+    With frame threads (``threads`` other than 1) every segment after the first gets a codec context
+    of its own, made like the first: FFmpeg's frame-threaded decoders are not safe to reuse after a
+    flush, and a damaged keyframe arriving at a flushed VP9 context crashed the process (SIGSEGV in
+    libavcodec; issue 25). A new context costs about 0.2 ms; a segment decodes a GOP.
+    """
 
     def __init__(self, index: VideoIndex, *, threads: int = 0):
         if is_local(index.path) or not index.packets_addressable:
@@ -56,10 +70,16 @@ class PyAVDecoder(PictureDecoder):
             self._context = _video_context(av.CodecContext.create(index.codec, "r"), index)
             self._context.extradata = index.extradata or None
             self._context.width, self._context.height = index.width, index.height
-        self._context.thread_count = threads
-        self._context.thread_type = "AUTO" if threads != 1 else "SLICE"
+        self._index = index
+        self._threads = threads
+        self._parameters = {name: getattr(self._context, name) for name in _CONTEXT_PARAMETERS}
+        self._flushed = False
+        _set_threads(self._context, threads)
 
     def send(self, packets: PacketRun) -> Iterable[tuple[int | None, av.VideoFrame]]:
+        if self._flushed and self._threads != 1:
+            self._context = self._fresh_context()
+        self._flushed = False
         decode = self._context.decode
         for payload, pts in zip(packets.payloads, packets.pts):
             packet = av.Packet(len(payload))  # FFmpeg's own allocation: zeroed padding after the data
@@ -74,10 +94,24 @@ class PyAVDecoder(PictureDecoder):
                 yield frame.pts, frame
         finally:
             self._context.flush_buffers()
+            self._flushed = True
+
+    def _fresh_context(self) -> av.VideoCodecContext:
+        context = _video_context(av.CodecContext.create(self._context.codec, "r"), self._index)
+        for name, value in self._parameters.items():
+            if value is not None:
+                setattr(context, name, value)
+        _set_threads(context, self._threads)
+        return context
 
     def close(self) -> None:
         if self._container is not None:
             self._container.close()
+
+
+def _set_threads(context: av.VideoCodecContext, threads: int) -> None:
+    context.thread_count = threads
+    context.thread_type = "AUTO" if threads != 1 else "SLICE"
 
 
 def yuv420_planes(frame: av.VideoFrame, color_range: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
