@@ -86,7 +86,9 @@ def test_damaged_vp9_keyframe_after_a_flush_is_an_error_not_a_crash(tmp_path):
     assert child.returncode == 0, f"the child died ({child.returncode}): {child.stderr[-2000:]}"
     lines = child.stdout.splitlines()
     assert lines[:2] == ["prefix [0, 15, 25]", "decoder: CorruptVideoError"]
-    assert lines[2:5] == ["backend ok [0]", "backend: [0, 39] CorruptVideoError", "backend: [5, 15, 35] CorruptVideoError"]
+    assert lines[2:5] == [
+        "backend ok [0]", "backend: [0, 39] CorruptVideoError", "backend: [5, 15, 35] CorruptVideoError",
+    ]
     assert lines[5:] == ["loader [0, 0] True"]
 
 

@@ -12,6 +12,7 @@ from fractions import Fraction
 import av
 import numpy as np
 import pytest
+from helpers import remux
 
 import vclip
 from vclip.cli import main
@@ -22,22 +23,6 @@ from vclip.transforms import Orientation, TransformSpec
 TURNS = [(degrees, mirrored) for degrees in (0, 90, 180, 270) for mirrored in (False, True)]
 WIDTH, HEIGHT, FRAMES = 96, 64, 12
 GPU_FRAMES = 30
-
-
-def remux(source: str, target: str, *, degrees: int = 0, mirrored: bool = False, sample_aspect_ratio=None) -> str:
-    """Copy the video stream of ``source`` into ``target`` with a display matrix and/or a pixel aspect."""
-    with av.open(source) as reader, av.open(target, "w") as writer:
-        stream = reader.streams.video[0]
-        copy = writer.add_stream_from_template(stream)
-        if degrees or mirrored:
-            copy.set_display_rotation(degrees, hflip=mirrored)
-        if sample_aspect_ratio is not None:
-            copy.sample_aspect_ratio = sample_aspect_ratio
-        for packet in reader.demux(stream):
-            if packet.dts is not None:
-                packet.stream = copy
-                writer.mux(packet)
-    return target
 
 
 @pytest.fixture(scope="module")
