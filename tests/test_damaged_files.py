@@ -52,8 +52,7 @@ def test_damaged_vp9_keyframe_after_a_flush_is_an_error_not_a_crash(tmp_path):
         import numpy as np
 
         import vclip
-        from vclip._engine.cpu import CpuBackend
-        from vclip._engine.pipeline import ClipTarget, DecodeStats, VideoJob, resolve_transform
+        from vclip._engine import ClipTarget, CpuBackend, DecodeStats, VideoJob, resolve_transform
         from vclip.synthetic import read_barcode
 
         path = {path!r}

@@ -34,6 +34,9 @@ EXPORTED = [
     "LoaderStats",
     "MemoryEstimate",
     "NotAVideoError",
+    "RemoteOptions",
+    "RemoteReadWarning",
+    "RemoteReads",
     "TransformSpec",
     "TruncatedVideoWarning",
     "UnreadableVideoError",
@@ -57,6 +60,7 @@ EXPORTED = [
     "parse_bytes",
     "plan_decode",
     "plan_loader_memory",
+    "set_remote_options",
     "strided",
 ]
 SUBMODULES = [

@@ -36,6 +36,8 @@ from ._loader.runtime import LoaderRuntime
 from ._loader.source import DatasetSource, MixedSizes, open_source, scan
 from ._loader.state import LoaderState, dataset_fingerprint
 from ._loader.stats import LoaderCounters, LoaderStats, epoch_summary, make_stats
+from ._remote import remote_reads
+from ._sources import is_url
 from ._units import format_bytes, parse_bytes
 from ._validation import check_choice, check_integer, fail
 from .errors import ArgumentError
@@ -280,7 +282,9 @@ class ClipLoader(IterableDataset):
         self._drawer = ClipDrawer(sampler, transform, clips_per_video, max_lead_frames)
         self.frames_per_clip = self._drawer.frames_per_clip
         self._device: Device = resolve_device(device).device  # a GPU request without one warns once
+        self._remote_baseline = remote_reads()
         self._source = open_source(videos, cache_dir)
+        self._urls = frozenset(video.path for video in self._source.videos if is_url(video.path))
         self.shard_id, self.num_shards = process_shard(shard_id, num_shards, len(self._source.videos))
         self._epoch = 0
         self._position = (0, 0)  # (epoch, batches delivered) of the latest pass
@@ -515,6 +519,7 @@ class ClipLoader(IterableDataset):
             estimate_bytes=self.memory_estimate.total,
             skipped_videos={paths[video].path: problem for video, problem in self._bad.problems().items()},
             decoder_kinds=runtime.decoder_kinds() if runtime is not None else None,
+            remote_reads=remote_reads(self._urls, since=self._remote_baseline) if self._urls else {},
         )
 
     def __repr__(self) -> str:

@@ -44,6 +44,7 @@ from multiprocessing.connection import wait as wait_for_connections
 from typing import Any
 
 from .. import errors
+from .._remote import add_remote_reads, take_remote_reads
 from ..errors import CorruptVideoError, VideoError
 from ..index import VideoIndex
 from .contract import Backend
@@ -113,6 +114,7 @@ class _Reply:
     error: BaseException | None = None
     stats: dict = field(default_factory=dict)
     warnings: list = field(default_factory=list)
+    remote_reads: dict = field(default_factory=dict)  # what the worker read from URLs since its last reply
 
 
 def _watch_parent(parent_pid: int) -> None:
@@ -166,6 +168,7 @@ def _serve(factory: Callable[[], Backend], threads: int, index_capacity: int, pa
             details = "".join(traceback.format_exception(error))
             reply.error = RuntimeError(f"{index.path}: decode worker process {os.getpid()}: {details}")
         reply.stats = stats.as_dict()
+        reply.remote_reads = take_remote_reads()
         del output
         send(reply)
 
@@ -322,6 +325,7 @@ class ProcessBackend:
         self._send(pending)
         reply: _Reply = pending.future.result()
         stats.add(**reply.stats)
+        add_remote_reads(reply.remote_reads)
         self._show_warnings(reply.warnings)
         if reply.error is not None:
             raise reply.error
