@@ -143,3 +143,14 @@ def test_picture_size_changing_mid_stream_is_corrupt_video_error(tmp_path):
     assert decoder.get_frames([0, 9]).data.shape == (2, 48, 64, 3)
     with pytest.raises(vclip.CorruptVideoError, match=r"joined\.ts: a frame is 96x48, the stream 64x48"):
         decoder.get_frames([12])
+
+
+def test_a_stream_appearing_mid_file_is_corrupt_video_error(tmp_path):
+    """Mutant 10743 of the default campaign (an MPEG-TS file whose damage makes a new stream appear
+    after 19 video packets): PyAV raised a bare IndexError from its demuxer."""
+    mutant = next(fuzzing.mutants(fuzzing.make_seeds(tmp_path / "seeds"), 1, seed=0, start=10743))
+    path = tmp_path / mutant.name
+    path.write_bytes(mutant.data)
+    with pytest.raises(vclip.CorruptVideoError, match=r"demuxing failed after 19 packets \(a packet of a stream that "
+                                                      r"appears in the middle of the file\)"):
+        vclip.index_video(path)

@@ -1,6 +1,7 @@
 """ClipLoader on the CPU: inputs, exact frames, seeding, sharding, buffer reuse, bad videos,
 memory budget and stats. (The 2-process sharding run is in test_distributed.py.)"""
 
+import codecs
 import json
 import logging
 import os
@@ -133,6 +134,65 @@ def test_inputs_pairs_file_lists_and_class_folders(folder, dataset):
 def test_inputs_are_checked(videos, message):
     with pytest.raises((ValueError, FileNotFoundError), match=message):
         make_loader(videos)
+
+
+def test_labels_beyond_int64_are_refused_naming_the_line(folder, dataset):
+    """They passed construction and ended the epoch with an OverflowError (labels are int64)."""
+    listing = folder / "huge_label.txt"
+    listing.write_text(f"{dataset[0][0]} 1\n{dataset[1][0]} 9223372036854775808\n")
+    with pytest.raises(vclip.ArgumentError, match=r"huge_label.txt, line 2: label \('9223372036854775808'\) must be "
+                                                  r"an integer in \[-9223372036854775808, 9223372036854775807\] "
+                                                  r"\(int64\)"):
+        make_loader(str(listing))
+    with pytest.raises(vclip.ArgumentError, match=r"videos\[0\]: label \(-9223372036854775809\) must be an integer in"):
+        make_loader([(dataset[0][0], -(2**63) - 1)])
+    with pytest.raises(vclip.ArgumentError, match=r"label \(18446744073709551616\) must be an integer in"):
+        vclip.LabeledVideo(dataset[0][0], 2**64)
+    assert make_loader([(dataset[0][0], 2**63 - 1)]).videos[0].label == 2**63 - 1
+
+
+@pytest.mark.parametrize("encoding", ["utf-8-sig", "utf-16", "utf-16-le", "utf-16-be", "utf-32"])
+def test_list_files_in_utf16_utf32_or_with_a_bom_are_read(folder, dataset, encoding):
+    """A byte order mark hid the header (utf-8-sig); UTF-16 gave a bare UnicodeDecodeError."""
+    listing = folder / f"list_{encoding}.csv"
+    listing.write_bytes(("label,path\n" + "".join(f"{label},{path}\n" for path, label in dataset)).encode(encoding))
+    assert [(v.path, v.label) for v in make_loader(str(listing)).videos] == dataset
+
+
+def test_a_latin1_list_file_names_its_files_byte_for_byte(folder, dataset):
+    """Bytes that are not UTF-8 stay the bytes of the file names (as the file system has them)."""
+    name = b"caf\xe9 \xe0 la cr\xe8me.mp4"  # Latin-1
+    shutil.copy(dataset[0][0], os.path.join(os.fsencode(folder), name))
+    listing = folder / "latin1.txt"
+    listing.write_bytes(name + b" 3\n")
+    loader = make_loader(str(listing), batch_size=2)
+    assert [(os.fsencode(v.path), v.label) for v in loader.videos] == [(os.fsencode(folder) + b"/" + name, 3)]
+    batch = next(iter(loader))
+    assert batch.labels.tolist() == [3, 3] and not batch.skipped_videos
+
+
+def test_a_list_file_that_is_not_text_is_refused(folder):
+    listing = folder / "binary.txt"
+    listing.write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(range(256)) * 4)
+    with pytest.raises(vclip.ArgumentError, match=r"binary.txt: holds zero bytes but is not UTF-16"):
+        make_loader(str(listing))
+    listing.write_bytes(codecs.BOM_UTF16_LE + b"\x00\xd8a\x00")  # a lone surrogate
+    with pytest.raises(vclip.ArgumentError, match=r"binary.txt: not valid UTF-16 text"):
+        make_loader(str(listing))
+
+
+def test_a_flat_folder_of_videos_is_unlabelled(folder, dataset):
+    """As ``vclip index`` reads it: label -1, no class names."""
+    flat = folder / "flat"
+    flat.mkdir()
+    for path, _ in dataset[:2]:
+        shutil.copy(path, flat)
+    loader = make_loader(str(flat), batch_size=2)
+    assert [(v.path, v.label) for v in loader.videos] == [(str(flat / os.path.basename(p)), -1) for p, _ in dataset[:2]]
+    assert loader.class_names is None and next(iter(loader)).labels.tolist() == [-1, -1]
+    (folder / "nothing").mkdir()
+    with pytest.raises(vclip.ArgumentError, match=r"is a folder without class subfolders or videos"):
+        make_loader(str(folder / "nothing"))
 
 
 @pytest.mark.parametrize(

@@ -190,6 +190,18 @@ def test_square_pixels_stretch_to_the_sample_aspect_ratio(base_video, tmp_path):
     assert decoder.get_frames([0], transform=TransformSpec()).data.shape == (1, HEIGHT, WIDTH, 3)  # stored pixels
 
 
+@pytest.mark.parametrize("ratio", [Fraction(2147483647, 1), Fraction(1, 17)])
+def test_an_absurd_pixel_aspect_is_refused_before_any_frame(base_video, tmp_path, ratio):
+    """2147483647:1 with square_pixels=True asked NumPy for 36 TiB (a MemoryError); 16:1 is the
+    widest kept, either way."""
+    path = remux(base_video, str(tmp_path / "absurd.mp4"), sample_aspect_ratio=ratio)
+    with pytest.raises(vclip.CorruptVideoError, match=rf"absurd.mp4: its pixel aspect ratio {ratio.numerator}:"
+                                                      rf"{ratio.denominator} is impossible \(beyond 16:1 either way"):
+        vclip.VideoDecoder(path, device="cpu")
+    widest = remux(base_video, str(tmp_path / "widest.mp4"), sample_aspect_ratio=Fraction(16))
+    assert vclip.index_video(widest).display_size == (16 * WIDTH, HEIGHT)
+
+
 def test_square_pixels_of_a_turned_video_stretch_the_stored_width(base_video, tmp_path):
     """The pixel aspect belongs to the stored picture: a 4:3 one widens the stored 96 columns to 128,
     which the turn makes the displayed height."""

@@ -14,6 +14,7 @@ import numpy as np
 from av.container import InputContainer
 
 from ._bitstream import is_reference_packet, nal_length_size
+from ._index_record import LARGEST_SAMPLE_ASPECT_RATIO
 from ._orientation import Orientation
 from ._sources import is_local, open_binary
 from .errors import (
@@ -27,7 +28,7 @@ from .errors import (
     video_error_from_os_error,
 )
 
-__all__ = ["open_container", "demux_stream"]
+__all__ = ["open_container", "demux_stream", "DEMUX_ERRORS", "demux_failure"]
 
 # AVColorSpace values. Unspecified and unknown matrices fall back to BT.601, as FFmpeg's swscale does.
 _MATRIX_BY_AVCOL_SPC = {1: "bt709", 5: "bt601", 6: "bt601", 7: "smpte240m", 9: "bt2020", 10: "bt2020"}
@@ -36,6 +37,18 @@ _ADDRESSABLE_FORMATS = ("mov", "mp4", "matroska", "webm")
 _OPEN_OPTIONS: dict[str, Any] = {"metadata_errors": "replace"}
 """Options of ``av.open`` for reading: PyAV up to 18 refuses metadata that is not valid UTF-8
 unless told to replace it; later PyAV has no such option (and no such refusal)."""
+
+
+DEMUX_ERRORS = (av.error.FFmpegError, IndexError)
+"""What demuxing a damaged file raises: FFmpeg's errors, and PyAV's IndexError for a packet of a
+stream that appeared after the header (PyAV up to 18 does not follow new streams)."""
+
+
+def demux_failure(error: BaseException) -> str:
+    """The reason of one of :data:`DEMUX_ERRORS`, for messages."""
+    if isinstance(error, IndexError):
+        return "a packet of a stream that appears in the middle of the file"
+    return os_reason(error)
 
 
 def _open_for_reading(source: str | BinaryIO) -> InputContainer:
@@ -153,8 +166,8 @@ def _stream_fields(container, path: str, stream_index: int | None, file_size: in
             ref.append(is_reference_packet(codec, data, length_size))
             if len(samples) < 3:
                 samples.append((pos[-1], data))
-    except av.error.FFmpegError as error:
-        raise CorruptVideoError(path, f"demuxing failed after {len(pts)} packets ({os_reason(error)})") from None
+    except DEMUX_ERRORS as error:
+        raise CorruptVideoError(path, f"demuxing failed after {len(pts)} packets ({demux_failure(error)})") from None
     container_format = container.format.name.split(",")[0]
     if container_format == "mpegts" and pos and _ts_ends_inside_last_packet(path, file_size, stream.id, pos[-1]):
         warnings.warn(
@@ -226,7 +239,7 @@ def _stream_fields(container, path: str, stream_index: int | None, file_size: in
         last_frame_duration=last_duration,
         rotation=orientation.rotation,
         mirrored=orientation.hflip,
-        sample_aspect_ratio=_sample_aspect_ratio(stream),
+        sample_aspect_ratio=_sample_aspect_ratio(path, stream),
     )
 
 
@@ -255,9 +268,15 @@ def _side_data_items(frame) -> list:
     return [(entry.type, entry) if hasattr(entry, "type") else (entry, side_data[entry]) for entry in side_data]
 
 
-def _sample_aspect_ratio(stream) -> Fraction:
+def _sample_aspect_ratio(path: str, stream) -> Fraction:
     ratio = stream.sample_aspect_ratio or stream.codec_context.sample_aspect_ratio
-    return Fraction(ratio) if ratio and ratio > 0 else Fraction(1)
+    if not ratio or ratio <= 0:
+        return Fraction(1)
+    ratio = Fraction(ratio)
+    if not 1 / LARGEST_SAMPLE_ASPECT_RATIO <= ratio <= LARGEST_SAMPLE_ASPECT_RATIO:
+        raise CorruptVideoError(path, f"its pixel aspect ratio {ratio.numerator}:{ratio.denominator} is impossible "
+                                      f"(beyond {LARGEST_SAMPLE_ASPECT_RATIO}:1 either way; a damaged header)")
+    return ratio
 
 
 def _check_complete(path: str, stream, pos: list, size: list, corrupt: list, file_size: int) -> None:
@@ -396,10 +415,10 @@ def _decoder_output_order(path: str, stream_index: int, needed: set[int], count:
             for frame in context.decode(None):
                 if frame.pts is not None and 0 <= frame.pts < count:
                     outputs.append(int(frame.pts))
-        except av.error.FFmpegError as error:
+        except DEMUX_ERRORS as error:
             raise CorruptVideoError(
                 path, f"packets carry neither pts nor dts, and decoding them to find their order failed "
-                f"({os_reason(error)})"
+                f"({demux_failure(error)})"
             ) from None
     return outputs
 

@@ -123,8 +123,9 @@ class ClipLoader(IterableDataset):
         videos: (path, label) pairs, ``(path, label, start_seconds, end_seconds)`` segments or
             ``vclip.LabeledVideo`` rows; a text/CSV file with one ``path label`` (or
             ``path,label``) or ``path start end label`` per line, or a CSV whose header names the
-            columns (``path,start,end,label``, any order); a root folder with one subfolder per
-            class, labelled in sorted name order (``class_names`` lists them); a dataset catalog
+            columns (``path,start,end,label``, any order; UTF-8, UTF-16 or UTF-32); a root folder
+            with one subfolder per class, labelled in sorted name order (``class_names`` lists
+            them), or a folder of videos without subfolders (label -1: unlabelled); a dataset catalog
             (``vclip index``'s ``.parquet`` file or a ``vclip.catalog.Catalog``: the loader then
             starts without opening any video, and checks each video's fingerprint at its first
             clip); or a dataset source (``videos``, ``class_names``, ``stored_index(number)`` and
