@@ -7,13 +7,17 @@ against: the child's exit status is the verdict.
 
 from __future__ import annotations
 
+import struct
 import subprocess
 import sys
 import textwrap
+import warnings
 
 import av
+import fuzzing
 import numpy as np
-from helpers import child_environment, ffmpeg_rgb24
+import pytest
+from helpers import barcodes, child_environment, ffmpeg_rgb24
 
 import vclip
 from vclip.synthetic import make_video
@@ -111,3 +115,86 @@ def test_later_segments_keep_the_container_colour_tags(tmp_path):
     for got, number in zip(frames.data, [0, 7, 8]):
         assert np.array_equal(got, reference[number]), f"frame {number}"
 
+
+
+# -- truncated and damaged files (issue 25, item 6) -------------------------------------------------
+def _faststart(source: str, target) -> str:
+    """``source`` remuxed with its moov before the media data, as web downloads have it."""
+    with av.open(source) as reader, av.open(str(target), "w", options={"movflags": "faststart"}) as writer:
+        stream = reader.streams.video[0]
+        copy = writer.add_stream_from_template(stream)
+        for packet in reader.demux(stream):
+            if packet.dts is not None:
+                packet.stream = copy
+                writer.mux(packet)
+    return str(target)
+
+
+def test_a_cut_off_mp4_with_its_moov_first_indexes_its_intact_prefix(tmp_path):
+    """The usual interrupted web download: the sample table lists 120 frames, the file holds about
+    half. The frames before the first lost one (presentation order) are indexed, with a warning,
+    and decode exactly; a packet cut in two and the frames shown after a lost one are left out."""
+    full = _faststart(make_video(tmp_path / "full.mp4", num_frames=120, width=128, height=96,
+                                 keyframe_interval=30, b_frames=2), tmp_path / "fast.mp4")
+    data = open(full, "rb").read()
+    complete = vclip.index_video(full)
+    cut = tmp_path / "cut.mp4"
+    cut.write_bytes(data[: int(len(data) * 0.55)])
+    with pytest.warns(vclip.TruncatedVideoWarning, match=r"cut.mp4: truncated: the file ends at byte \d+, inside "
+                                                         r"packet (\d+) of 120; its first (\d+) frames are indexed"):
+        index = vclip.index_video(cut)
+    lost = int(np.flatnonzero(complete.packet_pos + complete.packet_size > cut.stat().st_size)[0])
+    intact = int(np.count_nonzero(complete.pts < complete.packet_pts[lost:].min()))  # frames before the first lost
+    # the lost packets' pts are bounded by their decode timestamps (PyAV shows no composition
+    # offsets of the sample table): up to the two B-frames of reordering are left out too
+    assert intact - 2 <= index.num_frames <= intact and index.num_frames > 50
+    np.testing.assert_array_equal(index.pts, complete.pts[: index.num_frames])
+    frames = list(range(index.num_frames))
+    assert barcodes(vclip.VideoDecoder(cut, device="cpu").get_frames(frames)) == frames
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        loader = vclip.ClipLoader([(str(cut), 0)], vclip.contiguous(8, clips_per_video=3), device="cpu",
+                                  batch_size=3)
+        batch = next(iter(loader))
+    assert not batch.skipped_videos and all(barcodes(clip) == list(clip_frames) for clip, clip_frames
+                                            in zip(batch.data, batch.frame_indices.tolist()))
+    stub = tmp_path / "stub.mp4"
+    stub.write_bytes(data[: int(complete.packet_pos[0]) + 10])
+    with pytest.raises(vclip.CorruptVideoError, match=r"stub.mp4: truncated: the file ends at byte \d+, inside its "
+                                                      r"first packet"):
+        vclip.index_video(stub)
+
+
+def test_a_transport_stream_cut_on_a_packet_boundary_leaves_out_the_cut_frame(tmp_path):
+    """Cut at a multiple of 188 bytes, inside the last picture: FFmpeg hands over what is left and
+    the decoder conceals it as a copy of frame 18; it is left out, with a warning."""
+    source = make_video(tmp_path / "full.ts", num_frames=20, width=64, height=48, keyframe_interval=10)
+    data = open(source, "rb").read()
+    cut = tmp_path / "cut.ts"
+    cut.write_bytes(data[:-188])
+    with pytest.warns(vclip.TruncatedVideoWarning, match=r"cut.ts: truncated: the file ends inside the last packet"):
+        index = vclip.index_video(cut)
+    assert index.num_frames == 19
+    assert barcodes(vclip.VideoDecoder(cut, device="cpu").get_frames(list(range(19)))) == list(range(19))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a whole file, ending on the same kind of packet: no warning
+        vclip.clear_index_cache()
+        assert vclip.index_video(source).num_frames == 20
+
+
+def test_a_damaged_sync_sample_table_keeps_random_access_exact(tmp_path):
+    """An HEVC MP4 whose first stss entry is 0: FFmpeg then calls a picture that is not an IRAP a
+    keyframe, and decoding from it gave no frames 4-9. Keyframes the bitstream denies are not used."""
+    path = make_video(tmp_path / "hevc.mp4", num_frames=10, width=64, height=48, codec="libx265", keyframe_interval=5)
+    data = bytearray(open(path, "rb").read())
+    (offset,) = [offset for offset, _, box in fuzzing.mp4_boxes(bytes(data)) if box == b"stss"]
+    assert struct.unpack_from(">II", data, offset + 12)[0] == 2  # two sync samples; the first becomes 0
+    struct.pack_into(">I", data, offset + 16, 0)
+    damaged = tmp_path / "stss0.mp4"
+    damaged.write_bytes(data)
+    with av.open(str(damaged)) as container:  # the premise: FFmpeg's keyframes are not the IRAPs
+        flagged = [packet.is_keyframe for packet in container.demux(video=0) if packet.size]
+    assert flagged != [packet_is_key for packet_is_key in vclip.index_video(path).packet_is_keyframe.tolist()]
+    decoder = vclip.VideoDecoder(damaged, device="cpu")
+    for frame in range(10):
+        assert barcodes(decoder.get_frames([frame])) == [frame]
