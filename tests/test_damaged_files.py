@@ -198,3 +198,103 @@ def test_a_damaged_sync_sample_table_keeps_random_access_exact(tmp_path):
     decoder = vclip.VideoDecoder(damaged, device="cpu")
     for frame in range(10):
         assert barcodes(decoder.get_frames([frame])) == [frame]
+
+
+def _video_with_a_damaged_frame(folder, frame: int = 25) -> str:
+    """60 frames, a keyframe every 20, no B-frames: ``frame``'s NAL units are random bytes (its
+    decoder refuses it), so frames from it to the end of its group of pictures cannot be decoded."""
+    path = make_video(folder / "gops.mp4", num_frames=60, width=96, height=64, keyframe_interval=20, b_frames=0)
+    index = vclip.index_video(path)
+    data = bytearray(open(path, "rb").read())
+    packet = int(index.frame_packet[frame])
+    start, size = int(index.packet_pos[packet]), int(index.packet_size[packet])
+    data[start + 4:start + size] = np.random.default_rng(3).integers(0, 256, size - 4, np.uint8).tobytes()
+    damaged = folder / "damaged_frame.mp4"
+    damaged.write_bytes(data)
+    return str(damaged)
+
+
+@pytest.mark.parametrize("threads", [1, 4])
+def test_a_damaged_frame_is_named_and_costs_only_the_frames_decoded_from_it(tmp_path, threads):
+    """The error names frame 25 (not the range asked for) and carries the frames lost: 25-39, up
+    to the next keyframe; the frames of the other groups of pictures are decoded and written.
+    With frame threads the decoder reports the damage packets later: the same frames are lost."""
+    from vclip._engine import ClipTarget, CpuBackend, DecodeStats, VideoJob, resolve_transform
+
+    path = _video_with_a_damaged_frame(tmp_path)
+    index = vclip.index_video(path)
+    conversion = resolve_transform(None)
+    geometry = conversion.index_geometry(index)
+    clips = [np.arange(10, 18), np.arange(22, 30), np.arange(36, 44), np.arange(50, 58)]
+    output = np.zeros((len(clips), 8, 64, 96, 3), np.uint8)
+    job = VideoJob(index, tuple(ClipTarget(frames, geometry, slot) for slot, frames in enumerate(clips)))
+    with pytest.raises(vclip.CorruptVideoError, match=r"damaged_frame.mp4: frame 25 cannot be decoded \(Invalid "
+                                                      r"data found when processing input\): frames \[25, 26, 27, 28, "
+                                                      r"29\]\.\.\. \(9 of the frames asked for\)") as caught:
+        CpuBackend(threads=threads).decode_job(job, conversion, output, DecodeStats())
+    assert caught.value.frames == (25, 26, 27, 28, 29, 36, 37, 38, 39)
+    for slot in (0, 3):  # the clips that need none of them
+        assert barcodes(output[slot]) == clips[slot].tolist()
+    decoder = vclip.VideoDecoder(path, device="cpu")
+    assert barcodes(decoder.get_frames([18, 19, 41, 59])) == [18, 19, 41, 59]
+
+
+def test_the_loader_replaces_only_the_clips_that_need_a_damaged_frame(tmp_path):
+    """The video stays in use, epoch after epoch: its clips outside frames 25-39 come from it,
+    exactly; the others are replaced (seeded, the same on a second run); it is reported once."""
+    damaged = _video_with_a_damaged_frame(tmp_path)
+    good = make_video(tmp_path / "good.mp4", num_frames=60, width=96, height=64, keyframe_interval=20, seed=4)
+    options = dict(device="cpu", batch_size=4, num_threads=2, seed=1)
+    sampler = vclip.contiguous(6, starts="even", clips_per_video=6)
+    intact = vclip.ClipLoader([(str(tmp_path / "gops.mp4"), 0), (good, 1)], sampler, **options)
+    starts = sorted(clip[0] for b in intact for video, clip in zip(b.video_ids.tolist(), b.frame_indices.tolist())
+                    if video == 0)
+    avoiding = [start for start in starts if start + 5 < 25 or start > 39]
+    assert len(starts) == 6 and 2 <= len(avoiding) < 6
+    runs = []
+    for _ in range(2):
+        loader = vclip.ClipLoader([(damaged, 0), (good, 1)], sampler, **options)
+        epochs = []
+        for epoch in range(2):
+            loader.set_epoch(epoch)
+            epochs.append([(b.video_ids.tolist(), b.frame_indices.tolist(), barcodes_of(b), b.skipped_videos)
+                           for b in loader])
+        runs.append(epochs)
+        problems = loader.stats().skipped.videos
+    assert runs[0] == runs[1]
+    for batches in runs[0]:
+        from_damaged = [frames for ids, frames_list, _, _ in batches for video, frames in zip(ids, frames_list)
+                        if video == 0]
+        assert sorted(clip[0] for clip in from_damaged) == avoiding  # its clips that avoid 25-39
+        assert all(found == frames for _, frames_list, found_list, _ in batches
+                   for frames, found in zip(frames_list, found_list))
+        from_good = [video for ids, *_ in batches for video in ids if video == 1]
+        assert len(from_good) == 6 + 6 - len(avoiding)  # its own clips, and the replacements
+        assert set().union(*(skipped for *_, skipped in batches)) == {damaged}
+    assert list(problems) == [damaged] and "frame 25 cannot be decoded" in problems[damaged]
+
+
+def barcodes_of(batch) -> list[list[int]]:
+    return [barcodes(clip) for clip in batch.data.numpy()]
+
+
+@pytest.mark.gpu
+def test_the_gpu_loader_keeps_the_clips_that_avoid_a_damaged_frame(tmp_path):
+    """On the GPU the video stays in use too: NVDEC fails (or conceals) at frame 25, the CPU then
+    decides, and the clips it could decode are written before its error reaches the loader."""
+    damaged = _video_with_a_damaged_frame(tmp_path)
+    good = make_video(tmp_path / "good.mp4", num_frames=60, width=96, height=64, keyframe_interval=20, seed=4)
+    sampler = vclip.contiguous(6, starts="even", clips_per_video=6)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # NVDEC's failure falls back to the CPU with a warning
+        loader = vclip.ClipLoader([(damaged, 0), (good, 1)], sampler, device="cuda", batch_size=4, seed=1)
+        batches = [(b.video_ids.tolist(), b.frame_indices.tolist(), barcodes_of_gpu(b)) for b in loader]
+    kept = [(frames, found) for ids, frames_list, found_list in batches
+            for video, frames, found in zip(ids, frames_list, found_list) if video == 0]
+    avoiding = [(frames, found) for frames, found in kept if frames[-1] < 25 or frames[0] > 39]
+    assert len(avoiding) >= 2 and all(frames == found for frames, found in avoiding)
+    assert damaged not in loader.stats().skipped.videos or "cannot be decoded" in loader.stats().skipped.videos[damaged]
+
+
+def barcodes_of_gpu(batch) -> list[list[int]]:
+    return [barcodes(clip) for clip in batch.data.cpu().numpy()]

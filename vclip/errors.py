@@ -72,7 +72,20 @@ class NotAVideoError(VideoError):
 
 
 class CorruptVideoError(VideoError):
-    """The file is a video but is empty, truncated or cannot be decoded."""
+    """The file is a video but is empty, truncated or cannot be decoded.
+
+    Attributes:
+        frames: When only some frames are lost (a damaged picture and those decoded from it), the
+            frame numbers of a request that could not be decoded, sorted; the request's other
+            frames were written. None when the whole video is unusable.
+    """
+
+    def __init__(self, path: str | os.PathLike, problem: str, frames=None):
+        super().__init__(path, problem)
+        self.frames: tuple[int, ...] | None = None if frames is None else tuple(int(f) for f in frames)
+
+    def __reduce__(self):
+        return (type(self), (self.path, self.problem, self.frames))
 
 
 class UnsupportedCodecError(VideoError):

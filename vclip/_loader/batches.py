@@ -12,8 +12,8 @@ from typing import Literal
 
 import numpy as np
 
-from .._engine.pipeline import ClipTarget, VideoJob
-from ..errors import VideoError
+from .._engine.pipeline import ClipTarget, VideoJob, needs_any
+from ..errors import CorruptVideoError, VideoError
 from ..index import VideoIndex
 from ..transforms import FrameGeometry
 from .clips import ClipDrawer
@@ -32,17 +32,20 @@ SCAN = -1  # the "epoch" in which the scan at construction found a video bad
 
 class BadVideos:
     """The videos found unusable: the problem of each and the epoch in which it was found (``SCAN``
-    for the scan at construction); thread-safe; each is logged once.
+    for the scan at construction); thread-safe; each is logged once. Also the videos with damaged
+    frames, which stay in use: only their clips that need those frames are replaced.
 
     A video found bad mid-epoch is left out from the next epoch on; within the epoch in which it
     was found, its later clips are still tried (and replaced when they fail). So which clips a
     batch gets never depends on the order in which batches built at once happened to fail, and a
-    resumed epoch replaces exactly the clips an uninterrupted one would have replaced.
+    resumed epoch replaces exactly the clips an uninterrupted one would have replaced. (Whether a
+    clip needs a damaged frame depends on the clip alone.)
     """
 
     def __init__(self, paths: list[str]):
         self._paths = paths
         self._found: dict[int, tuple[str, int]] = {}
+        self._damaged: dict[int, str] = {}
         self._lock = threading.Lock()
 
     def add(self, video: int, problem: str, epoch: int) -> None:
@@ -57,6 +60,15 @@ class BadVideos:
         logger.warning("vclip: skipping %s: %s; its clips are replaced by clips of other videos",
                        self._paths[video], problem)
 
+    def add_damaged(self, video: int, problem: str) -> None:
+        """Record that ``video`` has damaged frames (the first problem is kept and logged)."""
+        with self._lock:
+            if video in self._damaged:
+                return
+            self._damaged[video] = problem
+        logger.warning("vclip: damaged %s: %s; its clips that need those frames are replaced by clips of other "
+                       "videos", self._paths[video], problem)
+
     def excluded(self, video: int, epoch: int) -> bool:
         """Whether ``video`` is left out of ``epoch`` (found bad in an earlier epoch or by the scan)."""
         known = self._found.get(video)
@@ -66,8 +78,11 @@ class BadVideos:
         return len(self._found)
 
     def problems(self) -> dict[int, str]:
+        """The problem of every video left out, and of every video with damaged frames."""
         with self._lock:
-            return {video: problem for video, (problem, _) in self._found.items()}
+            damaged = {video: f"{problem}; the clips that need those frames are replaced"
+                       for video, problem in self._damaged.items() if video not in self._found}
+            return {**damaged, **{video: problem for video, (problem, _) in self._found.items()}}
 
     def entries(self) -> list[tuple[int, int, str]]:
         """``(video, epoch found, problem)`` of every bad video, by video."""
@@ -75,7 +90,7 @@ class BadVideos:
             return sorted((video, epoch, problem) for video, (problem, epoch) in self._found.items())
 
     def __getstate__(self) -> dict:
-        return {"_paths": self._paths, "_found": dict(self._found)}
+        return {"_paths": self._paths, "_found": dict(self._found), "_damaged": dict(self._damaged)}
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
@@ -135,8 +150,13 @@ class BatchBuilder:
                 raise failed[0][2]
             todo = []
             for video, job, error in failed:
-                self.bad.add(video, error.problem if isinstance(error, VideoError) else str(error), epoch)
-                todo.extend(target.slot for target in job.targets)
+                lost = error.frames if isinstance(error, CorruptVideoError) else None
+                if lost is None:  # the whole video
+                    self.bad.add(video, error.problem if isinstance(error, VideoError) else str(error), epoch)
+                    todo.extend(target.slot for target in job.targets)
+                else:  # damaged frames: the clips that do not need them were decoded
+                    self.bad.add_damaged(video, error.problem)
+                    todo.extend(target.slot for target in job.targets if needs_any(target, lost))
             for position in todo:
                 clips[position] = next(candidates[position])
         replaced = [clip.ref.replaces for clip in clips if clip.ref.replaces >= 0]
