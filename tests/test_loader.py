@@ -949,3 +949,18 @@ def test_an_unexpected_error_checking_a_video_keeps_its_type(videos, monkeypatch
     monkeypatch.setattr(ClipDrawer, "inspect", broken)
     with pytest.raises(vclip.ArgumentError, match=r"checking its clips failed \(TypeError: not a number\)"):
         vclip.ClipLoader([(videos["h264"], 0)], vclip.strided(4, 2), device="cpu")
+
+
+def test_batches_carry_the_padded_mask(folder):
+    """As Frames.padded: True where the end policy filled a clip past the video's last frame."""
+    short = make_video(folder / "five_frames.mp4", num_frames=5, width=WIDTH, height=HEIGHT, keyframe_interval=5)
+    for policy, filled in (("repeat_last", [4, 4, 4]), ("wrap", [0, 1, 2])):
+        loader = make_loader([(short, 0), (short, 1)], vclip.contiguous(8, end_policy=policy), batch_size=2)
+        batch = next(iter(loader))
+        assert batch.padded.dtype == torch.bool and batch.padded.shape == (2, 8)
+        assert batch.padded.tolist() == [[False] * 5 + [True] * 3] * 2
+        assert batch.frame_indices.tolist() == [[0, 1, 2, 3, 4, *filled]] * 2
+        expected = vclip.VideoDecoder(short, device="cpu").get_clips(vclip.contiguous(8, end_policy=policy))
+        assert batch.padded[0].numpy().tolist() == expected.padded[0].tolist()
+    unpadded = next(iter(make_loader([(short, 0)], vclip.contiguous(4), batch_size=1)))
+    assert not unpadded.padded.any()

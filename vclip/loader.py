@@ -65,6 +65,10 @@ class ClipBatch:
             of the dataset: with labelled segments, the segment; see :attr:`segment_ids`).
         frame_indices: int64 ``[B, T]`` (CPU): the frame numbers of each clip.
         pts_seconds: float64 ``[B, T]`` (CPU): the presentation times of those frames.
+        padded: bool ``[B, T]`` (CPU): True where a clip ran past its video's (or segment's) last
+            frame and the sampler's ``end_policy`` filled the position (``"repeat_last"``: the
+            last frame again, ``"wrap"``: a frame from the start), as ``Frames.padded``; mask
+            them out of a loss that must not see repeated frames.
         skipped_videos: Videos that could not be read and whose clips in this batch were
             replaced by clips of other videos (paths, sorted).
         epoch: The epoch the batch belongs to.
@@ -76,6 +80,7 @@ class ClipBatch:
     video_ids: torch.Tensor
     frame_indices: torch.Tensor
     pts_seconds: torch.Tensor
+    padded: torch.Tensor
     skipped_videos: tuple[str, ...]
     epoch: int
     batch_number: int
@@ -385,7 +390,8 @@ class ClipLoader(IterableDataset):
                 yield ClipBatch(
                     data=data, labels=labels, video_ids=torch.from_numpy(built.video_ids),
                     frame_indices=torch.from_numpy(built.frame_indices),
-                    pts_seconds=torch.from_numpy(built.pts_seconds), skipped_videos=built.skipped_videos,
+                    pts_seconds=torch.from_numpy(built.pts_seconds), padded=torch.from_numpy(built.padded),
+                    skipped_videos=built.skipped_videos,
                     epoch=epoch, batch_number=built.number,
                 )
         finally:

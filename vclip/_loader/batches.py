@@ -103,6 +103,7 @@ class _Clip:
     index: VideoIndex
     frames: np.ndarray
     geometry: FrameGeometry
+    padded: np.ndarray
 
 
 @dataclass(frozen=True, eq=False)
@@ -114,6 +115,7 @@ class BuiltBatch:
     video_ids: np.ndarray
     frame_indices: np.ndarray
     pts_seconds: np.ndarray
+    padded: np.ndarray
     skipped_videos: tuple[str, ...]
 
 
@@ -168,6 +170,7 @@ class BatchBuilder:
             video_ids=np.array([clip.ref.video for clip in clips], dtype=np.int64),
             frame_indices=np.stack([clip.frames for clip in clips]),
             pts_seconds=np.stack([clip.index.pts_seconds[clip.frames] for clip in clips]),
+            padded=np.stack([clip.padded for clip in clips]),
             skipped_videos=tuple(sorted({dataset[video].path for video in replaced})),
         )
 
@@ -195,7 +198,7 @@ class BatchBuilder:
             index = self.source.index(ref.video)
             doing = "drawing its clip"
             segment = self.source.videos[ref.video].segment
-            frames, geometry = self.drawer.draw(index, ref, self.seed, epoch, segment)
+            frames, geometry, padded = self.drawer.draw(index, ref, self.seed, epoch, segment)
         except Exception as error:  # one video's problem, whatever it is
             video_error = as_video_error(self.source.videos[ref.video].path, error, doing)
             if self.on_error == "raise":
@@ -204,7 +207,7 @@ class BatchBuilder:
                 raise video_error from error
             self.bad.add(ref.video, video_error.problem, epoch)
             return None
-        return _Clip(ref, index, frames, geometry)
+        return _Clip(ref, index, frames, geometry, padded)
 
 
 def _jobs(clips: list[_Clip], positions: list[int]) -> tuple[list[int], list[VideoJob]]:

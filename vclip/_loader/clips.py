@@ -106,15 +106,18 @@ class ClipDrawer:
         )
 
     def draw(self, index: VideoIndex, ref: ClipRef, seed: int, epoch: int,
-             segment: Segment | None = None) -> tuple[np.ndarray, FrameGeometry]:
-        """The frames and the geometry of clip ``ref`` in ``epoch`` (inside ``segment``, seconds)."""
+             segment: Segment | None = None) -> tuple[np.ndarray, FrameGeometry, np.ndarray]:
+        """The frames, the geometry and the padded positions (bool ``[T]``, where the sampler's end
+        policy filled the clip past the last frame) of clip ``ref`` in ``epoch`` (inside
+        ``segment``, seconds)."""
         rng = ref.rng(seed, epoch)
-        clips = self._clip_sampler.sample(index, seed=rng, segment=segment)
-        frames = clips[ref.clip % len(clips)]
+        clips = self._clip_sampler.sample_with_padding(index, seed=rng, segment=segment)
+        clip = clips[ref.clip % len(clips)]
+        frames = clip.frame_indices
         if self.max_lead_frames is not None:
             first = 0 if segment is None else segment_frames(index, segment)[0]
             frames = bound_lead(index, frames, self.max_lead_frames, first_frame=first)
-        return frames, self._geometry(index, rng)
+        return frames, self._geometry(index, rng), clip.padded
 
     def _geometry(self, index: VideoIndex, rng: np.random.Generator) -> FrameGeometry:
         return self.conversion.index_geometry(index, rng)
