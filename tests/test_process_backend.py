@@ -163,12 +163,14 @@ def test_a_video_whose_worker_is_killed_is_decoded_by_the_next_one(clips_videos,
         decode(backend, jobs_for(clips_videos[:1]))
 
 
-def test_a_loader_epoch_loses_no_video_to_a_killed_worker(tmp_path):
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+def test_a_loader_epoch_loses_no_video_to_a_killed_worker(tmp_path, device):
     """A decode worker killed mid-epoch costs no video: the epoch's batches are those of an epoch
-    without decode processes, and no video is skipped."""
+    without decode processes, and no video is skipped (on the GPU the replacement worker opens the
+    CUDA IPC buffers anew)."""
     paths = [make_video(tmp_path / f"long{i}.mp4", num_frames=120, width=320, height=240, keyframe_interval=120,
                         seed=i) for i in range(3)]
-    options = dict(batch_size=2, device="cpu", on_error="skip", transform=vclip.TransformSpec(resize=(48, 64)))
+    options = dict(batch_size=2, device=device, on_error="skip", transform=vclip.TransformSpec(resize=(48, 64)))
     sampler = vclip.contiguous(8, starts="even", clips_per_video=2)
     videos = [(path, k) for k, path in enumerate(paths)]
     reference = [(b.data.clone(), b.frame_indices.clone()) for b in vclip.ClipLoader(videos, sampler, **options)]
