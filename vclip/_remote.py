@@ -179,7 +179,8 @@ class RemoteReads:
     """What was read from one URL.
 
     Attributes:
-        requests: Requests sent (every try counted).
+        requests: Requests vclip made (every try counted; a driver may send more than one for
+            a request: fsspec's HTTP metadata is a HEAD, then a GET when the HEAD tells no size).
         retries: Tries after a transient failure.
         bytes_read: Body bytes received.
         whole_file_reads: Answers that carried the whole file because the server ignores ``Range``.
