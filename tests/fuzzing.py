@@ -1,7 +1,8 @@
 """Deterministic mutation fuzzing of vclip's video readers.
 
 Mutants of small synthetic videos (64x48, 20 frames: H.264 and HEVC in MP4, H.264 in Matroska, one
-with negative timestamps, and in MPEG-TS, MPEG-4 Part 2 in AVI) go through the API
+with negative timestamps, one turned by a display matrix, and in MPEG-TS, MPEG-4 Part 2 in AVI and
+MP4, VP9 in WebM, AV1 in Matroska) go through the API
 (``index_video``, ``VideoDecoder.get_frames`` and ``get_clips``), optionally the CLI (``vclip info``
 and ``vclip sample`` in-process) and a loader epoch. Every outcome must be a success with correctly
 shaped output and a consistent index, or a :class:`vclip.VideoError` naming the file: any other
@@ -36,7 +37,7 @@ import time
 import traceback
 import warnings
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -46,7 +47,7 @@ import numpy as np
 if __package__ in (None, ""):  # python tests/fuzzing.py from a checkout
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from helpers import host
+from helpers import host, remux
 
 import vclip  # noqa: E402
 from vclip.errors import VideoError  # noqa: E402
@@ -61,8 +62,16 @@ SEEDS = {  # name: (file name, make_video options)
     "h264_mkv": ("h264.mkv", dict(b_frames=2)),
     "mpeg4_avi": ("mpeg4.avi", dict(codec="mpeg4")),
     "h264_ts": ("h264.ts", dict(b_frames=2)),
+    "mpeg4_mp4": ("mpeg4.mp4", dict(codec="mpeg4")),
+    "vp9_webm": ("vp9.webm", dict(codec="libvpx-vp9", b_frames=0, encoder_options={"deadline": "realtime"})),
+    "av1_mkv": ("av1.mkv", dict(codec="libsvtav1", b_frames=0, encoder_options={"preset": "12"})),
     "negative_pts_mkv": ("negative_pts.mkv", None),  # first 5 frames before 0: the demuxer gives no pts
+    "turned_mp4": ("turned.mp4", None),  # H.264 shown turned by 90 degrees: frames are 48x64
 }
+# Seeds whose pristine copies the periodic check decodes: barcodes are read upright, and on a GPU
+# only streams NVDEC decodes at 64x48 (H.264, HEVC: VP9 needs 128x128, the H200 has no AV1).
+_GOOD_ON_CPU = {name for name in SEEDS if name != "turned_mp4"}
+_GOOD_ON_GPU = {name for name in _GOOD_ON_CPU if name.startswith(("h264", "hevc", "negative_pts"))}
 
 
 def make_negative_pts_mkv(path: str | os.PathLike, *, first_pts: int = -5) -> str:
@@ -85,12 +94,12 @@ def make_seeds(folder: str | os.PathLike) -> dict[str, str]:
     """The pristine videos mutants are made from, by name (see SEEDS)."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    return {
-        name: make_video(folder / file, **{**_BASE, **options})
-        if options is not None
-        else make_negative_pts_mkv(folder / file)
-        for name, (file, options) in SEEDS.items()
-    }
+    os.environ.setdefault("SVT_LOG", "1")  # SVT-AV1 prints its whole configuration otherwise
+    seeds = {name: make_video(folder / file, **{**_BASE, **options})
+             for name, (file, options) in SEEDS.items() if options is not None}
+    seeds["negative_pts_mkv"] = make_negative_pts_mkv(folder / SEEDS["negative_pts_mkv"][0])
+    seeds["turned_mp4"] = remux(seeds["h264_mp4"], str(folder / SEEDS["turned_mp4"][0]), degrees=90)
+    return seeds
 
 
 # -- container structure ------------------------------------------------------------------------
@@ -363,7 +372,7 @@ MUTATIONS: dict[str, Callable[[bytearray, random.Random, str], str]] = {
     "absurd_size": _structure_size,
     "absurd_count": _structure_count,
 }
-_KIND = {".mp4": "mp4", ".mkv": "mkv", ".avi": "avi", ".ts": "ts"}
+_KIND = {".mp4": "mp4", ".mkv": "mkv", ".webm": "mkv", ".avi": "avi", ".ts": "ts"}
 
 
 @dataclass(frozen=True)
@@ -421,7 +430,8 @@ def check_api(path: str, device: str = "cpu") -> None:
     except ValueError as error:
         raise BadResult(f"inconsistent index: {error}") from None
     decoder = vclip.VideoDecoder(path, device=device)
-    n, size = index.num_frames, (index.height, index.width, 3)
+    width, height = index.orientation.displayed_size(index.width, index.height)  # frames come out as shown
+    n, size = index.num_frames, (height, width, 3)
     frames = [0, n // 2, n - 1, -1]
     _expect_shape("get_frames", decoder.get_frames(frames).data, (len(frames),) + size)
     clips = decoder.get_clips(vclip.contiguous(4, starts="even", clips_per_video=2), seed=0)
@@ -548,6 +558,7 @@ def run_campaign(
     folder: str | os.PathLike,
     *,
     count: int = 500,
+    seed_names: Collection[str] | None = None,
     device: str = "cpu",
     seed: int = 0,
     check: Callable[[str, str], None] = check_api,
@@ -557,7 +568,8 @@ def run_campaign(
     keep: bool = False,
     log: Callable[[str], None] | None = None,
 ) -> CampaignSummary:
-    """Make ``count`` mutants under ``folder`` and run each through ``check(path, device)``.
+    """Make ``count`` mutants under ``folder`` (of the seeds named in ``seed_names``, default all)
+    and run each through ``check(path, device)``.
 
     ``check`` decodes one file (default :func:`check_api`: index, get_frames, get_clips, shapes
     checked); it may raise only :class:`vclip.VideoError` naming the file. Every ``cli_every``-th
@@ -566,11 +578,15 @@ def run_campaign(
     """
     folder = Path(folder)
     seeds = make_seeds(folder / "seeds")
+    if seed_names is not None:
+        unknown = set(seed_names) - set(seeds)
+        if unknown:
+            raise ValueError(f"no seeds named {sorted(unknown)}; the seeds are {sorted(seeds)}")
+        seeds = {name: path for name, path in seeds.items() if name in seed_names}
     work = folder / "mutants"
     work.mkdir(parents=True, exist_ok=True)
     summary = CampaignSummary(device=device)
-    # pristine videos for the periodic check; on a GPU only those NVDEC decodes (H.264, HEVC)
-    good = [path for name, path in sorted(seeds.items()) if device == "cpu" or not name.startswith("mpeg4")]
+    good = [path for name, path in sorted(seeds.items()) if name in (_GOOD_ON_CPU if device == "cpu" else _GOOD_ON_GPU)]
     started = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # truncation and fallback warnings are expected here
@@ -594,7 +610,7 @@ def run_campaign(
             summary.add(mutant, outcome)
             if problem is None and not keep:
                 os.unlink(path)
-            if good_every and (mutant.number + 1) % good_every == 0:
+            if good_every and good and (mutant.number + 1) % good_every == 0:
                 summary.good_checks += 1
                 pristine = good[(mutant.number // good_every) % len(good)]
                 state, error = _with_timeout(lambda pristine=pristine: check_good(pristine, device), timeout)
@@ -671,6 +687,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--count", type=int, default=1000, help="mutants to try (default 1000)")
     parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N (default cpu)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seeds", help=f"comma-separated seed videos to mutate (default all: {', '.join(SEEDS)})")
     parser.add_argument("--out", help="folder for seeds and mutants, failing ones kept (default: a new temporary one)")
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds per case before it counts as a hang")
     parser.add_argument("--good-every", type=int, default=50, help="check a good video every N mutants")
@@ -684,6 +701,7 @@ def main(argv: list[str] | None = None) -> int:
         count=args.count,
         device=args.device,
         seed=args.seed,
+        seed_names=args.seeds.split(",") if args.seeds else None,
         timeout=args.timeout,
         good_every=args.good_every,
         cli_every=args.cli_every,

@@ -1,6 +1,7 @@
 """Helpers shared by the tests: where the checkout and the real test videos are, the devices a test
 runs on, frame numbers read back from barcodes, host copies of GPU arrays, FFmpeg's rgb24 frames
-(the reference of the decoders' native-size RGB), and the environment of child Python processes."""
+(the reference of the decoders' native-size RGB), the environment of child Python processes, and
+copies of a video with a display matrix or a pixel aspect."""
 
 import os
 from pathlib import Path
@@ -97,3 +98,19 @@ def frame_payload(index, frame) -> tuple[int, int]:
     packet = index.frame_packet[frame]
     position, size = int(index.packet_pos[packet]), int(index.packet_size[packet])
     return position + 8, position + size
+
+
+def remux(source: str, target: str, *, degrees: int = 0, mirrored: bool = False, sample_aspect_ratio=None) -> str:
+    """Copy the video stream of ``source`` into ``target`` with a display matrix and/or a pixel aspect."""
+    with av.open(source) as reader, av.open(target, "w") as writer:
+        stream = reader.streams.video[0]
+        copy = writer.add_stream_from_template(stream)
+        if degrees or mirrored:
+            copy.set_display_rotation(degrees, hflip=mirrored)
+        if sample_aspect_ratio is not None:
+            copy.sample_aspect_ratio = sample_aspect_ratio
+        for packet in reader.demux(stream):
+            if packet.dts is not None:
+                packet.stream = copy
+                writer.mux(packet)
+    return target

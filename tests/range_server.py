@@ -24,8 +24,13 @@ class RangeServer(ThreadingHTTPServer):
     Attributes:
         bytes_sent: Body bytes sent so far (all requests).
         requests: ``(method, path, Range header or None, status)`` of every request.
-        Paths under ``/flaky/`` answer 503 to the first request of each distinct range.
-        Paths under ``/secret/`` answer 403, under ``/down/`` always 503.
+
+    Misbehaviour by path prefix: ``/flaky/`` answers 503 to the first GET of each distinct range,
+    ``/busy/`` 429 with ``Retry-After: 1`` to the first GET of each range, ``/secret/`` 403,
+    ``/down/`` always 503; ``/hang/`` accepts the request and never answers; ``/whole/`` ignores
+    ``Range`` (200 and the whole file); ``/cut/`` sends half of each body, then closes the
+    connection, and ``/cut-once/`` does so to the first GET of each range only; ``/loop/``
+    redirects to itself.
     """
 
     daemon_threads = True
@@ -37,6 +42,7 @@ class RangeServer(ThreadingHTTPServer):
         self.requests: list[tuple[str, str, str | None, int]] = []
         self._failed_once: set[tuple[str, str | None]] = set()
         self.lock = threading.Lock()
+        self.stopping = threading.Event()  # set at shutdown: requests under /hang/ end
 
     def url(self, name: str) -> str:
         return f"http://127.0.0.1:{self.server_address[1]}/{name}"
@@ -67,47 +73,65 @@ class _Handler(BaseHTTPRequestHandler):
     def _serve(self, body: bool) -> None:
         name = self.path.lstrip("/")
         wanted = self.headers.get("Range")
-        if name.startswith("secret/"):
+        prefix, _, rest = name.partition("/")
+        if prefix == "secret":
             return self._status(403)
-        if name.startswith("down/"):
+        if prefix == "down":
             return self._status(503)
-        if name.startswith("flaky/") and body:
+        if prefix == "hang":
+            self._record(0)
+            self.server.stopping.wait()
+            return None
+        if prefix == "loop":
+            return self._status(302, Location=self.path)
+        if prefix in ("flaky", "busy", "cut-once") and body:
             with self.server.lock:
                 first = (name, wanted) not in self.server._failed_once
                 self.server._failed_once.add((name, wanted))
-            if first:
+            if first and prefix == "flaky":
                 return self._status(503)
-            name = name.removeprefix("flaky/")
-        elif name.startswith("flaky/"):
-            name = name.removeprefix("flaky/")
+            if first and prefix == "busy":
+                return self._status(429, **{"Retry-After": "1"})
+            cut = first
+        else:
+            cut = prefix == "cut"
+        if prefix in ("flaky", "busy", "cut-once", "cut", "whole"):
+            name = rest
         file = self.server.root / name
         if not file.is_file():
             return self._status(404)
         data = file.read_bytes()
         start, end, status = 0, len(data), 200
         match = _RANGE.match(wanted or "")
-        if match:
+        if match and prefix != "whole":
             start = int(match.group(1))
             end = min(len(data), int(match.group(2)) + 1 if match.group(2) else len(data))
             if start >= len(data):
                 return self._status(416)
             status = 206
-        self._record(status, end - start if body else 0)  # before replying: the client may go on at once
+        sent = (end - start) // 2 if cut and body else end - start
+        self._record(status, sent if body else 0)  # before replying: the client may go on at once
         self.send_response(status)
         self.send_header("Content-Length", str(end - start))
-        self.send_header("Accept-Ranges", "bytes")
+        if prefix != "whole":
+            self.send_header("Accept-Ranges", "bytes")
         self.send_header("ETag", f'"{hashlib.md5(data).hexdigest()}"')
         self.send_header("Last-Modified", formatdate(file.stat().st_mtime, usegmt=True))
         if status == 206:
             self.send_header("Content-Range", f"bytes {start}-{end - 1}/{len(data)}")
         self.end_headers()
         if body:
-            self.wfile.write(data[start:end])
+            self.wfile.write(data[start:start + sent])
+            if sent < end - start:
+                self.close_connection = True
+        return None
 
-    def _status(self, status: int) -> None:
+    def _status(self, status: int, **headers: str) -> None:
         self._record(status)
         self.send_response(status)
         self.send_header("Content-Length", "0")
+        for header, value in headers.items():
+            self.send_header(header, value)
         self.end_headers()
 
 
@@ -120,6 +144,7 @@ def range_server(root: str | os.PathLike) -> Iterator[RangeServer]:
     try:
         yield server
     finally:
+        server.stopping.set()
         server.shutdown()
         server.server_close()
 

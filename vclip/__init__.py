@@ -24,6 +24,7 @@ Memory budgeting, in ``vclip.memory``:
     parse_bytes, format_bytes
 
 Indexes and decode plans: index_video, VideoIndex, plan_decode (``vclip.index``, ``vclip.plan``).
+Videos at URLs: set_remote_options -> RemoteOptions (timeouts, tries, spill limit); RemoteReads.
 Keyframes and shots: ``vclip.keyframes``. Dataset checks: ``vclip.check``. Catalogs: ``vclip.catalog``.
 Test videos: ``vclip.synthetic.make_video``.
 Errors (``vclip.errors``, the tree there): VideoError and its kinds, ArgumentError for a bad
@@ -49,6 +50,7 @@ from . import (  # noqa: F401
 )
 from ._dataset import LabeledVideo
 from ._loader.stats import LoaderStats
+from ._remote import RemoteOptions, RemoteReads, set_remote_options
 from ._units import format_bytes, parse_bytes
 from ._version import __version__
 from .decoder import Frames, VideoDecoder
@@ -59,6 +61,7 @@ from .errors import (
     FallbackWarning,
     IndexCacheWarning,
     NotAVideoError,
+    RemoteReadWarning,
     TruncatedVideoWarning,
     UnreadableVideoError,
     UnsupportedCodecError,
@@ -96,7 +99,8 @@ from .transforms import (
     TransformSpec,
 )
 
-for _name in ("LabeledVideo", "LoaderStats", "format_bytes", "parse_bytes"):  # defined in private modules
+for _name in ("LabeledVideo", "LoaderStats", "RemoteOptions", "RemoteReads", "format_bytes", "parse_bytes",
+              "set_remote_options"):  # defined in private modules
     globals()[_name].__module__ = __name__
 del _name
 
@@ -126,6 +130,9 @@ __all__ = [
     "NotAVideoError",
     "RandomResizedCrop",
     "RandomShortSideScale",
+    "RemoteOptions",
+    "RemoteReadWarning",
+    "RemoteReads",
     "TransformSpec",
     "TruncatedVideoWarning",
     "UnreadableVideoError",
@@ -150,6 +157,7 @@ __all__ = [
     "parse_bytes",
     "plan_decode",
     "plan_loader_memory",
+    "set_remote_options",
     "strided",
 ]
 

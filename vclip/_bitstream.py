@@ -86,6 +86,49 @@ def is_reference_packet(codec: str, data: bytes, length_size: int | None) -> boo
     return True
 
 
+_H264_IDR, _H264_SEI, _H264_RECOVERY_POINT = 5, 6, 6
+_H264_INTRA_SLICE_TYPES = frozenset((2, 4, 7, 9))  # I, SI (and their "all slices alike" forms)
+_HEVC_RANDOM_ACCESS_TYPES = frozenset(range(16, 24))  # BLA, IDR, CRA, reserved IRAP
+
+
+def is_random_access_packet(codec: str, data: bytes, length_size: int | None) -> bool | None:
+    """Whether a decoder can start at this packet, as its picture headers say (None: cannot tell).
+
+    H.264: an IDR slice, a recovery point SEI, or an intra first slice. HEVC: an IRAP picture
+    (BLA, IDR, CRA). Other codecs, or packets with no slice found: None.
+    """
+    if codec not in ("h264", "hevc"):
+        return None
+    for nal in split_nal_units(data, length_size):
+        if codec == "h264":
+            nal_type = nal[0] & 0x1F
+            if nal_type == _H264_IDR or (nal_type == _H264_SEI and len(nal) > 1 and nal[1] == _H264_RECOVERY_POINT):
+                return True
+            if nal_type in _H264_SLICE_TYPES:
+                slice_type = _h264_slice_type(nal)
+                return None if slice_type is None else slice_type in _H264_INTRA_SLICE_TYPES
+        else:
+            nal_type = (nal[0] >> 1) & 0x3F
+            if nal_type < 32:
+                return nal_type in _HEVC_RANDOM_ACCESS_TYPES
+    return None
+
+
+def _h264_slice_type(nal: bytes) -> int | None:
+    """``slice_type`` of an H.264 slice NAL unit: its header's second Exp-Golomb number (after
+    ``first_mb_in_slice``), read past emulation prevention bytes; None when it is cut short."""
+    payload = nal[1:24].replace(b"\x00\x00\x03", b"\x00\x00")
+    bits = "".join(f"{byte:08b}" for byte in payload)
+    position, values = 0, []
+    for _ in range(2):
+        zeros = bits.find("1", position) - position
+        if zeros < 0 or position + 2 * zeros + 1 > len(bits):
+            return None
+        values.append(int(bits[position + zeros:position + 2 * zeros + 1], 2) - 1)
+        position += 2 * zeros + 1
+    return values[1]
+
+
 def _mpeg4_has_reference_vop(data: bytes) -> bool:
     found_vop = False
     position = data.find(_MPEG4_VOP_START)

@@ -3,6 +3,7 @@ folder per class; read the same way by the loader, the catalog and the command l
 
 from __future__ import annotations
 
+import codecs
 import csv
 import math
 import os
@@ -11,10 +12,19 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ._sources import is_url
+from .errors import ArgumentError
 
-__all__ = ["LabeledVideo", "list_file_paths", "load_videos", "video_files", "VIDEO_EXTENSIONS"]
+__all__ = ["LabeledVideo", "LABEL_RANGE", "UNLABELLED", "list_file_paths", "list_file_text", "load_videos",
+           "video_files", "VIDEO_EXTENSIONS"]
 
 VIDEO_EXTENSIONS = (".mp4", ".m4v", ".mkv", ".webm", ".mov", ".avi", ".mpg", ".mpeg", ".ts", ".flv", ".wmv")
+
+LABEL_RANGE = (-(2**63), 2**63 - 1)
+"""Labels are int64 (the loader's ``labels`` tensor, the catalog's column)."""
+
+# Byte order marks of list files, longest first (UTF-32 LE begins like UTF-16 LE).
+_BOMS = ((codecs.BOM_UTF32_LE, "utf-32"), (codecs.BOM_UTF32_BE, "utf-32"), (codecs.BOM_UTF8, "utf-8-sig"),
+         (codecs.BOM_UTF16_LE, "utf-16"), (codecs.BOM_UTF16_BE, "utf-16"))
 
 # Header names of a list file's columns, and the column each stands for.
 _COLUMNS = {
@@ -42,13 +52,14 @@ class LabeledVideo:
     end: float | None = None
 
     def __post_init__(self):
+        object.__setattr__(self, "label", _label(self.label, str(self.path)))
         where = f"{self.path}: segment"
         for name in ("start", "end"):
             value = getattr(self, name)
             if value is not None:
                 object.__setattr__(self, name, _seconds(value, f"{where} {name}"))
         if self.start is not None and self.end is not None and self.start >= self.end:
-            raise ValueError(f"{where} start ({self.start}) must be before its end ({self.end})")
+            raise ArgumentError(f"{where} start ({self.start}) must be before its end ({self.end})")
 
     @property
     def segment(self) -> tuple[float | None, float | None] | None:
@@ -60,7 +71,8 @@ VideoSource = str | os.PathLike | Iterable[tuple | LabeledVideo]
 
 
 def load_videos(source: VideoSource) -> tuple[list[LabeledVideo], tuple[str, ...] | None]:
-    """The videos of ``source`` and, for class folders, the class names (label ``i`` is name ``i``).
+    """The videos of ``source`` and, for class folders, the class names (label ``i`` is name ``i``;
+    None for other sources).
 
     Args:
         source: Either (path, label) pairs, ``(path, label, start, end)`` segments (seconds,
@@ -71,12 +83,18 @@ def load_videos(source: VideoSource) -> tuple[list[LabeledVideo], tuple[str, ...
             paths are taken from the list's folder (URLs are kept as they are), times are seconds or
             ``[HH:]MM:SS[.ff]``;
             or a root folder with one subfolder per class, whose video files (by extension,
-            searched recursively) get the label of the subfolder's position in sorted order.
+            searched recursively) get the label of the subfolder's position in sorted order; a
+            folder of videos without subfolders gives them no class: label -1.
+
+    A list file may be UTF-8 (with or without a byte order mark), or UTF-16 or UTF-32 (with a byte
+    order mark, or UTF-16 told by its zero bytes); bytes that are not UTF-8 (a Latin-1 list) stay
+    the bytes of the file names they spell, as the file system has them.
 
     Raises:
         FileNotFoundError: ``source`` is a path that does not exist.
-        ValueError: A malformed line or pair, a label that is not an integer, a bad segment, no
-            videos at all.
+        ArgumentError: (a ValueError) A malformed line or pair, a label that is not an int64
+            integer, a bad segment, a list file that is not text, no videos at all; the message
+            names the file and line.
     """
     if isinstance(source, (str, os.PathLike)):
         path = Path(source)
@@ -89,24 +107,28 @@ def load_videos(source: VideoSource) -> tuple[list[LabeledVideo], tuple[str, ...
     else:
         videos, names = _from_pairs(source), None
     if not videos:
-        raise ValueError(f"videos ({source!r}) holds no videos")
+        raise ArgumentError(f"videos ({source!r}) holds no videos")
     return videos, names
 
 
 def _label(value, where: str) -> int:
+    expected = f"{where}: label ({value!r}) must be an integer in [{LABEL_RANGE[0]}, {LABEL_RANGE[1]}] (int64)"
     if isinstance(value, bool):
-        raise ValueError(f"{where}: label ({value!r}) must be an integer")
+        raise ArgumentError(expected)
     try:
-        return int(value) if isinstance(value, int) else int(str(value).strip())
-    except ValueError:
-        raise ValueError(f"{where}: label ({value!r}) must be an integer") from None
+        label = int(value) if isinstance(value, int) else int(str(value).strip())
+    except (ValueError, TypeError):
+        raise ArgumentError(expected) from None
+    if not LABEL_RANGE[0] <= label <= LABEL_RANGE[1]:
+        raise ArgumentError(expected)
+    return label
 
 
 def _seconds(value, where: str) -> float:
     """Seconds from a number or a string (``12.5``, ``MM:SS[.ff]``, ``HH:MM:SS[.ff]``), >= 0."""
     expected = f"{where} ({value!r}) must be seconds >= 0 (a number or [HH:]MM:SS[.ff])"
     if isinstance(value, bool):
-        raise ValueError(expected)
+        raise ArgumentError(expected)
     try:
         if isinstance(value, (int, float)):
             seconds = float(value)
@@ -116,9 +138,9 @@ def _seconds(value, where: str) -> float:
                 raise ValueError
             seconds = sum(float(part) * 60 ** power for power, part in enumerate(reversed(parts)))
     except (TypeError, ValueError):
-        raise ValueError(expected) from None
+        raise ArgumentError(expected) from None
     if not math.isfinite(seconds) or seconds < 0:
-        raise ValueError(expected)
+        raise ArgumentError(expected)
     return seconds
 
 
@@ -137,7 +159,7 @@ def _row(path, label, start, end, where: str) -> LabeledVideo:
     try:
         return LabeledVideo(os.fspath(path), label, start, end)
     except ValueError as error:
-        raise ValueError(f"{where}: {error}") from None
+        raise ArgumentError(f"{where}: {error}") from None
 
 
 def _from_pairs(pairs: Iterable) -> list[LabeledVideo]:
@@ -145,9 +167,9 @@ def _from_pairs(pairs: Iterable) -> list[LabeledVideo]:
     for number, pair in enumerate(pairs):
         if isinstance(pair, LabeledVideo):
             videos.append(pair)
-        elif isinstance(pair, (str, os.PathLike)) or len(pair) not in (2, 4):
-            raise ValueError(f"videos[{number}] ({pair!r}) must be a (path, label) pair or a "
-                             "(path, label, start_seconds, end_seconds) segment")
+        elif isinstance(pair, (str, os.PathLike)) or not hasattr(pair, "__len__") or len(pair) not in (2, 4):
+            raise ArgumentError(f"videos[{number}] ({pair!r}) must be a (path, label) pair or a "
+                                "(path, label, start_seconds, end_seconds) segment")
         else:
             path, label, start, end = (*pair, None, None)[:4]
             videos.append(_row(path, label, start, end, f"videos[{number}]"))
@@ -160,8 +182,34 @@ def _numbered_rows(text: str) -> list[tuple[int, str]]:
     return [(number, line) for number, line in lines if line and not line.startswith("#")]
 
 
+def list_file_text(list_file: Path) -> str:
+    """The text of a list file (see :func:`load_videos` for the encodings read).
+
+    Raises:
+        OSError: The file cannot be read.
+        ArgumentError: It is not text: zero bytes that are not UTF-16, or invalid UTF-16/UTF-32.
+    """
+    data = list_file.read_bytes()
+    encoding = next((name for bom, name in _BOMS if data.startswith(bom)), None)
+    if encoding is None and b"\0" in data:
+        head = data[:4096]
+        if head[1::2].count(0) >= len(head) // 4:  # ASCII-heavy text, every other byte zero
+            encoding = "utf-16-le"
+        elif head[0::2].count(0) >= len(head) // 4:
+            encoding = "utf-16-be"
+        else:
+            raise ArgumentError(f"{list_file}: holds zero bytes but is not UTF-16: not a list of videos")
+    if encoding is None or encoding == "utf-8-sig":
+        return data.decode(encoding or "utf-8", "surrogateescape")
+    try:
+        return data.decode(encoding)
+    except UnicodeDecodeError as error:
+        raise ArgumentError(f"{list_file}: not valid {encoding.upper()} text ({error.reason} at byte "
+                            f"{error.start})") from None
+
+
 def _from_file_list(list_file: Path) -> list[LabeledVideo]:
-    lines = _numbered_rows(list_file.read_text())
+    lines = _numbered_rows(list_file_text(list_file))
     columns = _header(lines[0][1], list_file) if lines else None
     if columns is not None:
         return [_from_columns(list_file, number, text, columns) for number, text in lines[1:]]
@@ -175,9 +223,10 @@ def list_file_paths(list_file: Path) -> list[str]:
 
     Raises:
         OSError: The file cannot be read.
-        ValueError: A header names an unknown column, or a row does not fit its header.
+        ArgumentError: (a ValueError) The file is not text, a header names an unknown column, or a
+            row does not fit its header.
     """
-    lines = _numbered_rows(list_file.read_text(encoding="utf-8", errors="surrogateescape"))
+    lines = _numbered_rows(list_file_text(list_file))
     if lines and lines[0][1].lower() == "path":  # the header of a plain list
         lines = lines[1:]
     columns = _header(lines[0][1], list_file) if lines else None
@@ -212,8 +261,8 @@ def _header(text: str, list_file: Path) -> list[str] | None:
         names[0] = "path"
     unknown = [name for name in names if name not in _COLUMNS]
     if unknown:
-        raise ValueError(f"{list_file}: unknown column {unknown[0]!r} in the header "
-                         f"(known: {', '.join(sorted(_COLUMNS))})")
+        raise ArgumentError(f"{list_file}: unknown column {unknown[0]!r} in the header "
+                            f"(known: {', '.join(sorted(_COLUMNS))})")
     return [_COLUMNS[name] for name in names]
 
 
@@ -221,7 +270,7 @@ def _from_columns(list_file: Path, number: int, text: str, columns: list[str]) -
     where = f"{list_file}, line {number}"
     fields = _split(text)
     if len(fields) != len(columns):
-        raise ValueError(f"{where} ({text!r}) has {len(fields)} fields, the header names {len(columns)}")
+        raise ArgumentError(f"{where} ({text!r}) has {len(fields)} fields, the header names {len(columns)}")
     row = dict(zip(columns, fields))
     return _row(_located(list_file, row["path"]), row["label"], row.get("start"), row.get("end"), where)
 
@@ -237,7 +286,7 @@ def _from_line(list_file: Path, number: int, text: str) -> LabeledVideo:
         return _row(_located(list_file, path), label, start, end, where)
     parts = text.rsplit(separator, 1)
     if len(parts) != 2:
-        raise ValueError(f"{where} ({text!r}) must be 'path label', 'path,label' or 'path start end label'")
+        raise ArgumentError(f"{where} ({text!r}) must be 'path label', 'path,label' or 'path start end label'")
     return _row(_located(list_file, parts[0].strip()), parts[1].strip(), None, None, where)
 
 
@@ -251,10 +300,18 @@ def video_files(folder: Path) -> list[Path]:
     return sorted(p for p in folder.rglob("*") if p.is_file() and p.suffix.lower() in VIDEO_EXTENSIONS)
 
 
-def _from_class_folders(root: Path) -> tuple[list[LabeledVideo], tuple[str, ...]]:
+UNLABELLED = -1
+"""The label of a video that has none (a flat folder of videos, a catalog row without a label)."""
+
+
+def _from_class_folders(root: Path) -> tuple[list[LabeledVideo], tuple[str, ...] | None]:
     classes = sorted(entry.name for entry in root.iterdir() if entry.is_dir() and not entry.name.startswith("."))
-    if not classes:
-        raise ValueError(f"videos ({os.fspath(root)!r}) is a folder without class subfolders")
+    if not classes:  # a flat folder of videos: no labels, as ``vclip index`` reads it
+        files = video_files(root)
+        if not files:
+            raise ArgumentError(f"videos ({os.fspath(root)!r}) is a folder without class subfolders or videos "
+                                f"(by extension: {', '.join(VIDEO_EXTENSIONS)})")
+        return [LabeledVideo(os.fspath(path), UNLABELLED) for path in files], None
     videos: list[LabeledVideo] = []
     for label, name in enumerate(classes):
         files = video_files(root / name)

@@ -13,7 +13,8 @@ import av
 import numpy as np
 from av.container import InputContainer
 
-from ._bitstream import is_reference_packet, nal_length_size
+from ._bitstream import is_random_access_packet, is_reference_packet, nal_length_size
+from ._index_record import LARGEST_SAMPLE_ASPECT_RATIO
 from ._orientation import Orientation
 from ._sources import is_local, open_binary
 from .errors import (
@@ -27,7 +28,7 @@ from .errors import (
     video_error_from_os_error,
 )
 
-__all__ = ["open_container", "demux_stream"]
+__all__ = ["open_container", "demux_stream", "DEMUX_ERRORS", "demux_failure"]
 
 # AVColorSpace values. Unspecified and unknown matrices fall back to BT.601, as FFmpeg's swscale does.
 _MATRIX_BY_AVCOL_SPC = {1: "bt709", 5: "bt601", 6: "bt601", 7: "smpte240m", 9: "bt2020", 10: "bt2020"}
@@ -36,6 +37,18 @@ _ADDRESSABLE_FORMATS = ("mov", "mp4", "matroska", "webm")
 _OPEN_OPTIONS: dict[str, Any] = {"metadata_errors": "replace"}
 """Options of ``av.open`` for reading: PyAV up to 18 refuses metadata that is not valid UTF-8
 unless told to replace it; later PyAV has no such option (and no such refusal)."""
+
+
+DEMUX_ERRORS = (av.error.FFmpegError, IndexError)
+"""What demuxing a damaged file raises: FFmpeg's errors, and PyAV's IndexError for a packet of a
+stream that appeared after the header (PyAV up to 18 does not follow new streams)."""
+
+
+def demux_failure(error: BaseException) -> str:
+    """The reason of one of :data:`DEMUX_ERRORS`, for messages."""
+    if isinstance(error, IndexError):
+        return "a packet of a stream that appears in the middle of the file"
+    return os_reason(error)
 
 
 def _open_for_reading(source: str | BinaryIO) -> InputContainer:
@@ -137,6 +150,8 @@ def _stream_fields(container, path: str, stream_index: int | None, file_size: in
     pixel_format = context.pix_fmt or "unknown"
     pts, dts, pos, size, key, ref, discard, corrupt, durations = ([] for _ in range(9))
     samples: list[tuple[int, bytes]] = []  # (position, data) of the first packets
+    container_format = container.format.name.split(",")[0]
+    group: list[bytes] = []  # MPEG-TS: the packets since the last keyframe, to check the last one
     try:
         for packet in container.demux(stream):
             if packet.size == 0:  # flush packet at end of stream
@@ -146,25 +161,41 @@ def _stream_fields(container, path: str, stream_index: int | None, file_size: in
             dts.append(packet.dts)
             pos.append(-1 if packet.pos is None else packet.pos)
             size.append(packet.size)
-            key.append(packet.is_keyframe)
+            # a container's keyframe whose picture is not one a decoder can start from (a damaged
+            # sync-sample table) would start decode plans where no frame comes out
+            key.append(packet.is_keyframe and is_random_access_packet(codec, data, length_size) is not False)
             discard.append(packet.is_discard)
             corrupt.append(packet.is_corrupt)
             durations.append(packet.duration or 0)
             ref.append(is_reference_packet(codec, data, length_size))
             if len(samples) < 3:
                 samples.append((pos[-1], data))
-    except av.error.FFmpegError as error:
-        raise CorruptVideoError(path, f"demuxing failed after {len(pts)} packets ({os_reason(error)})") from None
-    container_format = container.format.name.split(",")[0]
-    if container_format == "mpegts" and pos and _ts_ends_inside_last_packet(path, file_size, stream.id, pos[-1]):
+            if container_format == "mpegts":
+                group = [data] if key[-1] else [*group, data]
+    except DEMUX_ERRORS as error:
+        raise CorruptVideoError(path, f"demuxing failed after {len(pts)} packets ({demux_failure(error)})") from None
+    lists = (pts, dts, pos, size, key, ref, discard, corrupt, durations)
+    if container_format == "mpegts" and pos and _ts_last_packet_is_cut(path, file_size, stream, pos[-1], group):
         warnings.warn(
             f"{path}: truncated: the file ends inside the last packet of video stream #{stream.index} "
             f"(packet {len(pos) - 1}, decode order); its frame is left out",
             TruncatedVideoWarning, stacklevel=4,
         )
-        for values in (pts, dts, pos, size, key, ref, discard, corrupt, durations):
+        for values in lists:
             values.pop()
-    _check_complete(path, stream, pos, size, corrupt, file_size)
+    kept = _intact_packets(path, stream, pos, size, corrupt, file_size)
+    if kept < len(pos) or kept < len(stream.index_entries):
+        first_lost = _first_lost_pts(stream, kept, pts[kept] if kept < len(pts) else None)
+        for values in lists:
+            del values[kept:]
+        if first_lost is not None:  # frames shown after the first lost one would leave a gap: not shown
+            discard[:] = [gone or (stamp is not None and stamp >= first_lost) for gone, stamp in zip(discard, pts)]
+        total = len(stream.index_entries) or len(pos) + 1
+        warnings.warn(
+            f"{path}: truncated: the file ends at byte {file_size}, inside packet {kept} of {total}; its first "
+            f"{discard.count(False)} frames are indexed, the frames after them are missing",
+            TruncatedVideoWarning, stacklevel=4,
+        )
     if any(p is None for p in pts):
         pts = _fill_missing_pts(path, stream, context, pts, dts, discard)
     addressable = container_format in _ADDRESSABLE_FORMATS and all(p >= 0 for p in pos) and _bytes_match(path, samples)
@@ -226,7 +257,7 @@ def _stream_fields(container, path: str, stream_index: int | None, file_size: in
         last_frame_duration=last_duration,
         rotation=orientation.rotation,
         mirrored=orientation.hflip,
-        sample_aspect_ratio=_sample_aspect_ratio(stream),
+        sample_aspect_ratio=_sample_aspect_ratio(path, stream),
     )
 
 
@@ -255,32 +286,83 @@ def _side_data_items(frame) -> list:
     return [(entry.type, entry) if hasattr(entry, "type") else (entry, side_data[entry]) for entry in side_data]
 
 
-def _sample_aspect_ratio(stream) -> Fraction:
+def _sample_aspect_ratio(path: str, stream) -> Fraction:
     ratio = stream.sample_aspect_ratio or stream.codec_context.sample_aspect_ratio
-    return Fraction(ratio) if ratio and ratio > 0 else Fraction(1)
+    if not ratio or ratio <= 0:
+        return Fraction(1)
+    ratio = Fraction(ratio)
+    if not 1 / LARGEST_SAMPLE_ASPECT_RATIO <= ratio <= LARGEST_SAMPLE_ASPECT_RATIO:
+        raise CorruptVideoError(path, f"its pixel aspect ratio {ratio.numerator}:{ratio.denominator} is impossible "
+                                      f"(beyond {LARGEST_SAMPLE_ASPECT_RATIO}:1 either way; a damaged header)")
+    return ratio
 
 
-def _check_complete(path: str, stream, pos: list, size: list, corrupt: list, file_size: int) -> None:
-    """Raise CorruptVideoError when packets are missing or cut off by the end of the file."""
+def _intact_packets(path: str, stream, pos: list, size: list, corrupt: list, file_size: int) -> int:
+    """How many packets (decode order) the file holds whole: all of them, or those before the one
+    a cut-off end (an interrupted download) cuts or leaves out.
+
+    Raises:
+        CorruptVideoError: No packet at all, a damaged packet before the end, or a cut before the
+            first keyframe's end.
+    """
     if not pos:
         raise CorruptVideoError(path, "stream has no video packets (empty or truncated)")
     listed = [(entry.pos, entry.size) for entry in stream.index_entries]  # the container's sample table
+    kept = len(pos)
     for number, (position, length) in enumerate(listed or zip(pos, size)):
         if position is not None and position >= 0 and position + length > file_size:
-            raise CorruptVideoError(
-                path, f"truncated: packet {number} of {len(listed) or len(pos)} ends at byte {position + length}, "
-                f"the file has {file_size} bytes"
-            )
-    if any(corrupt):
+            kept = min(kept, number)
+            break
+    if corrupt[-1] and pos[-1] >= 0 and pos[-1] + size[-1] >= file_size:  # the demuxer's cut-off last packet
+        kept = min(kept, len(pos) - 1)
+    if any(corrupt[:kept]):
         raise CorruptVideoError(path, f"damaged: packet {corrupt.index(True)} of {len(pos)} is incomplete")
+    if kept == 0:
+        raise CorruptVideoError(path, f"truncated: the file ends at byte {file_size}, inside its first packet")
+    return kept
 
 
-def _ts_ends_inside_last_packet(path: str, file_size: int, pid: int, last_position: int) -> bool:
-    """Whether an MPEG-TS file ends inside a transport packet that continues the PES packet that
-    starts at ``last_position`` (the stream's last packet): FFmpeg drops the partial transport
-    packet and hands over the rest, which decodes to a concealed frame."""
+def _first_lost_pts(stream, kept: int, cut_pts: int | None) -> int | None:
+    """A bound on the earliest presentation timestamp among the packets the file lost (from
+    ``kept`` on, decode order), as a packet is shown no earlier than it is decoded: the cut
+    packet's own pts (``cut_pts``, when the demuxer handed over its start) and the decode
+    timestamp of the next packet the container's sample table lists; None when unknown."""
+    entries = stream.index_entries
+    if cut_pts is None:
+        return entries[kept].timestamp if kept < len(entries) else None
+    following = entries[kept + 1].timestamp if kept + 1 < len(entries) else None
+    return cut_pts if following is None else min(cut_pts, following)
+
+
+def _ts_last_packet_is_cut(path: str, file_size: int, stream, last_position: int, group: list[bytes]) -> bool:
+    """Whether an MPEG-TS file's last video packet is cut off (FFmpeg hands over the rest, which
+    decodes to a concealed frame): the file ends inside a transport packet that continues it, or
+    at a transport packet boundary after one that continues it and its picture comes out of a
+    decoder damaged (``group``: the packets from its keyframe on)."""
+    tail = _ts_tail(path, file_size, stream.id, last_position)
+    if tail != "boundary":
+        return tail == "inside"
+    context = av.CodecContext.create(stream.codec_context.codec, "r")
+    context.extradata = stream.codec_context.extradata
+    context.thread_type, context.thread_count = "SLICE", 1  # frame threads lose damage flags
+    try:
+        frames = []
+        for data in group:
+            packet = av.Packet(len(data))
+            packet.update(data)
+            frames = list(context.decode(packet))
+        frames += list(context.decode(None))
+    except av.error.FFmpegError:
+        return True
+    return not frames or frames[-1].is_corrupt
+
+
+def _ts_tail(path: str, file_size: int, pid: int, last_position: int) -> str | None:
+    """How an MPEG-TS file ends after the PES packet of stream ``pid`` that starts at
+    ``last_position`` (the stream's last packet): ``"inside"`` a transport packet that continues
+    it, at a packet ``"boundary"`` after one that continues it, or None (it is followed by others)."""
     if last_position < 0:
-        return False
+        return None
     with open_binary(path) as file:
         def byte_at(offset: int) -> int | None:
             file.seek(offset)
@@ -290,21 +372,23 @@ def _ts_ends_inside_last_packet(path: str, file_size: int, pid: int, last_positi
         # raw packet size, bytes before the sync byte in each (M2TS's 4-byte timecode)
         for packet_size, lead in ((188, 0), (192, 4), (204, 0)):
             if byte_at(last_position) != 0x47:
-                return False
+                return None
             following = last_position + packet_size
             if following < file_size and byte_at(following) != 0x47:
                 continue
             partial = (file_size - (last_position - lead)) % packet_size
-            if partial <= lead:
-                return False
-            file.seek(file_size - partial + lead)
+            at_boundary = partial == 0
+            if 0 < partial <= lead:
+                return None
+            file.seek(file_size - (packet_size if at_boundary else partial) + lead)
             header = file.read(3)
             if len(header) < 3 or header[0] != 0x47:
-                return False
+                return None
             tail_pid = ((header[1] & 0x1F) << 8) | header[2]
-            starts_unit = bool(header[1] & 0x40)
-            return tail_pid == pid and not starts_unit
-    return False
+            if tail_pid != pid or (bool(header[1] & 0x40) and file_size - packet_size + lead != last_position):
+                return None
+            return "boundary" if at_boundary else "inside"
+    return None
 
 
 def _fill_missing_pts(path: str, stream, context, pts: list, dts: list, discard: list) -> list[int]:
@@ -396,10 +480,10 @@ def _decoder_output_order(path: str, stream_index: int, needed: set[int], count:
             for frame in context.decode(None):
                 if frame.pts is not None and 0 <= frame.pts < count:
                     outputs.append(int(frame.pts))
-        except av.error.FFmpegError as error:
+        except DEMUX_ERRORS as error:
             raise CorruptVideoError(
                 path, f"packets carry neither pts nor dts, and decoding them to find their order failed "
-                f"({os_reason(error)})"
+                f"({demux_failure(error)})"
             ) from None
     return outputs
 

@@ -12,8 +12,8 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["INDEX_FORMAT_VERSION", "ARRAY_DTYPES", "COLOR_MATRICES", "parse_stored_facts", "check_index",
-           "index_record", "record_fields"]
+__all__ = ["INDEX_FORMAT_VERSION", "ARRAY_DTYPES", "COLOR_MATRICES", "LARGEST_SAMPLE_ASPECT_RATIO",
+           "parse_stored_facts", "check_facts", "check_index", "index_record", "record_fields"]
 
 def parse_stored_facts(stored: dict) -> dict:
     """``stored`` (the fields of an index as :meth:`~vclip.index.VideoIndex.to_arrays`, :func:`index_record` or a
@@ -43,6 +43,11 @@ def _fraction(value: str | Fraction) -> Fraction:
 
 COLOR_MATRICES = ("bt601", "bt709", "bt2020", "smpte240m")
 """The YUV to RGB matrices an index may name (the demux pass maps every other stream to BT.601)."""
+
+LARGEST_SAMPLE_ASPECT_RATIO = Fraction(16)
+"""Pixels wider than this over their height, or higher than this over their width, are a damaged
+header (real anamorphic video stays within 4:1): stretched to square pixels, a 2147483647:1 pixel
+asked NumPy for 36 TiB."""
 
 INDEX_FORMAT_VERSION = 3
 """Version of :func:`index_record`'s layout; a stored record of another version is rebuilt."""
@@ -93,14 +98,28 @@ def check_index(index: Any) -> None:
         raise ValueError("frame timestamps disagree with their packets'")
     if index.packet_size.min() < 0 or index.packet_pos.min() < -1:
         raise ValueError("negative packet sizes or positions")
-    if index.width <= 0 or index.height <= 0 or not 1 <= index.bit_depth <= 16:
-        raise ValueError(f"impossible picture {index.width}x{index.height}, {index.bit_depth}-bit")
-    if index.color_matrix not in COLOR_MATRICES or index.color_range not in ("limited", "full"):
-        raise ValueError(f"unknown colour {index.color_matrix}/{index.color_range}")
-    if index.time_base <= 0 or index.stream_index < 0 or not index.codec or index.last_frame_duration < 0:
+    check_facts({name: getattr(index, name) for name in _FACT_TYPES})
+
+
+def check_facts(facts: Any) -> None:
+    """Check that the stream facts of an index (a mapping of :class:`~vclip.index.VideoIndex` field
+    values, ``time_base`` and ``sample_aspect_ratio`` as Fractions) are possible.
+
+    Raises:
+        ValueError: What is impossible.
+    """
+    width, height, bit_depth = facts["width"], facts["height"], facts["bit_depth"]
+    if width <= 0 or height <= 0 or not 1 <= bit_depth <= 16:
+        raise ValueError(f"impossible picture {width}x{height}, {bit_depth}-bit")
+    if facts["color_matrix"] not in COLOR_MATRICES or facts["color_range"] not in ("limited", "full"):
+        raise ValueError(f"unknown colour {facts['color_matrix']}/{facts['color_range']}")
+    if (facts["time_base"] <= 0 or facts["stream_index"] < 0 or not facts["codec"]
+            or facts["last_frame_duration"] < 0):
         raise ValueError("impossible stream facts")
-    if index.rotation not in (0, 90, 180, 270) or index.sample_aspect_ratio <= 0:
-        raise ValueError(f"impossible rotation {index.rotation} or sample aspect ratio {index.sample_aspect_ratio}")
+    ratio = facts["sample_aspect_ratio"]
+    if facts["rotation"] not in (0, 90, 180, 270) or not 1 / LARGEST_SAMPLE_ASPECT_RATIO <= ratio <= (
+            LARGEST_SAMPLE_ASPECT_RATIO):
+        raise ValueError(f"impossible rotation {facts['rotation']} or sample aspect ratio {ratio}")
 
 
 def index_record(index: Any) -> dict[str, np.ndarray]:

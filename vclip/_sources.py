@@ -5,12 +5,11 @@ Every video is named by one string (``VideoIndex.path``): a local path, a URL (`
 data handed over in memory, a name this process registers (``<bytes:DIGEST>``, ``<file:ID>``) that
 stays readable while the object that registered it (e.g. a ``VideoDecoder``) is alive.
 
-Remote files are read by byte range: :meth:`RemoteReader.read_ranges` coalesces nearby ranges into
-one request, sends the requests concurrently on a small thread pool, and retries transient failures
-(HTTP 5xx/429, connection resets, timeouts) with exponential backoff. Every failure is a
-:class:`~vclip.errors.VideoError` naming the URL: :class:`VideoNotFoundError` for a missing object
-(HTTP 404, no such key or bucket), :class:`UnreadableVideoError` for access denied, a missing
-fsspec driver or failures that outlast the retries.
+Remote files are read by byte range through :mod:`vclip._remote` (coalesced, concurrent requests
+with vclip's timeouts and retries). Every failure is a :class:`~vclip.errors.VideoError` naming the
+URL: :class:`VideoNotFoundError` for a missing object (HTTP 404, no such key or bucket),
+:class:`UnreadableVideoError` for access denied, a dead or misbehaving server, a missing fsspec
+driver or failures that outlast the retries.
 
 Index caches key remote files by URL and a metadata fingerprint (:func:`source_fingerprint`: size,
 ETag and last-modified time from one HEAD/stat request), not by reading sampled bytes as for local
@@ -22,35 +21,24 @@ from __future__ import annotations
 import hashlib
 import io
 import os
-import random
 import re
 import threading
-import time
 import weakref
 from collections import OrderedDict
 from typing import BinaryIO
 
-from ._ahead import SharedThreadPool
-from .errors import (
-    CorruptVideoError,
-    UnreadableVideoError,
-    VideoError,
-    VideoNotFoundError,
-    fail,
-)
+from ._range_reader import RangeReader, check_lengths
+from ._remote import RemoteReader
+from .errors import UnreadableVideoError, VideoNotFoundError, fail
 
 __all__ = [
-    "RangeReader",
-    "RemoteReader",
     "VideoInput",
-    "coalesce",
     "hold_video",
     "is_local",
     "is_url",
     "open_binary",
     "open_reader",
     "read_ranges",
-    "remote_error",
     "source_fingerprint",
 ]
 
@@ -59,11 +47,6 @@ VideoInput = str | os.PathLike | bytes | bytearray | memoryview | BinaryIO
 
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]+://")  # two letters or more: "C://" is a drive
 _MEMORY_NAME = re.compile(r"^<(bytes|file):[0-9a-f]+>$")
-COALESCE_GAP_BYTES = 256 << 10  # ranges closer than this are fetched in one request
-MAX_REQUEST_BYTES = 64 << 20  # a coalesced request never grows past this
-REQUEST_THREADS = 8
-ATTEMPTS = 4  # tries per request; waits of 0.1, 0.2, 0.4 s (+ jitter) between them
-_BACKOFF_SECONDS = 0.1
 _READERS_KEPT = 64  # opened remote files (filesystem handle + path) kept for reuse
 
 
@@ -80,24 +63,6 @@ def is_local(video: object) -> bool:
     return isinstance(name, bytes) or not (is_url(name) or _MEMORY_NAME.match(name))
 
 
-class RangeReader:
-    """Random access to one video's bytes. ``name`` is what errors and the index call it."""
-
-    name: str
-
-    def size(self) -> int:
-        """Length in bytes."""
-        raise NotImplementedError
-
-    def read_ranges(self, ranges: list[tuple[int, int]]) -> list[bytes]:
-        """The bytes of each ``(offset, length)`` range, in order.
-
-        Raises:
-            VideoError: The source cannot be read, or ends inside a range.
-        """
-        raise NotImplementedError
-
-
 class _MemoryReader(RangeReader):
     def __init__(self, data: bytes):
         self.data = data
@@ -107,7 +72,7 @@ class _MemoryReader(RangeReader):
         return len(self.data)
 
     def read_ranges(self, ranges: list[tuple[int, int]]) -> list[bytes]:
-        return _checked(self.name, ranges, [self.data[offset:offset + length] for offset, length in ranges])
+        return check_lengths(self.name, ranges, [self.data[offset:offset + length] for offset, length in ranges])
 
 
 class _FileObjectReader(RangeReader):
@@ -131,150 +96,11 @@ class _FileObjectReader(RangeReader):
                     chunks.append(self.file.read(length))
             except (OSError, ValueError) as error:
                 raise UnreadableVideoError(self.name, f"the file object cannot be read ({error})") from None
-        return _checked(self.name, ranges, chunks)
+        return check_lengths(self.name, ranges, chunks)
 
 
-class RemoteReader(RangeReader):
-    """A file fsspec opens, read by byte range with coalescing, concurrency and retries.
-
-    Args:
-        url: ``protocol://...``; storage options come from fsspec's configuration (environment
-            variables, ``~/.config/fsspec``), e.g. credentials or ``endpoint_url`` for S3.
-    """
-
-    def __init__(self, url: str):
-        self.name = url
-        try:
-            import fsspec.core
-
-            self.fs, self.path = fsspec.core.url_to_fs(url)
-        except ImportError as error:
-            raise UnreadableVideoError(
-                url, f"reading URLs needs fsspec and its driver for this protocol ({error}); "
-                "install them with pip install 'vclip-nvdec[remote]'"
-            ) from None
-        except (ValueError, TypeError) as error:
-            raise UnreadableVideoError(url, f"fsspec cannot open this URL ({error})") from None
-        self._size: int | None = None
-
-    def info(self) -> dict:
-        """Fresh metadata (size, ETag...) from the server: one HEAD or stat request."""
-        info = _with_retries(self.name, lambda: self.fs.info(self.path))
-        if info.get("type") == "directory":
-            raise VideoNotFoundError(self.name, "is a folder (prefix), not a file")
-        size = info.get("size", info.get("Size"))
-        if size is None:
-            raise UnreadableVideoError(self.name, "the server does not tell the file's size (no Content-Length)")
-        self._size = int(size)
-        return info
-
-    def size(self) -> int:
-        if self._size is None:
-            self.info()
-        return self._size  # type: ignore[return-value]
-
-    def read_ranges(self, ranges: list[tuple[int, int]]) -> list[bytes]:
-        spans = coalesce(ranges)
-        fetched = list(_requests.get().map(self._fetch, spans)) if len(spans) > 1 else [self._fetch(spans[0])]
-        by_span = {span: data for span, data in zip(spans, fetched)}
-        chunks = []
-        for offset, length in ranges:
-            start, end = next(span for span in spans if span[0] <= offset and offset + length <= span[1])
-            data = by_span[(start, end)]
-            chunks.append(data[offset - start:offset - start + length])
-        return _checked(self.name, ranges, chunks)
-
-    def _fetch(self, span: tuple[int, int]) -> bytes:
-        start, end = span
-        data = _with_retries(self.name, lambda: self.fs.cat_file(self.path, start=start, end=end))
-        if len(data) > end - start and self._size is not None and len(data) == self._size:
-            data = data[start:end]  # a server that ignores Range sends the whole file
-        return data
-
-
-def coalesce(ranges: list[tuple[int, int]], gap: int = COALESCE_GAP_BYTES,
-             limit: int = MAX_REQUEST_BYTES) -> list[tuple[int, int]]:
-    """``(start, end)`` spans covering every ``(offset, length)`` range, neighbours closer than
-    ``gap`` bytes merged while a span stays under ``limit`` bytes (overlapping ones always)."""
-    spans: list[list[int]] = []
-    for offset, length in sorted(ranges):
-        end = offset + length
-        if spans and (offset < spans[-1][1] or
-                      (offset - spans[-1][1] <= gap and max(end, spans[-1][1]) - spans[-1][0] <= limit)):
-            spans[-1][1] = max(spans[-1][1], end)
-        else:
-            spans.append([offset, end])
-    return [(start, end) for start, end in spans]
-
-
-def _checked(name: str, ranges: list[tuple[int, int]], chunks: list[bytes]) -> list[bytes]:
-    for (offset, length), data in zip(ranges, chunks):
-        if len(data) != length:
-            raise CorruptVideoError(name, f"ends at byte {offset + len(data)}, {offset + length} are needed "
-                                          "(it was changed after indexing?)")
-    return chunks
-
-
-# -- errors and retries -------------------------------------------------------------------------
-_TRANSIENT_NAMES = {"ClientConnectionError", "ClientPayloadError", "ServerDisconnectedError",
-                    "ServerTimeoutError", "ReadTimeoutError", "ConnectTimeoutError", "EndpointConnectionError"}
-
-
-def _status(error: BaseException | None) -> int | None:
-    """The HTTP status of ``error`` or of the error it was raised from (fsspec's HTTP ``info``
-    reports any failed HEAD/GET as a FileNotFoundError raised from the response error)."""
-    while error is not None:
-        status = getattr(error, "status", None) or getattr(error, "code", None)
-        if isinstance(status, int):
-            return status
-        error = error.__cause__
-    return None
-
-
-def _is_transient(error: BaseException) -> bool:
-    status = _status(error)
-    if status is not None:
-        return status >= 500 or status in (408, 429)
-    if isinstance(error, (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError)):
-        return False
-    if isinstance(error, (ConnectionError, TimeoutError)):
-        return True
-    return any(kind.__name__ in _TRANSIENT_NAMES for kind in type(error).__mro__)
-
-
-def remote_error(url: str, error: BaseException) -> VideoError:
-    """The :class:`VideoError` for a failure of a remote read of ``url``."""
-    status = _status(error)
-    reason = str(error) or type(error).__name__
-    if isinstance(error, VideoError):
-        return error
-    if status in (401, 403) or isinstance(error, PermissionError):
-        return UnreadableVideoError(url, f"access denied ({f'HTTP {status}' if status else reason})")
-    if status == 404 or (status is None and isinstance(error, FileNotFoundError)):
-        return VideoNotFoundError(url, "not found (no such object; HTTP 404)")
-    if status is not None:
-        return UnreadableVideoError(url, f"the server answered HTTP {status} ({reason})")
-    return UnreadableVideoError(url, f"cannot be read ({type(error).__name__}: {reason})")
-
-
-def _with_retries(url: str, request):
-    """``request()``, retried on transient errors; any failure as a VideoError naming ``url``."""
-    for attempt in range(1, ATTEMPTS + 1):
-        try:
-            return request()
-        except Exception as error:  # noqa: BLE001  fsspec drivers raise their own types (aiohttp, botocore)
-            transient = _is_transient(error)
-            if not transient or attempt == ATTEMPTS:
-                failure = remote_error(url, error)
-                if transient:
-                    failure = UnreadableVideoError(url, f"{failure.problem}, still failing after {ATTEMPTS} tries")
-                raise failure from None
-        time.sleep(_BACKOFF_SECONDS * 2 ** (attempt - 1) * (1 + random.random() / 2))
-
-
-# -- shared state: the request pool, opened remote files, in-memory videos ----------------------
+# -- shared state: opened remote files, in-memory videos ----------------------
 _lock = threading.Lock()
-_requests = SharedThreadPool(REQUEST_THREADS, "vclip-range")
 _readers: OrderedDict[str, RemoteReader] = OrderedDict()
 _held: weakref.WeakValueDictionary[str, RangeReader] = weakref.WeakValueDictionary()
 

@@ -38,7 +38,9 @@ except ImportError as _error:  # pragma: no cover - depends on the environment
 from . import errors
 from ._catalog_build import CatalogBuild, ResolvedSources, build_catalog, resolve_sources
 from ._catalog_schema import ARRAY_TYPES, FORMAT_VERSION, INDEX_FACTS, SCALAR_COLUMNS, SCHEMA, catalog_metadata
+from ._dataset import UNLABELLED
 from ._fingerprint import content_fingerprint
+from ._index_record import check_facts
 from .errors import CatalogWarning, VideoError, VideoNotFoundError, os_reason
 from .index import VideoIndex, index_video, parse_stored_facts
 
@@ -173,9 +175,14 @@ class Catalog:
                              f"format {FORMAT_VERSION} and older: upgrade vclip")
         if expected_id is not None and self.metadata.get("catalog_id") != expected_id:
             raise ValueError(f"catalog {self.path} was replaced since it was read; read it again")
-        missing = [name for name in SCHEMA.names if name not in self._file.schema_arrow.names]
+        schema = self._file.schema_arrow
+        missing = [name for name in SCHEMA.names if name not in schema.names]
         if missing:
             raise ValueError(f"{self.path} lacks the catalog columns {missing}")
+        retyped = [f"{name} is {schema.field(name).type}, not {SCHEMA.field(name).type}"
+                   for name in SCHEMA.names if not _same_type(schema.field(name).type, SCHEMA.field(name).type)]
+        if retyped:  # its values would be read as what they are not
+            raise ValueError(f"{self.path} is not a vclip catalog as written: column {'; column '.join(retyped)}")
         self.class_names: tuple[str, ...] | None = (
             tuple(self.metadata["class_names"]) if self.metadata.get("class_names") is not None else None)
         self.created: str | None = self.metadata.get("created")
@@ -193,6 +200,7 @@ class Catalog:
         self._rows_by_path: dict[str, int] | None = None
         self._entries: list[CatalogEntry] | None = None
         self._verified: dict[int, bool] = {}
+        self._damaged_warned: set[int] = set()
         self._lock = threading.Lock()
         self._file_lock = threading.Lock()
 
@@ -271,7 +279,7 @@ class Catalog:
         """``(path, label, index)`` for every video in catalog order, unusable ones included (their
         ``index()`` raises the recorded error); label -1 where the catalog has none."""
         for entry in self.entries:
-            yield CatalogSource(entry.path, -1 if entry.label is None else entry.label, entry.index)
+            yield CatalogSource(entry.path, UNLABELLED if entry.label is None else entry.label, entry.index)
 
     def to_table(self, columns: Iterable[str] | None = None) -> pa.Table:
         """The catalog as a pyarrow Table (default: every column but the per-frame arrays)."""
@@ -302,9 +310,14 @@ class Catalog:
                 return index_video(self._path_list[row], stream_index=self._lists["stream_index"][row])
         stored, valid = self._stored(row)
         if not valid:
-            warnings.warn(f"{self._path_list[row]}: its row in catalog {self.path} is damaged (arrays that do not "
-                          "fit together); indexing the video instead", CatalogWarning, stacklevel=3)
-            return index_video(self._path_list[row], stream_index=self._lists["stream_index"][row])
+            with self._lock:
+                first = row not in self._damaged_warned
+                self._damaged_warned.add(row)
+            if first:
+                warnings.warn(f"{self._path_list[row]}: its row in catalog {self.path} is damaged (facts that are not "
+                              "possible, or arrays that do not fit together); indexing the video instead",
+                              CatalogWarning, stacklevel=3)
+            return index_video(self._path_list[row], stream_index=_stream_index(self._lists["stream_index"][row]))
         # The row group was checked as a whole when read (what from_arrays checks per video).
         return VideoIndex(path=self._path_list[row], **stored)
 
@@ -341,10 +354,13 @@ class Catalog:
                 arrays[name] = (offsets, _numpy_of(column.values, VideoIndex.STORED_ARRAYS[name], len(column.values)))
             start, stop = int(self._group_starts[group]), int(self._group_starts[group + 1])
             columns = [self._columns[name].slice(start, stop - start).to_pylist() for name in INDEX_FACTS]
-            facts = [parse_stored_facts(dict(zip(INDEX_FACTS, values))) if usable else {}
-                     for usable, values in zip(self._usable[start:stop], zip(*columns))]
+            usable = self._usable[start:stop]
+            facts = [_row_facts(dict(zip(INDEX_FACTS, values))) if ok else {}
+                     for ok, values in zip(usable, zip(*columns))]
+            damaged = {local for local, fact in enumerate(facts) if fact is None}
+            damaged |= _damaged_rows(arrays) & set(np.flatnonzero(usable).tolist())
             size = sum(values.nbytes + offsets.nbytes for offsets, values in arrays.values())
-            read = (arrays, facts, _damaged_rows(arrays), size)
+            read = (arrays, [fact or {} for fact in facts], damaged, size)
             with self._lock:
                 cached = self._groups.setdefault(group, read)
                 if cached is read:  # else another thread read the group meanwhile: it is counted once
@@ -361,24 +377,61 @@ class Catalog:
         return stored, local not in cached[2]
 
 
+def _same_type(found: pa.DataType, expected: pa.DataType) -> bool:
+    """Whether a column's type is the catalog's (list types compared by their values' type: the
+    name of a list's item field differs between Parquet writers)."""
+    if pa.types.is_list(found) and pa.types.is_list(expected):
+        return found.value_type == expected.value_type
+    return found == expected
+
+
+def _stream_index(value) -> int | None:
+    return value if isinstance(value, int) and value >= 0 else None
+
+
+def _row_facts(values: dict) -> dict | None:
+    """A usable row's stream facts as index field values, or None when they are not possible (the
+    checks every stored index passes: :func:`vclip._index_record.check_facts`)."""
+    try:
+        facts = parse_stored_facts(values)
+        check_facts(facts)
+    except (ValueError, TypeError, ArithmeticError):
+        return None
+    return facts
+
+
 def _damaged_rows(arrays: dict[str, tuple[np.ndarray, np.ndarray]]) -> set[int]:
     """Rows of a row group whose index arrays do not fit together, checked for the whole group at
-    once: the checks of :meth:`VideoIndex.from_arrays` (lengths, frame and packet numbers in range)."""
-    frames = np.diff(arrays["pts"][0])
-    packets = np.diff(arrays["packet_pts"][0])
+    once: the checks of :func:`vclip._index_record.check_index` (lengths, frame and packet numbers in
+    range and inverse of each other, timestamps increasing and those of their packets, sizes and
+    positions possible)."""
+    frame_offsets, packet_offsets = arrays["pts"][0], arrays["packet_pts"][0]
+    frames, packets = np.diff(frame_offsets), np.diff(packet_offsets)
     bad = (np.diff(arrays["frame_packet"][0]) != frames) | (frames > packets)
     for name in VideoIndex.STORED_ARRAYS:
         if name.startswith("packet_"):
             bad |= np.diff(arrays[name][0]) != packets
-    if bad.any():  # lengths are wrong: the range checks below would misalign
+    if bad.any():  # lengths are wrong: the checks below would misalign
         return set(np.flatnonzero(bad).tolist())
     rows = np.arange(frames.size)
+    row_of_frame, row_of_packet = np.repeat(rows, frames), np.repeat(rows, packets)
+    pts, packet_pts = arrays["pts"][1], arrays["packet_pts"][1]
     frame_packet, packet_frame = arrays["frame_packet"][1], arrays["packet_frame"][1]
-    limit = np.repeat(packets, frames)
-    out = np.repeat(rows, frames)[(frame_packet < 0) | (frame_packet >= limit)]
-    limit = np.repeat(frames, packets)
-    out2 = np.repeat(rows, packets)[(packet_frame < -1) | (packet_frame >= limit)]
-    return set(out.tolist()) | set(out2.tolist())
+    out = set(row_of_frame[(frame_packet < 0) | (frame_packet >= packets[row_of_frame])].tolist())
+    out |= set(row_of_packet[(packet_frame < -1) | (packet_frame >= frames[row_of_packet])].tolist())
+    out |= set(row_of_packet[(arrays["packet_size"][1] < 0) | (arrays["packet_pos"][1] < -1)].tolist())
+    within = row_of_frame[1:] == row_of_frame[:-1]
+    out |= set(row_of_frame[1:][within & (np.diff(pts) <= 0)].tolist())
+    # frame_packet and packet_frame inverse of each other, frames' pts those of their packets
+    packet_of_frame = np.clip(frame_packet, 0, None) + (packet_offsets[:-1] - packet_offsets[0])[row_of_frame]
+    packet_of_frame = np.clip(packet_of_frame, 0, max(packet_frame.size - 1, 0))
+    frame_in_row = np.arange(pts.size) - (frame_offsets[:-1] - frame_offsets[0])[row_of_frame]
+    if pts.size:
+        out |= set(row_of_frame[(packet_frame[packet_of_frame] != frame_in_row)
+                                | (packet_pts[packet_of_frame] != pts)].tolist())
+    shown = np.bincount(row_of_packet, weights=packet_frame >= 0, minlength=frames.size)
+    out |= set(np.flatnonzero((shown != frames) | (frames == 0)).tolist())  # unusable rows have none: not asked
+    return out
 
 
 def _numpy_of(array: pa.Array, dtype, count: int) -> np.ndarray:

@@ -74,8 +74,18 @@ class Frames:
         )
 
     def torch(self):
-        """``data`` as a torch tensor, shared without a copy (DLPack)."""
-        import torch
+        """``data`` as a torch tensor, shared without a copy (DLPack).
+
+        Raises:
+            ImportError: PyTorch is not installed (the message says how to install it).
+        """
+        try:
+            import torch
+        except ImportError as error:
+            if error.name != "torch":
+                raise
+            raise ImportError("Frames.torch() needs PyTorch, which is not installed: pip install "
+                              "'vclip-nvdec[torch]'", name="torch") from None
 
         tensor = torch.from_dlpack(self.data) if self.device != "cpu" else torch.from_numpy(self.data)
         return tensor.view(torch.bfloat16) if self.dtype == "bfloat16" else tensor

@@ -15,7 +15,8 @@ a bad argument repeats the value and says what is allowed.
     ├── FallbackWarning             a GPU request was served on the CPU
     ├── TruncatedVideoWarning       a cut-off last frame was left out of an index
     ├── IndexCacheWarning           the index cache folder cannot be used safely
-    └── CatalogWarning              a catalogued video changed and was indexed again
+    ├── CatalogWarning              a catalogued video changed and was indexed again
+    └── RemoteReadWarning           a server makes remote reads costly (it ignores Range)
 
 The exported classes are also names of the package (``vclip.VideoError``...) and say so in their
 ``__module__``.
@@ -40,6 +41,7 @@ __all__ = [
     "TruncatedVideoWarning",
     "IndexCacheWarning",
     "CatalogWarning",
+    "RemoteReadWarning",
     "video_error_from_os_error",
     "os_reason",
     "fail",
@@ -72,7 +74,20 @@ class NotAVideoError(VideoError):
 
 
 class CorruptVideoError(VideoError):
-    """The file is a video but is empty, truncated or cannot be decoded."""
+    """The file is a video but is empty, truncated or cannot be decoded.
+
+    Attributes:
+        frames: When only some frames are lost (a damaged picture and those decoded from it), the
+            frame numbers of a request that could not be decoded, sorted; the request's other
+            frames were written. None when the whole video is unusable.
+    """
+
+    def __init__(self, path: str | os.PathLike, problem: str, frames=None):
+        super().__init__(path, problem)
+        self.frames: tuple[int, ...] | None = None if frames is None else tuple(int(f) for f in frames)
+
+    def __reduce__(self):
+        return (type(self), (self.path, self.problem, self.frames))
 
 
 class UnsupportedCodecError(VideoError):
@@ -108,9 +123,14 @@ class CatalogWarning(UserWarning):
     """A video changed since the catalog was built; it was indexed again."""
 
 
+class RemoteReadWarning(UserWarning):
+    """A server answers range requests with the whole file; vclip keeps the file in a local spill
+    file (within ``vclip.set_remote_options(spill_limit=...)``) and reads it from there."""
+
+
 _EXPORTED = (VideoError, VideoNotFoundError, UnreadableVideoError, NotAVideoError, CorruptVideoError,
              UnsupportedCodecError, ArgumentError, FallbackWarning, TruncatedVideoWarning, IndexCacheWarning,
-             CatalogWarning)
+             CatalogWarning, RemoteReadWarning)
 for _class in _EXPORTED:
     _class.__module__ = "vclip"
 

@@ -36,6 +36,8 @@ from ._loader.runtime import LoaderRuntime
 from ._loader.source import DatasetSource, MixedSizes, open_source, scan
 from ._loader.state import LoaderState, dataset_fingerprint
 from ._loader.stats import LoaderCounters, LoaderStats, epoch_summary, make_stats
+from ._remote import remote_reads
+from ._sources import is_url
 from ._units import format_bytes, parse_bytes
 from ._validation import check_choice, check_integer, fail
 from .errors import ArgumentError
@@ -63,6 +65,10 @@ class ClipBatch:
             of the dataset: with labelled segments, the segment; see :attr:`segment_ids`).
         frame_indices: int64 ``[B, T]`` (CPU): the frame numbers of each clip.
         pts_seconds: float64 ``[B, T]`` (CPU): the presentation times of those frames.
+        padded: bool ``[B, T]`` (CPU): True where a clip ran past its video's (or segment's) last
+            frame and the sampler's ``end_policy`` filled the position (``"repeat_last"``: the
+            last frame again, ``"wrap"``: a frame from the start), as ``Frames.padded``; mask
+            them out of a loss that must not see repeated frames.
         skipped_videos: Videos that could not be read and whose clips in this batch were
             replaced by clips of other videos (in evaluation: left out) (paths, sorted).
         epoch: The epoch the batch belongs to.
@@ -86,6 +92,7 @@ class ClipBatch:
     video_ids: torch.Tensor
     frame_indices: torch.Tensor
     pts_seconds: torch.Tensor
+    padded: torch.Tensor
     skipped_videos: tuple[str, ...]
     epoch: int
     batch_number: int
@@ -136,8 +143,9 @@ class ClipLoader(IterableDataset):
         videos: (path, label) pairs, ``(path, label, start_seconds, end_seconds)`` segments or
             ``vclip.LabeledVideo`` rows; a text/CSV file with one ``path label`` (or
             ``path,label``) or ``path start end label`` per line, or a CSV whose header names the
-            columns (``path,start,end,label``, any order); a root folder with one subfolder per
-            class, labelled in sorted name order (``class_names`` lists them); a dataset catalog
+            columns (``path,start,end,label``, any order; UTF-8, UTF-16 or UTF-32); a root folder
+            with one subfolder per class, labelled in sorted name order (``class_names`` lists
+            them), or a folder of videos without subfolders (label -1: unlabelled); a dataset catalog
             (``vclip index``'s ``.parquet`` file or a ``vclip.catalog.Catalog``: the loader then
             starts without opening any video, and checks each video's fingerprint at its first
             clip); or a dataset source (``videos``, ``class_names``, ``stored_index(number)`` and
@@ -316,7 +324,9 @@ class ClipLoader(IterableDataset):
         self._drawer = ClipDrawer(sampler, transform, clips_per_video, max_lead_frames)
         self.frames_per_clip = self._drawer.frames_per_clip
         self._device: Device = resolve_device(device).device  # a GPU request without one warns once
+        self._remote_baseline = remote_reads()
         self._source = open_source(videos, cache_dir)
+        self._urls = frozenset(video.path for video in self._source.videos if is_url(video.path))
         self.shard_id, self.num_shards = process_shard(shard_id, num_shards, len(self._source.videos))
         self._epoch = 0
         self._position = (0, 0)  # (epoch, batches delivered) of the latest pass
@@ -423,7 +433,8 @@ class ClipLoader(IterableDataset):
                     data=data.view(torch.bfloat16) if bfloat16 else data, labels=labels,
                     video_ids=torch.from_numpy(built.video_ids),
                     frame_indices=torch.from_numpy(built.frame_indices),
-                    pts_seconds=torch.from_numpy(built.pts_seconds), skipped_videos=built.skipped_videos,
+                    pts_seconds=torch.from_numpy(built.pts_seconds), padded=torch.from_numpy(built.padded),
+                    skipped_videos=built.skipped_videos,
                     epoch=epoch, batch_number=built.number, clip_ids=torch.from_numpy(built.clip_ids),
                     view_ids=torch.from_numpy(built.view_ids), augmentations=built.augmentations,
                 )
@@ -561,6 +572,7 @@ class ClipLoader(IterableDataset):
             estimate_bytes=self.memory_estimate.total,
             skipped_videos={paths[video].path: problem for video, problem in self._bad.problems().items()},
             decoder_kinds=runtime.decoder_kinds() if runtime is not None else None,
+            remote_reads=remote_reads(self._urls, since=self._remote_baseline) if self._urls else {},
         )
 
     def __repr__(self) -> str:

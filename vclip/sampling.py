@@ -113,7 +113,9 @@ class ClipSampler:
         mode: The temporal mode.
         sequence_length: Frames per clip (temporal modes).
         stride: Distance between consecutive frames of a clip.
-        jitter: Each position of a jittered clip moves by a random offset in ``[-jitter, jitter]``.
+        jitter: Each position of a jittered clip moves by a random offset in ``[-jitter, jitter]``;
+            at most ``stride`` (larger ones are refused: positions would pass their neighbours).
+            From ``2 * jitter >= stride`` on, two neighbouring positions may land on one frame.
         frame_indices: The frames of an ``indexed`` clip, in order, duplicates kept.
         max_frames: Keyframe mode: at most this many keyframes (all when None).
         keyframe_selection: Keyframe mode: the ``"first"`` ``max_frames`` or ``"even"``-ly chosen ones.
@@ -174,6 +176,9 @@ class ClipSampler:
                 self._set_integer("sequence_length", 1)
             self._set_integer("stride", 1)
             self._set_integer("jitter", 0)
+            if self.jitter > self.stride:  # positions would pass their neighbours: sorted, frames repeat
+                raise fail("jitter", self.jitter, f"an integer in [0, {self.stride}] (at most the stride: a larger "
+                                                  "one moves positions past their neighbours and repeats frames)")
             self._set_integer("clips_per_video", 1)
             if self.starts == "step" and self.in_seconds:
                 if self.step_seconds is None:
@@ -470,7 +475,8 @@ def strided(sequence_length: int | None, stride: int, **options) -> ClipSampler:
 
 def jittered(sequence_length: int | None, stride: int, jitter: int, **options) -> ClipSampler:
     """Strided positions each moved by a seeded random offset in ``[-jitter, jitter]``, kept in
-    range and in order (with ``fps``: in steps of ``1/fps`` seconds). Options: {}."""
+    range and in order (with ``fps``: in steps of ``1/fps`` seconds); ``jitter`` is at most
+    ``stride`` (a larger one is refused: it used to repeat frames silently). Options: {}."""
     return ClipSampler("jittered", sequence_length=sequence_length, stride=stride, jitter=jitter, **options)
 
 

@@ -133,7 +133,9 @@ def test_bad_video_error_names_the_file(backend, tmp_path, clips_videos):
     assert errors[1] is None
 
 
-def test_a_worker_that_dies_fails_its_videos_and_is_replaced(clips_videos, tmp_path):
+def test_a_video_whose_worker_is_killed_is_decoded_by_the_next_one(clips_videos, tmp_path):
+    """The out-of-memory killer, say: the worker dies once while decoding a good video, which is
+    sent again to its replacement and decoded there, not reported."""
     long_video = make_video(tmp_path / "long.mp4", num_frames=240, width=320, height=240, keyframe_interval=240, seed=7)
     index = vclip.index_video(long_video)
     job = VideoJob(index, (ClipTarget(np.arange(200, 240), SPEC.geometry(index.width, index.height), 0),))
@@ -144,14 +146,14 @@ def test_a_worker_that_dies_fails_its_videos_and_is_replaced(clips_videos, tmp_p
         output = backend.empty((1, 40, 48, 64, 3), "uint8")
         with ThreadPoolExecutor(1) as pool:
             pending = pool.submit(backend.decode_job, job, CONVERSION, output, DecodeStats())
-            # Started (a video killed before it starts is sent again): 240 frames to decode, far
-            # longer than the kill takes.
+            # Started (a video killed before it starts is sent again anyway): 240 frames to decode,
+            # far longer than the kill takes.
             while not any(p.started_at is not None for p in list(dead.outstanding.values())):
                 time.sleep(0.001)
             dead.process.kill()
-            with pytest.raises(vclip.CorruptVideoError, match="long.mp4: the decode worker process died"):
-                pending.result(timeout=60)
-        assert backend._workers[0] is not dead
+            pending.result(timeout=60)
+        assert backend._workers[0] is not dead and not dead.process.is_alive()
+        assert [read_barcode(frame) for frame in output[0]] == list(range(200, 240))
         got, errors, _ = decode(backend, jobs_for(clips_videos[:2]))
         assert errors == [None, None]
         assert [read_barcode(frame) for frame in got[0]] == jobs_for(clips_videos[:1])[0].targets[0].frames.tolist()
@@ -159,6 +161,43 @@ def test_a_worker_that_dies_fails_its_videos_and_is_replaced(clips_videos, tmp_p
         backend.close()
     with pytest.raises(RuntimeError, match="closed"):
         decode(backend, jobs_for(clips_videos[:1]))
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+def test_a_loader_epoch_loses_no_video_to_a_killed_worker(tmp_path, device):
+    """A decode worker killed mid-epoch costs no video: the epoch's batches are those of an epoch
+    without decode processes, and no video is skipped (on the GPU the replacement worker opens the
+    CUDA IPC buffers anew)."""
+    paths = [make_video(tmp_path / f"long{i}.mp4", num_frames=120, width=320, height=240, keyframe_interval=120,
+                        seed=i) for i in range(3)]
+    options = dict(batch_size=2, device=device, on_error="skip", transform=vclip.TransformSpec(resize=(48, 64)))
+    sampler = vclip.contiguous(8, starts="even", clips_per_video=2)
+    videos = [(path, k) for k, path in enumerate(paths)]
+    reference = [(b.data.clone(), b.frame_indices.clone()) for b in vclip.ClipLoader(videos, sampler, **options)]
+    loader = vclip.ClipLoader(videos, sampler, decode_processes=1, num_threads=1, **options)
+    backend = loader._runtime.backend
+    killed = []
+
+    def kill_once() -> None:  # while the first video is decoded
+        deadline = time.monotonic() + 60
+        while not killed and time.monotonic() < deadline:
+            worker = backend._workers[0]
+            if any(p.started_at is not None for p in list(worker.outstanding.values())):
+                worker.process.kill()
+                killed.append(worker)
+            time.sleep(0.001)
+
+    try:
+        killer = threading.Thread(target=kill_once)
+        killer.start()
+        batches = [(b.data.clone(), b.frame_indices.clone(), b.skipped_videos) for b in loader]
+        killer.join()
+        assert killed and backend._workers[0] is not killed[0]
+        assert len(batches) == len(reference) and loader.stats().skipped.videos == {}
+        for (clips, frames, skipped), (expected, expected_frames) in zip(batches, reference):
+            assert skipped == () and frames.equal(expected_frames) and clips.equal(expected)
+    finally:
+        loader.close()
 
 
 def shared_memory_name(backend, buffer) -> str:
@@ -267,7 +306,8 @@ class DiesOnCrashVideos(HangsOnStuckVideos):
 
 def test_a_video_waiting_behind_one_that_kills_the_worker_is_sent_again(clips_videos, tmp_path):
     """One decode thread: the second video had not started when the worker died, so it is decoded
-    by the replacement, and only the video being decoded is reported."""
+    by the replacement; the video being decoded is sent again, alone, kills that worker too and is
+    reported."""
     crash_video = make_video(tmp_path / "crash.mp4", num_frames=10, width=128, height=96, seed=9)
     crash = VideoJob(vclip.index_video(crash_video), (ClipTarget(np.arange(5), SPEC.geometry(128, 96), 0),))
     quick = VideoJob(vclip.index_video(clips_videos[0]), (ClipTarget(np.arange(5), SPEC.geometry(128, 96), 1),))
@@ -280,11 +320,46 @@ def test_a_video_waiting_behind_one_that_kills_the_worker_is_sent_again(clips_vi
             while not worker.outstanding:
                 time.sleep(0.001)
             quick_result = pool.submit(backend.decode_job, quick, CONVERSION, output, DecodeStats())
-            died = r"crash.mp4: the decode worker process died \(exit code 3\)"
+            died = (r"crash.mp4: decoding it killed the decode worker process 2 times \(exit codes 3, 3\), "
+                    "the last time with no other video in that worker")
             with pytest.raises(vclip.CorruptVideoError, match=died):
                 crash_result.result(timeout=60)
             quick_result.result(timeout=60)
         assert backend._workers[0] is not worker
+        assert [read_barcode(frame) for frame in output[1]] == list(range(FRAMES))
+    finally:
+        backend.close()
+
+
+class SlowOrDies(DiesOnCrashVideos):
+    """As DiesOnCrashVideos; a video named ``slow*`` waits a second before it is decoded."""
+
+    def decode_job(self, job, conversion, output, stats):
+        if os.path.basename(job.index.path).startswith("slow"):
+            time.sleep(1.0)
+        return super().decode_job(job, conversion, output, stats)
+
+
+def test_a_video_decoded_beside_one_that_kills_the_worker_is_not_blamed(clips_videos, tmp_path):
+    """Two decode threads: both videos were being decoded when the worker died. Each goes again to
+    a worker of its own; the good one is decoded, the one that kills workers is reported."""
+    crash_video = make_video(tmp_path / "crash.mp4", num_frames=10, width=128, height=96, seed=9)
+    slow_video = make_video(tmp_path / "slow.mp4", num_frames=10, width=128, height=96, seed=3)
+    crash = VideoJob(vclip.index_video(crash_video), (ClipTarget(np.arange(5), SPEC.geometry(128, 96), 0),))
+    slow = VideoJob(vclip.index_video(slow_video), (ClipTarget(np.arange(5), SPEC.geometry(128, 96), 1),))
+    backend = ProcessBackend(SlowOrDies, CPU, 1, 2)
+    try:
+        output = backend.empty((2, FRAMES, 48, 64, 3), "uint8")
+        worker = backend._workers[0]
+        with ThreadPoolExecutor(2) as pool:
+            slow_result = pool.submit(backend.decode_job, slow, CONVERSION, output, DecodeStats())
+            while not any(p.started_at is not None for p in list(worker.outstanding.values())):
+                time.sleep(0.001)
+            crash_result = pool.submit(backend.decode_job, crash, CONVERSION, output, DecodeStats())
+            with pytest.raises(vclip.CorruptVideoError, match=r"crash.mp4: decoding it killed the decode worker "
+                                                              r"process 2 times \(exit codes 3, 3\)"):
+                crash_result.result(timeout=60)
+            slow_result.result(timeout=60)
         assert [read_barcode(frame) for frame in output[1]] == list(range(FRAMES))
     finally:
         backend.close()

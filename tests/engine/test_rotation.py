@@ -12,6 +12,7 @@ from fractions import Fraction
 import av
 import numpy as np
 import pytest
+from helpers import remux
 
 import vclip
 from vclip.cli import main
@@ -22,22 +23,6 @@ from vclip.transforms import Orientation, TransformSpec
 TURNS = [(degrees, mirrored) for degrees in (0, 90, 180, 270) for mirrored in (False, True)]
 WIDTH, HEIGHT, FRAMES = 96, 64, 12
 GPU_FRAMES = 30
-
-
-def remux(source: str, target: str, *, degrees: int = 0, mirrored: bool = False, sample_aspect_ratio=None) -> str:
-    """Copy the video stream of ``source`` into ``target`` with a display matrix and/or a pixel aspect."""
-    with av.open(source) as reader, av.open(target, "w") as writer:
-        stream = reader.streams.video[0]
-        copy = writer.add_stream_from_template(stream)
-        if degrees or mirrored:
-            copy.set_display_rotation(degrees, hflip=mirrored)
-        if sample_aspect_ratio is not None:
-            copy.sample_aspect_ratio = sample_aspect_ratio
-        for packet in reader.demux(stream):
-            if packet.dts is not None:
-                packet.stream = copy
-                writer.mux(packet)
-    return target
 
 
 @pytest.fixture(scope="module")
@@ -203,6 +188,18 @@ def test_square_pixels_stretch_to_the_sample_aspect_ratio(base_video, tmp_path):
     assert np.array_equal(square, decoder.get_frames([0, 3], transform=TransformSpec(resize=(HEIGHT, 128))).data)
     assert [read_barcode(frame) for frame in square] == [0, 3]
     assert decoder.get_frames([0], transform=TransformSpec()).data.shape == (1, HEIGHT, WIDTH, 3)  # stored pixels
+
+
+@pytest.mark.parametrize("ratio", [Fraction(2147483647, 1), Fraction(1, 17)])
+def test_an_absurd_pixel_aspect_is_refused_before_any_frame(base_video, tmp_path, ratio):
+    """2147483647:1 with square_pixels=True asked NumPy for 36 TiB (a MemoryError); 16:1 is the
+    widest kept, either way."""
+    path = remux(base_video, str(tmp_path / "absurd.mp4"), sample_aspect_ratio=ratio)
+    with pytest.raises(vclip.CorruptVideoError, match=rf"absurd.mp4: its pixel aspect ratio {ratio.numerator}:"
+                                                      rf"{ratio.denominator} is impossible \(beyond 16:1 either way"):
+        vclip.VideoDecoder(path, device="cpu")
+    widest = remux(base_video, str(tmp_path / "widest.mp4"), sample_aspect_ratio=Fraction(16))
+    assert vclip.index_video(widest).display_size == (16 * WIDTH, HEIGHT)
 
 
 def test_square_pixels_of_a_turned_video_stretch_the_stored_width(base_video, tmp_path):

@@ -6,12 +6,15 @@ runs on its own (``python tests/fuzzing.py --device cuda``) for NVDEC."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from fractions import Fraction
 
 import av
 import fuzzing
 import numpy as np
 import pytest
+from helpers import child_environment
 
 import vclip
 
@@ -55,6 +58,16 @@ def test_mutants_are_deterministic_and_varied(tmp_path):
     assert " size " in details and "count" in details and "element" in details
 
 
+def test_every_pristine_seed_passes_the_checks(tmp_path):
+    """The checks hold for the seeds themselves: the turned one's frames are 48x64, as shown."""
+    seeds = fuzzing.make_seeds(tmp_path)
+    assert vclip.index_video(seeds["turned_mp4"]).rotation == 90
+    for name, path in seeds.items():
+        fuzzing.check_api(path)
+        if name in fuzzing._GOOD_ON_CPU:
+            fuzzing.check_good(path, "cpu")
+
+
 def test_fuzz_api_and_cli(tmp_path, fuzz_report):
     summary = fuzzing.run_campaign(tmp_path, count=FUZZ_COUNT, device="cpu", cli_every=8, timeout=60.0)
     fuzz_report.sections.append(("vclip fuzz: API and CLI", summary.report()))
@@ -63,6 +76,23 @@ def test_fuzz_api_and_cli(tmp_path, fuzz_report):
     assert summary.cli_cases == len(range(0, FUZZ_COUNT, 8))
     ok = summary.outcomes["ok"]
     assert 0.1 * FUZZ_COUNT < ok < 0.9 * FUZZ_COUNT  # the mutants neither all pass nor all fail
+
+
+def test_fuzz_vp9_in_a_child_process(tmp_path, fuzz_report):
+    """Mutants of the VP9 seed, where FFmpeg's frame-threaded decoder crashed the process (SIGSEGV,
+    the 302nd mutant of this campaign before the fix), in a child Python: a crash fails this test
+    and names the mutant instead of ending the test run."""
+    child = subprocess.run(
+        [sys.executable, fuzzing.__file__, "--count", "600", "--seeds", "vp9_webm", "--cli-every", "0",
+         "--out", str(tmp_path)],
+        capture_output=True, text=True, env=child_environment(), timeout=600,
+    )
+    fuzz_report.sections.append(("vclip fuzz: VP9 in a child process", child.stdout.strip()[-3000:]))
+    if child.returncode < 0:
+        running = sorted((tmp_path / "mutants").iterdir())[-1]  # mutants that passed are deleted
+        pytest.fail(f"the fuzzer died of signal {-child.returncode} on {running.name}")
+    assert child.returncode == 0, child.stdout[-3000:] + child.stderr[-2000:]
+    assert "600 mutants" in child.stdout and ", 0 failures" in child.stdout
 
 
 def test_fuzz_loader_epoch_skips_bad_videos(tmp_path, fuzz_report):
@@ -113,3 +143,14 @@ def test_picture_size_changing_mid_stream_is_corrupt_video_error(tmp_path):
     assert decoder.get_frames([0, 9]).data.shape == (2, 48, 64, 3)
     with pytest.raises(vclip.CorruptVideoError, match=r"joined\.ts: a frame is 96x48, the stream 64x48"):
         decoder.get_frames([12])
+
+
+def test_a_stream_appearing_mid_file_is_corrupt_video_error(tmp_path):
+    """Mutant 10743 of the default campaign (an MPEG-TS file whose damage makes a new stream appear
+    after 19 video packets): PyAV raised a bare IndexError from its demuxer."""
+    mutant = next(fuzzing.mutants(fuzzing.make_seeds(tmp_path / "seeds"), 1, seed=0, start=10743))
+    path = tmp_path / mutant.name
+    path.write_bytes(mutant.data)
+    with pytest.raises(vclip.CorruptVideoError, match=r"demuxing failed after 19 packets \(a packet of a stream that "
+                                                      r"appears in the middle of the file\)"):
+        vclip.index_video(path)

@@ -7,16 +7,17 @@ import io
 import json
 import os
 import shutil
+import time
 
 import numpy as np
 import pytest
 from helpers import require_extra
-from range_server import range_server, s3_server
+from range_server import free_port, range_server, s3_server
 
 import vclip
-from vclip._sources import coalesce
+from vclip._remote import RemoteReads, coalesce, remote_reads
 from vclip.cli import main
-from vclip.errors import NotAVideoError, UnreadableVideoError, VideoNotFoundError
+from vclip.errors import NotAVideoError, RemoteReadWarning, UnreadableVideoError, VideoNotFoundError
 from vclip.synthetic import make_video, read_barcode
 
 LONG_FRAMES, KEYFRAME_INTERVAL = 600, 30
@@ -246,3 +247,129 @@ def test_s3_missing_objects_and_buckets(s3):
         with pytest.raises(VideoNotFoundError) as caught:
             vclip.VideoDecoder(url, device="cpu")
         assert caught.value.path == url
+
+
+# -- dead and misbehaving servers (issue 25, item 3) ----------------------------------------------
+_OPTION_VARIABLES = ("VCLIP_REMOTE_CONNECT_TIMEOUT", "VCLIP_REMOTE_READ_TIMEOUT", "VCLIP_REMOTE_ATTEMPTS",
+                     "VCLIP_REMOTE_SPILL_LIMIT")
+
+
+@pytest.fixture
+def remote_options():
+    """vclip.set_remote_options, with the environment variables it sets restored afterwards."""
+    saved = {variable: os.environ.pop(variable, None) for variable in _OPTION_VARIABLES}
+    yield vclip.set_remote_options
+    for variable, value in saved.items():
+        os.environ.pop(variable, None)
+        if value is not None:
+            os.environ[variable] = value
+
+
+def test_remote_options_are_checked_and_kept_in_the_environment(remote_options):
+    assert remote_options() == vclip.RemoteOptions(10.0, 30.0, 4, 2 << 30)
+    options = remote_options(read_timeout=2.5, attempts=2, spill_limit="1MiB")
+    assert options == vclip.RemoteOptions(connect_timeout=10.0, read_timeout=2.5, attempts=2, spill_limit=1 << 20)
+    assert os.environ["VCLIP_REMOTE_READ_TIMEOUT"] == "2.5" and os.environ["VCLIP_REMOTE_SPILL_LIMIT"] == "1048576"
+    with pytest.raises(vclip.ArgumentError, match=r"attempts \(0\) must be an integer >= 1"):
+        remote_options(attempts=0)
+    with pytest.raises(vclip.ArgumentError, match=r"connect_timeout \(-1\) must be a number > 0"):
+        remote_options(connect_timeout=-1)
+    os.environ["VCLIP_REMOTE_ATTEMPTS"] = "many"
+    with pytest.raises(vclip.ArgumentError, match=r"environment variable VCLIP_REMOTE_ATTEMPTS: attempts \('many'\)"):
+        remote_options()
+
+
+def test_a_server_that_never_answers_times_out(http, remote_options):
+    remote_options(read_timeout=0.3, attempts=2)
+    url = http.url("hang/short.mp4")
+    http.reset_counts()
+    started = time.perf_counter()
+    with pytest.raises(UnreadableVideoError, match=r"timed out waiting for the server's answer \(read_timeout 0.3 s\), "
+                                                   r"still failing after 2 tries") as caught:
+        vclip.VideoDecoder(url, device="cpu")
+    assert caught.value.path == url
+    assert time.perf_counter() - started < 10
+    assert [method for method, *_ in http.requests] == ["HEAD", "GET"] * 2  # fsspec's HEAD, then GET, per try
+
+
+def test_a_refused_connection_is_retried_then_unreadable_not_missing(remote_options):
+    url = f"http://127.0.0.1:{free_port()}/short.mp4"  # nothing listens there
+    with pytest.raises(UnreadableVideoError, match=r"cannot connect to the server .*still failing after 4 tries"):
+        vclip.VideoDecoder(url, device="cpu")
+    assert remote_reads([url])[url] == RemoteReads(requests=4, retries=3)
+
+
+def test_missing_and_denied_objects_are_reported_at_once(http):
+    for name, error in (("nowhere.mp4", VideoNotFoundError), ("secret/short.mp4", UnreadableVideoError)):
+        url, before = http.url(name), remote_reads()
+        with pytest.raises(error, match="HTTP 404" if error is VideoNotFoundError else "access denied"):
+            vclip.index_video(url)
+        assert remote_reads([url], since=before)[url].requests == 1
+
+
+def test_truncated_bodies_are_retried(http, folder):
+    indices = [0, 20, 39]
+    frames = vclip.VideoDecoder(http.url("cut-once/short.mp4"), device="cpu").get_frames(indices)
+    np.testing.assert_array_equal(frames.data, local_frames(folder / "short.mp4", indices))
+    url = http.url("cut/short.mp4")
+    with pytest.raises(UnreadableVideoError, match=r"truncated body.*still failing after 4 tries"):
+        vclip.VideoDecoder(url, device="cpu")
+
+
+def test_a_busy_server_is_asked_again_after_its_retry_after(http, folder):
+    decoder = vclip.VideoDecoder(http.url("busy/short.mp4"), device="cpu")
+    http.reset_counts()
+    started = time.perf_counter()
+    frames = decoder.get_frames([0])  # one range: 429 with Retry-After: 1, then 206
+    assert time.perf_counter() - started >= 1.0  # not the 0.1 s of the first backoff
+    assert [status for *_, status in http.requests] == [429, 206]
+    np.testing.assert_array_equal(frames.data, local_frames(folder / "short.mp4", [0]))
+
+
+def test_a_redirect_loop_is_reported_as_such(http):
+    url, before = http.url("loop/short.mp4"), remote_reads()
+    with pytest.raises(UnreadableVideoError, match="too many redirects"):
+        vclip.index_video(url)
+    assert remote_reads([url], since=before)[url].requests == 1  # not retried
+
+
+def test_a_server_that_ignores_range_is_read_once_into_a_spill_file(http, folder):
+    url, size = http.url("whole/long.mp4"), os.path.getsize(folder / "long.mp4")
+    http.reset_counts()
+    before = remote_reads()
+    with pytest.warns(RemoteReadWarning, match="whole/long.mp4: the server ignores Range requests") as caught:
+        decoder = vclip.VideoDecoder(url, device="cpu")
+        for indices in ([599, 0], [301, 302, 303], [45]):
+            frames = decoder.get_frames(indices)
+            np.testing.assert_array_equal(frames.data, local_frames(folder / "long.mp4", indices))
+    assert len([w for w in caught if issubclass(w.category, RemoteReadWarning)]) == 1
+    assert http.bytes_sent == size  # the first answer was the whole file: kept, read from there
+    assert remote_reads([url], since=before)[url].whole_file_reads == 1
+
+
+def test_a_spill_limit_smaller_than_the_file_is_reported(http, remote_options):
+    remote_options(spill_limit=1000)
+    url = http.url("whole/short.mkv")
+    with pytest.raises(UnreadableVideoError, match=r"ignores Range requests.*more than the spill limit \(1,000 bytes"):
+        vclip.index_video(url)
+
+
+@pytest.mark.parametrize("decode_processes, names", [(0, ["short.mp4", "short.mkv"]), (1, ["long.mp4", "short.ts"])])
+def test_loader_stats_count_what_was_read_per_url(http, decode_processes, names):
+    """In this process and in a decode process (its counts come back with each video)."""
+    urls = [http.url(f"flaky/{name}") for name in names]  # each range fails once first: retries counted
+    http.reset_counts()
+    loader = vclip.ClipLoader([(url, k) for k, url in enumerate(urls)], vclip.strided(4, 2), device="cpu",
+                              batch_size=2, decode_processes=decode_processes,
+                              transform=vclip.TransformSpec(resize=(48, 64)))
+    try:
+        assert len(list(loader)) == 1
+        reads = loader.stats().remote_reads
+    finally:
+        loader.close()
+    assert set(reads) == set(urls)
+    assert sum(r.bytes_read for r in reads.values()) == http.bytes_sent
+    failed = sum(status == 503 for *_, status in http.requests)
+    assert sum(r.retries for r in reads.values()) == failed > 0
+    assert sum(r.requests for r in reads.values()) == len(http.requests)
+    assert "remote:" in loader.stats().summary()

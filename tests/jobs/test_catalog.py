@@ -427,6 +427,104 @@ def test_a_damaged_row_is_indexed_from_the_video_instead(built, tmp_path):
     fields_equal(catalog[1].index(), vclip.index_video(catalog[1].path))  # the others are fine
 
 
+def _with_row(table, column: str, row: int, value):
+    """``table`` with ``column``'s value in ``row`` replaced."""
+    values = table.column(column).to_pylist()
+    values[row] = value
+    return table.set_column(table.column_names.index(column), column, pa.array(values, table.schema.field(column).type))
+
+
+def _usable_rows(table) -> list[int]:
+    return [row for row, usable in enumerate(table.column("usable").to_pylist()) if usable]
+
+
+@pytest.mark.parametrize("column, damage", [
+    ("pts", lambda value: value[::-1]),  # reversed frames
+    ("pts", lambda value: [value[0]] * len(value)),
+    ("packet_pts", lambda value: value[1:] + value[:1]),  # frames' pts no longer their packets'
+    ("packet_frame", lambda value: [-1] * len(value)),
+    ("packet_size", lambda value: [-5] + value[1:]),
+    ("time_base", lambda value: "1/0"),
+    ("time_base", lambda value: "-1/30"),
+    ("bit_depth", lambda value: 0),
+    ("width", lambda value: -64),
+    ("color_range", lambda value: "sideways"),
+    ("sample_aspect_ratio", lambda value: "2147483647/1"),
+    ("rotation", lambda value: 45),
+])
+def test_a_damaged_row_is_that_videos_problem_reported_once(built, tmp_path, column, damage):
+    """Rows are checked as disk-cache entries are (check_index): one damaged row is indexed from
+    its video instead, with one warning, and the other rows of its row group are untouched."""
+    table = pq.read_table(built.path)
+    row, other = _usable_rows(table)[:2]
+    damaged = _with_row(table, column, row, damage(table.column(column)[row].as_py()))
+    pq.write_table(damaged.replace_schema_metadata(table.schema.metadata), tmp_path / "damaged.parquet")
+    catalog = vcatalog.read_catalog(tmp_path / "damaged.parquet")
+    with pytest.warns(vcatalog.CatalogWarning, match="its row in catalog .* is damaged") as caught:
+        for _ in range(3):
+            index = catalog[row].index()
+    assert len([w for w in caught if issubclass(w.category, vcatalog.CatalogWarning)]) == 1
+    fields_equal(index, vclip.index_video(catalog[row].path))
+    fields_equal(catalog[other].index(), vclip.index_video(catalog[other].path))
+
+
+def test_the_row_group_check_agrees_with_check_index(built, tmp_path):
+    """The vectorized check of a row group's arrays (_damaged_rows) against check_index, its
+    one-video twin, over single damages of every integer array of every usable row."""
+    from vclip._index_record import check_index
+
+    table = pq.read_table(built.path)
+    changes = (lambda v: v[::-1], lambda v: [v[0] - 1] + v[1:], lambda v: v[:-1] + [v[-1] + 10**6],
+               lambda v: [-2] + v[1:], lambda v: v[1:] + v[:1], lambda v: v[:1] * len(v))
+    disagreements, cases = [], 0
+    for name, dtype in vclip.VideoIndex.STORED_ARRAYS.items():
+        if dtype is np.bool_:
+            continue  # any value is possible
+        for row in _usable_rows(table):
+            for change in changes:
+                damaged = _with_row(table, name, row, change(table.column(name)[row].as_py()))
+                pq.write_table(damaged.replace_schema_metadata(table.schema.metadata), tmp_path / "one.parquet")
+                stored, passed = vcatalog.read_catalog(tmp_path / "one.parquet")._stored(row)
+                try:
+                    check_index(vclip.VideoIndex(path="x", **stored))
+                    refused = False
+                except (ValueError, IndexError):
+                    refused = True
+                cases += 1
+                if passed == refused:
+                    disagreements.append((name, row, stored[name][:6].tolist(), passed, refused))
+    assert cases > 100 and disagreements == []
+    # frames listed backwards, consistently in all three arrays: only their order betrays them
+    row = _usable_rows(table)[0]
+    frame_packet = table.column("frame_packet")[row].as_py()[::-1]
+    packet_frame = [-1] * len(table.column("packet_frame")[row].as_py())
+    for frame, packet in enumerate(frame_packet):
+        packet_frame[packet] = frame
+    backwards = table
+    for name, value in (("pts", table.column("pts")[row].as_py()[::-1]), ("frame_packet", frame_packet),
+                        ("packet_frame", packet_frame)):
+        backwards = _with_row(backwards, name, row, value)
+    pq.write_table(backwards.replace_schema_metadata(table.schema.metadata), tmp_path / "backwards.parquet")
+    assert not vcatalog.read_catalog(tmp_path / "backwards.parquet")._stored(row)[1]
+
+
+def test_column_types_other_than_the_catalogs_are_refused_at_once(built, tmp_path):
+    table = pq.read_table(built.path)
+    for column, kind in (("pts", pa.list_(pa.int32())), ("width", pa.string())):
+        retyped = table.set_column(table.column_names.index(column), column, table.column(column).cast(kind))
+        pq.write_table(retyped.replace_schema_metadata(table.schema.metadata), tmp_path / "retyped.parquet")
+        with pytest.raises(ValueError, match=rf"retyped.parquet is not a vclip catalog as written: column {column} "):
+            vcatalog.read_catalog(tmp_path / "retyped.parquet")
+
+
+def test_an_empty_catalog_is_refused_by_the_loader_in_words(built, tmp_path):
+    table = pq.read_table(built.path)
+    pq.write_table(table.slice(0, 0), tmp_path / "empty.parquet")
+    assert len(vcatalog.read_catalog(tmp_path / "empty.parquet")) == 0
+    with pytest.raises(vclip.ArgumentError, match=r"videos \(catalog .*empty.parquet\) holds no videos"):
+        vclip.ClipLoader(str(tmp_path / "empty.parquet"), vclip.contiguous(4), device="cpu")
+
+
 def test_from_arrays_refuses_arrays_that_do_not_fit(built):
     stored = vcatalog.read_catalog(built.path).usable[0].index().to_arrays()
     with pytest.raises(ValueError, match="do not fit"):

@@ -1,6 +1,7 @@
 """ClipLoader on the CPU: inputs, exact frames, seeding, sharding, buffer reuse, bad videos,
 memory budget and stats. (The 2-process sharding run is in test_distributed.py.)"""
 
+import codecs
 import json
 import logging
 import os
@@ -134,6 +135,65 @@ def test_inputs_pairs_file_lists_and_class_folders(folder, dataset):
 def test_inputs_are_checked(videos, message):
     with pytest.raises((ValueError, FileNotFoundError), match=message):
         make_loader(videos)
+
+
+def test_labels_beyond_int64_are_refused_naming_the_line(folder, dataset):
+    """They passed construction and ended the epoch with an OverflowError (labels are int64)."""
+    listing = folder / "huge_label.txt"
+    listing.write_text(f"{dataset[0][0]} 1\n{dataset[1][0]} 9223372036854775808\n")
+    with pytest.raises(vclip.ArgumentError, match=r"huge_label.txt, line 2: label \('9223372036854775808'\) must be "
+                                                  r"an integer in \[-9223372036854775808, 9223372036854775807\] "
+                                                  r"\(int64\)"):
+        make_loader(str(listing))
+    with pytest.raises(vclip.ArgumentError, match=r"videos\[0\]: label \(-9223372036854775809\) must be an integer in"):
+        make_loader([(dataset[0][0], -(2**63) - 1)])
+    with pytest.raises(vclip.ArgumentError, match=r"label \(18446744073709551616\) must be an integer in"):
+        vclip.LabeledVideo(dataset[0][0], 2**64)
+    assert make_loader([(dataset[0][0], 2**63 - 1)]).videos[0].label == 2**63 - 1
+
+
+@pytest.mark.parametrize("encoding", ["utf-8-sig", "utf-16", "utf-16-le", "utf-16-be", "utf-32"])
+def test_list_files_in_utf16_utf32_or_with_a_bom_are_read(folder, dataset, encoding):
+    """A byte order mark hid the header (utf-8-sig); UTF-16 gave a bare UnicodeDecodeError."""
+    listing = folder / f"list_{encoding}.csv"
+    listing.write_bytes(("label,path\n" + "".join(f"{label},{path}\n" for path, label in dataset)).encode(encoding))
+    assert [(v.path, v.label) for v in make_loader(str(listing)).videos] == dataset
+
+
+def test_a_latin1_list_file_names_its_files_byte_for_byte(folder, dataset):
+    """Bytes that are not UTF-8 stay the bytes of the file names (as the file system has them)."""
+    name = b"caf\xe9 \xe0 la cr\xe8me.mp4"  # Latin-1
+    shutil.copy(dataset[0][0], os.path.join(os.fsencode(folder), name))
+    listing = folder / "latin1.txt"
+    listing.write_bytes(name + b" 3\n")
+    loader = make_loader(str(listing), batch_size=2)
+    assert [(os.fsencode(v.path), v.label) for v in loader.videos] == [(os.fsencode(folder) + b"/" + name, 3)]
+    batch = next(iter(loader))
+    assert batch.labels.tolist() == [3, 3] and not batch.skipped_videos
+
+
+def test_a_list_file_that_is_not_text_is_refused(folder):
+    listing = folder / "binary.txt"
+    listing.write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(range(256)) * 4)
+    with pytest.raises(vclip.ArgumentError, match=r"binary.txt: holds zero bytes but is not UTF-16"):
+        make_loader(str(listing))
+    listing.write_bytes(codecs.BOM_UTF16_LE + b"\x00\xd8a\x00")  # a lone surrogate
+    with pytest.raises(vclip.ArgumentError, match=r"binary.txt: not valid UTF-16 text"):
+        make_loader(str(listing))
+
+
+def test_a_flat_folder_of_videos_is_unlabelled(folder, dataset):
+    """As ``vclip index`` reads it: label -1, no class names."""
+    flat = folder / "flat"
+    flat.mkdir()
+    for path, _ in dataset[:2]:
+        shutil.copy(path, flat)
+    loader = make_loader(str(flat), batch_size=2)
+    assert [(v.path, v.label) for v in loader.videos] == [(str(flat / os.path.basename(p)), -1) for p, _ in dataset[:2]]
+    assert loader.class_names is None and next(iter(loader)).labels.tolist() == [-1, -1]
+    (folder / "nothing").mkdir()
+    with pytest.raises(vclip.ArgumentError, match=r"is a folder without class subfolders or videos"):
+        make_loader(str(folder / "nothing"))
 
 
 @pytest.mark.parametrize(
@@ -425,7 +485,7 @@ def test_bad_videos_are_replaced_named_and_counted(dataset, bad_files, caplog):
     assert skipped.clips == 2 * len(bad_files) * 2
     assert "file is empty" in skipped.videos[bad_files["empty"]]
     assert "does not exist" in skipped.videos[bad_files["missing"]]
-    assert "decoding frames" in skipped.videos[bad_files["garbled"]]
+    assert "cannot be decoded" in skipped.videos[bad_files["garbled"]]
     warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert sorted(m.split()[2].rstrip(":") for m in warned) == sorted(bad_files.values())  # once per video
 
@@ -442,7 +502,7 @@ def test_on_error_raise(dataset, bad_files):
     with pytest.raises(vclip.VideoNotFoundError):
         make_loader(dataset + [(bad_files["missing"], 0)], on_error="raise")
     loader = make_loader([(bad_files["garbled"], 0)] + dataset, on_error="raise")
-    with pytest.raises(vclip.CorruptVideoError, match="bad_garbled.mkv: decoding frames"):
+    with pytest.raises(vclip.CorruptVideoError, match=r"bad_garbled.mkv: frame \d+ cannot be decoded"):
         list(loader)
 
 
@@ -890,3 +950,18 @@ def test_an_unexpected_error_checking_a_video_keeps_its_type(videos, monkeypatch
     monkeypatch.setattr(ClipDrawer, "inspect", broken)
     with pytest.raises(vclip.ArgumentError, match=r"checking its clips failed \(TypeError: not a number\)"):
         vclip.ClipLoader([(videos["h264"], 0)], vclip.strided(4, 2), device="cpu")
+
+
+def test_batches_carry_the_padded_mask(folder):
+    """As Frames.padded: True where the end policy filled a clip past the video's last frame."""
+    short = make_video(folder / "five_frames.mp4", num_frames=5, width=WIDTH, height=HEIGHT, keyframe_interval=5)
+    for policy, filled in (("repeat_last", [4, 4, 4]), ("wrap", [0, 1, 2])):
+        loader = make_loader([(short, 0), (short, 1)], vclip.contiguous(8, end_policy=policy), batch_size=2)
+        batch = next(iter(loader))
+        assert batch.padded.dtype == torch.bool and batch.padded.shape == (2, 8)
+        assert batch.padded.tolist() == [[False] * 5 + [True] * 3] * 2
+        assert batch.frame_indices.tolist() == [[0, 1, 2, 3, 4, *filled]] * 2
+        expected = vclip.VideoDecoder(short, device="cpu").get_clips(vclip.contiguous(8, end_policy=policy))
+        assert batch.padded[0].numpy().tolist() == expected.padded[0].tolist()
+    unpadded = next(iter(make_loader([(short, 0)], vclip.contiguous(4), batch_size=1)))
+    assert not unpadded.padded.any()

@@ -56,8 +56,18 @@ def test_jittered_offsets_are_bounded_ordered_and_seeded():
 
 def test_jitter_stays_in_range_at_the_ends():
     for seed in range(30):
-        clip = vclip.jittered(10, 1, 3, starts="step", step=1, seed=seed).sample(10)[0]
-        assert clip.min() >= 0 and clip.max() <= 9 and np.all(np.diff(clip) >= 0)
+        clip = vclip.jittered(10, 2, 2, starts="step", step=1, seed=seed).sample(19)[0]
+        assert clip.min() >= 0 and clip.max() <= 18 and np.all(np.diff(clip) >= 0)
+
+
+def test_a_jitter_larger_than_the_stride_is_refused():
+    """jittered(8, 2, 5) moved positions past their neighbours; sorted, the clip repeated frames."""
+    with pytest.raises(vclip.ArgumentError, match=r"jitter \(5\) must be an integer in \[0, 2\] \(at most the "
+                                                  r"stride: a larger one moves positions past their neighbours"):
+        vclip.jittered(8, 2, 5)
+    with pytest.raises(vclip.ArgumentError, match=r"jitter \(2\) must be an integer in \[0, 1\]"):
+        vclip.jittered(8, 1, 2, fps=15)
+    assert vclip.jittered(8, 2, 2).jitter == 2
 
 
 @pytest.mark.parametrize(

@@ -37,6 +37,9 @@ EXPORTED = [
     "NotAVideoError",
     "RandomResizedCrop",
     "RandomShortSideScale",
+    "RemoteOptions",
+    "RemoteReadWarning",
+    "RemoteReads",
     "TransformSpec",
     "TruncatedVideoWarning",
     "UnreadableVideoError",
@@ -60,6 +63,7 @@ EXPORTED = [
     "parse_bytes",
     "plan_decode",
     "plan_loader_memory",
+    "set_remote_options",
     "strided",
 ]
 SUBMODULES = [
@@ -165,6 +169,21 @@ def test_help_works_and_names_the_loader_without_torch():
     )
     assert probe.returncode == 0, probe.stderr
     assert "vclip.ClipLoader needs PyTorch, which is not installed: pip install 'vclip-nvdec[torch]'" in probe.stdout
+
+
+def test_frames_torch_without_torch_says_what_to_install(videos):
+    probe = run_python(
+        "import sys; sys.modules['torch'] = None  # as if torch were not installed\n"
+        "import vclip\n"
+        f"frames = vclip.VideoDecoder({videos['h264']!r}, device='cpu').get_frames([0])\n"
+        "try:\n"
+        "    frames.torch()\n"
+        "except ImportError as error:\n"
+        "    print(type(error).__name__, error.name, error)\n"
+    )
+    assert probe.returncode == 0, probe.stderr
+    assert probe.stdout.strip() == ("ImportError torch Frames.torch() needs PyTorch, which is not installed: "
+                                    "pip install 'vclip-nvdec[torch]'")
 
 
 def test_distribution_name_is_free_of_the_unrelated_vclip_and_used_in_hints():

@@ -39,7 +39,7 @@ _SURFACE_BY_MODULE = {
         "PARAMS_DTYPE", "transform_params",
     ),
     "packets": ("read_packets",),
-    "pipeline": ("ClipTarget", "Conversion", "DecodeStats", "resolve_transform", "VideoJob"),
+    "pipeline": ("ClipTarget", "Conversion", "DecodeStats", "needs_any", "resolve_transform", "VideoJob"),
     "contract": ("Backend", "execute_plan", "PictureConverter", "PictureDecoder"),
     "kernel": ("KernelModule",),
     "cpu": ("CpuBackend", "yuv420_planes"),

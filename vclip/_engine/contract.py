@@ -21,6 +21,7 @@ from typing import Any, Protocol
 
 from .._device import Device
 from ..errors import CorruptVideoError, VideoError
+from ..index import VideoIndex
 from ..plan import DecodePlan, plan_decode
 from .packets import read_packets
 from .pipeline import (
@@ -102,6 +103,16 @@ class PictureDecoder(ABC):
     def flush(self) -> Iterable[tuple[int | None, Any]]:
         """End of segment: yield the pictures still held, then be ready for the next keyframe."""
 
+    def recover(self) -> bool:
+        """After a segment failed: get ready for the next segment's keyframe. False (the default)
+        when this decoder cannot go on; the frames not delivered yet are then lost."""
+        return False
+
+    def damaged_packet(self, packets: PacketRun) -> int | None:
+        """Position in ``packets`` of the first packet that cannot be decoded (decoding them again,
+        one at a time, after a segment failed), or None when this decoder cannot tell."""
+        return None
+
     def close(self) -> None:  # noqa: B027 (optional hook)
         """Called once after the last segment, also on errors."""
 
@@ -124,6 +135,11 @@ def execute_plan(
     """Execute ``plan`` for ``job``: every requested frame decoded once and converted into every
     slot that wants it; the caller then calls ``converter.finish()``.
 
+    A damaged packet costs the frames decoded from it up to the next keyframe, where decoding
+    starts afresh (when the decoder can go on): the error then names the damaged frame and carries
+    the frames lost (``CorruptVideoError.frames``), so that the clips that do not need them can be
+    kept.
+
     Raises:
         CorruptVideoError: Packets could not be read or decoded, or requested frames never came out.
     """
@@ -133,7 +149,9 @@ def execute_plan(
     frame_of_pts = lookups.frame_of_pts
     wanted = frozenset(plan.frames.tolist())
     remaining = set(wanted)
+    suspect: set[int] = set()  # delivered, but decoded after a damaged packet of their group
     convert_seconds = 0.0
+    damage: tuple[int | None, Exception] | None = None  # the first damaged packet (None: unknown) and its error
 
     def deliver(pictures: Iterable[tuple[int | None, Any]]) -> None:
         nonlocal convert_seconds
@@ -146,13 +164,15 @@ def execute_plan(
                 convert_seconds += time.perf_counter() - started
 
     try:
-        for segment in plan.segments:
+        runs = [segment.packets for segment in plan.segments]
+        while runs:
+            packets = runs.pop(0)
             started = time.perf_counter()
-            packets = segment.packets.tolist()
+            numbers = packets.tolist()
             run = PacketRun(
-                read_packets(index, segment.packets),
-                [lookups.packet_pts[number] for number in packets],
-                [lookups.packet_frame[number] not in wanted for number in packets],
+                read_packets(index, packets),
+                [lookups.packet_pts[number] for number in numbers],
+                [lookups.packet_frame[number] not in wanted for number in numbers],
             )
             decoding = time.perf_counter()
             converted_before = convert_seconds
@@ -161,24 +181,48 @@ def execute_plan(
                 deliver(decoder.flush())
             except VideoError:
                 raise
-            except Exception as error:  # the decoder's own error type: name the file and the frames
-                raise CorruptVideoError(
-                    index.path,
-                    f"decoding frames {int(segment.frames[0])}-{int(segment.frames[-1])} failed ({_describe(error)})",
-                ) from error
+            except Exception as error:  # the decoder's own error type: the frames after the damage are lost
+                at = decoder.damaged_packet(run)
+                damage = damage or ((None if at is None else numbers[at]), error)
+                later_keys = [] if at is None else [k for k in range(at + 1, len(numbers))
+                                                    if index.packet_is_keyframe[numbers[k]]]
+                end = later_keys[0] if later_keys else len(numbers)
+                suspect.update(frame for frame in (lookups.packet_frame[n] for n in numbers[at or 0:end])
+                               if frame in wanted)
+                if not decoder.recover():
+                    break
+                if later_keys:  # the next group of pictures of the run starts afresh
+                    runs.insert(0, packets[end:])
+                continue
             stats.add(
-                segments=1, packets_sent=len(packets), demux_seconds=decoding - started,
+                segments=1, packets_sent=len(numbers), demux_seconds=decoding - started,
                 decode_seconds=time.perf_counter() - decoding - (convert_seconds - converted_before),
             )
+        if remaining or suspect:
+            raise _lost_frames(index, sorted(remaining | suspect), damage)
     finally:
         decoder.close()
-    if remaining:
-        missing = sorted(remaining)
-        raise CorruptVideoError(index.path, f"frames {missing[:5]} could not be decoded ({len(missing)} missing)")
     stats.add(
         videos=1, frames_requested=plan.frames_requested,
         frames_delivered=sum(target.frames.size for target in job.targets), convert_seconds=convert_seconds,
     )
+
+
+def _lost_frames(index: VideoIndex, missing: list[int],
+                 damage: tuple[int | None, Exception] | None) -> CorruptVideoError:
+    """The error for requested frames lost: it names the damaged frame where the decoder could
+    find it, and carries the frames lost (``frames``)."""
+    shown = f"{missing[:5]}{'...' if len(missing) > 5 else ''} ({len(missing)} of the frames asked for)"
+    if damage is None:
+        return CorruptVideoError(index.path, f"frames {shown} could not be decoded", frames=missing)
+    packet, error = damage
+    if packet is None:
+        return CorruptVideoError(index.path, f"decoding failed ({_describe(error)}): frames {shown} are lost",
+                                 frames=missing)
+    frame = int(index.packet_frame[packet])
+    damaged = f"frame {frame}" if frame >= 0 else f"packet {packet} (decode order; a picture not shown)"
+    return CorruptVideoError(index.path, f"{damaged} cannot be decoded ({_describe(error)}): frames {shown} "
+                                         "are lost with it", frames=missing)
 
 
 def _describe(error: Exception) -> str:

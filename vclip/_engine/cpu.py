@@ -26,7 +26,7 @@ from ..errors import CorruptVideoError
 from ..index import VideoIndex
 from .contract import PacketRun, PictureConverter, PictureDecoder, PlanBackend
 from .layout import frame_view
-from .pipeline import ClipTarget, Conversion, DecodeStats, VideoJob
+from .pipeline import ClipTarget, Conversion, DecodeStats, VideoJob, needs_any
 from .reference import yuv420_to_rgb_tensor
 
 _NATIVE_420 = {"yuv420p": 8, "yuvj420p": 8, "yuv420p10le": 10, "yuv420p12le": 12}
@@ -41,8 +41,23 @@ def _video_context(context: av.CodecContext, index: VideoIndex) -> av.VideoCodec
 DEFAULT_WORKERS = min(8, usable_cores())
 """Decode threads of the CPU backend when none are asked for."""
 
+# What FFmpeg's demuxer sets on a decoder beyond the bitstream: a context made for a later segment
+# gets these from the first one (avcodec_parameters_to_context's fields, as PyAV exposes them).
+_CONTEXT_PARAMETERS = (
+    "extradata", "width", "height", "codec_tag", "pix_fmt", "bits_per_coded_sample", "sample_aspect_ratio",
+    "color_range", "colorspace", "color_primaries", "color_trc", "framerate", "field_order",
+)
+
+
 class PyAVDecoder(PictureDecoder):
-    """FFmpeg's decoder for one video stream, fed the plan's packets; pictures are ``av.VideoFrame``."""
+    """FFmpeg's decoder for one video stream, fed the plan's packets; pictures are ``av.VideoFrame``.
+
+    With frame threads (``threads`` other than 1) every segment after the first gets a codec context
+    of its own, made like the first: FFmpeg's frame-threaded decoders are not safe to reuse after a
+    flush, and a damaged keyframe arriving at a flushed VP9 context crashed the process (SIGSEGV in
+    libavcodec; issue 25). A new context costs about 0.2 ms; a segment decodes a GOP. After a
+    segment that failed, the next one gets a new context too, whatever the threads.
+    """
 
     def __init__(self, index: VideoIndex, *, threads: int = 0):
         if is_local(index.path) or not index.packets_addressable:
@@ -57,16 +72,19 @@ class PyAVDecoder(PictureDecoder):
             self._context = _video_context(av.CodecContext.create(index.codec, "r"), index)
             self._context.extradata = index.extradata or None
             self._context.width, self._context.height = index.width, index.height
-        self._context.thread_count = threads
-        self._context.thread_type = "AUTO" if threads != 1 else "SLICE"
+        self._index = index
+        self._threads = threads
+        self._parameters = {name: getattr(self._context, name) for name in _CONTEXT_PARAMETERS}
+        self._stale = False  # the context must not decode the next segment: a new one will
+        _set_threads(self._context, threads)
 
     def send(self, packets: PacketRun) -> Iterable[tuple[int | None, av.VideoFrame]]:
+        if self._stale:
+            self._context = self._fresh_context(self._threads)
+            self._stale = False
         decode = self._context.decode
         for payload, pts in zip(packets.payloads, packets.pts):
-            packet = av.Packet(len(payload))  # FFmpeg's own allocation: zeroed padding after the data
-            packet.update(payload)
-            packet.pts = pts
-            for frame in decode(packet):
+            for frame in decode(_packet(payload, pts)):
                 yield frame.pts, frame
 
     def flush(self) -> Iterable[tuple[int | None, av.VideoFrame]]:
@@ -75,10 +93,47 @@ class PyAVDecoder(PictureDecoder):
                 yield frame.pts, frame
         finally:
             self._context.flush_buffers()
+            self._stale = self._stale or self._threads != 1
+
+    def recover(self) -> bool:
+        self._stale = True  # whatever state the failure left it in
+        return True
+
+    def damaged_packet(self, packets: PacketRun) -> int | None:
+        """The first packet a single-threaded decoder refuses (frame threads report an error some
+        packets after the one that caused it)."""
+        context = self._fresh_context(1)
+        for position, (payload, pts) in enumerate(zip(packets.payloads, packets.pts)):
+            try:
+                for _ in context.decode(_packet(payload, pts)):
+                    pass
+            except av.error.FFmpegError:
+                return position
+        return None
+
+    def _fresh_context(self, threads: int) -> av.VideoCodecContext:
+        context = _video_context(av.CodecContext.create(self._context.codec, "r"), self._index)
+        for name, value in self._parameters.items():
+            if value is not None:
+                setattr(context, name, value)
+        _set_threads(context, threads)
+        return context
 
     def close(self) -> None:
         if self._container is not None:
             self._container.close()
+
+
+def _packet(payload: bytes, pts: int) -> av.Packet:
+    packet = av.Packet(len(payload))  # FFmpeg's own allocation: zeroed padding after the data
+    packet.update(payload)
+    packet.pts = pts
+    return packet
+
+
+def _set_threads(context: av.VideoCodecContext, threads: int) -> None:
+    context.thread_count = threads
+    context.thread_type = "AUTO" if threads != 1 else "SLICE"
 
 
 def yuv420_planes(frame: av.VideoFrame, color_range: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
@@ -159,6 +214,13 @@ def decode_then_upload(cpu: CpuBackend, job: VideoJob, conversion: Conversion, o
     targets = tuple(replace(t, slot=k) for k, t in enumerate(job.targets))
     shape = conversion.clip_shape(targets[0].frames.size, targets[0].geometry)
     host = np.empty((len(targets),) + shape, dtype=output.dtype)
-    cpu.decode_job(VideoJob(job.index, targets), conversion, host, stats)
+    try:
+        cpu.decode_job(VideoJob(job.index, targets), conversion, host, stats)
+    except CorruptVideoError as error:  # the clips that do not need the lost frames were decoded
+        if error.frames is not None:
+            for k, target in enumerate(job.targets):
+                if not needs_any(target, error.frames):
+                    output[target.slot].set(host[k], stream=stream)
+        raise
     for k, target in enumerate(job.targets):
         output[target.slot].set(host[k], stream=stream)

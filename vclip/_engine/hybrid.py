@@ -183,11 +183,15 @@ class UploadBackend(PlanBackend):
         """Decode ``job`` on the CPU into ``output`` on the GPU; returns the event after its last kernel."""
         staging = self._staging()
         with self._cupy.cuda.Device(self.device_id), staging.stream:
-            if upload_unsupported_reason(job.index) is None:
-                decoder, converter = self.open_job(job, conversion, output)
-                execute_plan(self.plan(job), job, decoder, converter, stats)
-                return converter.finish()
-            decode_then_upload(self._cpu, job, conversion, output, stats, staging.stream)
+            try:
+                if upload_unsupported_reason(job.index) is None:
+                    decoder, converter = self.open_job(job, conversion, output)
+                    execute_plan(self.plan(job), job, decoder, converter, stats)
+                    return converter.finish()
+                decode_then_upload(self._cpu, job, conversion, output, stats, staging.stream)
+            except CorruptVideoError:
+                staging.stream.synchronize()  # the clips it could decode are written before the error goes
+                raise
             event = self._cupy.cuda.Event(disable_timing=True)
             event.record(staging.stream)
             return event

@@ -28,7 +28,7 @@ import numpy as np
 
 from .._bitstream import nvdec_packet_converter
 from .._device import Device
-from ..errors import FallbackWarning, UnreadableVideoError, VideoNotFoundError
+from ..errors import CorruptVideoError, FallbackWarning, UnreadableVideoError, VideoNotFoundError
 from ..index import VideoIndex
 from .contract import (
     Completion,
@@ -223,7 +223,11 @@ class NvdecBackend(PlanBackend):
                         self._failed[(index.path, index.stream_index)] = reason
             assert reason is not None  # both attempts failed, or NVDEC cannot take the stream
             self._warn_once(index, reason)
-            self._decode_on_cpu(job, conversion, output, stats)
+            try:
+                self._decode_on_cpu(job, conversion, output, stats)
+            except CorruptVideoError:
+                worker.stream.synchronize()  # the clips it could decode are written before the error goes
+                raise
             stats.add(fallback_videos=1)
             event = self._cupy.cuda.Event(disable_timing=True)
             event.record(worker.stream)

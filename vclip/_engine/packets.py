@@ -14,10 +14,9 @@ from __future__ import annotations
 
 import os
 
-import av
 import numpy as np
 
-from .._demux import open_container
+from .._demux import DEMUX_ERRORS, demux_failure, open_container
 from .._sources import is_local, read_ranges
 from ..errors import CorruptVideoError, video_error_from_os_error
 from ..index import VideoIndex
@@ -91,8 +90,8 @@ def _demux(index: VideoIndex, packets: np.ndarray) -> list[bytes]:
                         found[wanted[number]] = bytes(packet)
                     if number is not None and number >= last:
                         break
-        except av.error.FFmpegError as error:  # a seek or read FFmpeg refuses: try from the start
-            failure = getattr(error, "strerror", None) or str(error)
+        except DEMUX_ERRORS as error:  # a seek or read FFmpeg refuses: try from the start
+            failure = demux_failure(error)
         complete = [data for data in found if data is not None]
         if len(complete) == len(found):
             return complete

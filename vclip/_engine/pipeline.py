@@ -81,6 +81,11 @@ class DecodeStats:
         return {f.name: getattr(self, f.name) for f in fields(self) if not f.name.startswith("_")}
 
 
+def needs_any(target: ClipTarget, frames) -> bool:
+    """Whether clip ``target`` has any of ``frames`` (e.g. the frames a failed decode lost)."""
+    return bool(np.isin(target.frames, np.asarray(frames, dtype=np.int64)).any())
+
+
 def frame_destinations(targets: tuple[ClipTarget, ...] | list[ClipTarget]) -> dict[int, list[tuple[int, int]]]:
     """For each requested frame, the (target number, position in clip) pairs that want it."""
     destinations: dict[int, list[tuple[int, int]]] = defaultdict(list)

@@ -9,11 +9,13 @@ CUDA IPC on the GPU, shared memory on the CPU), so decoded clips are never copie
 A request carries the clips of one video; the video's index and a buffer's handle travel to a
 worker only the first time it needs them. Both sides keep the same bounded most-recently-used
 list of the indexes a worker holds (the worker reads requests in the order they were sent), so
-they always agree on which index must be sent again. A worker that dies fails the videos it was
-decoding (as bad videos, so a loader's error policy applies) and is started again, and the videos
-waiting in it are sent again; a video that
-takes longer than ``decode_timeout`` seconds gets its worker killed and replaced, the other videos
-that worker held are sent again.
+they always agree on which index must be sent again. A worker that dies (a native crash, the
+out-of-memory killer) is started again and every video it held is sent again: those waiting in it
+to a worker as usual, those it was decoding each to a worker that decodes nothing else meanwhile.
+A video whose worker dies again while decoding it alone is reported (as a bad video, so a loader's
+error policy applies): only a video that kills workers repeatedly is lost. A video that takes
+longer than ``decode_timeout`` seconds gets its worker killed and replaced, the other videos that
+worker held are sent again.
 
 Workers never outlive their parent: they ignore Ctrl-C (the parent shuts them down), exit quietly
 when the parent's pipe closes, and watch the parent's pid, so a parent killed with SIGKILL leaves
@@ -43,6 +45,7 @@ from typing import Any
 
 from .. import errors
 from .._device import Device
+from .._remote import add_remote_reads, take_remote_reads
 from ..errors import CorruptVideoError, VideoError
 from ..index import VideoIndex
 from .contract import Backend
@@ -56,6 +59,10 @@ INDEXES_PER_WORKER = 512
 
 THREADS_PER_PROCESS = {"cuda": 4, "cpu": 2}
 """Decode threads of each worker process when none are asked for, on the GPU and on the CPU."""
+
+DEATHS_PER_VIDEO = 2
+"""Deaths of decode workers while decoding one video (the last with no other video in the worker)
+after which the video is reported instead of sent again."""
 
 DECODE_TIMEOUT_SECONDS = 120.0
 """Default seconds one video's decode may take in a worker process before the worker is considered
@@ -107,6 +114,7 @@ class _Reply:
     error: BaseException | None = None
     stats: dict = field(default_factory=dict)
     warnings: list = field(default_factory=list)
+    remote_reads: dict = field(default_factory=dict)  # what the worker read from URLs since its last reply
 
 
 def _watch_parent(parent_pid: int) -> None:
@@ -160,6 +168,7 @@ def _serve(factory: Callable[[], Backend], threads: int, index_capacity: int, pa
             details = "".join(traceback.format_exception(error))
             reply.error = RuntimeError(f"{index.path}: decode worker process {os.getpid()}: {details}")
         reply.stats = stats.as_dict()
+        reply.remote_reads = take_remote_reads()
         del output
         send(reply)
 
@@ -198,6 +207,7 @@ class _Pending:
     conversion: Conversion
     started_at: float | None = None
     timed_out: bool = False
+    deaths: list[int | None] = field(default_factory=list)  # exit codes of workers that died decoding it
 
 
 class _WorkerProcess:
@@ -219,6 +229,9 @@ class _WorkerProcess:
         self.opened: set[int] = set()
         self.replied = False
         self.retired = False
+        # A video whose worker died while decoding it: this worker takes no other request and
+        # decodes it alone once it has finished what it holds.
+        self.reserved_for: _Pending | None = None
 
 
 class ProcessBackend:
@@ -269,6 +282,7 @@ class ProcessBackend:
         self._shown_warnings: set[tuple[str, str]] = set()
         self._failed_starts = 0
         self._closing = False
+        self._waiting: list[_Pending] = []  # requests that found every worker reserved
         self._workers = [self._start_worker() for _ in range(processes)]
         self._wake_read, self._wake = self._context.Pipe(duplex=False)
         self._listener = threading.Thread(target=self._listen, name="vclip-decode-replies", daemon=True)
@@ -311,36 +325,61 @@ class ProcessBackend:
         self._send(pending)
         reply: _Reply = pending.future.result()
         stats.add(**reply.stats)
+        add_remote_reads(reply.remote_reads)
         self._show_warnings(reply.warnings)
         if reply.error is not None:
             raise reply.error
 
     def _send(self, pending: _Pending) -> None:
-        """Send one request to the least busy worker that is alive."""
+        """Send one request to the least busy worker that is alive and not reserved; never waits.
+
+        A request whose worker died while decoding it reserves a worker instead and goes to it when
+        that worker holds nothing else. When every worker is reserved the request waits in this
+        backend until one is free again.
+        """
         while True:
             if self._closing:
                 raise RuntimeError("this ProcessBackend is closed")
             with self._lock:
-                worker = min(self._workers, key=lambda w: len(w.outstanding))
+                free = [w for w in self._workers if w.reserved_for is None]
+                if not free:
+                    self._waiting.append(pending)
+                    return
+                worker = min(free, key=lambda w: len(w.outstanding))
             with worker.lock:
-                if worker.retired:
-                    continue  # that worker was just replaced: pick again
-                known = worker.indexes.use(pending.index_key) is not None
-                if not known:
-                    worker.indexes.use(pending.index_key, True)
-                opened = pending.buffer.number in worker.opened
-                worker.opened.add(pending.buffer.number)
-                number = next(self._numbers)
-                pending.started_at = None
-                worker.outstanding[number] = pending
-                request = _Request(number, pending.index_key, None if known else pending.job.index,
-                                   pending.buffer.number, None if opened else pending.buffer, pending.job.targets,
-                                   pending.conversion)
-                try:
-                    worker.requests.send(request)
-                except OSError:  # it died after all: the listener fails the request and replaces it
-                    pass
+                if worker.retired or worker.reserved_for is not None:
+                    continue  # that worker was just replaced or reserved: pick again
+                if pending.deaths:
+                    worker.reserved_for = pending
+                    if worker.outstanding:
+                        return  # sent by _receive once the worker has finished what it holds
+                self._dispatch(worker, pending)
             return
+
+    def _dispatch(self, worker: _WorkerProcess, pending: _Pending) -> None:
+        """Send ``pending`` to ``worker`` (whose lock the caller holds)."""
+        known = worker.indexes.use(pending.index_key) is not None
+        if not known:
+            worker.indexes.use(pending.index_key, True)
+        opened = pending.buffer.number in worker.opened
+        worker.opened.add(pending.buffer.number)
+        number = next(self._numbers)
+        pending.started_at = None
+        worker.outstanding[number] = pending
+        request = _Request(number, pending.index_key, None if known else pending.job.index,
+                           pending.buffer.number, None if opened else pending.buffer, pending.job.targets,
+                           pending.conversion)
+        try:
+            worker.requests.send(request)
+        except OSError:  # it died after all: the listener sends the request again and replaces it
+            pass
+
+    def _send_waiting(self) -> None:
+        """Send the requests that found every worker reserved (they wait again if they still do)."""
+        with self._lock:
+            waiting, self._waiting = self._waiting, []
+        for pending in waiting:
+            self._send_again(pending)
 
     def _show_warnings(self, raised: list[tuple[str, str]]) -> None:
         for category_name, message in raised:
@@ -373,6 +412,7 @@ class ProcessBackend:
                     self._replace(by_sentinel[item])
             if not self._closing:
                 self._kill_stuck(workers)
+                self._send_waiting()
 
     def _kill_stuck(self, workers: list[_WorkerProcess]) -> None:
         now = time.monotonic()
@@ -390,6 +430,7 @@ class ProcessBackend:
                 self._replace(worker)
 
     def _receive(self, worker: _WorkerProcess) -> None:
+        released = False
         try:
             while worker.replies.poll():
                 reply: _Reply | _Started = worker.replies.recv()
@@ -401,9 +442,15 @@ class ProcessBackend:
                             started.started_at = time.monotonic()
                         continue
                     pending = worker.outstanding.pop(reply.number)
+                    if worker.reserved_for is pending:
+                        worker.reserved_for, released = None, True
+                    elif worker.reserved_for is not None and not worker.outstanding:
+                        self._dispatch(worker, worker.reserved_for)
                 pending.future.set_result(reply)
         except (EOFError, OSError):  # it died mid-reply: the sentinel says so next
             pass
+        if released:
+            self._send_waiting()
 
     def _replace(self, worker: _WorkerProcess) -> None:
         self._receive(worker)  # replies sent before it died
@@ -417,6 +464,9 @@ class ProcessBackend:
         with worker.lock:
             worker.retired = True
             lost, worker.outstanding = worker.outstanding, {}
+            reserved, worker.reserved_for = worker.reserved_for, None
+        if reserved is not None and reserved not in lost.values():  # it was waiting for this worker
+            self._send_again(reserved)
         timed_out = any(pending.timed_out for pending in lost.values())
         for number, pending in lost.items():
             path = pending.job.index.path
@@ -427,19 +477,28 @@ class ProcessBackend:
             elif timed_out or (pending.started_at is None and failed_starts < 3):
                 # Innocent: it only shared the worker with a stuck video, or waited behind the
                 # videos it was decoding when it died.
-                try:
-                    self._send(pending)
-                    continue
-                except RuntimeError as closed:
-                    error = closed
+                self._send_again(pending)
+                continue
             elif failed_starts >= 3:  # not this video's fault: workers die before decoding anything
                 error = RuntimeError(
                     f"decode worker processes on {self.device} keep dying before decoding anything "
                     f"(exit code {code}); see their output on stderr")
             else:
+                pending.deaths.append(code)
+                if len(pending.deaths) < DEATHS_PER_VIDEO:  # perhaps another video's crash, or memory
+                    self._send_again(pending)            # the others took: it goes again, alone
+                    continue
+                codes = ", ".join(str(died) for died in pending.deaths)
                 error = CorruptVideoError(
-                    path, f"the decode worker process died (exit code {code}) while decoding this video")
+                    path, f"decoding it killed the decode worker process {len(pending.deaths)} times (exit codes "
+                          f"{codes}), the last time with no other video in that worker")
             pending.future.set_result(_Reply(number, error))
+
+    def _send_again(self, pending: _Pending) -> None:
+        try:
+            self._send(pending)
+        except RuntimeError as closed:
+            pending.future.set_result(_Reply(-1, closed))
 
     def close(self, timeout: float = 30.0) -> None:
         """Stop the worker processes (after the requests they hold; killed after ``timeout`` seconds)
@@ -465,11 +524,15 @@ class ProcessBackend:
                 worker.process.join()
         self._wake.send(None)
         self._listener.join()
+        unanswered = list(self._waiting)
         for worker in workers:
             self._receive(worker)
-            for pending in worker.outstanding.values():
-                closed = RuntimeError(f"{pending.job.index.path}: the decoder was closed before this video was decoded")
-                pending.future.set_result(_Reply(-1, closed))
+            unanswered += worker.outstanding.values()
+            if worker.reserved_for is not None and worker.reserved_for not in worker.outstanding.values():
+                unanswered.append(worker.reserved_for)
+        for pending in unanswered:
+            closed = RuntimeError(f"{pending.job.index.path}: the decoder was closed before this video was decoded")
+            pending.future.set_result(_Reply(-1, closed))
         if self._owns_buffers:
             self._registry.release_all()
 

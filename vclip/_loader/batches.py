@@ -13,8 +13,8 @@ from typing import Literal
 
 import numpy as np
 
-from .._engine.pipeline import ClipTarget, VideoJob
-from ..errors import VideoError
+from .._engine.pipeline import ClipTarget, VideoJob, needs_any
+from ..errors import CorruptVideoError, VideoError
 from ..index import VideoIndex
 from ..transforms import Augmentations, SampleDraw
 from .clips import ClipDrawer
@@ -33,7 +33,8 @@ SCAN = -1  # the "epoch" in which the scan at construction found a video bad
 
 class BadVideos:
     """The videos found unusable: the problem of each and the epoch in which it was found (``SCAN``
-    for the scan at construction); thread-safe; each is logged once.
+    for the scan at construction); thread-safe; each is logged once. Also the videos with damaged
+    frames, which stay in use: only their clips that need those frames are replaced.
 
     A video found bad mid-epoch is left out from the next epoch on; within the epoch in which it
     was found, its later clips are still tried (and replaced when they fail). So which clips a
@@ -44,6 +45,7 @@ class BadVideos:
     def __init__(self, paths: list[str], *, replaced: bool = True):
         self._paths = paths
         self._found: dict[int, tuple[str, int]] = {}
+        self._damaged: dict[int, str] = {}
         self._lock = threading.Lock()
         self._fate = "replaced by clips of other videos" if replaced else "left out (evaluation)"
 
@@ -58,6 +60,15 @@ class BadVideos:
             self._found[video] = (problem, epoch)
         logger.warning("vclip: skipping %s: %s; its clips are %s", self._paths[video], problem, self._fate)
 
+    def add_damaged(self, video: int, problem: str) -> None:
+        """Record that ``video`` has damaged frames (the first problem is kept and logged)."""
+        with self._lock:
+            if video in self._damaged:
+                return
+            self._damaged[video] = problem
+        logger.warning("vclip: damaged %s: %s; its clips that need those frames are replaced by clips of other "
+                       "videos", self._paths[video], problem)
+
     def excluded(self, video: int, epoch: int) -> bool:
         """Whether ``video`` is left out of ``epoch`` (found bad in an earlier epoch or by the scan)."""
         known = self._found.get(video)
@@ -67,8 +78,11 @@ class BadVideos:
         return len(self._found)
 
     def problems(self) -> dict[int, str]:
+        """The problem of every video left out, and of every video with damaged frames."""
         with self._lock:
-            return {video: problem for video, (problem, _) in self._found.items()}
+            damaged = {video: f"{problem}; the clips that need those frames are replaced"
+                       for video, problem in self._damaged.items() if video not in self._found}
+            return {**damaged, **{video: problem for video, (problem, _) in self._found.items()}}
 
     def entries(self) -> list[tuple[int, int, str]]:
         """``(video, epoch found, problem)`` of every bad video, by video."""
@@ -76,7 +90,8 @@ class BadVideos:
             return sorted((video, epoch, problem) for video, (problem, epoch) in self._found.items())
 
     def __getstate__(self) -> dict:
-        return {"_paths": self._paths, "_found": dict(self._found), "_fate": self._fate}
+        return {"_paths": self._paths, "_found": dict(self._found), "_fate": self._fate,
+                "_damaged": dict(self._damaged)}
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
@@ -89,6 +104,7 @@ class _Clip:
     index: VideoIndex
     frames: np.ndarray
     draws: tuple[SampleDraw, ...]  # one per spatial view
+    padded: np.ndarray  # bool [T]: positions the end policy filled
 
 
 @dataclass(frozen=True, eq=False)
@@ -101,6 +117,7 @@ class BuiltBatch:
     video_ids: np.ndarray
     frame_indices: np.ndarray
     pts_seconds: np.ndarray
+    padded: np.ndarray
     skipped_videos: tuple[str, ...]
     clip_ids: np.ndarray
     view_ids: np.ndarray
@@ -145,15 +162,21 @@ class BatchBuilder:
             wait_for_writes()  # a failed job may have left writes in flight
             if self.on_error == "raise":
                 raise failed[0][2]
-            for video, _, error in failed:
-                self.bad.add(video, error.problem if isinstance(error, VideoError) else str(error), epoch)
+            lost_positions = set()
+            for video, job, error in failed:
+                lost = error.frames if isinstance(error, CorruptVideoError) else None
+                if lost is None:  # the whole video
+                    self.bad.add(video, error.problem if isinstance(error, VideoError) else str(error), epoch)
+                else:  # damaged frames: the clips that do not need them were decoded
+                    self.bad.add_damaged(video, error.problem)
+                lost_positions |= {target.slot // self.views for target in job.targets
+                                   if lost is None or needs_any(target, lost)}
             if self.replace:
-                todo = sorted({target.slot // self.views for _, job, _ in failed for target in job.targets})
+                todo = sorted(lost_positions)
                 for position in todo:
                     clips[position] = next(candidates[position])
-            else:  # the failed videos' clips leave the batch; the others are decoded again into their new slots
-                gone = {video for video, _, _ in failed}
-                clips = [clip for clip in clips if clip.ref.video not in gone]
+            else:  # the lost clips leave the batch; the others are decoded again into their new slots
+                clips = [clip for position, clip in enumerate(clips) if position not in lost_positions]
                 todo = list(range(len(clips)))
         dataset = self.source.videos
         if self.replace:
@@ -172,6 +195,7 @@ class BatchBuilder:
             frame_indices=rows(np.stack([clip.frames for clip in clips]) if clips else np.zeros((0, frames), np.int64)),
             pts_seconds=rows(np.stack([clip.index.pts_seconds[clip.frames] for clip in clips]) if clips else
                              np.zeros((0, frames))),
+            padded=rows(np.stack([clip.padded for clip in clips]) if clips else np.zeros((0, frames), bool)),
             skipped_videos=tuple(sorted({dataset[video].path for video in left_out})),
             clip_ids=rows(np.array([clip.ref.clip for clip in clips], dtype=np.int64)),
             view_ids=np.tile(np.arange(views, dtype=np.int64), len(clips)),
@@ -203,7 +227,7 @@ class BatchBuilder:
             index = self.source.index(ref.video)
             doing = "drawing its clip"
             segment = self.source.videos[ref.video].segment
-            frames, draws = self.drawer.draw(index, ref, self.seed, epoch, segment)
+            frames, draws, padded = self.drawer.draw(index, ref, self.seed, epoch, segment)
         except Exception as error:  # one video's problem, whatever it is
             video_error = as_video_error(self.source.videos[ref.video].path, error, doing)
             if self.on_error == "raise":
@@ -212,7 +236,7 @@ class BatchBuilder:
                 raise video_error from error
             self.bad.add(ref.video, video_error.problem, epoch)
             return None
-        return _Clip(ref, index, frames, draws)
+        return _Clip(ref, index, frames, draws, padded)
 
 
 def _jobs(clips: list[_Clip], positions: list[int], views: int) -> tuple[list[int], list[VideoJob]]:

@@ -106,17 +106,19 @@ class ClipDrawer:
         )
 
     def draw(self, index: VideoIndex, ref: ClipRef, seed: int, epoch: int,
-             segment: Segment | None = None) -> tuple[np.ndarray, tuple[SampleDraw, ...]]:
-        """The frames of clip ``ref`` in ``epoch`` (inside ``segment``, seconds) and what its
-        transform drew (crop, scale, flip, colour: one draw per spatial view), from the clip's
-        generator, after its frames."""
+             segment: Segment | None = None) -> tuple[np.ndarray, tuple[SampleDraw, ...], np.ndarray]:
+        """The frames of clip ``ref`` in ``epoch`` (inside ``segment``, seconds), what its transform
+        drew (crop, scale, flip, colour: one draw per spatial view, from the clip's generator, after
+        its frames), and its padded positions (bool ``[T]``: where the sampler's end policy filled the
+        clip past the last frame)."""
         rng = ref.rng(seed, epoch)
-        clips = self._clip_sampler.sample(index, seed=rng, segment=segment)
-        frames = clips[ref.clip % len(clips)]
+        clips = self._clip_sampler.sample_with_padding(index, seed=rng, segment=segment)
+        clip = clips[ref.clip % len(clips)]
+        frames = clip.frame_indices
         if self.max_lead_frames is not None:
             first = 0 if segment is None else segment_frames(index, segment)[0]
             frames = bound_lead(index, frames, self.max_lead_frames, first_frame=first)
-        return frames, self.conversion.draw(index, rng, frames.size)
+        return frames, self.conversion.draw(index, rng, frames.size), clip.padded
 
     def _geometry(self, index: VideoIndex, rng: np.random.Generator) -> FrameGeometry:
         return self.conversion.index_geometry(index, rng)

@@ -18,7 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Literal, Protocol, runtime_checkable
 
-from .._dataset import LabeledVideo, VideoSource, load_videos
+from .._dataset import UNLABELLED, LabeledVideo, VideoSource, load_videos
 from ..errors import ArgumentError, CorruptVideoError, VideoError
 from ..index import VideoIndex, index_video
 from .clips import ClipDrawer, VideoFacts
@@ -83,8 +83,10 @@ class CatalogDatasetSource:
     (no file opened); a video's first clip checks its fingerprint and re-indexes it if it changed."""
 
     def __init__(self, catalog):
+        if not len(catalog):
+            raise ArgumentError(f"videos (catalog {catalog.path}) holds no videos")
         self.catalog = catalog
-        self.videos = [LabeledVideo(entry.path, -1 if entry.label is None else entry.label)
+        self.videos = [LabeledVideo(entry.path, UNLABELLED if entry.label is None else entry.label)
                        for entry in catalog.entries]
         self.class_names = tuple(catalog.class_names) if catalog.class_names else None
 
@@ -155,6 +157,8 @@ def scan(source: DatasetSource, drawer: ClipDrawer, *, workers: int, mixed_sizes
             ``mixed_sizes="error"`` (the message names the sizes and the resize to pass).
     """
     started = time.perf_counter()
+    if not source.videos:
+        raise ArgumentError("the dataset source holds no videos")
     numbers = range(len(source.videos))
     if isinstance(source, CatalogDatasetSource):  # indexes in memory: threads would only add overhead
         facts = [_inspect(source, drawer, number) for number in numbers]

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from .._device import Device
 from .._engine.pipeline import DecodeStats
 from .._engine.scheduler import DecoderKindStats
+from .._remote import RemoteReads
 from .._units import format_bytes
 
 __all__ = ["LoaderCounters", "LoaderStats", "StageSeconds", "FrameCounts", "SkippedVideos", "LoaderMemory",
@@ -168,6 +169,9 @@ class LoaderStats:
             how busy they were (:class:`DecoderUse`); CPU decoders beside NVDEC are ``"cpu"``.
         skipped: Videos left out and clips replaced (:class:`SkippedVideos`).
         memory: Estimated and measured memory (:class:`LoaderMemory`).
+        remote_reads: URL -> what was read from it (:class:`vclip.RemoteReads`: requests,
+            retries, bytes) since the loader was created, by this process and its decode
+            processes; only the loader's videos at URLs that were read.
     """
 
     device: str
@@ -183,6 +187,7 @@ class LoaderStats:
     skipped: SkippedVideos
     memory: LoaderMemory
     decoders: dict[str, DecoderUse] = field(default_factory=dict)
+    remote_reads: dict[str, RemoteReads] = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         """Plain nested dicts, lists and numbers (JSON-ready); ``frames`` includes ``decoded_per_delivered``."""
@@ -223,6 +228,11 @@ class LoaderStats:
                 f"{kind} {use.workers} workers {100 * use.busy:.0f}% busy, {use.clips} clips, {use.pictures} pictures"
                 for kind, use in self.decoders.items()))
         lines += [f"    {path}: {problem}" for path, problem in sorted(self.skipped.videos.items())]
+        if self.remote_reads:
+            reads = self.remote_reads.values()
+            read = format_bytes(sum(r.bytes_read for r in reads))
+            lines.append(f"  remote: {read} in {sum(r.requests for r in reads)} requests "
+                         f"({sum(r.retries for r in reads)} retries) from {len(self.remote_reads)} URLs")
         return "\n".join(lines)
 
 
@@ -231,7 +241,8 @@ _GPU_FIGURES = ("device_used_bytes", "cupy_pool_used_bytes", "cupy_pool_total_by
 
 def make_stats(counters: LoaderCounters, *, device: Device, epoch: int, decode_workers: int, running_seconds: float,
                memory_baseline: dict[str, int], estimate_bytes: int, skipped_videos: dict[str, str],
-               decoder_kinds: dict[str, DecoderKindStats] | None = None) -> LoaderStats:
+               decoder_kinds: dict[str, DecoderKindStats] | None = None,
+               remote_reads: dict[str, RemoteReads] | None = None) -> LoaderStats:
     """The loader's stats from its counters.
 
     Args:
@@ -240,6 +251,7 @@ def make_stats(counters: LoaderCounters, *, device: Device, epoch: int, decode_w
             memory is what it uses above them).
         decoder_kinds: What each decoder pool did, when several share the queue; else the one
             kind of ``device`` is reported from the counters.
+        remote_reads: What was read per URL (see :attr:`LoaderStats.remote_reads`).
     """
     values = counters.snapshot()
     if decoder_kinds is not None:
@@ -283,6 +295,7 @@ def make_stats(counters: LoaderCounters, *, device: Device, epoch: int, decode_w
             gpu_peak={name: peak[name] for name in _GPU_FIGURES if name in peak},
         ),
         decoders=decoders,
+        remote_reads=dict(remote_reads or {}),
     )
 
 
