@@ -27,7 +27,7 @@ from ._index_record import (
     record_fields,
 )
 from ._orientation import Orientation
-from ._sources import VideoInput, hold_video, is_local, is_url, open_reader, source_fingerprint
+from ._sources import VideoInput, hold_video, is_local, open_reader, source_fingerprint
 from ._units import parse_bytes
 from .errors import CorruptVideoError, NotAVideoError, VideoNotFoundError, video_error_from_os_error
 
@@ -494,8 +494,9 @@ def _named(index: VideoIndex, path: str) -> VideoIndex:
 def _index_source(name: str, stream_index: int | None, cache_dir: str | os.PathLike | None) -> VideoIndex:
     """:func:`index_video` of a URL or in-memory name, cached by its metadata fingerprint.
 
-    A URL's in-memory entry is served without a request for :data:`_REMOTE_TRUST_SECONDS` after
-    its metadata was last checked (the loader asks for a video's index once per clip).
+    A URL's (or a slice's) in-memory entry is served without a request for
+    :data:`_REMOTE_TRUST_SECONDS` after its fingerprint was last checked (the loader asks for a
+    video's index once per clip).
     """
     key = (name, stream_index)
     entry = _memory_cache.get(key)
@@ -504,7 +505,7 @@ def _index_source(name: str, stream_index: int | None, cache_dir: str | os.PathL
     fingerprint = source_fingerprint(name)  # None for file objects: never cached
     if fingerprint is None:
         return _build_source_index(name, stream_index)
-    checked = (time.monotonic(),) if is_url(name) else ()
+    checked = (time.monotonic(),)  # bytes are named by their digest: trusting them is safe too
     if entry is not None and entry.fingerprint == fingerprint:
         _memory_cache.remember(key, replace(entry, signature=checked))
         return entry.index

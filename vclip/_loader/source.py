@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Literal, Protocol, runtime_checkable
 
 from .._dataset import LabeledVideo, VideoSource, load_videos
+from .._webdataset import is_shard_source
 from ..errors import ArgumentError, CorruptVideoError, VideoError
 from ..index import VideoIndex, index_video
 from .clips import ClipDrawer, VideoFacts
@@ -97,7 +98,8 @@ class CatalogDatasetSource:
 
 def open_source(videos: VideoSource | DatasetSource, cache_dir: str | os.PathLike | None) -> DatasetSource:
     """``videos`` itself when it is a :class:`DatasetSource`; a catalog (a ``vclip.catalog.Catalog``
-    or its ``.parquet`` file) as a :class:`CatalogDatasetSource`; else a :class:`FileSource` of it."""
+    or its ``.parquet`` file) as a :class:`CatalogDatasetSource`; ``.tar`` shards (paths, URLs, brace
+    patterns) as a :class:`vclip.webdataset.WebDatasetSource`; else a :class:`FileSource` of it."""
     if isinstance(videos, DatasetSource) and not isinstance(videos, (str, os.PathLike)):
         return videos
     if type(videos).__name__ == "Catalog":
@@ -106,6 +108,10 @@ def open_source(videos: VideoSource | DatasetSource, cache_dir: str | os.PathLik
         from ..catalog import read_catalog  # needs pyarrow: the [catalog] extra
 
         return CatalogDatasetSource(read_catalog(videos))
+    if is_shard_source(videos):  # WebDataset shards: paths, URLs or brace patterns of .tar files
+        from ..webdataset import WebDatasetSource
+
+        return WebDatasetSource(videos, cache_dir=cache_dir)
     listed, class_names = load_videos(videos)
     return FileSource(listed, class_names, cache_dir=cache_dir)
 
