@@ -26,7 +26,7 @@ import posixpath
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 from ._braces import expand_braces
 from ._sources import is_local, is_url, open_reader, slice_name, split_slice_name
@@ -180,7 +180,7 @@ def decode_member(extension: str, payload: bytes) -> Any:
 
 
 # -- which shards --------------------------------------------------------------------------------
-def is_shard_source(value: object) -> bool:
+def is_shard_source(value: object) -> TypeGuard[str | os.PathLike | Sequence[str | os.PathLike]]:
     """Whether ``value`` names WebDataset shards: a path, URL or brace pattern ending in ``.tar``
     (or a list of them)."""
     if isinstance(value, (str, os.PathLike)):
