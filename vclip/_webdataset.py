@@ -35,7 +35,7 @@ from .errors import ArgumentError, VideoError
 
 __all__ = [
     "DEFAULT_VIDEO_EXTENSIONS", "LabelRule", "ShardListing", "ShardSample", "decode_member", "is_shard_source",
-    "list_shards", "resolve_member_name", "shard_names", "split_key",
+    "list_shards", "resolve_member_name", "shard_names", "split_key", "video_names",
 ]
 
 logger = logging.getLogger("vclip")
@@ -391,3 +391,18 @@ def resolve_member_name(name: str, video_extensions: Sequence[str] = DEFAULT_VID
 
 def _first(listing: ShardListing) -> str:
     return listing.samples[0].video.name if listing.samples else "(none)"
+
+
+def video_names(text: str, video_extensions: Sequence[str] = DEFAULT_VIDEO_EXTENSIONS) -> list[str] | None:
+    """The videos that ``text`` names when it names shards (``.tar`` paths, URLs or patterns: every
+    video member; ``SHARD.tar#MEMBER``: that one), as slice names; None when it names no shard.
+
+    Raises:
+        ArgumentError, FileNotFoundError, VideoError: As :func:`shard_names` and :func:`list_shard`.
+    """
+    if is_shard_source(text):
+        names, _ = shard_names(text)
+        return [sample.name for listing in list_shards(names, video_extensions, None) for sample in listing.samples]
+    if split_slice_name(text) is None and text.rpartition("#")[0].lower().endswith(".tar"):
+        return [resolve_member_name(text, video_extensions)]
+    return None

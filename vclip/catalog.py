@@ -46,7 +46,9 @@ from ._dataset import VIDEO_EXTENSIONS, load_videos, video_files
 from ._fingerprint import content_fingerprint
 from ._indexing import IndexJob, run_jobs
 from ._machine import usable_cores
+from ._sources import is_local, source_fingerprint, split_slice_name
 from ._version import __version__
+from ._webdataset import is_shard_source
 from .errors import CatalogWarning, VideoError, VideoNotFoundError, os_reason
 from .index import VideoIndex, index_video, parse_stored_facts
 
@@ -86,6 +88,10 @@ _ARRAY_TYPES = {
     name: pa.list_(pa.bool_() if dtype is np.bool_ else pa.int64()) for name, dtype in VideoIndex.STORED_ARRAYS.items()
 }
 _TIMING_TYPES = {"index_seconds": pa.float64()}
+# Where a member of a WebDataset shard lies (null for a file of its own): written after the other
+# columns, read by queries (``to_table(["path", "shard", "member", "offset_bytes", "size_bytes"])``);
+# the path names the same place (vclip._sources.slice_name).
+_LOCATION_TYPES = {"shard": pa.string(), "member": pa.string(), "offset_bytes": pa.int64()}
 SCHEMA = pa.schema([pa.field(name, kind) for name, kind in {**_FACT_TYPES, **_ARRAY_TYPES, **_TIMING_TYPES}.items()])
 _INDEX_FACTS = tuple(name for name in VideoIndex.__dataclass_fields__
                      if name != "path" and name not in VideoIndex.STORED_ARRAYS)
@@ -109,17 +115,23 @@ def resolve_sources(sources) -> ResolvedSources:
             label); a folder with one subfolder per class (labelled as :class:`~vclip.ClipLoader`
             labels them: the subfolder's position in sorted order); a folder of videos without
             class subfolders (no labels); a text/CSV list file of ``path label`` lines; a
-            ``(path, label)`` pair. With several class folders, labels follow the sorted union
-            of their class names. A path listed twice is kept once (the first).
+            ``(path, label)`` pair; WebDataset shards (a ``.tar`` path, URL or brace pattern, or a
+            :class:`vclip.webdataset.WebDatasetSource`: one row per video member, named by its
+            shard, member and byte range, labelled as the source labels it). With several class
+            folders, labels follow the sorted union of their class names. A path listed twice is
+            kept once (the first).
 
     Raises:
         FileNotFoundError: A folder or list file that does not exist.
         ValueError: A malformed list file or pair, or no videos at all.
     """
-    items = [sources] if isinstance(sources, (str, os.PathLike)) else list(sources)
+    items = [sources] if isinstance(sources, (str, os.PathLike)) or type(sources).__name__ == "WebDatasetSource" \
+        else list(sources)
     groups: list[tuple[list[tuple[str, int | None]], tuple[str, ...] | None]] = []
     for item in items:
-        if isinstance(item, (str, os.PathLike)):
+        if type(item).__name__ == "WebDatasetSource" or is_shard_source(item):
+            groups.append(_shard_source(item))
+        elif isinstance(item, (str, os.PathLike)):
             groups.append(_one_source(Path(item)))
         else:
             loaded, _ = load_videos([item])
@@ -130,7 +142,7 @@ def resolve_sources(sources) -> ResolvedSources:
     resolved: list[tuple[str, int | None]] = []
     for videos, names in groups:
         for path, label in videos:
-            path = os.path.abspath(path)
+            path = os.path.abspath(path) if is_local(path) else path
             if path in seen:
                 continue
             seen.add(path)
@@ -140,6 +152,14 @@ def resolve_sources(sources) -> ResolvedSources:
     if not resolved:
         raise ValueError(f"sources ({sources!r}) hold no videos")
     return ResolvedSources(resolved, class_names)
+
+
+def _shard_source(item) -> tuple[list[tuple[str, int | None]], tuple[str, ...] | None]:
+    from .webdataset import WebDatasetSource
+
+    shards = item if isinstance(item, WebDatasetSource) else WebDatasetSource(item)
+    labelled = shards.label_rule is not None
+    return [(video.path, video.label if labelled else None) for video in shards.videos], shards.class_names
 
 
 def _one_source(path: Path) -> tuple[list[tuple[str, int | None]], tuple[str, ...] | None]:
@@ -264,7 +284,7 @@ def build_catalog(
     table = table.set_column(SCHEMA.get_field_index("class_name"), SCHEMA.field("class_name"), pa.array(
         [class_names[label] if class_names is not None and label is not None else None for label in labels],
         pa.string()))
-    _write(table, out, class_names)
+    _write(_with_locations(table), out, class_names)
     unusable = tuple((path, problem) for path, usable, problem in zip(
         table.column("path").to_pylist(), table.column("usable").to_pylist(), table.column("error").to_pylist())
         if not usable)
@@ -276,6 +296,19 @@ def build_catalog(
     logger.info("vclip: catalog %s: %d videos, %d indexed, %d kept, %d unusable, %.1f s", out, built.videos,
                 len(built.indexed), built.kept, len(unusable), built.seconds)
     return built
+
+
+def _with_locations(table: pa.Table) -> pa.Table:
+    """``table`` with the shard, member and offset of each member of a shard (:data:`_LOCATION_TYPES`)."""
+    parts = [split_slice_name(path) for path in table.column("path").to_pylist()]
+    columns = {
+        "shard": [part[0] if part else None for part in parts],
+        "member": [part[1] if part else None for part in parts],
+        "offset_bytes": [part[2] if part else None for part in parts],
+    }
+    for name, kind in _LOCATION_TYPES.items():
+        table = table.append_column(pa.field(name, kind), pa.array(columns[name], kind))
+    return table
 
 
 def _progress_bar(total: int, progress: bool | None):
@@ -648,6 +681,8 @@ class Catalog:
 
     def _matches(self, row: int) -> bool:
         path = self._path_list[row]
+        if not is_local(path):  # a URL or a member of a shard: a VideoError names what went wrong
+            return source_fingerprint(path) == self._lists["fingerprint"][row]
         try:
             return content_fingerprint(path) == self._lists["fingerprint"][row]
         except FileNotFoundError:

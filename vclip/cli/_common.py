@@ -17,6 +17,7 @@ from .._dataset import VIDEO_EXTENSIONS, list_file_paths, video_files
 from .._outputs import (
     printable,
 )
+from .._webdataset import video_names
 from ..errors import VideoError
 from ..keyframes import (
     ProgressCallback,
@@ -158,9 +159,11 @@ def _internal_error(command: str, path: str, error: Exception) -> str:
 
 
 def _expand_inputs(sources: Sequence[str]) -> list[str]:
-    """Video paths from files, folders (their videos by extension, recursively, sorted) and list
+    """Video paths from files, folders (their videos by extension, recursively, sorted), list
     files (``.txt``, ``.csv``, ``.lst``, ``.list``: one path or URL per line, relative to the list's folder;
-    blank lines and ``#`` comments skipped; a trailing ``,label`` or `` label`` is ignored).
+    blank lines and ``#`` comments skipped; a trailing ``,label`` or `` label`` is ignored) and
+    WebDataset shards (``.tar`` paths, URLs or brace patterns: their video members, named by
+    :func:`vclip._sources.slice_name`; ``SHARD.tar#MEMBER``: one member).
 
     Raises:
         _UsageError: A list file that cannot be read, or no video at all.
@@ -168,7 +171,10 @@ def _expand_inputs(sources: Sequence[str]) -> list[str]:
     paths: list[str] = []
     for source in sources:
         path = Path(source)
-        if path.is_dir():
+        members = _shard_videos(source)
+        if members is not None:
+            paths.extend(members)
+        elif path.is_dir():
             found = [os.fspath(p) for p in video_files(path)]
             if not found:
                 _say(f"vclip: warning: {source} holds no video files ({', '.join(VIDEO_EXTENSIONS)})", sys.stderr)
@@ -180,6 +186,22 @@ def _expand_inputs(sources: Sequence[str]) -> list[str]:
     if not paths:
         raise _UsageError(f"no videos in {', '.join(map(repr, sources))}")
     return paths
+
+
+def _shard_videos(source: str) -> list[str] | None:
+    """The video members that ``source`` names when it names WebDataset shards (``.tar`` paths,
+    URLs, brace patterns, or ``SHARD.tar#MEMBER``), else None.
+
+    Raises:
+        _UsageError: A shard that does not exist, cannot be read or holds no video.
+    """
+    try:
+        names = video_names(source)
+    except (ValueError, FileNotFoundError, VideoError) as error:
+        raise _UsageError(str(error)) from None
+    if names is not None and not names:
+        _say(f"vclip: warning: {source} holds no video members", sys.stderr)
+    return names
 
 
 def _read_list_file(list_file: Path) -> list[str]:
