@@ -20,12 +20,14 @@ EXPORTED = [
     "ClipBatch",
     "ClipLoader",
     "ClipSampler",
+    "ClipStream",
     "CorruptVideoError",
     "DecodePlan",
     "DecodeSegment",
     "FallbackWarning",
     "FrameGeometry",
     "Frames",
+    "HuggingFaceSource",
     "IMAGENET_MEAN",
     "IMAGENET_STD",
     "IndexCacheWarning",
@@ -34,6 +36,8 @@ EXPORTED = [
     "LoaderStats",
     "MemoryEstimate",
     "NotAVideoError",
+    "ShardWriteResult",
+    "StreamBatch",
     "TransformSpec",
     "TruncatedVideoWarning",
     "UnreadableVideoError",
@@ -42,6 +46,7 @@ EXPORTED = [
     "VideoError",
     "VideoIndex",
     "VideoNotFoundError",
+    "WebDatasetSource",
     "__version__",
     "clear_index_cache",
     "contiguous",
@@ -58,11 +63,13 @@ EXPORTED = [
     "plan_decode",
     "plan_loader_memory",
     "strided",
+    "write_shards",
 ]
 SUBMODULES = [
     "check",
     "decoder",
     "errors",
+    "huggingface",
     "index",
     "keyframes",
     "memory",
@@ -70,6 +77,7 @@ SUBMODULES = [
     "sampling",
     "synthetic",
     "transforms",
+    "webdataset",
 ]
 
 
@@ -82,7 +90,7 @@ def run_python(code: str) -> subprocess.CompletedProcess:
 def test_exported_names_are_pinned():
     assert sorted(vclip.__all__) == sorted(EXPORTED) and len(set(vclip.__all__)) == len(vclip.__all__)
     for name in EXPORTED:
-        if name not in ("ClipLoader", "ClipBatch"):
+        if name not in ("ClipLoader", "ClipBatch", "ClipStream", "StreamBatch"):
             assert hasattr(vclip, name), name
 
 
@@ -117,7 +125,7 @@ def test_every_exception_lives_in_vclip_errors_and_exported_ones_say_vclip():
 def test_dir_lists_everything_public():
     listed = dir(vclip)
     assert set(EXPORTED) <= set(listed)  # ClipLoader and ClipBatch included (torch is installed here)
-    assert set(SUBMODULES) | {"loader"} <= set(listed)
+    assert set(SUBMODULES) | {"loader", "streaming"} <= set(listed)
     assert not [name for name in listed if name.startswith("_") and not name.startswith("__")]
 
 
@@ -130,6 +138,7 @@ def test_import_vclip_reaches_every_public_module_without_torch():
         "assert vclip.keyframes.extract_keyframes and vclip.sampling.strided and vclip.transforms.TransformSpec\n"
         "assert vclip.memory.plan_loader_memory and vclip.index.index_video and vclip.decoder.VideoDecoder\n"
         "assert vclip.errors.VideoError and vclip.synthetic.make_video and vclip.plan.plan_decode\n"
+        "assert vclip.webdataset.WebDatasetSource and vclip.huggingface.HuggingFaceSource\n"
         "names = dir(vclip)\n"
         "assert 'torch' not in sys.modules and 'cupy' not in sys.modules, 'import vclip imported torch or cupy'\n"
         "assert vclip.loader.ClipLoader is vclip.ClipLoader and 'torch' in sys.modules\n"

@@ -50,6 +50,7 @@ from ._sources import is_local, source_fingerprint, split_slice_name
 from ._version import __version__
 from ._webdataset import is_shard_source
 from .errors import CatalogWarning, VideoError, VideoNotFoundError, os_reason
+from .huggingface import HuggingFaceSource, is_hf_dataset
 from .index import VideoIndex, index_video, parse_stored_facts
 
 __all__ = [
@@ -117,7 +118,9 @@ def resolve_sources(sources) -> ResolvedSources:
             class subfolders (no labels); a text/CSV list file of ``path label`` lines; a
             ``(path, label)`` pair; WebDataset shards (a ``.tar`` path, URL or brace pattern, or a
             :class:`vclip.webdataset.WebDatasetSource`: one row per video member, named by its
-            shard, member and byte range, labelled as the source labels it). With several class
+            shard, member and byte range, labelled as the source labels it); a Hugging Face
+            ``datasets.Dataset`` or :class:`vclip.huggingface.HuggingFaceSource` whose videos are
+            paths or URLs. With several class
             folders, labels follow the sorted union of their class names. A path listed twice is
             kept once (the first).
 
@@ -125,12 +128,11 @@ def resolve_sources(sources) -> ResolvedSources:
         FileNotFoundError: A folder or list file that does not exist.
         ValueError: A malformed list file or pair, or no videos at all.
     """
-    items = [sources] if isinstance(sources, (str, os.PathLike)) or type(sources).__name__ == "WebDatasetSource" \
-        else list(sources)
+    items = [sources] if isinstance(sources, (str, os.PathLike)) or _is_dataset_object(sources) else list(sources)
     groups: list[tuple[list[tuple[str, int | None]], tuple[str, ...] | None]] = []
     for item in items:
-        if type(item).__name__ == "WebDatasetSource" or is_shard_source(item):
-            groups.append(_shard_source(item))
+        if _is_dataset_object(item) or is_shard_source(item):
+            groups.append(_dataset_source(item))
         elif isinstance(item, (str, os.PathLike)):
             groups.append(_one_source(Path(item)))
         else:
@@ -154,9 +156,23 @@ def resolve_sources(sources) -> ResolvedSources:
     return ResolvedSources(resolved, class_names)
 
 
-def _shard_source(item) -> tuple[list[tuple[str, int | None]], tuple[str, ...] | None]:
+def _is_dataset_object(item) -> bool:
+    return type(item).__name__ in ("WebDatasetSource", "HuggingFaceSource") or is_hf_dataset(item)
+
+
+def _dataset_source(item) -> tuple[list[tuple[str, int | None]], tuple[str, ...] | None]:
+    """The videos of shards or of a Hugging Face dataset (paths, URLs or members of shards)."""
     from .webdataset import WebDatasetSource
 
+    if is_hf_dataset(item) or type(item).__name__ == "HuggingFaceSource":
+        rows = item if type(item).__name__ == "HuggingFaceSource" else HuggingFaceSource(item)
+        held = [video.path for video in rows.videos if not is_local(video.path) and video.path.startswith("<")]
+        if held:
+            raise ValueError(f"a catalog names videos that outlive this process, but column {rows.video_column!r} "
+                             "holds bytes; write them as shards first (vclip.webdataset.write_shards(source, "
+                             "'out/shard-{000000}.tar')) and catalog the shards")
+        labelled = rows.label_column is not None
+        return [(video.path, video.label if labelled else None) for video in rows.videos], rows.class_names
     shards = item if isinstance(item, WebDatasetSource) else WebDatasetSource(item)
     labelled = shards.label_rule is not None
     return [(video.path, video.label if labelled else None) for video in shards.videos], shards.class_names

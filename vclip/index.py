@@ -429,8 +429,10 @@ def index_video(
     then a rename) into a folder created with mode 0o700; a folder that is not yours or that
     others can write is not used (one :class:`~vclip.errors.IndexCacheWarning`).
 
-    A URL (``s3://``, ``gs://``, ``https://``: anything fsspec opens), ``bytes`` or a binary file
-    object is read through :mod:`vclip._sources` (the indexing pass reads the whole file once).
+    A URL (``s3://``, ``gs://``, ``https://``: anything fsspec opens), a member of a WebDataset
+    shard (``SHARD.tar#MEMBER``, or the shard of a single video: named by its byte range in the
+    index, see :mod:`vclip.webdataset`), ``bytes`` or a binary file object is read through
+    :mod:`vclip._sources` (the indexing pass reads the whole file once).
     Remote indexes are cached by URL and a metadata fingerprint (size, ETag, last-modified: one
     HEAD/stat request, made again when the entry was last checked over 30 seconds ago), bytes by
     their digest; file objects are not cached. The index of
@@ -457,6 +459,10 @@ def index_video(
         UnsupportedCodecError: FFmpeg has no decoder for the stream's codec.
         CorruptVideoError: Empty, truncated, damaged headers, or no frame to show.
     """
+    if isinstance(path, str) and ".tar" in path.lower():  # a shard of one video, or SHARD.tar#MEMBER
+        from ._webdataset import resolve_member_name
+
+        path = resolve_member_name(path)
     if not (isinstance(path, (str, os.PathLike)) and is_local(path)):  # only paths are local
         name, _holder = hold_video(path)  # the holder keeps bytes or a file object readable meanwhile
         return _index_source(name, stream_index, cache_dir)

@@ -21,6 +21,7 @@ from typing import Literal, Protocol, runtime_checkable
 from .._dataset import LabeledVideo, VideoSource, load_videos
 from .._webdataset import is_shard_source
 from ..errors import ArgumentError, CorruptVideoError, VideoError
+from ..huggingface import HuggingFaceSource, is_hf_dataset
 from ..index import VideoIndex, index_video
 from .clips import ClipDrawer, VideoFacts
 
@@ -99,7 +100,8 @@ class CatalogDatasetSource:
 def open_source(videos: VideoSource | DatasetSource, cache_dir: str | os.PathLike | None) -> DatasetSource:
     """``videos`` itself when it is a :class:`DatasetSource`; a catalog (a ``vclip.catalog.Catalog``
     or its ``.parquet`` file) as a :class:`CatalogDatasetSource`; ``.tar`` shards (paths, URLs, brace
-    patterns) as a :class:`vclip.webdataset.WebDatasetSource`; else a :class:`FileSource` of it."""
+    patterns) as a :class:`vclip.webdataset.WebDatasetSource`; a Hugging Face ``datasets.Dataset`` as a
+    :class:`vclip.huggingface.HuggingFaceSource`; else a :class:`FileSource` of it."""
     if isinstance(videos, DatasetSource) and not isinstance(videos, (str, os.PathLike)):
         return videos
     if type(videos).__name__ == "Catalog":
@@ -112,6 +114,8 @@ def open_source(videos: VideoSource | DatasetSource, cache_dir: str | os.PathLik
         from ..webdataset import WebDatasetSource
 
         return WebDatasetSource(videos, cache_dir=cache_dir)
+    if is_hf_dataset(videos):  # a Hugging Face datasets.Dataset, read with the default columns
+        return HuggingFaceSource(videos, cache_dir=cache_dir)
     listed, class_names = load_videos(videos)
     return FileSource(listed, class_names, cache_dir=cache_dir)
 
