@@ -141,18 +141,23 @@ class _LocalFileReader(RangeReader):
 
     def __init__(self, path: str):
         self.name = path
+        self._descriptor = -1
         try:
-            self._file = open(path, "rb")
+            self._descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+            self.identity = _identity(os.fstat(self._descriptor))
         except OSError as error:
             raise video_error_from_os_error(path, error) from None
-        self.identity = _identity(os.fstat(self._file.fileno()))
+
+    def __del__(self):  # closed when no reader of its slices holds it any more
+        if self._descriptor >= 0:
+            os.close(self._descriptor)
 
     def size(self) -> int:
-        return os.fstat(self._file.fileno()).st_size
+        return os.fstat(self._descriptor).st_size
 
     def read_ranges(self, ranges: list[tuple[int, int]]) -> list[bytes]:
         try:
-            chunks = [os.pread(self._file.fileno(), length, offset) for offset, length in ranges]
+            chunks = [os.pread(self._descriptor, length, offset) for offset, length in ranges]
         except OSError as error:
             raise video_error_from_os_error(self.name, error) from None
         return _checked(self.name, ranges, chunks)

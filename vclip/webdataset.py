@@ -40,6 +40,7 @@ from ._webdataset import (
     shard_names,
 )
 from .errors import ArgumentError, fail
+from .huggingface import HuggingFaceSource, is_hf_dataset
 from .index import VideoIndex, index_video
 
 __all__ = ["DEFAULT_VIDEO_EXTENSIONS", "ShardWriteResult", "WebDatasetSource", "write_shards"]
@@ -216,7 +217,8 @@ def write_shards(
         source: A folder (one subfolder per class, labelled as :class:`~vclip.ClipLoader` labels
             them, or videos without classes), a list file (``path label`` lines, or paths alone), a
             catalog (``.parquet`` or ``vclip.catalog.Catalog``: its usable videos), shards (a
-            :class:`WebDatasetSource` or a pattern, to re-shard), or ``(path, label)`` pairs /
+            :class:`WebDatasetSource` or a pattern, to re-shard), a Hugging Face ``datasets.Dataset``
+            or :class:`~vclip.HuggingFaceSource` (bytes too), or ``(path, label)`` pairs /
             :class:`~vclip.LabeledVideo` rows.
         out: The shard files, with a placeholder for the shard number:
             ``"out/shard-{000000}.tar"`` (zero-padded to the braces' width) or ``%06d``.
@@ -236,10 +238,12 @@ def write_shards(
         OSError: A shard cannot be written.
     """
     limit = parse_bytes(max_size, name="max_size")
-    if limit < 1 << 16:
-        raise fail("max_size", max_size, "at least 64 KiB (e.g. '1GB')")
+    if limit < 16 << 10:
+        raise fail("max_size", max_size, "at least 16 KiB (e.g. '1GB')")
     if max_count is not None:
         check_integer("max_count", max_count, minimum=1)
+    if is_hf_dataset(source):
+        source = HuggingFaceSource(source)  # kept here while its in-memory videos are written
     videos, class_names = _videos_to_write(source)
     return write_video_shards(videos, out, max_size=limit, max_count=max_count, class_names=class_names,
                               overwrite=bool(overwrite), on_video=on_video)
@@ -247,6 +251,11 @@ def write_shards(
 
 def _videos_to_write(source: Any) -> tuple[list[SourceVideo], tuple[str, ...] | None]:
     """The videos of a :func:`write_shards` source, with whether each has a label, and the class names."""
+    if isinstance(source, HuggingFaceSource):
+        names = source.class_names
+        return [SourceVideo(video, source.label_column is not None,
+                            names[video.label] if names and 0 <= video.label < len(names) else None)
+                for video in source.videos], names
     if isinstance(source, WebDatasetSource) or is_shard_source(source):
         shards = source if isinstance(source, WebDatasetSource) else WebDatasetSource(source)
         names = shards.class_names
