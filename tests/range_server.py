@@ -29,6 +29,7 @@ class RangeServer(ThreadingHTTPServer):
     """
 
     daemon_threads = True
+    request_queue_size = 128  # concurrent range requests (label members, coalesced spans) overflowed the default 5
 
     def __init__(self, root: str | os.PathLike):
         super().__init__(("127.0.0.1", 0), _Handler)

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any, TypeGuard
 
 from ._braces import expand_braces
-from ._sources import is_local, is_url, open_reader, slice_name, split_slice_name
+from ._sources import RemoteReader, is_local, is_url, open_reader, slice_name, split_slice_name
 from ._tar import TarMember, TarTable, index_problem, parse_member_index, read_tar_table
 from .errors import ArgumentError, VideoError
 
@@ -342,8 +342,11 @@ def list_shard(shard: str, video_extensions: Sequence[str], label_extension: str
     if label_extension and members is not None:
         needed = [member for sample in samples for extension, member in sample.members.items()
                   if extension == label_extension and wanted(member)]
-        if needed:
-            for member, data in zip(needed, reader.read_ranges([(m.offset, m.size) for m in needed])):
+        if needed:  # one request each on a server (concurrent), not the videos between them
+            ranges = [(member.offset, member.size) for member in needed]
+            found = reader.read_ranges(ranges, gap=0) if isinstance(reader, RemoteReader) else \
+                reader.read_ranges(ranges)
+            for member, data in zip(needed, found):
                 payloads[member.name] = data
     return ShardListing(shard, samples, payloads, without, members is not None)
 
