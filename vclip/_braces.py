@@ -23,8 +23,7 @@ def expand_braces(pattern: str) -> list[str]:
     Raises:
         ValueError: Unbalanced braces, or more than ten million names (both name ``pattern``).
     """
-    names = _expand(pattern, pattern)
-    return names
+    return _expand(pattern, pattern)
 
 
 def _expand(text: str, pattern: str) -> list[str]:

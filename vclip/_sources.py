@@ -383,7 +383,7 @@ def hold_video(video: VideoInput) -> tuple[str, RangeReader | None]:
     """
     if isinstance(video, (str, os.PathLike)):
         return os.fspath(video), None
-    if isinstance(video, memoryview) and video.readonly:  # e.g. a column of a memory-mapped Arrow table
+    if isinstance(video, memoryview) and video.readonly and video.c_contiguous:  # e.g. a memory-mapped Arrow column
         reader: RangeReader = _MemoryReader(video.cast("B"))
     elif isinstance(video, (bytes, bytearray, memoryview)):
         reader = _MemoryReader(bytes(video))

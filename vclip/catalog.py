@@ -166,7 +166,7 @@ def _dataset_source(item) -> tuple[list[tuple[str, int | None]], tuple[str, ...]
 
     if is_hf_dataset(item) or type(item).__name__ == "HuggingFaceSource":
         rows = item if type(item).__name__ == "HuggingFaceSource" else HuggingFaceSource(item)
-        held = [video.path for video in rows.videos if not is_local(video.path) and video.path.startswith("<")]
+        held = [video.path for video in rows.videos if video.path.startswith("<bytes:")]
         if held:
             raise ValueError(f"a catalog names videos that outlive this process, but column {rows.video_column!r} "
                              "holds bytes; write them as shards first (vclip.webdataset.write_shards(source, "
