@@ -383,6 +383,12 @@ def test_a_catalog_of_shards_locates_members_and_feeds_the_loader(root, pattern,
     assert len(rest) == len(expected) - 2 and all(torch.equal(a, b) for a, b in zip(rest, expected[2:]))
     for loader in (running, partial, resumed):
         loader.close()
+    by_rank = []  # ranks share out videos, not tars
+    for rank in range(2):
+        loader = vclip.ClipLoader(str(out), sampler, batch_size=1, device="cpu", shard_id=rank, num_shards=2)
+        by_rank.append({int(video) for batch in loader for video in batch.video_ids})
+        loader.close()
+    assert not by_rank[0] & by_rank[1] and by_rank[0] | by_rank[1] == set(range(9))
 
 
 def test_a_member_that_went_bad_is_skipped_by_the_loader_from_the_catalog(root, tmp_path):

@@ -90,22 +90,6 @@ def is_local(video: object) -> bool:
     return isinstance(name, bytes) or not (is_url(name) or _MEMORY_NAME.match(name) or _SLICE_NAME.match(name))
 
 
-def slice_name(container: str, label: str, offset: int, size: int) -> str:
-    """The name of the ``size`` bytes from ``offset`` of ``container`` (a local path or a URL),
-    called ``label`` in messages: ``CONTAINER#LABEL@OFFSET+SIZE``; ``%`` and ``#`` in the label are
-    percent-encoded."""
-    return f"{container}#{label.replace('%', '%25').replace('#', '%23')}@{int(offset)}+{int(size)}"
-
-
-def split_slice_name(name: str) -> tuple[str, str, int, int] | None:
-    """``(container, label, offset, size)`` of a :func:`slice_name`, or None for any other name."""
-    match = _SLICE_NAME.match(name)
-    if match is None:
-        return None
-    container, label, offset, size = match.groups()
-    return container, label.replace("%23", "#").replace("%25", "%"), int(offset), int(size)
-
-
 class RangeReader:
     """Random access to one video's bytes. ``name`` is what errors and the index call it."""
 
@@ -134,62 +118,6 @@ class _MemoryReader(RangeReader):
 
     def read_ranges(self, ranges: list[tuple[int, int]]) -> list[bytes]:
         return _checked(self.name, ranges, [bytes(self.data[offset:offset + length]) for offset, length in ranges])
-
-
-class _LocalFileReader(RangeReader):
-    """A local file read with ``pread`` (thread-safe); the container of slices named by its path."""
-
-    def __init__(self, path: str):
-        self.name = path
-        self._descriptor = -1
-        try:
-            self._descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
-            self.identity = _identity(os.fstat(self._descriptor))
-        except OSError as error:
-            raise video_error_from_os_error(path, error) from None
-
-    def __del__(self):  # closed when no reader of its slices holds it any more
-        if self._descriptor >= 0:
-            os.close(self._descriptor)
-
-    def size(self) -> int:
-        return os.fstat(self._descriptor).st_size
-
-    def read_ranges(self, ranges: list[tuple[int, int]]) -> list[bytes]:
-        try:
-            chunks = [os.pread(self._descriptor, length, offset) for offset, length in ranges]
-        except OSError as error:
-            raise video_error_from_os_error(self.name, error) from None
-        return _checked(self.name, ranges, chunks)
-
-
-def _identity(stat: os.stat_result) -> tuple[int, int, int, int]:
-    """What tells a replaced local file from the one a reader holds open."""
-    return stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns
-
-
-class SliceReader(RangeReader):
-    """The ``size`` bytes from ``offset`` of another reader's source (a member of a tar shard), read
-    through that reader: a remote container's coalescing, concurrency and retries serve its slices.
-
-    Args:
-        container: The reader of the whole file. offset, size: Where the slice lies in it.
-        name: The slice's name (:func:`slice_name`), used by errors.
-    """
-
-    def __init__(self, container: RangeReader, offset: int, size: int, name: str):
-        self.container, self.offset, self.length, self.name = container, offset, size, name
-
-    def size(self) -> int:
-        return self.length
-
-    def read_ranges(self, ranges: list[tuple[int, int]]) -> list[bytes]:
-        inside = [(self.offset + offset, max(0, min(length, self.length - offset))) for offset, length in ranges]
-        try:
-            chunks = self.container.read_ranges(inside)
-        except VideoError as error:  # the container's problem, told as this slice's
-            raise type(error)(self.name, f"{error.path}: {error.problem}") from None
-        return _checked(self.name, ranges, chunks)
 
 
 class _FileObjectReader(RangeReader):
@@ -412,11 +340,7 @@ def open_reader(name: str) -> RangeReader:
         return reader
     parts = split_slice_name(name)
     if parts is not None:
-        container, _, offset, size = parts
-        try:
-            return SliceReader(open_reader(container), offset, size, name)
-        except VideoError as error:
-            raise type(error)(name, f"{error.path}: {error.problem}") from None
+        return _open_slice(name, *parts)
     local = is_local(name)
     with _lock:
         kept = _readers.get(name)
@@ -435,13 +359,6 @@ def open_reader(name: str) -> RangeReader:
     return opened
 
 
-def _identity_of(path: str) -> tuple[int, int, int, int] | None:
-    try:
-        return _identity(os.stat(path))
-    except OSError:
-        return None
-
-
 def source_fingerprint(name: str) -> str | None:
     """What identifies the current content of a URL or in-memory video for index caches.
 
@@ -455,15 +372,7 @@ def source_fingerprint(name: str) -> str | None:
     """
     parts = split_slice_name(name)
     if parts is not None:
-        container, _, offset, size = parts
-        where = f"slice-{offset}-{size}-"
-        if not is_local(container):
-            outer = source_fingerprint(container)
-            return None if outer is None else where + outer
-        digest = hashlib.blake2b(digest_size=16)
-        for chunk in open_reader(name).read_ranges(sampled_ranges(size)):
-            digest.update(chunk)
-        return where + digest.hexdigest()
+        return _slice_fingerprint(name, *parts)
     reader = open_reader(name)
     if isinstance(reader, _MemoryReader):
         return f"bytes-{len(reader.data)}-{reader.name[7:-1]}"
@@ -537,3 +446,101 @@ def open_binary(name: str) -> BinaryIO:
     if isinstance(reader, _MemoryReader):
         return io.BytesIO(reader.data)
     return _RangeFile(reader)  # type: ignore[return-value]
+
+
+# -- slices: videos stored inside other files (members of tar shards) ---------------------------
+def slice_name(container: str, label: str, offset: int, size: int) -> str:
+    """The name of the ``size`` bytes from ``offset`` of ``container`` (a local path or a URL),
+    called ``label`` in messages: ``CONTAINER#LABEL@OFFSET+SIZE``; ``%`` and ``#`` in the label are
+    percent-encoded."""
+    return f"{container}#{label.replace('%', '%25').replace('#', '%23')}@{int(offset)}+{int(size)}"
+
+
+def split_slice_name(name: str) -> tuple[str, str, int, int] | None:
+    """``(container, label, offset, size)`` of a :func:`slice_name`, or None for any other name."""
+    match = _SLICE_NAME.match(name)
+    if match is None:
+        return None
+    container, label, offset, size = match.groups()
+    return container, label.replace("%23", "#").replace("%25", "%"), int(offset), int(size)
+
+
+class _LocalFileReader(RangeReader):
+    """A local file read with ``pread`` (thread-safe); the container of slices named by its path."""
+
+    def __init__(self, path: str):
+        self.name = path
+        self._descriptor = -1
+        try:
+            self._descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+            self.identity = _identity(os.fstat(self._descriptor))
+        except OSError as error:
+            raise video_error_from_os_error(path, error) from None
+
+    def __del__(self):  # closed when no reader of its slices holds it any more
+        if self._descriptor >= 0:
+            os.close(self._descriptor)
+
+    def size(self) -> int:
+        return os.fstat(self._descriptor).st_size
+
+    def read_ranges(self, ranges: list[tuple[int, int]]) -> list[bytes]:
+        try:
+            chunks = [os.pread(self._descriptor, length, offset) for offset, length in ranges]
+        except OSError as error:
+            raise video_error_from_os_error(self.name, error) from None
+        return _checked(self.name, ranges, chunks)
+
+
+def _identity(stat: os.stat_result) -> tuple[int, int, int, int]:
+    """What tells a replaced local file from the one a reader holds open."""
+    return stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns
+
+
+class SliceReader(RangeReader):
+    """The ``size`` bytes from ``offset`` of another reader's source (a member of a tar shard), read
+    through that reader: a remote container's coalescing, concurrency and retries serve its slices.
+
+    Args:
+        container: The reader of the whole file. offset, size: Where the slice lies in it.
+        name: The slice's name (:func:`slice_name`), used by errors.
+    """
+
+    def __init__(self, container: RangeReader, offset: int, size: int, name: str):
+        self.container, self.offset, self.length, self.name = container, offset, size, name
+
+    def size(self) -> int:
+        return self.length
+
+    def read_ranges(self, ranges: list[tuple[int, int]]) -> list[bytes]:
+        inside = [(self.offset + offset, max(0, min(length, self.length - offset))) for offset, length in ranges]
+        try:
+            chunks = self.container.read_ranges(inside)
+        except VideoError as error:  # the container's problem, told as this slice's
+            raise type(error)(self.name, f"{error.path}: {error.problem}") from None
+        return _checked(self.name, ranges, chunks)
+
+
+def _open_slice(name: str, container: str, label: str, offset: int, size: int) -> SliceReader:
+    try:
+        return SliceReader(open_reader(container), offset, size, name)
+    except VideoError as error:
+        raise type(error)(name, f"{error.path}: {error.problem}") from None
+
+
+def _slice_fingerprint(name: str, container: str, label: str, offset: int, size: int) -> str | None:
+    where = f"slice-{offset}-{size}-"
+    if not is_local(container):
+        outer = source_fingerprint(container)
+        return None if outer is None else where + outer
+    digest = hashlib.blake2b(digest_size=16)
+    for chunk in open_reader(name).read_ranges(sampled_ranges(size)):
+        digest.update(chunk)
+    return where + digest.hexdigest()
+
+
+def _identity_of(path: str) -> tuple[int, int, int, int] | None:
+    try:
+        return _identity(os.stat(path))
+    except OSError:
+        return None
