@@ -9,7 +9,6 @@ import gzip
 import io
 import json
 import logging
-import os
 import shutil
 import tarfile
 from pathlib import Path
@@ -124,9 +123,9 @@ def test_a_stale_member_index_is_not_used(root, tmp_path, caplog):
     with caplog.at_level(logging.WARNING, logger="vclip"):
         source = WebDatasetSource(str(tmp_path / "s.tar"))
     assert source.from_member_index == 0 and "does not fit" in caplog.text
-    assert [v.path for v in source.videos] == [v.path.replace(str(root / "shards" / "shard-000000.tar"),
-                                                              str(tmp_path / "s.tar"))
-                                               for v in WebDatasetSource(str(root / "shards" / "shard-000000.tar")).videos]
+    original = str(root / "shards" / "shard-000000.tar")
+    expected = [v.path.replace(original, str(tmp_path / "s.tar")) for v in WebDatasetSource(original).videos]
+    assert [v.path for v in source.videos] == expected
     (tmp_path / "s.idx").write_text("not an index\n")
     with caplog.at_level(logging.WARNING, logger="vclip"):
         assert WebDatasetSource(str(tmp_path / "s.tar")).from_member_index == 0
@@ -188,10 +187,11 @@ def test_members_group_into_samples_by_key_as_webdataset_groups_them():
 
 def test_labels_come_from_a_member_or_a_json_key_path(root, tmp_path):
     video = (root / "classes" / "jump" / "v0.mp4").read_bytes()
+    facts = [json.dumps({"meta": {"class": name}, "caption": f"c{number}"}).encode()
+             for number, name in enumerate(("walk", "jump"))]
     (tmp_path / "a.tar").write_bytes(_tar([
-        ("0.mp4", video), ("0.cls", b"2\n"), ("0.json", json.dumps({"meta": {"class": "walk"}, "caption": "c0"}).encode()),
-        ("1.mp4", video), ("1.cls", b"0"), ("1.json", json.dumps({"meta": {"class": "jump"}, "caption": "c1"}).encode()),
-        ("1.txt", b"one"),
+        ("0.mp4", video), ("0.cls", b"2\n"), ("0.json", facts[0]),
+        ("1.mp4", video), ("1.cls", b"0"), ("1.json", facts[1]), ("1.txt", b"one"),
     ]))
     shard = str(tmp_path / "a.tar")
     assert [v.label for v in WebDatasetSource(shard).videos] == [2, 0]
@@ -285,6 +285,13 @@ def test_a_loader_over_shards_behind_http_gives_the_same_batches(root, tmp_path,
         whole = [r for r in http.requests if r[0] == "GET" and r[1].endswith(".tar") and r[2] is None]
         assert whole == []  # every read of a shard is a range
         assert vclip.ClipLoader(urls, SAMPLER, device="cpu").class_names == CLASSES
+        from vclip.streaming import ClipStream
+
+        streamed = [list(ClipStream(shards, SAMPLER, batch_size=4, seed=2, device="cpu")) for shards in (
+            urls, str(served / f"shard-{{000000..{count - 1:06d}}}.tar"))]
+        assert [len(batch) for batch in streamed[0]] == [4, 4, 1]
+        assert all(torch.equal(a.data, b.data) and torch.equal(a.labels, b.labels)
+                   for a, b in zip(*streamed))  # the same clips wherever the shards lie
 
 
 def test_a_clip_of_a_member_over_http_reads_what_it_reads_from_the_video_as_a_file(root, tmp_path):
@@ -473,7 +480,8 @@ def test_a_stream_reads_each_video_once_per_epoch_in_a_seeded_order(root, patter
     assert sorted(keys) == sorted(f"{v.path.split('#')[0]}#{v.path.split('#')[1].split('.')[0]}"
                                   for v in WebDatasetSource(pattern).videos)
     expected_labels = {key: int(key.rsplit("#", 1)[1]) // 3 for key in keys}
-    assert all(label == expected_labels[key] for batch in first for key, label in zip(batch.keys, batch.labels.tolist()))
+    assert all(label == expected_labels[key]
+               for batch in first for key, label in zip(batch.keys, batch.labels.tolist()))
     for batch in first:
         for clip, indices in zip(batch.data.numpy(), batch.frame_indices.tolist()):
             assert [read_barcode(frame) for frame in clip] == indices

@@ -5,7 +5,7 @@ than the bytes it fetches.
 Each epoch, every rank reads its own shards (a seeded permutation of all shards, split across
 ranks and DataLoader workers) from start to end, passes the samples through a shuffle buffer of
 ``shuffle_buffer`` videos (:mod:`vclip._shard_stream`), and draws each video's clips with the
-sampler as it leaves the buffer, seeded by ``(seed, epoch, shard, key)``; decode threads work on
+sampler as it leaves the buffer, seeded by ``(seed, epoch, shard file name, key)``; decode threads work on
 several videos at once, and batches keep the buffer's order whatever the thread timing. The same
 seed and epoch give the same batches.
 
@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import os
+import posixpath
 import random
 import zlib
 from collections import deque
@@ -206,7 +207,9 @@ class ClipStream(IterableDataset):
         """One video's clips (decode thread); None for a video that cannot be used under ``"skip"``."""
         where = f"{sample.shard}#{sample.key}"
         label = self._label(sample, where)
-        seed = zlib.crc32(f"{self.seed}/{epoch}/{where}".encode("utf-8", "surrogateescape"))
+        # Seeded by the shard's file name, not where it lies: a copy elsewhere gives the same clips.
+        named = f"{self.seed}/{epoch}/{posixpath.basename(sample.shard)}#{sample.key}"
+        seed = zlib.crc32(named.encode("utf-8", "surrogateescape"))
         try:
             decoder = VideoDecoder(sample.video, device=self.device)
             frames = decoder.get_clips(self.sampler, transform=self.transform, seed=seed)
