@@ -298,9 +298,12 @@ def test_a_clip_of_a_member_over_http_reads_what_it_reads_from_the_video_as_a_fi
     write_shards([(root / "long.mp4", 0), (root / "classes" / "run" / "v0.mp4", 1)], tmp_path / "s-{0}.tar")
     shutil.copy(root / "long.mp4", tmp_path / "long.mp4")
     with range_server(tmp_path) as http:
-        member = WebDatasetSource(http.url("s-0.tar")).videos[0].path
+        member, other = (video.path for video in WebDatasetSource(http.url("s-0.tar")).videos)
         as_file = vclip.VideoDecoder(http.url("long.mp4"), device="cpu")
+        http.reset_counts()
         in_shard = vclip.VideoDecoder(member, device="cpu")
+        vclip.index_video(other)
+        assert [method for method, *_ in http.requests].count("HEAD") == 1  # the shard's metadata serves both
         sent = {}
         for name, decoder in (("file", as_file), ("member", in_shard)):
             sent[name] = []

@@ -295,6 +295,7 @@ def _after_fork() -> None:  # threads and event loops do not survive fork: start
     global _lock
     _lock = threading.Lock()
     _readers.clear()
+    _container_fingerprints.clear()
 
 
 os.register_at_fork(after_in_child=_after_fork)
@@ -531,12 +532,31 @@ def _open_slice(name: str, container: str, label: str, offset: int, size: int) -
 def _slice_fingerprint(name: str, container: str, label: str, offset: int, size: int) -> str | None:
     where = f"slice-{offset}-{size}-"
     if not is_local(container):
-        outer = source_fingerprint(container)
+        outer = _container_fingerprint(container)
         return None if outer is None else where + outer
     digest = hashlib.blake2b(digest_size=16)
     for chunk in open_reader(name).read_ranges(sampled_ranges(size)):
         digest.update(chunk)
     return where + digest.hexdigest()
+
+
+_CONTAINER_TRUST_SECONDS = 30.0  # a remote container's metadata serves all its slices this long
+_container_fingerprints: dict[str, tuple[float, str | None]] = {}
+
+
+def _container_fingerprint(container: str) -> str | None:
+    """:func:`source_fingerprint` of a remote container, asked again after
+    :data:`_CONTAINER_TRUST_SECONDS`: the members of a shard share one HEAD request."""
+    with _lock:
+        known = _container_fingerprints.get(container)
+    if known is not None and time.monotonic() - known[0] < _CONTAINER_TRUST_SECONDS:
+        return known[1]
+    fingerprint = source_fingerprint(container)
+    with _lock:
+        _container_fingerprints[container] = (time.monotonic(), fingerprint)
+        if len(_container_fingerprints) > 4 * _READERS_KEPT:
+            del _container_fingerprints[next(iter(_container_fingerprints))]
+    return fingerprint
 
 
 def _identity_of(path: str) -> tuple[int, int, int, int] | None:
