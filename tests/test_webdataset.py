@@ -461,6 +461,7 @@ def test_a_hugging_face_dataset_is_a_loader_source(root, folder_batches, tmp_pat
     with pytest.raises(ValueError, match="holds bytes; write them as shards first"):
         build_catalog(by_bytes.rename_column("clip", "video"), tmp_path / "c.parquet", workers=1)
     written = write_shards(source, tmp_path / "hf-{00}.tar")
+    assert {sample.video_extension for sample in WebDatasetSource(list(written.shards)).samples} == {"mp4"}  # probed
     assert_same_batches(batches_of(list(written.shards)), folder_batches)
     saved = tmp_path / "saved"
     by_bytes.save_to_disk(str(saved))  # memory-mapped Arrow: the bytes are used where they lie

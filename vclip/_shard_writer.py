@@ -110,14 +110,24 @@ def needs_faststart(head: bytes) -> bool:
     return True
 
 
+_EXTENSION_OF_FORMAT = {"mov": "mp4", "matroska": "mkv", "mpegts": "ts"}  # FFmpeg's first format name -> file extension
+
+
 def _extension(name: str) -> str:
+    """The member extension of a video: its name's, else (bytes) its container's as FFmpeg finds it."""
     parts = split_slice_name(name)
     base = parts[1] if parts is not None else name.rstrip("/").rsplit("/", 1)[-1]
-    return base.rsplit(".", 1)[-1].lower() if "." in base else "mp4"
+    if "." in base and not base.startswith("<"):
+        return base.rsplit(".", 1)[-1].lower()
+    from ._demux import open_container
+
+    with open_container(name) as container:
+        first = container.format.name.split(",")[0]
+    return _EXTENSION_OF_FORMAT.get(first, first)
 
 
-def _video_bytes(name: str, scratch: str) -> tuple[str | io.BufferedIOBase, int, bool]:
-    """The video to store: ``(file or path, size, remuxed)``; an MP4 whose ``moov`` follows its
+def _video_bytes(name: str, extension: str, scratch: str) -> tuple[str, int, bool]:
+    """The video to store: ``(name, size, remuxed)``; an MP4 whose ``moov`` follows its
     data is remuxed (no re-encode) into ``scratch`` with ``movflags=faststart``."""
     if is_local(name):
         try:
@@ -132,7 +142,7 @@ def _video_bytes(name: str, scratch: str) -> tuple[str | io.BufferedIOBase, int,
         head = reader.read_ranges([(0, min(size, 1 << 16))])[0]
     if size == 0:
         raise CorruptVideoError(name, "file is empty (0 bytes)")
-    if _extension(name) not in _MP4_LIKE or not needs_faststart(head):
+    if extension not in _MP4_LIKE or not needs_faststart(head):
         return name, size, False
     _remux_faststart(name, scratch)
     return scratch, os.path.getsize(scratch), True
@@ -165,18 +175,16 @@ def _stored_bytes(size: int) -> int:
     return tarfile.BLOCKSIZE + size + (-size % tarfile.BLOCKSIZE)
 
 
-def _add_member(tar: tarfile.TarFile, name: str, data: bytes | str | io.BufferedIOBase, size: int) -> TarMember:
-    """Add one member with no time or owner (the same input gives the same bytes); returns where its
-    data lies."""
+def _add_member(tar: tarfile.TarFile, name: str, data: bytes | str, size: int) -> TarMember:
+    """Add one member (``data``: its bytes, or the name of a video to copy) with no time or owner (the
+    same input gives the same bytes); returns where its data lies."""
     info = tarfile.TarInfo(name)
     info.size, info.mtime, info.mode = size, 0, 0o644
     if isinstance(data, bytes):
         tar.addfile(info, io.BytesIO(data))
-    elif isinstance(data, str):
+    else:
         with open_binary(data) as file:
             tar.addfile(info, file)
-    else:
-        tar.addfile(info, data)
     offset = tar.offset - size - (-size % tarfile.BLOCKSIZE)
     return TarMember(name, offset, size)
 
@@ -220,13 +228,14 @@ def write_video_shards(
             for source in videos:
                 name = source.video.path
                 try:
-                    data, size, was_remuxed = _video_bytes(name, scratch)
+                    extension = _extension(name)
+                    data, size, was_remuxed = _video_bytes(name, extension, scratch)
                 except VideoError as error:
                     skipped.append((name, error.problem))
                     if on_video:
                         on_video()
                     continue
-                members = _sample_members(f"{key:09d}", source, _extension(name), name)
+                members = _sample_members(source, name)
                 sample_bytes = _stored_bytes(size) + sum(_stored_bytes(len(payload)) for _, payload in members)
                 if tar is not None and (tar.offset + sample_bytes + tarfile.RECORDSIZE > max_size or
                                         (max_count is not None and len(samples) >= max_count)):
@@ -236,7 +245,7 @@ def write_video_shards(
                 if tar is None:
                     shards.append(shard_path(len(shards)))
                     tar = tarfile.open(shards[-1] + ".partial", "w", format=tarfile.PAX_FORMAT)
-                sample = [(_extension(name), _add_member(tar, f"{key:09d}.{_extension(name)}", data, size))]
+                sample = [(extension, _add_member(tar, f"{key:09d}.{extension}", data, size))]
                 sample += [(extension, _add_member(tar, f"{key:09d}.{extension}", payload, len(payload)))
                            for extension, payload in members]
                 samples.append(sample)
@@ -261,7 +270,8 @@ def write_video_shards(
     )
 
 
-def _sample_members(key: str, source: SourceVideo, extension: str, name: str) -> list[tuple[str, bytes]]:
+def _sample_members(source: SourceVideo, name: str) -> list[tuple[str, bytes]]:
+    """The label and JSON members beside a video: ``(extension, data)``."""
     video = source.video
     facts: dict = {"source": name}
     if source.has_label:

@@ -100,7 +100,8 @@ class ClipStream(IterableDataset):
         label: Where a sample's label is (as :class:`~vclip.webdataset.WebDatasetSource`'s; ``"auto"``:
             the ``.cls`` member when a sample has one, else -1). Class names must be in
             ``class_names``.
-        class_names: Names that string labels stand for (label ``i`` is ``class_names[i]``).
+        class_names: Names that string labels stand for (label ``i`` is ``class_names[i]``; default:
+            the wids description's ``class_names``, as ``vclip shard`` writes it).
         shard_id, num_shards: This process's part (default: ``torch.distributed`` rank and world
             size when initialised, else all); DataLoader workers split it further. Every part needs
             a shard at least.
@@ -148,8 +149,11 @@ class ClipStream(IterableDataset):
         self.video_extensions = tuple(extension.lower().lstrip(".") for extension in video_extensions)
         self.label_rule = None if label is None else LabelRule("cls") if label == "auto" else LabelRule.parse(label)
         self._label_required = label is not None and label != "auto"
+        names, description = shard_names(shards)
+        if class_names is None and isinstance(description, dict) and isinstance(description.get("class_names"), list):
+            class_names = description["class_names"]
         self.class_names = tuple(class_names) if class_names is not None else None
-        self.shards: tuple[str, ...] = tuple(shard_names(shards)[0])
+        self.shards: tuple[str, ...] = tuple(names)
         self.shard_id, self.num_shards = process_shard(shard_id, num_shards, len(self.shards))
         self.device = str(resolve_device(device).device)
         self.epoch = 0

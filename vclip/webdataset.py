@@ -32,6 +32,7 @@ from ._units import parse_bytes
 from ._validation import check_integer
 from ._webdataset import (
     DEFAULT_VIDEO_EXTENSIONS,
+    LABEL_PAYLOAD_LIMIT,
     LabelRule,
     ShardSample,
     decode_member,
@@ -177,8 +178,8 @@ def _labels(samples: list[ShardSample], payloads: dict[tuple[str, str], bytes], 
     if missing:
         first = missing[0]
         raise ArgumentError(f"{len(missing)} of {len(samples)} samples have no .{chosen.extension} label member "
-                            f"(up to {1 << 20} bytes), e.g. {first.shard}#{first.key}; pass label= with where the "
-                            "labels are (e.g. 'json:label'), or label=None")
+                            f"(of at most {LABEL_PAYLOAD_LIMIT:,} bytes), e.g. {first.shard}#{first.key}; pass "
+                            "label= with where the labels are (e.g. 'json:label'), or label=None")
     kinds = {type(value) for value in found}
     if kinds == {int}:
         return [int(value) for value in found], names, chosen
