@@ -34,6 +34,7 @@ class RangeServer(ThreadingHTTPServer):
     """
 
     daemon_threads = True
+    request_queue_size = 128  # concurrent range requests (label members, coalesced spans) overflowed the default 5
 
     def __init__(self, root: str | os.PathLike):
         super().__init__(("127.0.0.1", 0), _Handler)
@@ -42,7 +43,19 @@ class RangeServer(ThreadingHTTPServer):
         self.requests: list[tuple[str, str, str | None, int]] = []
         self._failed_once: set[tuple[str, str | None]] = set()
         self.lock = threading.Lock()
+        self._etags: dict[tuple[str, int, int], str] = {}
         self.stopping = threading.Event()  # set at shutdown: requests under /hang/ end
+
+    def etag(self, file: Path, stat: os.stat_result) -> str:
+        """The MD5 of ``file``'s content, computed once per size and modification time."""
+        key = (str(file), stat.st_size, stat.st_mtime_ns)
+        with self.lock:
+            known = self._etags.get(key)
+        if known is None:
+            known = hashlib.md5(file.read_bytes()).hexdigest()
+            with self.lock:
+                self._etags[key] = known
+        return known
 
     def url(self, name: str) -> str:
         return f"http://127.0.0.1:{self.server_address[1]}/{name}"
@@ -100,13 +113,14 @@ class _Handler(BaseHTTPRequestHandler):
         file = self.server.root / name
         if not file.is_file():
             return self._status(404)
-        data = file.read_bytes()
-        start, end, status = 0, len(data), 200
+        stat = file.stat()
+        size = stat.st_size
+        start, end, status = 0, size, 200
         match = _RANGE.match(wanted or "")
         if match and prefix != "whole":
             start = int(match.group(1))
-            end = min(len(data), int(match.group(2)) + 1 if match.group(2) else len(data))
-            if start >= len(data):
+            end = min(size, int(match.group(2)) + 1 if match.group(2) else size)
+            if start >= size:
                 return self._status(416)
             status = 206
         sent = (end - start) // 2 if cut and body else end - start
@@ -115,13 +129,15 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(end - start))
         if prefix != "whole":
             self.send_header("Accept-Ranges", "bytes")
-        self.send_header("ETag", f'"{hashlib.md5(data).hexdigest()}"')
-        self.send_header("Last-Modified", formatdate(file.stat().st_mtime, usegmt=True))
+        self.send_header("ETag", f'"{self.server.etag(file, stat)}"')
+        self.send_header("Last-Modified", formatdate(stat.st_mtime, usegmt=True))
         if status == 206:
-            self.send_header("Content-Range", f"bytes {start}-{end - 1}/{len(data)}")
+            self.send_header("Content-Range", f"bytes {start}-{end - 1}/{size}")
         self.end_headers()
         if body:
-            self.wfile.write(data[start:start + sent])
+            with open(file, "rb") as handle:
+                handle.seek(start)
+                self.wfile.write(handle.read(sent))
             if sent < end - start:
                 self.close_connection = True
         return None

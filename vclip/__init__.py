@@ -23,6 +23,10 @@ Memory budgeting, in ``vclip.memory``:
     plan_loader_memory -> LoaderMemoryEstimate (what a ClipLoader needs, .largest_batch_size(budget));
     parse_bytes, format_bytes
 
+Datasets where they live, in ``vclip.webdataset``, ``vclip.huggingface`` and ``vclip.streaming``:
+    WebDatasetSource (tar shards on disk, HTTP or S3, read by byte range), write_shards (vclip shard),
+    HuggingFaceSource (a datasets.Dataset), ClipStream -> StreamBatch (shards read as streams; needs torch)
+
 Indexes and decode plans: index_video, VideoIndex, plan_decode (``vclip.index``, ``vclip.plan``).
 Videos at URLs: set_remote_options -> RemoteOptions (timeouts, tries, spill limit); RemoteReads.
 Keyframes and shots: ``vclip.keyframes``. Dataset checks: ``vclip.check``. Catalogs: ``vclip.catalog``.
@@ -40,6 +44,7 @@ from . import (  # noqa: F401
     check,
     decoder,
     errors,
+    huggingface,
     index,
     keyframes,
     memory,
@@ -47,6 +52,7 @@ from . import (  # noqa: F401
     sampling,
     synthetic,
     transforms,
+    webdataset,
 )
 from ._dataset import LabeledVideo
 from ._loader.stats import LoaderStats
@@ -68,6 +74,7 @@ from .errors import (
     VideoError,
     VideoNotFoundError,
 )
+from .huggingface import HuggingFaceSource
 from .index import VideoIndex, clear_index_cache, index_video
 from .memory import (
     LoaderMemoryEstimate,
@@ -98,9 +105,10 @@ from .transforms import (
     RandomShortSideScale,
     TransformSpec,
 )
+from .webdataset import ShardWriteResult, WebDatasetSource, write_shards
 
-for _name in ("LabeledVideo", "LoaderStats", "RemoteOptions", "RemoteReads", "format_bytes", "parse_bytes",
-              "set_remote_options"):  # defined in private modules
+for _name in ("LabeledVideo", "LoaderStats", "RemoteOptions", "RemoteReads", "ShardWriteResult", "format_bytes",
+              "parse_bytes", "set_remote_options"):  # defined in private modules
     globals()[_name].__module__ = __name__
 del _name
 
@@ -114,10 +122,12 @@ __all__ = [
     "ClipLoader",
     "ClipSampler",
     "ColorJitter",
+    "ClipStream",
     "CorruptVideoError",
     "DecodePlan",
     "DecodeSegment",
     "FallbackWarning",
+    "HuggingFaceSource",
     "IndexCacheWarning",
     "FrameGeometry",
     "Frames",
@@ -133,6 +143,8 @@ __all__ = [
     "RemoteOptions",
     "RemoteReadWarning",
     "RemoteReads",
+    "ShardWriteResult",
+    "StreamBatch",
     "TransformSpec",
     "TruncatedVideoWarning",
     "UnreadableVideoError",
@@ -141,6 +153,7 @@ __all__ = [
     "VideoError",
     "VideoIndex",
     "VideoNotFoundError",
+    "WebDatasetSource",
     "__version__",
     "clear_index_cache",
     "contiguous",
@@ -159,23 +172,27 @@ __all__ = [
     "plan_loader_memory",
     "set_remote_options",
     "strided",
+    "write_shards",
 ]
 
 _SUBMODULES = (
-    "check", "decoder", "errors", "index", "keyframes", "memory", "plan", "sampling", "synthetic", "transforms",
+    "check", "decoder", "errors", "huggingface", "index", "keyframes", "memory", "plan", "sampling", "synthetic",
+    "transforms", "webdataset",
 )
 """Public submodules, imported with the package."""
-_LAZY_SUBMODULES = ("loader",)
-"""Public submodules imported on first use: ``loader`` needs torch. (``vclip.cli``, the command line,
+_LAZY_SUBMODULES = ("loader", "streaming")
+"""Public submodules imported on first use: ``loader`` and ``streaming`` need torch. (``vclip.cli``, the command line,
 is imported by the ``vclip`` command, or by ``import vclip.cli``.)"""
 _LOADER_NAMES = ("ClipLoader", "ClipBatch")
+_STREAMING_NAMES = ("ClipStream", "StreamBatch")
 
 
 def __getattr__(name: str) -> Any:
     """Import the loader (which needs torch) on first use, so ``import vclip`` works without torch."""
-    if name in _LOADER_NAMES or name == "loader":
+    if name in _LOADER_NAMES or name in _STREAMING_NAMES or name in _LAZY_SUBMODULES:
+        module_name = "streaming" if name in _STREAMING_NAMES or name == "streaming" else "loader"
         try:
-            loader = importlib.import_module(".loader", __name__)
+            module = importlib.import_module(f".{module_name}", __name__)
         except ModuleNotFoundError as error:
             if error.name != "torch":
                 raise
@@ -183,7 +200,7 @@ def __getattr__(name: str) -> Any:
                 f"vclip.{name} needs PyTorch, which is not installed: pip install '{_DISTRIBUTION}[torch]'",
                 name="torch",
             ) from error
-        return loader if name == "loader" else getattr(loader, name)
+        return module if name == module_name else getattr(module, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
@@ -198,5 +215,5 @@ def __dir__() -> list[str]:
     installed, so that ``help(vclip)`` works without it; ``dir`` itself never imports torch)."""
     names = set(__all__) | set(_SUBMODULES) | set(_LAZY_SUBMODULES) | {n for n in globals() if n.startswith("__")}
     if not _torch_installed():
-        names -= set(_LOADER_NAMES) | {"loader"}
+        names -= set(_LOADER_NAMES) | set(_STREAMING_NAMES) | set(_LAZY_SUBMODULES)
     return sorted(names)

@@ -26,6 +26,7 @@ from ._catalog_schema import (
     ARRAY_TYPES,
     FACT_TYPES,
     FORMAT_VERSION,
+    LOCATION_TYPES,
     METADATA_KEY,
     ROW_GROUP_ROWS,
     SCHEMA,
@@ -35,8 +36,12 @@ from ._catalog_schema import (
 from ._dataset import VIDEO_EXTENSIONS, load_videos, video_files
 from ._indexing import IndexJob, index_rows
 from ._jobs import RayTasks, choose_runner
+from ._shard_source import WebDatasetSource
+from ._sources import is_local, split_slice_name
 from ._version import __version__
+from ._webdataset import is_shard_source
 from .errors import CatalogWarning
+from .huggingface import HuggingFaceSource, is_hf_dataset
 from .index import VideoIndex
 
 __all__ = ["CatalogBuild", "ResolvedSources", "build_catalog", "check_catalog_out", "resolve_sources", "rows_table"]
@@ -61,17 +66,23 @@ def resolve_sources(sources) -> ResolvedSources:
             label); a folder with one subfolder per class (labelled as :class:`~vclip.ClipLoader`
             labels them: the subfolder's position in sorted order); a folder of videos without
             class subfolders (no labels); a text/CSV list file of ``path label`` lines; a
-            ``(path, label)`` pair. With several class folders, labels follow the sorted union
-            of their class names. A path listed twice is kept once (the first).
+            ``(path, label)`` pair; WebDataset shards (a ``.tar`` path, URL or brace pattern, or a
+            :class:`vclip.webdataset.WebDatasetSource`: one row per video member, named by its
+            shard, member and byte range, labelled as the source labels it); a Hugging Face
+            ``datasets.Dataset`` or :class:`vclip.huggingface.HuggingFaceSource` whose videos are
+            paths or URLs. With several class folders, labels follow the sorted union of their
+            class names. A path listed twice is kept once (the first).
 
     Raises:
         FileNotFoundError: A folder or list file that does not exist.
         ValueError: A malformed list file or pair, or no videos at all.
     """
-    items = [sources] if isinstance(sources, (str, os.PathLike)) else list(sources)
+    items = [sources] if isinstance(sources, (str, os.PathLike)) or _is_dataset_object(sources) else list(sources)
     groups: list[tuple[list[tuple[str, int | None]], tuple[str, ...] | None]] = []
     for item in items:
-        if isinstance(item, (str, os.PathLike)):
+        if _is_dataset_object(item) or is_shard_source(item):
+            groups.append(_dataset_source(item))
+        elif isinstance(item, (str, os.PathLike)):
             groups.append(_one_source(Path(item)))
         else:
             loaded, _ = load_videos([item])
@@ -82,7 +93,7 @@ def resolve_sources(sources) -> ResolvedSources:
     resolved: list[tuple[str, int | None]] = []
     for videos, names in groups:
         for path, label in videos:
-            path = os.path.abspath(path)
+            path = os.path.abspath(path) if is_local(path) else path
             if path in seen:
                 continue
             seen.add(path)
@@ -92,6 +103,26 @@ def resolve_sources(sources) -> ResolvedSources:
     if not resolved:
         raise ValueError(f"sources ({sources!r}) hold no videos")
     return ResolvedSources(resolved, class_names)
+
+
+def _is_dataset_object(item) -> bool:
+    return type(item).__name__ in ("WebDatasetSource", "HuggingFaceSource") or is_hf_dataset(item)
+
+
+def _dataset_source(item) -> tuple[list[tuple[str, int | None]], tuple[str, ...] | None]:
+    """The videos of shards or of a Hugging Face dataset (paths, URLs or members of shards)."""
+    if is_hf_dataset(item) or type(item).__name__ == "HuggingFaceSource":
+        rows = item if type(item).__name__ == "HuggingFaceSource" else HuggingFaceSource(item)
+        held = [video.path for video in rows.videos if video.path.startswith("<bytes:")]
+        if held:
+            raise ValueError(f"a catalog names videos that outlive this process, but column {rows.video_column!r} "
+                             "holds bytes; write them as shards first (vclip.webdataset.write_shards(source, "
+                             "'out/shard-{000000}.tar')) and catalog the shards")
+        labelled = rows.label_column is not None
+        return [(video.path, video.label if labelled else None) for video in rows.videos], rows.class_names
+    shards = item if isinstance(item, WebDatasetSource) else WebDatasetSource(item)
+    labelled = shards.label_rule is not None
+    return [(video.path, video.label if labelled else None) for video in shards.videos], shards.class_names
 
 
 def _one_source(path: Path) -> tuple[list[tuple[str, int | None]], tuple[str, ...] | None]:
@@ -213,7 +244,7 @@ def build_catalog(
     table = table.set_column(SCHEMA.get_field_index("class_name"), SCHEMA.field("class_name"), pa.array(
         [class_names[label] if class_names is not None and label is not None else None for label in labels],
         pa.string()))
-    _write(table, out, class_names)
+    _write(_with_locations(table), out, class_names)
     unusable = tuple((path, problem) for path, usable, problem in zip(
         table.column("path").to_pylist(), table.column("usable").to_pylist(), table.column("error").to_pylist())
         if not usable)
@@ -226,6 +257,19 @@ def build_catalog(
     logger.info("vclip: catalog %s: %d videos, %d indexed, %d kept, %d unusable, %.1f s", out, built.videos,
                 len(built.indexed), built.kept, len(unusable), built.seconds)
     return built
+
+
+def _with_locations(table: pa.Table) -> pa.Table:
+    """``table`` with the shard, member and offset of each member of a shard (:data:`LOCATION_TYPES`)."""
+    parts = [split_slice_name(path) for path in table.column("path").to_pylist()]
+    columns = {
+        "shard": [part[0] if part else None for part in parts],
+        "member": [part[1] if part else None for part in parts],
+        "offset_bytes": [part[2] if part else None for part in parts],
+    }
+    for name, kind in LOCATION_TYPES.items():
+        table = table.append_column(pa.field(name, kind), pa.array(columns[name], kind))
+    return table
 
 
 def _progress_bar(total: int, progress: bool | None):

@@ -16,7 +16,7 @@ except ImportError as _error:  # pragma: no cover - depends on the environment
 from .index import VideoIndex
 
 __all__ = ["FORMAT_VERSION", "METADATA_KEY", "ROW_GROUP_ROWS", "SCHEMA", "FACT_TYPES", "ARRAY_TYPES", "TIMING_TYPES",
-           "INDEX_FACTS", "SCALAR_COLUMNS", "catalog_metadata"]
+           "INDEX_FACTS", "SCALAR_COLUMNS", "LOCATION_TYPES", "catalog_metadata"]
 
 FORMAT_VERSION = 1
 METADATA_KEY = b"vclip.catalog"
@@ -39,6 +39,10 @@ ARRAY_TYPES = {
     name: pa.list_(pa.bool_() if dtype is np.bool_ else pa.int64()) for name, dtype in VideoIndex.STORED_ARRAYS.items()
 }
 TIMING_TYPES = {"index_seconds": pa.float64()}
+# Where a member of a WebDataset shard lies (null for a file of its own): written after the other
+# columns, read by queries (``to_table(["path", "shard", "member", "offset_bytes", "size_bytes"])``);
+# the path names the same place (vclip._sources.slice_name).
+LOCATION_TYPES = {"shard": pa.string(), "member": pa.string(), "offset_bytes": pa.int64()}
 SCHEMA = pa.schema([pa.field(name, kind) for name, kind in {**FACT_TYPES, **ARRAY_TYPES, **TIMING_TYPES}.items()])
 INDEX_FACTS = tuple(name for name in VideoIndex.__dataclass_fields__
                      if name != "path" and name not in VideoIndex.STORED_ARRAYS)

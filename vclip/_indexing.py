@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from ._fingerprint import content_fingerprint
 from ._jobs import Outcome, Runner
+from ._sources import is_local, open_reader, source_fingerprint
 from .errors import VideoError, VideoNotFoundError
 from .index import VideoIndex, index_video
 
@@ -53,13 +54,19 @@ def index_row(job: IndexJob) -> dict:
     for a bad file."""
     started = time.perf_counter()
     stat = fingerprint = None
+    size = None
     try:
         try:
-            stat = os.stat(job.path)
-            # The fingerprint before the index: a file that changes while it is indexed no longer
-            # matches its row. A replacement with the same size and mtime (cp -p, rsync -t)
-            # changes the hash of sampled bytes.
-            fingerprint = content_fingerprint(job.path, stat) if os.path.isfile(job.path) else None
+            if is_local(job.path):
+                stat = os.stat(job.path)
+                # The fingerprint before the index: a file that changes while it is indexed no longer
+                # matches its row. A replacement with the same size and mtime (cp -p, rsync -t)
+                # changes the hash of sampled bytes.
+                fingerprint = content_fingerprint(job.path, stat) if os.path.isfile(job.path) else None
+                size = stat.st_size
+            else:  # a URL, or a member of a shard: its source's fingerprint (vclip._sources)
+                fingerprint = source_fingerprint(job.path)
+                size = open_reader(job.path).size()
         except FileNotFoundError:
             raise VideoNotFoundError(job.path, "file does not exist") from None
         if job.known_fingerprint and fingerprint == job.known_fingerprint:
@@ -72,7 +79,7 @@ def index_row(job: IndexJob) -> dict:
         return unusable_row(job, type(error).__name__, str(error) or repr(error), time.perf_counter() - started, stat)
     return {
         "position": job.position, "path": job.path, "usable": True, "error": None, "error_type": None,
-        "size_bytes": stat.st_size, "mtime_ns": stat.st_mtime_ns, "fingerprint": fingerprint,
+        "size_bytes": size, "mtime_ns": stat.st_mtime_ns if stat else None, "fingerprint": fingerprint,
         **index_facts(index), **index.to_arrays(), "index_seconds": time.perf_counter() - started,
     }
 

@@ -489,10 +489,12 @@ class RemoteReader(RangeReader):
             self.info()
         return self._size  # type: ignore[return-value]
 
-    def read_ranges(self, ranges: list[tuple[int, int]]) -> list[bytes]:
+    def read_ranges(self, ranges: list[tuple[int, int]], *, gap: int = COALESCE_GAP_BYTES) -> list[bytes]:
+        """As :meth:`RangeReader.read_ranges`; ranges closer than ``gap`` bytes share a request
+        (0: only touching or overlapping ones, for small ranges far apart such as label members)."""
         if self._ignores_ranges:
             return check_lengths(self.name, ranges, self._from_spill(ranges))
-        spans = coalesce(ranges)
+        spans = coalesce(ranges, gap)
         fetched = list(_requests.get().map(self._fetch, spans)) if len(spans) > 1 else [self._fetch(spans[0])]
         by_span = {span: data for span, data in zip(spans, fetched)}
         chunks = []

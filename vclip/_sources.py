@@ -1,9 +1,11 @@
 """Where a video's bytes come from: a local file, a URL fsspec opens, bytes, or a file-like object.
 
 Every video is named by one string (``VideoIndex.path``): a local path, a URL (``s3://b/k.mp4``,
-``https://host/v.mp4``, ``gs://...``: anything with a ``scheme://`` that fsspec opens), or, for
-data handed over in memory, a name this process registers (``<bytes:DIGEST>``, ``<file:ID>``) that
-stays readable while the object that registered it (e.g. a ``VideoDecoder``) is alive.
+``https://host/v.mp4``, ``gs://...``: anything with a ``scheme://`` that fsspec opens), a slice of
+another file or URL (``CONTAINER#LABEL@OFFSET+SIZE``: the ``SIZE`` bytes from ``OFFSET`` of
+``CONTAINER``, e.g. a member of a tar shard, :func:`slice_name`), or, for data handed over in memory,
+a name this process registers (``<bytes:DIGEST>``, ``<file:ID>``) that stays readable while the
+object that registered it (e.g. a ``VideoDecoder``) is alive.
 
 Remote files are read by byte range through :mod:`vclip._remote` (coalesced, concurrent requests
 with vclip's timeouts and retries). Every failure is a :class:`~vclip.errors.VideoError` naming the
@@ -13,7 +15,10 @@ driver or failures that outlast the retries.
 
 Index caches key remote files by URL and a metadata fingerprint (:func:`source_fingerprint`: size,
 ETag and last-modified time from one HEAD/stat request), not by reading sampled bytes as for local
-files: a server that changes content without changing size, ETag or date is not detected.
+files: a server that changes content without changing size, ETag or date is not detected. A slice
+is read through its container's reader (a local file by ``pread``, a URL as above), so a clip of a
+member of a shard on S3 reads only its packets; its fingerprint is its container's metadata
+fingerprint (a URL) or a digest of its own sampled bytes (a local file), with its offset and size.
 """
 
 from __future__ import annotations
@@ -23,13 +28,15 @@ import io
 import os
 import re
 import threading
+import time
 import weakref
 from collections import OrderedDict
 from typing import BinaryIO
 
+from ._fingerprint import sampled_ranges
 from ._range_reader import RangeReader, check_lengths
 from ._remote import RemoteReader
-from .errors import UnreadableVideoError, VideoNotFoundError, fail
+from .errors import UnreadableVideoError, VideoError, VideoNotFoundError, fail, video_error_from_os_error
 
 __all__ = [
     "VideoInput",
@@ -39,7 +46,9 @@ __all__ = [
     "open_binary",
     "open_reader",
     "read_ranges",
+    "slice_name",
     "source_fingerprint",
+    "split_slice_name",
 ]
 
 VideoInput = str | os.PathLike | bytes | bytearray | memoryview | BinaryIO
@@ -47,6 +56,7 @@ VideoInput = str | os.PathLike | bytes | bytearray | memoryview | BinaryIO
 
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]+://")  # two letters or more: "C://" is a drive
 _MEMORY_NAME = re.compile(r"^<(bytes|file):[0-9a-f]+>$")
+_SLICE_NAME = re.compile(r"^(.+)#([^#]*)@(\d+)\+(\d+)$", re.DOTALL)  # the label is the part after the last "#"
 _READERS_KEPT = 64  # opened remote files (filesystem handle + path) kept for reuse
 
 
@@ -60,11 +70,11 @@ def is_local(video: object) -> bool:
     if not isinstance(video, (str, os.PathLike)):
         return False
     name = os.fspath(video)
-    return isinstance(name, bytes) or not (is_url(name) or _MEMORY_NAME.match(name))
+    return isinstance(name, bytes) or not (is_url(name) or _MEMORY_NAME.match(name) or _SLICE_NAME.match(name))
 
 
 class _MemoryReader(RangeReader):
-    def __init__(self, data: bytes):
+    def __init__(self, data: bytes | memoryview):
         self.data = data
         self.name = f"<bytes:{hashlib.blake2b(data, digest_size=12).hexdigest()}>"
 
@@ -72,7 +82,7 @@ class _MemoryReader(RangeReader):
         return len(self.data)
 
     def read_ranges(self, ranges: list[tuple[int, int]]) -> list[bytes]:
-        return check_lengths(self.name, ranges, [self.data[offset:offset + length] for offset, length in ranges])
+        return check_lengths(self.name, ranges, [bytes(self.data[offset:offset + length]) for offset, length in ranges])
 
 
 class _FileObjectReader(RangeReader):
@@ -99,9 +109,9 @@ class _FileObjectReader(RangeReader):
         return check_lengths(self.name, ranges, chunks)
 
 
-# -- shared state: opened remote files, in-memory videos ----------------------
+# -- shared state: opened remote files and containers of slices, in-memory videos ---------------
 _lock = threading.Lock()
-_readers: OrderedDict[str, RemoteReader] = OrderedDict()
+_readers: OrderedDict[str, RangeReader] = OrderedDict()  # remote files and containers of slices
 _held: weakref.WeakValueDictionary[str, RangeReader] = weakref.WeakValueDictionary()
 
 
@@ -109,6 +119,7 @@ def _after_fork() -> None:  # threads and event loops do not survive fork: start
     global _lock
     _lock = threading.Lock()
     _readers.clear()
+    _container_fingerprints.clear()
 
 
 os.register_at_fork(after_in_child=_after_fork)
@@ -125,8 +136,10 @@ def hold_video(video: VideoInput) -> tuple[str, RangeReader | None]:
     """
     if isinstance(video, (str, os.PathLike)):
         return os.fspath(video), None
-    if isinstance(video, (bytes, bytearray, memoryview)):
-        reader: RangeReader = _MemoryReader(bytes(video))
+    if isinstance(video, memoryview) and video.readonly and video.c_contiguous:  # e.g. a memory-mapped Arrow column
+        reader: RangeReader = _MemoryReader(video.cast("B"))
+    elif isinstance(video, (bytes, bytearray, memoryview)):
+        reader = _MemoryReader(bytes(video))
     elif callable(getattr(video, "read", None)) and callable(getattr(video, "seek", None)):
         reader = _FileObjectReader(video)
     else:
@@ -137,10 +150,12 @@ def hold_video(video: VideoInput) -> tuple[str, RangeReader | None]:
 
 
 def open_reader(name: str) -> RangeReader:
-    """The reader of a URL or in-memory name (remote readers are kept and reused).
+    """The reader of a URL, slice or in-memory name (readers of remote files and of the containers
+    of slices are kept and reused; a local container replaced since is opened again).
 
     Raises:
-        VideoError: An in-memory video no longer held, or a URL fsspec cannot open.
+        VideoError: An in-memory video no longer held, a URL fsspec cannot open, or a slice whose
+            container cannot be opened.
     """
     if _MEMORY_NAME.match(name):
         reader = _held.get(name)
@@ -148,28 +163,41 @@ def open_reader(name: str) -> RangeReader:
             raise VideoNotFoundError(name, "this in-memory video is no longer held (keep the VideoDecoder "
                                            "or the object that opened it)")
         return reader
+    parts = split_slice_name(name)
+    if parts is not None:
+        return _open_slice(name, *parts)
+    local = is_local(name)
     with _lock:
-        remote = _readers.get(name)
-        if remote is not None:
-            _readers.move_to_end(name)
-            return remote
-    remote = RemoteReader(name)
+        kept = _readers.get(name)
+    if kept is not None and local and _identity_of(name) != getattr(kept, "identity", None):
+        kept = None
+    if kept is not None:
+        with _lock:
+            if name in _readers:
+                _readers.move_to_end(name)
+        return kept
+    opened: RangeReader = _LocalFileReader(name) if local else RemoteReader(name)
     with _lock:
-        _readers[name] = remote
+        _readers[name] = opened
         while len(_readers) > _READERS_KEPT:
             _readers.popitem(last=False)
-    return remote
+    return opened
 
 
 def source_fingerprint(name: str) -> str | None:
     """What identifies the current content of a URL or in-memory video for index caches.
 
     Remote: ``"remote-<size>-<ETag>-<last-modified>"`` from fresh metadata (one request); bytes:
-    their digest; file objects: None (not cached, their content may change unseen).
+    their digest; file objects: None (not cached, their content may change unseen); a slice:
+    ``"slice-<offset>-<size>-"`` followed by its container's fingerprint when that is remote or in
+    memory, by a digest of the slice's sampled bytes when it is a local file.
 
     Raises:
         VideoError: The URL cannot be reached, is missing or is not readable.
     """
+    parts = split_slice_name(name)
+    if parts is not None:
+        return _slice_fingerprint(name, *parts)
     reader = open_reader(name)
     if isinstance(reader, _MemoryReader):
         return f"bytes-{len(reader.data)}-{reader.name[7:-1]}"
@@ -183,7 +211,7 @@ def source_fingerprint(name: str) -> str | None:
 
 
 def read_ranges(name: str, ranges: list[tuple[int, int]]) -> list[bytes]:
-    """The bytes of each ``(offset, length)`` range of a URL or in-memory video."""
+    """The bytes of each ``(offset, length)`` range of a URL, slice or in-memory video."""
     return open_reader(name).read_ranges(ranges)
 
 
@@ -243,3 +271,120 @@ def open_binary(name: str) -> BinaryIO:
     if isinstance(reader, _MemoryReader):
         return io.BytesIO(reader.data)
     return _RangeFile(reader)  # type: ignore[return-value]
+
+
+# -- slices: videos stored inside other files (members of tar shards) ---------------------------
+def slice_name(container: str, label: str, offset: int, size: int) -> str:
+    """The name of the ``size`` bytes from ``offset`` of ``container`` (a local path or a URL),
+    called ``label`` in messages: ``CONTAINER#LABEL@OFFSET+SIZE``; ``%`` and ``#`` in the label are
+    percent-encoded."""
+    return f"{container}#{label.replace('%', '%25').replace('#', '%23')}@{int(offset)}+{int(size)}"
+
+
+def split_slice_name(name: str) -> tuple[str, str, int, int] | None:
+    """``(container, label, offset, size)`` of a :func:`slice_name`, or None for any other name."""
+    match = _SLICE_NAME.match(name)
+    if match is None:
+        return None
+    container, label, offset, size = match.groups()
+    return container, label.replace("%23", "#").replace("%25", "%"), int(offset), int(size)
+
+
+class _LocalFileReader(RangeReader):
+    """A local file read with ``pread`` (thread-safe); the container of slices named by its path."""
+
+    def __init__(self, path: str):
+        self.name = path
+        self._descriptor = -1
+        try:
+            self._descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+            self.identity = _identity(os.fstat(self._descriptor))
+        except OSError as error:
+            raise video_error_from_os_error(path, error) from None
+
+    def __del__(self):  # closed when no reader of its slices holds it any more
+        if self._descriptor >= 0:
+            os.close(self._descriptor)
+
+    def size(self) -> int:
+        return os.fstat(self._descriptor).st_size
+
+    def read_ranges(self, ranges: list[tuple[int, int]]) -> list[bytes]:
+        try:
+            chunks = [os.pread(self._descriptor, length, offset) for offset, length in ranges]
+        except OSError as error:
+            raise video_error_from_os_error(self.name, error) from None
+        return check_lengths(self.name, ranges, chunks)
+
+
+def _identity(stat: os.stat_result) -> tuple[int, int, int, int]:
+    """What tells a replaced local file from the one a reader holds open."""
+    return stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns
+
+
+class SliceReader(RangeReader):
+    """The ``size`` bytes from ``offset`` of another reader's source (a member of a tar shard), read
+    through that reader: a remote container's coalescing, concurrency and retries serve its slices.
+
+    Args:
+        container: The reader of the whole file. offset, size: Where the slice lies in it.
+        name: The slice's name (:func:`slice_name`), used by errors.
+    """
+
+    def __init__(self, container: RangeReader, offset: int, size: int, name: str):
+        self.container, self.offset, self.length, self.name = container, offset, size, name
+
+    def size(self) -> int:
+        return self.length
+
+    def read_ranges(self, ranges: list[tuple[int, int]]) -> list[bytes]:
+        inside = [(self.offset + offset, max(0, min(length, self.length - offset))) for offset, length in ranges]
+        try:
+            chunks = self.container.read_ranges(inside)
+        except VideoError as error:  # the container's problem, told as this slice's
+            raise type(error)(self.name, f"{error.path}: {error.problem}") from None
+        return check_lengths(self.name, ranges, chunks)
+
+
+def _open_slice(name: str, container: str, label: str, offset: int, size: int) -> SliceReader:
+    try:
+        return SliceReader(open_reader(container), offset, size, name)
+    except VideoError as error:
+        raise type(error)(name, f"{error.path}: {error.problem}") from None
+
+
+def _slice_fingerprint(name: str, container: str, label: str, offset: int, size: int) -> str | None:
+    where = f"slice-{offset}-{size}-"
+    if not is_local(container):
+        outer = _container_fingerprint(container)
+        return None if outer is None else where + outer
+    digest = hashlib.blake2b(digest_size=16)
+    for chunk in open_reader(name).read_ranges(sampled_ranges(size)):
+        digest.update(chunk)
+    return where + digest.hexdigest()
+
+
+_CONTAINER_TRUST_SECONDS = 30.0  # a remote container's metadata serves all its slices this long
+_container_fingerprints: dict[str, tuple[float, str | None]] = {}
+
+
+def _container_fingerprint(container: str) -> str | None:
+    """:func:`source_fingerprint` of a remote container, asked again after
+    :data:`_CONTAINER_TRUST_SECONDS`: the members of a shard share one HEAD request."""
+    with _lock:
+        known = _container_fingerprints.get(container)
+    if known is not None and time.monotonic() - known[0] < _CONTAINER_TRUST_SECONDS:
+        return known[1]
+    fingerprint = source_fingerprint(container)
+    with _lock:
+        _container_fingerprints[container] = (time.monotonic(), fingerprint)
+        if len(_container_fingerprints) > 4 * _READERS_KEPT:
+            del _container_fingerprints[next(iter(_container_fingerprints))]
+    return fingerprint
+
+
+def _identity_of(path: str) -> tuple[int, int, int, int] | None:
+    try:
+        return _identity(os.stat(path))
+    except OSError:
+        return None

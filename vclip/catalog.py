@@ -41,6 +41,7 @@ from ._catalog_schema import ARRAY_TYPES, FORMAT_VERSION, INDEX_FACTS, SCALAR_CO
 from ._dataset import UNLABELLED
 from ._fingerprint import content_fingerprint
 from ._index_record import check_facts
+from ._sources import is_local, source_fingerprint
 from .errors import CatalogWarning, VideoError, VideoNotFoundError, os_reason
 from .index import VideoIndex, index_video, parse_stored_facts
 
@@ -323,6 +324,8 @@ class Catalog:
 
     def _matches(self, row: int) -> bool:
         path = self._path_list[row]
+        if not is_local(path):  # a URL or a member of a shard: a VideoError names what went wrong
+            return source_fingerprint(path) == self._lists["fingerprint"][row]
         try:
             return content_fingerprint(path) == self._lists["fingerprint"][row]
         except FileNotFoundError:

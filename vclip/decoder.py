@@ -96,7 +96,9 @@ class VideoDecoder:
 
     Args:
         path: The video file; a URL fsspec opens (``s3://``, ``gs://``, ``https://``...; clips
-            then read only their packets' byte ranges); its bytes; a binary file object with
+            then read only their packets' byte ranges); a member of a WebDataset shard
+            (``SHARD.tar#MEMBER``, a name from ``WebDatasetSource.videos``, or a shard of one video);
+            its bytes; a binary file object with
             ``read`` and ``seek`` (read under a lock, kept open by the decoder); or an entry of a
             dataset catalog (``vclip.catalog.Catalog.entry(path)``: its stored index is used,
             after checking the file's fingerprint once).

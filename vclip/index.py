@@ -27,7 +27,7 @@ from ._index_record import (
     record_fields,
 )
 from ._orientation import Orientation
-from ._sources import VideoInput, hold_video, is_local, is_url, open_reader, source_fingerprint
+from ._sources import VideoInput, hold_video, is_local, open_reader, source_fingerprint
 from ._units import parse_bytes
 from .errors import CorruptVideoError, NotAVideoError, VideoNotFoundError, video_error_from_os_error
 
@@ -429,8 +429,10 @@ def index_video(
     then a rename) into a folder created with mode 0o700; a folder that is not yours or that
     others can write is not used (one :class:`~vclip.errors.IndexCacheWarning`).
 
-    A URL (``s3://``, ``gs://``, ``https://``: anything fsspec opens), ``bytes`` or a binary file
-    object is read through :mod:`vclip._sources` (the indexing pass reads the whole file once).
+    A URL (``s3://``, ``gs://``, ``https://``: anything fsspec opens), a member of a WebDataset
+    shard (``SHARD.tar#MEMBER``, or the shard of a single video: named by its byte range in the
+    index, see :mod:`vclip.webdataset`), ``bytes`` or a binary file object is read through
+    :mod:`vclip._sources` (the indexing pass reads the whole file once).
     Remote indexes are cached by URL and a metadata fingerprint (size, ETag, last-modified: one
     HEAD/stat request, made again when the entry was last checked over 30 seconds ago), bytes by
     their digest; file objects are not cached. The index of
@@ -457,6 +459,10 @@ def index_video(
         UnsupportedCodecError: FFmpeg has no decoder for the stream's codec.
         CorruptVideoError: Empty, truncated, damaged headers, or no frame to show.
     """
+    if isinstance(path, str) and ".tar" in path.lower():  # a shard of one video, or SHARD.tar#MEMBER
+        from ._webdataset import resolve_member_name
+
+        path = resolve_member_name(path)
     if not (isinstance(path, (str, os.PathLike)) and is_local(path)):  # only paths are local
         name, _holder = hold_video(path)  # the holder keeps bytes or a file object readable meanwhile
         return _index_source(name, stream_index, cache_dir)
@@ -494,8 +500,9 @@ def _named(index: VideoIndex, path: str) -> VideoIndex:
 def _index_source(name: str, stream_index: int | None, cache_dir: str | os.PathLike | None) -> VideoIndex:
     """:func:`index_video` of a URL or in-memory name, cached by its metadata fingerprint.
 
-    A URL's in-memory entry is served without a request for :data:`_REMOTE_TRUST_SECONDS` after
-    its metadata was last checked (the loader asks for a video's index once per clip).
+    A URL's (or a slice's) in-memory entry is served without a request for
+    :data:`_REMOTE_TRUST_SECONDS` after its fingerprint was last checked (the loader asks for a
+    video's index once per clip).
     """
     key = (name, stream_index)
     entry = _memory_cache.get(key)
@@ -504,7 +511,7 @@ def _index_source(name: str, stream_index: int | None, cache_dir: str | os.PathL
     fingerprint = source_fingerprint(name)  # None for file objects: never cached
     if fingerprint is None:
         return _build_source_index(name, stream_index)
-    checked = (time.monotonic(),) if is_url(name) else ()
+    checked = (time.monotonic(),)  # bytes are named by their digest: trusting them is safe too
     if entry is not None and entry.fingerprint == fingerprint:
         _memory_cache.remember(key, replace(entry, signature=checked))
         return entry.index

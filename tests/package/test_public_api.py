@@ -20,12 +20,14 @@ EXPORTED = [
     "ClipLoader",
     "ClipSampler",
     "ColorJitter",
+    "ClipStream",
     "CorruptVideoError",
     "DecodePlan",
     "DecodeSegment",
     "FallbackWarning",
     "FrameGeometry",
     "Frames",
+    "HuggingFaceSource",
     "IMAGENET_MEAN",
     "IMAGENET_STD",
     "IndexCacheWarning",
@@ -40,6 +42,8 @@ EXPORTED = [
     "RemoteOptions",
     "RemoteReadWarning",
     "RemoteReads",
+    "ShardWriteResult",
+    "StreamBatch",
     "TransformSpec",
     "TruncatedVideoWarning",
     "UnreadableVideoError",
@@ -48,6 +52,7 @@ EXPORTED = [
     "VideoError",
     "VideoIndex",
     "VideoNotFoundError",
+    "WebDatasetSource",
     "__version__",
     "clear_index_cache",
     "contiguous",
@@ -65,11 +70,13 @@ EXPORTED = [
     "plan_loader_memory",
     "set_remote_options",
     "strided",
+    "write_shards",
 ]
 SUBMODULES = [
     "check",
     "decoder",
     "errors",
+    "huggingface",
     "index",
     "keyframes",
     "memory",
@@ -77,6 +84,7 @@ SUBMODULES = [
     "sampling",
     "synthetic",
     "transforms",
+    "webdataset",
 ]
 
 
@@ -89,7 +97,7 @@ def run_python(code: str) -> subprocess.CompletedProcess:
 def test_exported_names_are_pinned():
     assert sorted(vclip.__all__) == sorted(EXPORTED) and len(set(vclip.__all__)) == len(vclip.__all__)
     for name in EXPORTED:
-        if name not in ("ClipLoader", "ClipBatch"):
+        if name not in ("ClipLoader", "ClipBatch", "ClipStream", "StreamBatch"):
             assert hasattr(vclip, name), name
 
 
@@ -134,7 +142,7 @@ def test_job_modules_export_their_functions():
 def test_dir_lists_everything_public():
     listed = dir(vclip)
     assert set(EXPORTED) <= set(listed)  # ClipLoader and ClipBatch included (torch is installed here)
-    assert set(SUBMODULES) | {"loader"} <= set(listed)
+    assert set(SUBMODULES) | {"loader", "streaming"} <= set(listed)
     assert not [name for name in listed if name.startswith("_") and not name.startswith("__")]
 
 
@@ -147,6 +155,7 @@ def test_import_vclip_reaches_every_public_module_without_torch():
         "assert vclip.keyframes.extract_keyframes and vclip.sampling.strided and vclip.transforms.TransformSpec\n"
         "assert vclip.memory.plan_loader_memory and vclip.index.index_video and vclip.decoder.VideoDecoder\n"
         "assert vclip.errors.VideoError and vclip.synthetic.make_video and vclip.plan.plan_decode\n"
+        "assert vclip.webdataset.WebDatasetSource and vclip.huggingface.HuggingFaceSource\n"
         "names = dir(vclip)\n"
         "assert 'torch' not in sys.modules and 'cupy' not in sys.modules, 'import vclip imported torch or cupy'\n"
         "assert vclip.loader.ClipLoader is vclip.ClipLoader and 'torch' in sys.modules\n"

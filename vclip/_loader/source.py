@@ -19,7 +19,9 @@ from dataclasses import dataclass
 from typing import Literal, Protocol, runtime_checkable
 
 from .._dataset import UNLABELLED, LabeledVideo, VideoSource, load_videos
+from .._webdataset import is_shard_source
 from ..errors import ArgumentError, CorruptVideoError, VideoError
+from ..huggingface import HuggingFaceSource, is_hf_dataset
 from ..index import VideoIndex, index_video
 from .clips import ClipDrawer, VideoFacts
 
@@ -99,7 +101,9 @@ class CatalogDatasetSource:
 
 def open_source(videos: VideoSource | DatasetSource, cache_dir: str | os.PathLike | None) -> DatasetSource:
     """``videos`` itself when it is a :class:`DatasetSource`; a catalog (a ``vclip.catalog.Catalog``
-    or its ``.parquet`` file) as a :class:`CatalogDatasetSource`; else a :class:`FileSource` of it."""
+    or its ``.parquet`` file) as a :class:`CatalogDatasetSource`; ``.tar`` shards (paths, URLs, brace
+    patterns) as a :class:`vclip.webdataset.WebDatasetSource`; a Hugging Face ``datasets.Dataset`` as a
+    :class:`vclip.huggingface.HuggingFaceSource`; else a :class:`FileSource` of it."""
     if isinstance(videos, DatasetSource) and not isinstance(videos, (str, os.PathLike)):
         return videos
     if type(videos).__name__ == "Catalog":
@@ -108,6 +112,12 @@ def open_source(videos: VideoSource | DatasetSource, cache_dir: str | os.PathLik
         from ..catalog import read_catalog  # needs pyarrow: the [catalog] extra
 
         return CatalogDatasetSource(read_catalog(videos))
+    if is_shard_source(videos):  # WebDataset shards: paths, URLs or brace patterns of .tar files
+        from ..webdataset import WebDatasetSource
+
+        return WebDatasetSource(videos, cache_dir=cache_dir)
+    if is_hf_dataset(videos):  # a Hugging Face datasets.Dataset, read with the default columns
+        return HuggingFaceSource(videos, cache_dir=cache_dir)
     listed, class_names = load_videos(videos)
     return FileSource(listed, class_names, cache_dir=cache_dir)
 

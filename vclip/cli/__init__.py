@@ -1,5 +1,5 @@
-"""The ``vclip`` command line: ``info``, ``sample``, ``keyframes``, ``index``, ``check``, ``budget`` and
-``demo``, one module each (``_info.py``...), what they share in ``_common.py``.
+"""The ``vclip`` command line: ``info``, ``sample``, ``keyframes``, ``index``, ``check``, ``budget``,
+``shard`` and ``demo``, one module each (``_info.py``...), what they share in ``_common.py``.
 
 Exit status: 0 when everything asked for was done; 1 when nothing could be done (the only file,
 or every file, could not be read); 2 for bad arguments (argparse's usage errors, and values the
@@ -19,7 +19,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
 from .._version import __version__
-from . import _budget, _check, _demo, _index, _info, _keyframes, _sample
+from . import _budget, _check, _demo, _index, _info, _keyframes, _sample, _shard
 from ._common import EXIT_FAILED, EXIT_OK, EXIT_PARTIAL, EXIT_USAGE, UsageError, report_error
 
 __all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_PARTIAL", "EXIT_USAGE", "build_parser", "main"]
@@ -31,7 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
                                      description="Sample video clips for deep learning, exactly and fast.")
     parser.add_argument("--version", action="version", version=f"vclip {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for command in (_info, _sample, _keyframes, _index, _check, _budget, _demo):
+    for command in (_info, _sample, _keyframes, _index, _check, _budget, _shard, _demo):
         command.add_parser(commands)
     return parser
 

@@ -74,13 +74,14 @@ def add_parser(commands) -> None:
     check = commands.add_parser(
         "check", help="decode every frame of every video and report the bad ones",
         description="Decode every frame of videos (files, folders of videos, list files with one path per "
-                    "line) and report per file: ok, which frames are bad (decode errors, damaged frames the "
-                    "decoder concealed, frames that never came out), or unreadable and why. On the CPU one "
+                    "line, WebDataset shards: .tar paths, URLs or brace patterns) and report per file: ok, "
+                    "which frames are bad (decode errors, damaged frames the decoder concealed, frames that "
+                    "never came out), or unreadable and why. On the CPU one "
                     "process per core; on the GPU (--device auto with a usable GPU, or cuda) through NVDEC, "
                     "which finds decode errors and missing frames but conceals damaged pictures silently: use "
                     "--device cpu for the most thorough check. Exit status 0: all ok; 1: none readable; "
                     "3: some bad.")
-    check.add_argument("files", nargs="+", metavar="PATH", help="video files, folders of videos, or list files")
+    check.add_argument("files", nargs="+", metavar="PATH", help="video files, folders of videos, list files or shards")
     check.add_argument("--json", action="store_true", help="print a JSON list, one object per video")
     check.add_argument("--workers", type=int, metavar="N",
                        help="videos checked at once (default: the CPU cores; 4 on the GPU; with --ray what the "

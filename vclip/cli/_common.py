@@ -18,6 +18,7 @@ from .._jobs import import_ray
 from .._outputs import (
     printable,
 )
+from .._webdataset import video_names
 from ..errors import UsageError, VideoError
 from ..keyframes import (
     ProgressCallback,
@@ -147,9 +148,11 @@ def report_internal_error(command: str, path: str, error: Exception) -> str:
 
 
 def expand_inputs(sources: Sequence[str]) -> list[str]:
-    """Video paths from files, folders (their videos by extension, recursively, sorted) and list
+    """Video paths from files, folders (their videos by extension, recursively, sorted), list
     files (``.txt``, ``.csv``, ``.lst``, ``.list``: one path or URL per line, relative to the list's folder;
-    blank lines and ``#`` comments skipped; a trailing ``,label`` or `` label`` is ignored).
+    blank lines and ``#`` comments skipped; a trailing ``,label`` or `` label`` is ignored) and
+    WebDataset shards (``.tar`` paths, URLs or brace patterns: their video members, named by
+    :func:`vclip._sources.slice_name`; ``SHARD.tar#MEMBER``: one member).
 
     Raises:
         UsageError: A list file that cannot be read, or no video at all.
@@ -157,7 +160,10 @@ def expand_inputs(sources: Sequence[str]) -> list[str]:
     paths: list[str] = []
     for source in sources:
         path = Path(source)
-        if path.is_dir():
+        members = shard_videos(source)
+        if members is not None:
+            paths.extend(members)
+        elif path.is_dir():
             found = [os.fspath(p) for p in video_files(path)]
             if not found:
                 say(f"vclip: warning: {source} holds no video files ({', '.join(VIDEO_EXTENSIONS)})", sys.stderr)
@@ -169,6 +175,22 @@ def expand_inputs(sources: Sequence[str]) -> list[str]:
     if not paths:
         raise UsageError(f"no videos in {', '.join(map(repr, sources))}")
     return paths
+
+
+def shard_videos(source: str) -> list[str] | None:
+    """The video members that ``source`` names when it names WebDataset shards (``.tar`` paths,
+    URLs, brace patterns, or ``SHARD.tar#MEMBER``), else None.
+
+    Raises:
+        UsageError: A shard that does not exist, cannot be read or holds no video.
+    """
+    try:
+        names = video_names(source)
+    except (ValueError, FileNotFoundError, VideoError) as error:
+        raise UsageError(str(error)) from None
+    if names is not None and not names:
+        say(f"vclip: warning: {source} holds no video members", sys.stderr)
+    return names
 
 
 def _read_list_file(list_file: Path) -> list[str]:

@@ -66,10 +66,12 @@ def add_parser(commands) -> None:
         description="Index videos in parallel (every core, or a Ray cluster with --ray) and write one Parquet "
                     "table: per video its stream facts, label, content fingerprint and the per-frame arrays "
                     "loaders need, so they start without opening any video. PATHS are video files, folders "
-                    "(one subfolder per class, or videos without classes) and list files ('path label' per "
-                    "line). Unusable videos are reported and listed in the catalog with the error. Run again "
-                    "into the same --out to index only new or changed files; files no longer in PATHS are "
-                    "dropped. Exit status 3 when some videos are unusable.")
+                    "(one subfolder per class, or videos without classes), list files ('path label' per "
+                    "line) and WebDataset shards (.tar paths, URLs or brace patterns such as "
+                    "'s3://bucket/shard-{000000..000127}.tar': one row per video member, located by shard, "
+                    "offset and size). Unusable videos are reported and listed in the catalog with the error. "
+                    "Run again into the same --out to index only new or changed files; files no longer in PATHS "
+                    "are dropped. Exit status 3 when some videos are unusable.")
     index.add_argument("paths", nargs="+", metavar="PATH")
     index.add_argument("--out", required=True, metavar="CATALOG.parquet", help="the catalog to write or update")
     index.add_argument("--workers", type=int, metavar="N",

@@ -17,6 +17,7 @@ from ._common import (
     report_internal_error,
     report_skipped,
     say,
+    shard_videos,
 )
 
 
@@ -92,7 +93,8 @@ def _info_table(report: dict) -> str:
 
 def _run_info(args: argparse.Namespace) -> int:
     reports, failures = [], 0
-    for path in progress_bar(args, iterable=args.files, unit="file", leave=False):
+    files = [name for file in args.files for name in (shard_videos(file) or [file])]
+    for path in progress_bar(args, iterable=files, unit="file", leave=False):
         try:
             reports.append(_describe(path, args.stream))
         except VideoError as error:
@@ -104,16 +106,18 @@ def _run_info(args: argparse.Namespace) -> int:
             reports.append({"file": path, "error": report_internal_error("info", path, error)})
     if args.json:
         print(json.dumps(reports, indent=2))
-    elif failures < len(args.files):
+    elif failures < len(files):
         say("\n\n".join(_info_table(report) for report in reports if "error" not in report))
-    return exit_status(len(args.files), failures)
+    return exit_status(len(files), failures)
 
 
 def add_parser(commands) -> None:
     """The ``vclip info`` sub-command."""
     info = commands.add_parser("info", help="streams, frames, keyframes, colour and timing of videos",
                                description="Describe videos: streams, codec, size, frame rate, frame and keyframe "
-                                           "counts and positions, colour matrix and range, bit depth, duration.")
+                                           "counts and positions, colour matrix and range, bit depth, duration. "
+                                           "A WebDataset shard (.tar, a URL or a brace pattern) stands for its "
+                                           "video members; SHARD.tar#MEMBER for one of them.")
     info.add_argument("files", nargs="+", metavar="FILE")
     info.add_argument("--json", action="store_true", help="print a JSON list, one object per file")
     add_stream_option(info)

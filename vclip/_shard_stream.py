@@ -1,0 +1,112 @@
+"""Streaming WebDataset shards: which shards a rank reads in an epoch, each shard read once from
+start to end (one sequential stream, never a request per member), and a shuffle buffer over the
+samples read.
+
+The shard order of an epoch is one seeded permutation of all shards, the same on every rank;
+rank ``r`` of ``n`` reads every ``n``-th shard of it from position ``r``. The buffer holds up to
+``buffer_size`` samples: once full, each new sample takes the place of one drawn at random (seeded),
+which is handed on; at the end of the stream the rest come out in random order. A sample is
+therefore at most ``buffer_size`` places from where its shard put it, relative to the samples
+around it: the shuffle is as good as the buffer is large.
+"""
+
+from __future__ import annotations
+
+import io
+import random
+import tarfile
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import TypeVar
+
+from ._sources import open_binary
+from ._webdataset import split_key
+from .errors import CorruptVideoError, NotAVideoError, VideoError
+
+__all__ = ["StreamedSample", "epoch_shards", "read_samples", "shuffled"]
+
+T = TypeVar("T")
+_READ_BUFFER = 1 << 20
+
+
+@dataclass(frozen=True)
+class StreamedSample:
+    """One sample read from a stream: every member's data by extension, one of them the video."""
+
+    shard: str
+    key: str
+    video_extension: str
+    members: dict[str, bytes]
+
+    @property
+    def video(self) -> bytes:
+        return self.members[self.video_extension]
+
+
+def epoch_shards(shards: Sequence[str], *, seed: int, epoch: int, shard_id: int, num_shards: int,
+                 shuffle: bool = True) -> list[str]:
+    """The shards rank ``shard_id`` of ``num_shards`` reads in ``epoch``, in order."""
+    order = list(shards)
+    if shuffle:
+        random.Random(f"vclip-stream/{seed}/{epoch}").shuffle(order)
+    return order[shard_id::num_shards]
+
+
+def read_samples(shard: str, video_extensions: Sequence[str]) -> Iterator[StreamedSample]:
+    """The samples of ``shard`` with a video member, read in one sequential pass (members are
+    grouped by key as WebDataset groups them; samples without a video member are left out).
+
+    Raises:
+        VideoError: The shard cannot be read, is compressed, damaged or not a tar archive.
+    """
+    key: str | None = None
+    members: dict[str, bytes] = {}
+    read = 0
+    try:
+        with open_binary(shard) as raw:
+            stream = raw if not isinstance(raw, io.RawIOBase) else io.BufferedReader(raw, _READ_BUFFER)
+            with tarfile.open(fileobj=stream, mode="r|") as archive:
+                for info in archive:
+                    read += 1
+                    split = split_key(info.name) if info.isfile() else None
+                    if split is None:
+                        continue
+                    if split[0] != key:
+                        if key is not None:
+                            yield from _sample(shard, key, members, video_extensions)
+                        key, members = split[0], {}
+                    payload = archive.extractfile(info)
+                    members.setdefault(split[1].lower(), payload.read() if payload is not None else b"")
+    except tarfile.ReadError as error:
+        if not read:
+            raise NotAVideoError(shard, f"is not an uncompressed tar archive ({error})") from None
+        raise CorruptVideoError(shard, f"damaged or cut-off tar archive after {read} members ({error})") from None
+    except (tarfile.TarError, EOFError) as error:
+        raise CorruptVideoError(shard, f"damaged tar archive ({error})") from None
+    except OSError as error:
+        if isinstance(error, VideoError):
+            raise
+        raise CorruptVideoError(shard, f"cannot be read ({error})") from None
+    if key is not None:
+        yield from _sample(shard, key, members, video_extensions)
+
+
+def _sample(shard: str, key: str, members: dict[str, bytes], video_extensions: Sequence[str]) -> Iterator[
+        StreamedSample]:
+    chosen = next((extension for extension in video_extensions if extension in members), None)
+    if chosen is not None:
+        yield StreamedSample(shard, key, chosen, members)
+
+
+def shuffled(items: Iterable[T], buffer_size: int, rng: random.Random) -> Iterator[T]:
+    """``items`` through a shuffle buffer of ``buffer_size`` (1: in order)."""
+    buffer: list[T] = []
+    for item in items:
+        if len(buffer) < buffer_size:
+            buffer.append(item)
+            continue
+        place = rng.randrange(buffer_size)
+        yield buffer[place]
+        buffer[place] = item
+    rng.shuffle(buffer)
+    yield from buffer

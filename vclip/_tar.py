@@ -1,0 +1,263 @@
+"""Tar archives read without extracting them: the member table from one pass over the 512-byte
+headers (payloads are skipped, not read), and the ``.idx`` member index that DALI's ``wds2idx``
+writes beside a WebDataset shard, read and written.
+
+The header pass understands POSIX ustar (names split into prefix and name), GNU long names
+(``L`` records) and PAX extended headers (``x`` records with ``path`` and ``size``; global ``g``
+records are skipped); only regular files become members. It reads through a
+:class:`~vclip._sources.RangeReader`, so a shard on S3 or behind HTTP costs one small range request
+per member (two where an extension header precedes it) and never its payload, except the payloads
+the caller asks for (small label files, read in the same request as the next header).
+
+A member is located by the offset of its data (not of its header) and its size, as in the
+``wds2idx`` format (version 1.2: per sample one line of ``ext offset size name`` groups, after a
+``v1.2 <samples>`` line; version 1.1 lacks the names).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ._sources import RangeReader
+from .errors import CorruptVideoError, NotAVideoError
+
+__all__ = ["TarMember", "TarTable", "format_member_index", "index_problem", "parse_member_index", "read_tar_table"]
+
+BLOCK = 512
+_REGULAR = (b"0", b"\0", b"7")  # a file (7: contiguous file, read as one)
+_GNU_LONG_NAME, _GNU_LONG_LINK, _PAX_HEADER, _PAX_GLOBAL = b"L", b"K", b"x", b"g"
+_EXTENSIONS_LIMIT = 1 << 20  # a long name or PAX record larger than this is a damaged archive
+_GZIP, _BZIP2, _XZ, _ZSTD = b"\x1f\x8b", b"BZh", b"\xfd7zXZ", b"\x28\xb5\x2f\xfd"
+INDEX_VERSION = "v1.2"
+
+
+@dataclass(frozen=True)
+class TarMember:
+    """One regular file of a tar archive.
+
+    Attributes:
+        name: Its path inside the archive (long names resolved).
+        offset: Byte offset of its data in the archive (its header lies in the 512 bytes before,
+            or before that with extension headers).
+        size: Length of its data in bytes.
+    """
+
+    name: str
+    offset: int
+    size: int
+
+
+@dataclass(frozen=True)
+class TarTable:
+    """The member table of an archive, and the payloads read on the way (by member name)."""
+
+    members: list[TarMember]
+    payloads: dict[str, bytes]
+
+
+def read_tar_table(reader: RangeReader, *, payload_wanted: Callable[[TarMember], bool] | None = None) -> TarTable:
+    """The regular files of the tar archive ``reader`` reads, in archive order, from its headers.
+
+    Args:
+        reader: The archive's bytes.
+        payload_wanted: Members whose data is also wanted (e.g. small label files): read in the
+            same request as the header that follows them.
+
+    Raises:
+        NotAVideoError: A compressed archive (gzip, bzip2, xz, zstd: members cannot be read by
+            byte range), or not a tar archive at all.
+        CorruptVideoError: A damaged header (bad checksum, size or record), or an archive cut off
+            inside a member.
+    """
+    size = reader.size()
+    members: list[TarMember] = []
+    payloads: dict[str, bytes] = {}
+    position = 0
+    pending: dict[str, str] = {}  # from extension headers, for the next member
+    if size < BLOCK:
+        raise NotAVideoError(reader.name, f"is not a tar archive ({size} bytes, less than one 512-byte header)")
+    block = _read(reader, 0, BLOCK, size)
+    if any(block) and not _is_header(block):
+        raise NotAVideoError(reader.name, _not_a_tar(block))
+    while position + BLOCK <= size:
+        if not any(block):
+            break  # the end-of-archive marker (two zero blocks; one is enough to stop)
+        if not _is_header(block):
+            raise CorruptVideoError(reader.name, f"damaged tar header at byte {position} (bad checksum)")
+        kind = block[156:157]
+        length = _number(block[124:136], reader.name, position)
+        data = position + BLOCK
+        following = data + -(-length // BLOCK) * BLOCK
+        if following > size:
+            raise CorruptVideoError(reader.name, f"the archive ends inside member {_name(block, pending)!r} "
+                                                 f"(it needs {following} bytes, it has {size})")
+        if kind in (_GNU_LONG_NAME, _GNU_LONG_LINK, _PAX_HEADER, _PAX_GLOBAL):
+            if length > _EXTENSIONS_LIMIT:
+                raise CorruptVideoError(reader.name, f"tar extension header at byte {position} claims {length} bytes")
+            record, block = _read_with_next(reader, data, length, following, size)
+            if kind == _GNU_LONG_NAME:
+                pending["path"] = record.split(b"\0", 1)[0].decode("utf-8", "surrogateescape")
+            elif kind == _PAX_HEADER:
+                pending.update(_pax_records(record, reader.name, position))
+            position = following
+            continue
+        if "size" in pending:
+            length = _pax_size(pending["size"], reader.name, position)
+            following = data + -(-length // BLOCK) * BLOCK
+            if following > size:
+                raise CorruptVideoError(reader.name, f"the archive ends inside member {_name(block, pending)!r}")
+        name = _name(block, pending)
+        pending = {}
+        if kind in _REGULAR:
+            member = TarMember(name, data, length)
+            members.append(member)
+            if payload_wanted is not None and payload_wanted(member):
+                payloads[name], block = _read_with_next(reader, data, length, following, size)
+                position = following
+                continue
+        position = following
+        block = _read(reader, position, BLOCK, size) if position + BLOCK <= size else b""
+    return TarTable(members, payloads)
+
+
+def _read(reader: RangeReader, offset: int, length: int, size: int) -> bytes:
+    return reader.read_ranges([(offset, min(length, size - offset))])[0]
+
+
+def _read_with_next(reader: RangeReader, data: int, length: int, following: int, size: int) -> tuple[bytes, bytes]:
+    """A member's data and the header block after it, in one request."""
+    end = min(following + BLOCK, size)
+    chunk = reader.read_ranges([(data, end - data)])[0]
+    return chunk[:length], chunk[following - data:]
+
+
+def _is_header(block: bytes) -> bool:
+    """Whether ``block`` is a tar header: its checksum (unsigned or signed sum) matches."""
+    if len(block) < BLOCK:
+        return False
+    try:
+        stored = int(block[148:156].split(b"\0", 1)[0].strip() or b"-1", 8)
+    except ValueError:
+        return False
+    unsigned = sum(block[:148]) + 8 * 32 + sum(block[156:BLOCK])
+    signed = unsigned - 256 * sum(1 for byte in block[:148] + block[156:BLOCK] if byte > 127)
+    return stored in (unsigned, signed)
+
+
+def _not_a_tar(block: bytes) -> str:
+    for magic, kind in ((_GZIP, "gzip"), (_BZIP2, "bzip2"), (_XZ, "xz"), (_ZSTD, "zstd")):
+        if block.startswith(magic):
+            return (f"is a {kind}-compressed archive, whose members cannot be read by byte range; store shards "
+                    "as uncompressed .tar (videos do not compress further)")
+    return "is not a tar archive (no valid tar header at its start)"
+
+
+def _number(field: bytes, name: str, position: int) -> int:
+    """A numeric header field: octal text, or GNU base-256 (high bit set) for large sizes."""
+    if field[:1] and field[0] & 0x80:
+        value = int.from_bytes(field[1:], "big")
+        return value if not field[0] & 0x40 else value - (1 << (8 * len(field) - 1))
+    text = field.split(b"\0", 1)[0].strip()
+    try:
+        return int(text or b"0", 8)
+    except ValueError:
+        raise CorruptVideoError(name, f"damaged tar header at byte {position} (size {text!r})") from None
+
+
+def _name(block: bytes, pending: dict[str, str]) -> str:
+    if "path" in pending:
+        return pending["path"]
+    name = block[0:100].split(b"\0", 1)[0]
+    if block[257:263] == b"ustar\0":  # POSIX: a prefix holds the leading folders of long paths
+        prefix = block[345:500].split(b"\0", 1)[0]
+        if prefix:
+            name = prefix + b"/" + name
+    return name.decode("utf-8", "surrogateescape")
+
+
+def _pax_records(record: bytes, name: str, position: int) -> dict[str, str]:
+    """``path`` and ``size`` of a PAX extended header (``"<length> <key>=<value>\\n"`` records)."""
+    found: dict[str, str] = {}
+    at = 0
+    while at < len(record) and record[at:at + 1] not in (b"\0", b""):
+        space = record.find(b" ", at)
+        try:
+            length = int(record[at:space])
+        except ValueError:
+            length = 0
+        if space < 0 or length <= space - at or at + length > len(record):
+            raise CorruptVideoError(name, f"damaged PAX header at byte {position}")
+        key, _, value = record[space + 1:at + length - 1].partition(b"=")
+        if key in (b"path", b"size"):
+            found[key.decode()] = value.decode("utf-8", "surrogateescape")
+        at += length
+    return found
+
+
+def _pax_size(text: str, name: str, position: int) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise CorruptVideoError(name, f"damaged PAX header at byte {position} (size {text!r})") from None
+
+
+# -- the wds2idx member index ------------------------------------------------------------------
+def parse_member_index(text: str, name: str) -> list[TarMember]:
+    """The members a ``wds2idx`` index lists (version 1.2 with names, or 1.1 without), in order.
+
+    Names of a version 1.1 index are made from the sample's position and the extension
+    (``"<sample number>.<ext>"``): it stores no names.
+
+    Raises:
+        ValueError: Not such an index (the message names ``name``, the index file, and the line).
+    """
+    lines = [line for line in text.splitlines() if line.strip()]
+    head = lines[0].split() if lines else []
+    if len(head) != 2 or head[0] not in ("v1.1", "v1.2") or not head[1].isdigit():
+        raise ValueError(f"{name}: not a wds2idx member index (its first line must be 'v1.2 <samples>' "
+                         f"or 'v1.1 <samples>', not {lines[0][:60] if lines else ''!r})")
+    width = 4 if head[0] == "v1.2" else 3
+    members = []
+    for number, line in enumerate(lines[1:], start=2):
+        fields = line.split(" ")
+        if len(fields) % width:
+            raise ValueError(f"{name}, line {number}: {len(fields)} fields, not groups of {width} "
+                             f"({'ext offset size name' if width == 4 else 'ext offset size'})")
+        for at in range(0, len(fields), width):
+            ext, offset, size = fields[at:at + 3]
+            if not (offset.isdigit() and size.isdigit()):
+                raise ValueError(f"{name}, line {number}: offset {offset!r} and size {size!r} must be integers")
+            member_name = fields[at + 3] if width == 4 else f"{number - 2:09d}.{ext}"
+            members.append(TarMember(member_name, int(offset), int(size)))
+    if len(lines) - 1 != int(head[1]):
+        raise ValueError(f"{name}: the header says {head[1]} samples, the index lists {len(lines) - 1}")
+    return members
+
+
+def format_member_index(samples: list[list[tuple[str, TarMember]]]) -> str:
+    """A ``wds2idx`` version 1.2 index of ``samples`` (each a list of ``(ext, member)``); member
+    names must hold no spaces (the format separates fields by spaces)."""
+    lines = [f"{INDEX_VERSION} {len(samples)}"]
+    for sample in samples:
+        lines.append(" ".join(f"{ext} {member.offset} {member.size} {member.name}" for ext, member in sample))
+    return "\n".join(lines) + "\n"
+
+
+def index_problem(reader: RangeReader, members: list[TarMember]) -> str | None:
+    """Why a member index does not fit the archive ``reader`` reads (None when it fits): members
+    outside it or off the 512-byte grid, or headers before the first and last member's data that
+    are not tar headers of their sizes (an index left over from an earlier archive)."""
+    if not members:
+        return None
+    size = reader.size()
+    for member in members:
+        if member.offset % BLOCK or member.offset < BLOCK or member.offset + member.size > size:
+            return (f"member {member.name!r} at byte {member.offset} (+{member.size}) lies outside the "
+                    f"{size}-byte archive")
+    ends = [members[0]] if len(members) == 1 else [members[0], members[-1]]
+    blocks = reader.read_ranges([(member.offset - BLOCK, BLOCK) for member in ends])
+    for member, block in zip(ends, blocks):
+        if not _is_header(block) or (member.size < 8 << 30 and _number(block[124:136], reader.name, 0) != member.size):
+            return f"no tar header of member {member.name!r} ({member.size} bytes) before byte {member.offset}"
+    return None

@@ -1,0 +1,412 @@
+"""WebDataset shards as a dataset: the shards a pattern names, each shard's member table, members
+grouped into samples, the video member of each sample, and its label and metadata.
+
+- Shards: local tar paths, URLs (``https://``, ``s3://``: read through :mod:`vclip._sources`),
+  brace patterns (``shard-{000000..000127}.tar``) and lists of them, or a ``wids`` dataset
+  description (a JSON file with a ``shardlist`` of ``{"url", "nsamples"}``, relative URLs taken
+  from its ``base`` or its folder).
+- Member table: the ``wds2idx`` index beside the shard (``shard-000000.idx`` or
+  ``shard-000000.tar.idx``) when there is one and it fits the shard (see
+  :func:`vclip._tar.index_problem`), else one pass over the shard's headers.
+- Samples: consecutive members with the same key, the part of the name before the first dot of
+  its base name (``videos/000123.mp4`` and ``videos/000123.json`` form sample ``videos/000123``
+  with extensions ``mp4`` and ``json``), as WebDataset groups them; names without a dot are left out.
+- The video member: the sample's first extension in the order of ``video_extensions``; samples
+  without one are counted and left out.
+- Labels (:class:`LabelRule`): the text of a member (``"cls"``: the ``.cls`` member, an integer or a
+  class name) or a value at a key path of a JSON member (``"json:label"``, ``"json:meta.class"``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import posixpath
+from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, TypeGuard
+
+from ._braces import expand_braces
+from ._remote import RemoteReader
+from ._sources import is_local, is_url, open_reader, slice_name, split_slice_name
+from ._tar import TarMember, TarTable, index_problem, parse_member_index, read_tar_table
+from .errors import ArgumentError, VideoError
+
+__all__ = [
+    "DEFAULT_VIDEO_EXTENSIONS", "LabelRule", "ShardListing", "ShardSample", "decode_member", "is_shard_source",
+    "list_shards", "resolve_member_name", "shard_names", "split_key", "video_names",
+]
+
+logger = logging.getLogger("vclip")
+
+DEFAULT_VIDEO_EXTENSIONS = ("mp4", "webm", "mkv", "avi", "mov", "m4v")
+LABEL_PAYLOAD_LIMIT = 1 << 20  # a label member larger than this is not a label
+_LISTING_THREADS = 16  # shards listed at once (remote shards wait on round trips, not on the CPU)
+DESCRIPTION_NAME = "shardindex.json"  # a wids dataset description, as vclip shard writes it beside its shards
+
+
+def split_key(name: str) -> tuple[str, str] | None:
+    """``(key, extension)`` of a member name as WebDataset splits it (at the first dot of the base
+    name), or None for a name without one (or a hidden file, whose base name starts with a dot)."""
+    folder, _, base = name.rpartition("/")
+    stem, dot, extension = base.partition(".")
+    if not stem or not dot:
+        return None
+    return (f"{folder}/{stem}" if folder else stem), extension
+
+
+@dataclass(frozen=True)
+class ShardSample:
+    """One sample of a shard: its members by extension, one of them the video.
+
+    Attributes:
+        shard: The shard (a local path or a URL).
+        key: The members' common name part (``"000123"``, ``"videos/000123"``).
+        members: Every member of the sample, by extension (``{"mp4": ..., "json": ...}``).
+        video_extension: The extension of the video member.
+    """
+
+    shard: str
+    key: str
+    members: dict[str, TarMember]
+    video_extension: str
+
+    @property
+    def video(self) -> TarMember:
+        return self.members[self.video_extension]
+
+    @property
+    def name(self) -> str:
+        """The video's name everywhere a path is taken (:func:`vclip._sources.slice_name`)."""
+        video = self.video
+        return slice_name(self.shard, video.name, video.offset, video.size)
+
+
+def group_samples(shard: str, members: Iterable[TarMember], video_extensions: Sequence[str]) -> tuple[
+        list[ShardSample], int]:
+    """The samples of a shard's members with a video member, and the count of those without."""
+    groups: list[tuple[str, dict[str, TarMember]]] = []
+    for member in members:
+        split = split_key(member.name)
+        if split is None:
+            continue
+        key, extension = split
+        if not groups or groups[-1][0] != key:
+            groups.append((key, {}))
+        groups[-1][1].setdefault(extension.lower(), member)
+    samples, without = [], 0
+    for key, by_extension in groups:
+        chosen = next((extension for extension in video_extensions if extension in by_extension), None)
+        if chosen is None:
+            without += 1
+        else:
+            samples.append(ShardSample(shard, key, by_extension, chosen))
+    return samples, without
+
+
+@dataclass(frozen=True)
+class LabelRule:
+    """Where a sample's label is: the text of its member with ``extension`` (``key_path`` empty),
+    or the value at ``key_path`` of that member read as JSON.
+
+    Written ``"cls"`` or ``"json:label"`` / ``"json:annotations.0.class"`` (a path of keys and
+    list positions joined by dots).
+    """
+
+    extension: str
+    key_path: tuple[str, ...] = ()
+
+    @classmethod
+    def parse(cls, text: str) -> LabelRule:
+        """The rule ``text`` writes.
+
+        Raises:
+            ArgumentError: Not ``EXT`` or ``EXT:KEY.PATH``.
+        """
+        extension, colon, path = str(text).partition(":")
+        keys = tuple(path.split(".")) if colon else ()
+        if not extension or not extension.replace(".", "").isalnum() or (colon and not all(keys)):
+            raise ArgumentError(f"label ({text!r}) must be a member's extension (e.g. 'cls', whose text is the "
+                                "label) or EXTENSION:KEY.PATH into a JSON member (e.g. 'json:label'), or None")
+        return cls(extension.lower(), keys)
+
+    def __str__(self) -> str:
+        return self.extension + (":" + ".".join(self.key_path) if self.key_path else "")
+
+    def value(self, payload: bytes, where: str) -> int | str:
+        """The label in ``payload``: an integer, or a class name (a string).
+
+        Raises:
+            ValueError: No such key, or a value that is neither an integer nor a string (naming ``where``).
+        """
+        try:
+            text = payload.decode("utf-8").strip()
+        except UnicodeDecodeError:
+            raise ValueError(f"{where}: its .{self.extension} member is not UTF-8 text") from None
+        if not self.key_path:
+            return int(text) if _is_integer_text(text) else text
+        try:
+            value: Any = json.loads(text)
+        except json.JSONDecodeError as error:
+            raise ValueError(f"{where}: its .{self.extension} member is not JSON ({error})") from None
+        for depth, key in enumerate(self.key_path):
+            try:
+                value = value[int(key)] if isinstance(value, list) else value[key]
+            except (KeyError, IndexError, TypeError, ValueError):
+                raise ValueError(f"{where}: its .{self.extension} member has no "
+                                 f"{'.'.join(self.key_path[:depth + 1])!r}") from None
+        if isinstance(value, bool) or not isinstance(value, (int, str)):
+            raise ValueError(f"{where}: label {'.'.join(self.key_path)!r} ({value!r}) must be an integer or a "
+                             "class name (a string)")
+        return value
+
+
+def _is_integer_text(text: str) -> bool:
+    return text.lstrip("-").isdigit()
+
+
+def decode_member(extension: str, payload: bytes) -> Any:
+    """A sibling member's content as WebDataset's default decoding gives it: JSON parsed, ``cls``
+    (and ``cls2``, ``index``) as an integer, ``txt``/``text`` as a string, anything else bytes."""
+    last = extension.rsplit(".", 1)[-1]
+    if last == "json":
+        return json.loads(payload)
+    if last in ("cls", "cls2", "index"):
+        return int(payload.decode().strip())
+    if last in ("txt", "text"):
+        return payload.decode("utf-8")
+    return payload
+
+
+# -- which shards --------------------------------------------------------------------------------
+def is_shard_source(value: object) -> TypeGuard[str | os.PathLike | Sequence[str | os.PathLike]]:
+    """Whether ``value`` names WebDataset shards: a path, URL or brace pattern ending in ``.tar``
+    (or a list of them)."""
+    if isinstance(value, (str, os.PathLike)):
+        text = os.fspath(value)
+        return isinstance(text, str) and text.lower().endswith(".tar")
+    if isinstance(value, (list, tuple)) and value:
+        return all(isinstance(item, (str, os.PathLike)) and is_shard_source(item) for item in value)
+    return False
+
+
+def shard_names(shards: str | os.PathLike | Sequence[str | os.PathLike]) -> tuple[list[str], dict | None]:
+    """The shards ``shards`` names, in order (local ones as absolute paths), and the ``wids``
+    dataset description when one was given.
+
+    Raises:
+        ArgumentError: Nothing named, a malformed pattern or description.
+        FileNotFoundError: A local shard or description that does not exist.
+    """
+    items = [shards] if isinstance(shards, (str, os.PathLike)) else list(shards)
+    names: list[str] = []
+    description = None
+    for item in items:
+        if not isinstance(item, (str, os.PathLike)):
+            raise ArgumentError(f"shards ({item!r}) must be paths, URLs or brace patterns of .tar shards")
+        text = os.fspath(item)
+        if text.lower().endswith(".json"):
+            found, description = _wids_shards(text)
+            names.extend(found)
+            continue
+        try:
+            expanded = expand_braces(text)
+        except ValueError as error:
+            raise ArgumentError(str(error)) from None
+        names.extend(name if is_url(name) else os.path.abspath(name) for name in expanded)
+    if not names:
+        raise ArgumentError(f"shards ({shards!r}) names no shard")
+    for name in names:
+        if is_local(name) and not os.path.isfile(name):
+            raise FileNotFoundError(f"shard {name!r} does not exist")
+    return names, description if description is not None else _description_beside(names[0])
+
+
+def _description_beside(shard: str) -> dict | None:
+    """The ``wids`` description (``shardindex.json``) in the folder of ``shard`` when it lists that
+    shard (as ``vclip shard`` writes it), else None."""
+    folder = shard.rsplit("/", 1)[0] if is_url(shard) else os.path.dirname(shard)
+    path = f"{folder}/{DESCRIPTION_NAME}" if is_url(shard) else os.path.join(folder, DESCRIPTION_NAME)
+    if is_local(path) and not os.path.isfile(path):
+        return None
+    try:
+        listed, description = _wids_shards(path)
+    except (VideoError, ArgumentError, FileNotFoundError):
+        return None
+    return description if shard in listed else None
+
+
+def _wids_shards(path: str) -> tuple[list[str], dict]:
+    """The shard URLs of a ``wids`` dataset description (relative ones from its base or folder)."""
+    try:
+        reader = open_reader(path if not is_local(path) else os.path.abspath(path))
+        description = json.loads(reader.read_ranges([(0, reader.size())])[0])
+    except VideoError as error:
+        if isinstance(error, FileNotFoundError):
+            raise FileNotFoundError(f"dataset description {path!r} does not exist") from None
+        raise
+    except (ValueError, UnicodeDecodeError) as error:
+        raise ArgumentError(f"{path}: not a JSON dataset description ({error})") from None
+    shardlist = description.get("shardlist") if isinstance(description, dict) else None
+    if not isinstance(shardlist, list) or not all(isinstance(s, dict) and isinstance(s.get("url"), str)
+                                                  for s in shardlist):
+        raise ArgumentError(f"{path}: a wids dataset description needs a 'shardlist' of {{'url': ..., "
+                            "'nsamples': ...}} objects")
+    base = description.get("base") or (path.rsplit("/", 1)[0] if is_url(path) else os.path.dirname(
+        os.path.abspath(path)))
+    names = []
+    for shard in shardlist:
+        url = shard["url"]
+        if is_url(url):
+            names.append(url)
+        elif is_url(base) and not os.path.isabs(url):
+            names.append(posixpath.join(base, url))
+        else:
+            names.append(os.path.abspath(os.path.join(base, url)))
+    return names, description
+
+
+# -- member tables and samples -------------------------------------------------------------------
+@dataclass(frozen=True)
+class ShardListing:
+    """What one shard holds.
+
+    Attributes:
+        shard: The shard.
+        samples: Its samples with a video member, in archive order.
+        payloads: The data of the members read for labels, by member name.
+        without_video: Samples left out for want of a video member.
+        from_member_index: Whether the member table came from an ``.idx`` file beside the shard
+            (else from its headers).
+    """
+
+    shard: str
+    samples: list[ShardSample]
+    payloads: dict[str, bytes]
+    without_video: int
+    from_member_index: bool
+
+
+def member_index_names(shard: str) -> list[str]:
+    """Where a ``wds2idx`` index of ``shard`` may lie: ``NAME.idx`` (wds2idx's default) and
+    ``NAME.tar.idx``."""
+    stem = shard[:-4] if shard.lower().endswith(".tar") else shard
+    return [stem + ".idx", shard + ".idx"]
+
+
+def _member_index(shard: str) -> list[TarMember] | None:
+    """The members the index beside ``shard`` lists, or None when it has none (or a malformed one,
+    with a warning on the ``"vclip"`` logger)."""
+    for name in member_index_names(shard):
+        if is_local(name) and not os.path.isfile(name):
+            continue
+        try:
+            reader = open_reader(name)
+            text = reader.read_ranges([(0, reader.size())])[0].decode("utf-8", "surrogateescape")
+        except VideoError:  # missing (or unreadable): the headers will do
+            continue
+        try:
+            return parse_member_index(text, name)
+        except ValueError as error:
+            logger.warning("vclip: %s; reading the headers of %s instead", error, shard)
+    return None
+
+
+def list_shard(shard: str, video_extensions: Sequence[str], label_extension: str | None) -> ShardListing:
+    """One shard's samples, and the data of its members with ``label_extension``.
+
+    Raises:
+        VideoError: The shard cannot be read, is compressed, or is not a tar archive (naming it).
+    """
+    reader = open_reader(shard)
+    members = _member_index(shard)
+    if members is not None:
+        problem = index_problem(reader, members)
+        if problem is not None:
+            logger.warning("vclip: the member index beside %s does not fit it (%s); reading its headers", shard,
+                           problem)
+            members = None
+
+    def wanted(member: TarMember) -> bool:
+        split = split_key(member.name)
+        return (split is not None and split[1].lower() == label_extension
+                and member.size <= LABEL_PAYLOAD_LIMIT)
+
+    if members is not None:
+        table = TarTable(members, {})
+    else:
+        table = read_tar_table(reader, payload_wanted=wanted if label_extension else None)
+    samples, without = group_samples(shard, table.members, video_extensions)
+    payloads = dict(table.payloads)
+    if label_extension and members is not None:
+        needed = [member for sample in samples for extension, member in sample.members.items()
+                  if extension == label_extension and wanted(member)]
+        if needed:  # one request each on a server (concurrent), not the videos between them
+            ranges = [(member.offset, member.size) for member in needed]
+            found = reader.read_ranges(ranges, gap=0) if isinstance(reader, RemoteReader) else \
+                reader.read_ranges(ranges)
+            for member, data in zip(needed, found):
+                payloads[member.name] = data
+    return ShardListing(shard, samples, payloads, without, members is not None)
+
+
+def list_shards(names: Sequence[str], video_extensions: Sequence[str], label_extension: str | None,
+                workers: int = _LISTING_THREADS) -> list[ShardListing]:
+    """:func:`list_shard` of every shard, several at once, in order."""
+    if len(names) == 1 or workers <= 1:
+        return [list_shard(name, video_extensions, label_extension) for name in names]
+    with ThreadPoolExecutor(min(workers, len(names)), thread_name_prefix="vclip-shards") as pool:
+        return list(pool.map(lambda name: list_shard(name, video_extensions, label_extension), names))
+
+
+def resolve_member_name(name: str, video_extensions: Sequence[str] = DEFAULT_VIDEO_EXTENSIONS) -> str:
+    """The slice name of a video named by its shard: ``SHARD.tar#MEMBER`` (a member's name) or
+    ``SHARD.tar`` (a shard of one video); any other name is returned as it is.
+
+    Raises:
+        ArgumentError: No such member, or a shard of several videos named without one.
+        VideoError: The shard cannot be read.
+    """
+    if split_slice_name(name) is not None:
+        return name
+    shard, hash_mark, member = name.rpartition("#")
+    if not hash_mark:
+        shard, member = name, ""
+    if not shard.lower().endswith(".tar"):
+        return name
+    if is_local(shard):
+        if not os.path.isfile(shard):
+            return name  # not a shard: reported as a missing file by whoever opens it
+        shard = os.path.abspath(shard)
+    listing = list_shard(shard, video_extensions, None)
+    if member:
+        for sample in listing.samples:
+            if member in (sample.video.name, sample.key):
+                return sample.name
+        raise ArgumentError(f"{name!r}: shard {shard} has no video member {member!r} "
+                            f"(it has {len(listing.samples)} videos, e.g. {_first(listing)})")
+    if len(listing.samples) != 1:
+        raise ArgumentError(f"{name!r} holds {len(listing.samples)} videos; name one as SHARD#MEMBER, "
+                            f"e.g. {shard}#{_first(listing)}")
+    return listing.samples[0].name
+
+
+def _first(listing: ShardListing) -> str:
+    return listing.samples[0].video.name if listing.samples else "(none)"
+
+
+def video_names(text: str, video_extensions: Sequence[str] = DEFAULT_VIDEO_EXTENSIONS) -> list[str] | None:
+    """The videos that ``text`` names when it names shards (``.tar`` paths, URLs or patterns: every
+    video member; ``SHARD.tar#MEMBER``: that one), as slice names; None when it names no shard.
+
+    Raises:
+        ArgumentError, FileNotFoundError, VideoError: As :func:`shard_names` and :func:`list_shard`.
+    """
+    if is_shard_source(text):
+        names, _ = shard_names(text)
+        return [sample.name for listing in list_shards(names, video_extensions, None) for sample in listing.samples]
+    if split_slice_name(text) is None and text.rpartition("#")[0].lower().endswith(".tar"):
+        return [resolve_member_name(text, video_extensions)]
+    return None
