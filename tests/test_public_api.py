@@ -16,6 +16,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 EXPORTED = [
     "ArgumentError",
+    "AudioClips",
+    "AudioIndex",
+    "AudioSpec",
     "CatalogWarning",
     "ClipBatch",
     "ClipLoader",
@@ -33,6 +36,7 @@ EXPORTED = [
     "LoaderMemoryEstimate",
     "LoaderStats",
     "MemoryEstimate",
+    "NoAudioError",
     "NotAVideoError",
     "TransformSpec",
     "TruncatedVideoWarning",
@@ -48,6 +52,7 @@ EXPORTED = [
     "downscaled",
     "estimate_memory",
     "format_bytes",
+    "index_audio",
     "index_video",
     "indexed",
     "jittered",
@@ -60,6 +65,7 @@ EXPORTED = [
     "strided",
 ]
 SUBMODULES = [
+    "audio",
     "check",
     "decoder",
     "errors",

@@ -4,7 +4,11 @@
 when a CUDA device is asked for, and ``vclip.ClipLoader`` imports torch when first used.
 
 Frames and clips of one video:
-    VideoDecoder (get_frames, get_frames_played_at, get_clips) -> Frames
+    VideoDecoder (get_frames, get_frames_played_at, get_clips, get_audio) -> Frames
+
+Audio with the clips, cut by the same times, in ``vclip.audio``:
+    AudioSpec (rate, channels, dtype, per clip or per frame, stream, no-audio policy) -> AudioClips;
+    index_audio -> AudioIndex
 
 Samplers (which frames make a clip), in ``vclip.sampling``:
     contiguous, strided, jittered, keyframe, indexed, downscaled -> ClipSampler
@@ -34,6 +38,7 @@ import importlib
 from typing import Any
 
 from . import (  # noqa: F401
+    audio,
     check,
     decoder,
     errors,
@@ -49,6 +54,7 @@ from ._dataset import LabeledVideo
 from ._loader.stats import LoaderStats
 from ._units import format_bytes, parse_bytes
 from ._version import __version__
+from .audio import AudioClips, AudioIndex, AudioSpec, index_audio
 from .decoder import Frames, VideoDecoder
 from .errors import (
     ArgumentError,
@@ -56,6 +62,7 @@ from .errors import (
     CorruptVideoError,
     FallbackWarning,
     IndexCacheWarning,
+    NoAudioError,
     NotAVideoError,
     TruncatedVideoWarning,
     UnreadableVideoError,
@@ -84,7 +91,7 @@ from .sampling import (
 )
 from .transforms import IMAGENET_MEAN, IMAGENET_STD, FrameGeometry, TransformSpec
 
-for _name in ("LabeledVideo", "LoaderStats", "format_bytes", "parse_bytes"):  # defined in private modules
+for _name in ("LabeledVideo", "LoaderStats", "format_bytes", "parse_bytes", "AudioIndex", "index_audio"):  # private
     globals()[_name].__module__ = __name__
 del _name
 
@@ -92,6 +99,9 @@ _DISTRIBUTION = "vclip-nvdec"  # the name on the package index (pip install vcli
 
 __all__ = [
     "ArgumentError",
+    "AudioClips",
+    "AudioIndex",
+    "AudioSpec",
     "CatalogWarning",
     "ClipBatch",
     "ClipLoader",
@@ -108,6 +118,7 @@ __all__ = [
     "LoaderMemoryEstimate",
     "LoaderStats",
     "MemoryEstimate",
+    "NoAudioError",
     "NotAVideoError",
     "TransformSpec",
     "TruncatedVideoWarning",
@@ -123,6 +134,7 @@ __all__ = [
     "downscaled",
     "estimate_memory",
     "format_bytes",
+    "index_audio",
     "index_video",
     "indexed",
     "jittered",
@@ -137,7 +149,8 @@ __all__ = [
 ]
 
 _SUBMODULES = (
-    "check", "decoder", "errors", "index", "keyframes", "memory", "plan", "sampling", "synthetic", "transforms",
+    "audio", "check", "decoder", "errors", "index", "keyframes", "memory", "plan", "sampling", "synthetic",
+    "transforms",
 )
 """Public submodules, imported with the package."""
 _LAZY_SUBMODULES = ("loader",)
