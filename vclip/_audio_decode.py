@@ -4,7 +4,9 @@ For ``[start, end)`` seconds at rate ``R`` the result has ``ceil((end - start) *
 sample ``j`` is the audio at ``start + j / R`` (to within half a sample). Only the packets of the
 span are read (through the index and :func:`vclip._engine.packets.read_packets`, so a URL reads
 just their byte ranges), plus a few before it that the decoder needs to settle (two for most lossy
-codecs, 80 ms for Opus, none for PCM). Decoded samples are placed on the stream's sample grid (see
+codecs, 250 ms for Opus, none for PCM): the samples are then FFmpeg's decode of the whole stream,
+within 1e-3 (AAC's noise substitution draws from a generator a decoder started mid-stream does
+not share; PCM is exact). Decoded samples are placed on the stream's sample grid (see
 :class:`~vclip.AudioIndex`), where the container trims them (edit lists, pre-skip) trimmed, and
 then FFmpeg's resampler (``av.AudioResampler``) turns them into the requested rate and channel
 layout; its filter sees real samples on both sides of the span (a margin is decoded around it).
@@ -87,8 +89,8 @@ def _packets_between(index: AudioIndex, first: int, end: int) -> np.ndarray:
     codec = index.codec
     if codec.startswith("pcm_") or codec in _LOSSLESS:
         preroll_packets, preroll_samples = 0, 0
-    elif codec == "opus":
-        preroll_packets, preroll_samples = 1, round(0.08 * index.sample_rate)  # RFC 7845's 80 ms
+    elif codec == "opus":  # RFC 7845 asks for 80 ms; FFmpeg's decoder was 0.07 off then, 1e-4 after 250 ms
+        preroll_packets, preroll_samples = 1, round(0.25 * index.sample_rate)
     else:
         preroll_packets, preroll_samples = (3 if codec in ("mp3", "mp2", "mp1") else 2), 0
     low = max(0, low - preroll_packets)

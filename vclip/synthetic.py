@@ -1,9 +1,11 @@
-"""Synthetic test videos whose frames carry their own index as a barcode.
+"""Synthetic test videos whose frames carry their own index as a barcode, and whose audio tells the time.
 
 Each frame is a window panned across a fractal-noise texture twice the frame size, with three
 coloured boxes moving on sine paths, and a 12-bit barcode of the frame index across the top band
 (one cell per bit, most significant first, white for 1). :func:`read_barcode` reads the index back
-from any decoded RGB frame, at any size, so tests can tell exactly which frame came out.
+from any decoded RGB frame, at any size, so tests can tell exactly which frame came out. An audio
+track (``make_video(audio_codec=...)``) carries :func:`audio_signal`, a tone whose pitch steps
+every 1/30 s, so tests can tell to the sample which audio came out.
 """
 
 from __future__ import annotations
@@ -149,6 +151,8 @@ def make_video(
         first_frame, audio_start = first_frame + shift * time_base, audio_start + shift * time_base
     frame_end = (pts[-1] + (pts[-1] - pts[-2] if num_frames > 1 else 1)) * time_base
     options = {"max_interleave_delta": "1"} if audio_chunk_seconds else {}
+    if audio_codec is not None and path.lower().endswith((".mp4", ".mov", ".m4v")):
+        options["movie_timescale"] = str(audio_sample_rate)  # edit lists to the sample, not the millisecond
     with av.open(path, "w", options=options) as container:
         stream = _add_video_stream(container, codec, fps, width, height, pixel_format, time_base, keyframe_interval,
                                    b_frames, crf, preset, adaptive_b_frames, encoder_options)
