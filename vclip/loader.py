@@ -26,9 +26,11 @@ from typing import Any
 import torch
 from torch.utils.data import IterableDataset, get_worker_info
 
+from ._audio_decode import span_samples
 from ._dataset import LabeledVideo, VideoSource
 from ._engine.backends import make_backend
 from ._engine.device import Device, resolve_device
+from ._loader.audio import LoaderAudio
 from ._loader.batches import SCAN, BadVideos, BatchBuilder, OnError
 from ._loader.clips import ClipDrawer, VideoFacts
 from ._loader.epoch import EpochPlan, EvenShards, process_shard
@@ -38,6 +40,7 @@ from ._loader.state import LoaderState, dataset_fingerprint
 from ._loader.stats import LoaderCounters, LoaderStats, epoch_summary, make_stats
 from ._units import format_bytes, parse_bytes
 from ._validation import check_choice, check_integer, fail
+from .audio import AudioSpec, audio_samples
 from .errors import ArgumentError
 from .memory import LoaderMemoryEstimate, plan_loader_memory
 from .sampling import ClipSampler
@@ -67,6 +70,14 @@ class ClipBatch:
             replaced by clips of other videos (paths, sorted).
         epoch: The epoch the batch belongs to.
         batch_number: Position of the batch in its epoch, from 0.
+        audio: With ``ClipLoader(audio=AudioSpec(...))``: each clip's audio, float32 or int16
+            ``[B, C, S]`` (``[B, T, C, S]`` for ``span="frame"``) on the loader's device; ``S`` is
+            the longest span of the dataset, shorter ones padded with zeros at the end. On the CPU
+            a view of a pooled buffer like ``data``; on the GPU a copy of its own. Else None.
+        audio_lengths: int64 ``[B]`` (``[B, T]``), on the loader's device: the samples of each
+            span; ``audio[..., n:]`` past them is padding (0 for positions the end policy padded).
+        has_audio: bool ``[B]``, on the loader's device: False where the clip's video has no
+            (such) audio stream and its audio is silence.
     """
 
     data: torch.Tensor
@@ -77,6 +88,9 @@ class ClipBatch:
     skipped_videos: tuple[str, ...]
     epoch: int
     batch_number: int
+    audio: torch.Tensor | None = None
+    audio_lengths: torch.Tensor | None = None
+    has_audio: torch.Tensor | None = None
 
     def __len__(self) -> int:
         return int(self.data.shape[0])
@@ -92,7 +106,9 @@ class ClipBatch:
         return (
             f"ClipBatch(data=[{', '.join(map(str, self.data.shape))}] {str(self.data.dtype).removeprefix('torch.')} "
             f"{self.data.device}, labels=[{self.labels.shape[0]}], frame_indices={list(self.frame_indices.shape)}, "
-            f"epoch={self.epoch}, batch_number={self.batch_number}, skipped_videos={len(self.skipped_videos)})"
+            f"epoch={self.epoch}, batch_number={self.batch_number}, skipped_videos={len(self.skipped_videos)}"
+            + (f", audio=[{', '.join(map(str, self.audio.shape))}] {str(self.audio.dtype).removeprefix('torch.')})"
+               if self.audio is not None else ")")
         )
 
 
@@ -205,6 +221,14 @@ class ClipLoader(IterableDataset):
         cache_dir: Folder for an on-disk cache of video indexes (see :func:`vclip.index_video`).
         verbose: Also print the one-line summary of each epoch to stderr (it is always logged
             at INFO level on the ``"vclip"`` logger).
+        audio: Each clip's audio too (:class:`vclip.AudioSpec`: rate, channels, dtype, per clip or
+            per frame, stream, what a video without audio gives), cut by the clip's own times as
+            :meth:`VideoDecoder.get_clips` cuts it, into :attr:`ClipBatch.audio` with
+            ``audio_lengths`` and ``has_audio``. It is decoded on CPU threads while the frames are,
+            reading only the audio packets of each clip (indexed once per video, beside the video
+            index); on the GPU it is copied from pinned memory on the consumer's stream. A video
+            whose audio cannot be decoded (or, with ``missing="error"``, that has none) is a bad
+            video for ``on_error``. None (default): no audio.
 
     Attributes:
         videos: The dataset (``LabeledVideo(path, label)`` each), in input order.
@@ -213,6 +237,7 @@ class ClipLoader(IterableDataset):
             at construction: ``"cuda"`` and ``"auto"`` mean the process's current CUDA device).
         decode_workers: Decode threads, in all processes (NVDEC decoders on the GPU).
         clip_shape: Shape of one clip.
+        audio_shape: Shape of one clip's audio (``(C, S)``, or ``(T, C, S)`` per frame), or None.
         memory_estimate: The peak memory the loader plans for (:class:`vclip.LoaderMemoryEstimate`).
 
     Raises:
@@ -249,6 +274,7 @@ class ClipLoader(IterableDataset):
         augmentation_factor: float = 0.0,
         cache_dir: str | None = None,
         verbose: bool = False,
+        audio: AudioSpec | None = None,
     ):
         super().__init__()
         if not isinstance(sampler, ClipSampler):
@@ -277,8 +303,14 @@ class ClipLoader(IterableDataset):
         budget = parse_bytes(memory_budget) if memory_budget is not None else None
         self.augmentation_factor = augmentation_factor
         self.verbose = bool(verbose)
+        if audio is not None and not isinstance(audio, AudioSpec):
+            raise fail("audio", audio, "an AudioSpec or None, e.g. vclip.AudioSpec(sample_rate=16000, channels=1)")
+        self.audio = audio
         self._drawer = ClipDrawer(sampler, transform, clips_per_video, max_lead_frames)
         self.frames_per_clip = self._drawer.frames_per_clip
+        self._audio = None if audio is None else LoaderAudio(audio, sampler, samples=0,
+                                                             positions=self.frames_per_clip, cache_dir=cache_dir)
+        self.audio_shape: tuple[int, ...] | None = None
         self._device: Device = resolve_device(device).device  # a GPU request without one warns once
         self._source = open_source(videos, cache_dir)
         self.shard_id, self.num_shards = process_shard(shard_id, num_shards, len(self._source.videos))
@@ -303,6 +335,11 @@ class ClipLoader(IterableDataset):
         for number, error in found.problems.items():
             self._bad.add(number, error.problem, SCAN)
         self.clip_shape: tuple[int, ...] = found.clip_shape
+        if self._audio is not None:
+            self._audio.samples = max(span_samples(facts.longest_spans[0 if self._audio.spec.span == "clip" else 1],
+                                                   self._audio.spec.sample_rate) for facts in found.usable)
+            self.audio_shape = self._audio.batch_shape(1)[1:]
+            runtime.use_audio(self._audio.batch_shape(self.batch_size))
         self._plan = EpochPlan(found.clip_counts, batch_size=self.batch_size, seed=self.seed, shuffle=self.shuffle,
                                drop_last=self.drop_last, even_shards=self.even_shards)
         self.memory_estimate: LoaderMemoryEstimate = self._estimate_memory(found.usable)
@@ -315,6 +352,8 @@ class ClipLoader(IterableDataset):
         }
         if self._drawer.max_lead_frames is not None:  # only when set: states saved without it still load
             options["max_lead_frames"] = self._drawer.max_lead_frames
+        if self.audio is not None:
+            options["audio"] = repr(self.audio)
         self._fingerprint = dataset_fingerprint(self._source.videos, found.clip_counts, options)
 
     # -- the dataset ------------------------------------------------------------------------------
@@ -376,12 +415,13 @@ class ClipLoader(IterableDataset):
         run = runtime.begin(epoch, self._plan.shard(epoch, *shard), self._plan.batches(epoch, *shard), first,
                             self.stats())
         try:
-            for built, data, labels in runtime.deliver(run):
+            for built, data, labels, audio in runtime.deliver(run):
                 yield ClipBatch(
                     data=data, labels=labels, video_ids=torch.from_numpy(built.video_ids),
                     frame_indices=torch.from_numpy(built.frame_indices),
                     pts_seconds=torch.from_numpy(built.pts_seconds), skipped_videos=built.skipped_videos,
                     epoch=epoch, batch_number=built.number,
+                    **(dict(zip(("audio", "audio_lengths", "has_audio"), audio)) if audio is not None else {}),
                 )
         finally:
             if self._passes == this_pass:  # not a pass abandoned earlier and closed only now
@@ -450,11 +490,14 @@ class ClipLoader(IterableDataset):
         backend = make_backend(self._device, processes=self.decode_processes, threads=self.num_threads,
                                cpu_decoders=self.cpu_decoders, in_flight=self.prefetch_queue_depth + 1)
         try:
-            builder = BatchBuilder(self._source, self._drawer, self._bad, seed=self.seed, on_error=self.on_error)
+            builder = BatchBuilder(self._source, self._drawer, self._bad, seed=self.seed, on_error=self.on_error,
+                                   audio=self._audio)
             self._runtime = LoaderRuntime(
                 backend, self._device, builder, self._allocate_buffer, num_threads=self.num_threads,
                 decode_processes=self.decode_processes, prefetch_queue_depth=self.prefetch_queue_depth,
             )
+            if self._audio is not None and self.audio_shape is not None:  # known once the scan has run
+                self._runtime.use_audio(self._audio.batch_shape(self.batch_size))
         except BaseException:
             backend.close()  # its worker processes must not outlive a runtime that failed
             raise
@@ -486,6 +529,10 @@ class ClipLoader(IterableDataset):
             video_width=largest.width, video_height=largest.height, video_bit_depth=largest.bit_depth,
             cpu_decoders=self.cpu_decoders,
             video_kinds=len({(facts.codec, facts.bit_depth, facts.width, facts.height) for facts in usable}),
+            audio=self.audio,
+            audio_samples=(0 if self._audio is None else
+                           audio_samples(self._audio.spec, max(f.longest_spans[0] for f in usable),
+                                         max(f.longest_spans[1] for f in usable), self.frames_per_clip)),
         )
 
     def _budget_refusal(self, memory_budget: int | str | None, budget: int) -> str:

@@ -15,7 +15,9 @@ import numpy as np
 from .._engine.pipeline import ClipTarget, VideoJob
 from ..errors import VideoError
 from ..index import VideoIndex
+from ..sampling import SampledClip, Segment
 from ..transforms import FrameGeometry
+from .audio import LoaderAudio
 from .clips import ClipDrawer
 from .epoch import ClipRef, replacement_order
 from .source import DatasetSource, as_video_error
@@ -88,6 +90,8 @@ class _Clip:
     index: VideoIndex
     frames: np.ndarray
     geometry: FrameGeometry
+    drawn: SampledClip  # with its padding and target times, for its audio
+    segment: Segment | None
 
 
 @dataclass(frozen=True, eq=False)
@@ -100,34 +104,44 @@ class BuiltBatch:
     frame_indices: np.ndarray
     pts_seconds: np.ndarray
     skipped_videos: tuple[str, ...]
+    audio_lengths: np.ndarray | None = None  # samples of each clip's (or position's) audio
+    has_audio: np.ndarray | None = None  # per clip: its video has the audio stream
 
 
 class BatchBuilder:
     """Draws and decodes the clips of one batch; with ``on_error="skip"`` no problem of one video
     ends the batch: the video is recorded in ``bad`` and its clips are replaced."""
 
-    def __init__(self, source: DatasetSource, drawer: ClipDrawer, bad: BadVideos, *, seed: int, on_error: OnError):
+    def __init__(self, source: DatasetSource, drawer: ClipDrawer, bad: BadVideos, *, seed: int, on_error: OnError,
+                 audio: LoaderAudio | None = None):
         self.source = source
         self.drawer = drawer
         self.bad = bad
         self.seed = seed
         self.on_error = on_error
+        self.audio = audio
 
     def build(self, runner, counters: LoaderCounters, wait_for_writes: Callable[[], None], epoch: int,
-              shard: np.ndarray, refs: list[ClipRef], number: int, output, events: list) -> BuiltBatch:
+              shard: np.ndarray, refs: list[ClipRef], number: int, output, events: list,
+              audio_output: np.ndarray | None = None) -> BuiltBatch:
         """Decode the clips ``refs`` (batch ``number`` of ``epoch``) into ``output`` with ``runner``
         (a JobRunner or SharedQueueRunner), counting into ``counters``; the GPU work's events are
-        appended to ``events``; ``wait_for_writes()`` waits for writes still in flight."""
+        appended to ``events``; ``wait_for_writes()`` waits for writes still in flight. With audio,
+        the clips' audio goes into ``audio_output``, decoded meanwhile."""
         started = time.perf_counter()
         candidates = [self._candidates(epoch, shard, ref) for ref in refs]
         clips = [next(candidate) for candidate in candidates]
         counters.add(sample_seconds=time.perf_counter() - started)
+        audio = (self.audio.batch(audio_output[:len(refs)]) if self.audio is not None and audio_output is not None
+                 else None)
         todo = list(range(len(clips)))
         while todo:
             videos, jobs = _jobs(clips, todo)
+            pending = audio.start(clips, todo) if audio is not None else {}
             result = runner.run(jobs, self.drawer.conversion, output, counters)
             events.extend(result.completions)
-            failed = [(video, job, error) for video, job, error in zip(videos, jobs, result.errors) if error]
+            errors = audio.errors(pending, jobs, result.errors) if audio is not None else result.errors
+            failed = [(video, job, error) for video, job, error in zip(videos, jobs, errors) if error]
             if not failed:
                 break
             wait_for_writes()  # a failed job may have left writes in flight
@@ -149,6 +163,8 @@ class BatchBuilder:
             frame_indices=np.stack([clip.frames for clip in clips]),
             pts_seconds=np.stack([clip.index.pts_seconds[clip.frames] for clip in clips]),
             skipped_videos=tuple(sorted({dataset[video].path for video in replaced})),
+            audio_lengths=audio.lengths if audio is not None else None,
+            has_audio=audio.has_audio if audio is not None else None,
         )
 
     def _candidates(self, epoch: int, shard: np.ndarray, ref: ClipRef) -> Iterator[_Clip]:
@@ -175,7 +191,7 @@ class BatchBuilder:
             index = self.source.index(ref.video)
             doing = "drawing its clip"
             segment = self.source.videos[ref.video].segment
-            frames, geometry = self.drawer.draw(index, ref, self.seed, epoch, segment)
+            frames, geometry, drawn = self.drawer.draw(index, ref, self.seed, epoch, segment)
         except Exception as error:  # one video's problem, whatever it is
             video_error = as_video_error(self.source.videos[ref.video].path, error, doing)
             if self.on_error == "raise":
@@ -184,7 +200,7 @@ class BatchBuilder:
                 raise video_error from error
             self.bad.add(ref.video, video_error.problem, epoch)
             return None
-        return _Clip(ref, index, frames, geometry)
+        return _Clip(ref, index, frames, geometry, drawn, segment)
 
 
 def _jobs(clips: list[_Clip], positions: list[int]) -> tuple[list[int], list[VideoJob]]:
