@@ -1,10 +1,13 @@
-"""``vclip sample``: clips of one or many videos into .npz, .pt, .mp4 or PNG folders."""
+"""``vclip sample``: clips of one or many videos into .npz, .pt, .mp4 or PNG folders, with their
+audio (``--audio-rate``) as arrays in .npz/.pt and as WAV files beside the PNGs."""
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
+import wave
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +18,7 @@ from .._images import (
     write_video,
 )
 from .._outputs import check_output_file, check_output_folder, unique_names
+from ..audio import AudioClips, AudioSpec
 from ..decoder import Frames, VideoDecoder
 from ..errors import OutputError, VideoError
 from ..index import VideoIndex
@@ -51,6 +55,8 @@ from ._common import (
     _UsageError,
     format_numbers,
 )
+
+_WAV_NAME = re.compile(r"clip\d{3,}(_\d{3,})?\.wav")
 
 
 def _sample_outputs(args: argparse.Namespace, inputs: list[str]) -> tuple[str, Path, list[Path] | None]:
@@ -100,7 +106,8 @@ def _clear_png_folder(folder: Path, overwrite: bool) -> None:
     """Refuse a folder holding PNGs of an earlier sample run, or (``overwrite``) remove them."""
     if not folder.is_dir():
         return
-    earlier = [entry for entry in folder.iterdir() if _PNG_NAME.fullmatch(entry.name) and entry.is_file()]
+    earlier = [entry for entry in folder.iterdir()
+               if (_PNG_NAME.fullmatch(entry.name) or _WAV_NAME.fullmatch(entry.name)) and entry.is_file()]
     if earlier and not overwrite:
         raise _UsageError(f"--out ({os.fspath(folder)!r}) already holds {len(earlier)} clip PNGs of an earlier run; "
                           "pass --overwrite to replace them, or pick another --out")
@@ -163,12 +170,45 @@ def _segment(args: argparse.Namespace) -> tuple[float | None, float | None] | No
     return (args.start_seconds, args.end_seconds)
 
 
+def _audio_spec(args: argparse.Namespace) -> AudioSpec | None:
+    """The audio asked for (``--audio-rate`` and its options), or None."""
+    extras = [flag for flag, value in (("--audio-channels", args.audio_channels), ("--audio-stream", args.audio_stream),
+                                       ("--audio-span", args.audio_span), ("--audio-missing", args.audio_missing))
+              if value is not None]
+    if args.audio_rate is None:
+        if extras:
+            raise _UsageError(f"{extras[0]} needs --audio-rate (e.g. --audio-rate 16000)")
+        return None
+    return AudioSpec(sample_rate=args.audio_rate, channels=1 if args.audio_channels is None else args.audio_channels,
+                     span=args.audio_span or "clip", stream_index=args.audio_stream,
+                     missing=args.audio_missing or "silence")
+
+
+def _audio_arrays(audio: AudioClips | None) -> dict[str, np.ndarray]:
+    if audio is None:
+        return {}
+    return dict(audio=audio.data, audio_lengths=audio.lengths, audio_start_seconds=audio.start_seconds,
+                has_audio=np.full(len(audio.data), audio.has_audio),
+                audio_sample_rate=np.asarray(audio.sample_rate, dtype=np.int64))
+
+
+def _write_wav(path: Path, samples: np.ndarray, sample_rate: int) -> None:
+    """16-bit PCM WAV of float32 ``[channels, samples]`` in [-1, 1]."""
+    pcm = np.clip(np.rint(samples * 32768.0), -32768, 32767).astype("<i2")
+    with wave.open(os.fspath(path), "wb") as file:
+        file.setnchannels(pcm.shape[0])
+        file.setsampwidth(2)
+        file.setframerate(sample_rate)
+        file.writeframes(np.ascontiguousarray(pcm.T).tobytes())
+
+
 def _write_clips(output_format: str, out: Path, clips: Frames, data: np.ndarray, padded: np.ndarray,
                  index: VideoIndex, mode: str) -> None:
+    audio = clips.audio
     if output_format in ("npz", "pt"):
         out.parent.mkdir(parents=True, exist_ok=True)
         _write_arrays(output_format, out, data, clips.frame_indices, clips.pts_seconds, padded,
-                      np.zeros(len(data), dtype=np.int64), [index.path], mode)
+                      np.zeros(len(data), dtype=np.int64), [index.path], mode, _audio_arrays(audio))
     elif output_format == "mp4":
         out.parent.mkdir(parents=True, exist_ok=True)
         write_video(out, (frame for clip in data for frame in clip), fps=index.average_fps)
@@ -177,14 +217,40 @@ def _write_clips(output_format: str, out: Path, clips: Frames, data: np.ndarray,
         for number, (clip, frame_indices) in enumerate(zip(data, clips.frame_indices.tolist())):
             for position, (frame, frame_index) in enumerate(zip(clip, frame_indices)):
                 write_image(out / f"clip{number:03d}_{position:03d}_frame{frame_index:06d}.png", frame)
+        if audio is not None:
+            _write_clip_wavs(out, audio)
+
+
+def _write_clip_wavs(out: Path, audio: AudioClips) -> None:
+    """``clipNNN.wav`` per clip (``clipNNN_PPP.wav`` per position with frame spans), 16-bit PCM."""
+    float_data = audio.data.astype(np.float32) / (32768.0 if audio.data.dtype == np.int16 else 1.0)
+    for number, clip in enumerate(float_data):
+        if clip.ndim == 2:  # [channels, S]
+            _write_wav(out / f"clip{number:03d}.wav", clip[:, :audio.lengths[number]], audio.sample_rate)
+            continue
+        for position, samples in enumerate(clip):
+            _write_wav(out / f"clip{number:03d}_{position:03d}.wav", samples[:, :audio.lengths[number, position]],
+                       audio.sample_rate)
+
+
+def _padded_audio(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    """The audio arrays of several videos' clips as one, spans padded to the longest."""
+    if not parts or not parts[0]:
+        return {}
+    width = max(part["audio"].shape[-1] for part in parts)
+    audio = [np.pad(part["audio"], [(0, 0)] * (part["audio"].ndim - 1) + [(0, width - part["audio"].shape[-1])])
+             for part in parts]
+    joined = {name: np.concatenate([part[name] for part in parts]) for name in parts[0] if name != "audio_sample_rate"}
+    return {**joined, "audio": np.concatenate(audio), "audio_sample_rate": parts[0]["audio_sample_rate"]}
 
 
 def _write_arrays(output_format: str, out: Path, data: np.ndarray, frame_indices: np.ndarray,
                   pts_seconds: np.ndarray, padded: np.ndarray, video_ids: np.ndarray, paths: list[str],
-                  mode: str) -> None:
-    """An .npz or .pt of clips; ``video_ids[i]`` is the position in ``paths`` of clip i's video."""
+                  mode: str, audio: dict[str, np.ndarray]) -> None:
+    """An .npz or .pt of clips; ``video_ids[i]`` is the position in ``paths`` of clip i's video; with
+    ``audio`` (:func:`_audio_arrays`), their audio too."""
     arrays = dict(clips=data, frame_indices=frame_indices, pts_seconds=pts_seconds, padded=padded,
-                  video_ids=video_ids)
+                  video_ids=video_ids, **audio)
     if output_format == "npz":
         names = np.array([p.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace") for p in paths])
         source = {"source": names[0]} if len(paths) == 1 else {}
@@ -217,11 +283,15 @@ def _run_sample(args: argparse.Namespace) -> int:
         sampler = _sampler(args)
         spatial = args.resize is not None or args.crop is not None
         transform = TransformSpec(resize=args.resize, crop=args.crop) if spatial else None
+        audio = _audio_spec(args)
     inputs = _expand_inputs(args.files)
     try:
         output_format, out, targets = _sample_outputs(args, inputs)
     except OutputError as error:
         raise _UsageError(str(error)) from None
+    if audio is not None and output_format == "mp4":
+        raise _UsageError("--audio-rate writes audio into .npz or .pt files, or WAV files beside the PNGs of a "
+                          "folder; an .mp4 --out takes frames only")
     if output_format == "pt":
         try:
             import torch  # noqa: F401
@@ -241,7 +311,8 @@ def _run_sample(args: argparse.Namespace) -> int:
                      f"{num_frames}; --end-policy drop drops them all)", sys.stderr)
                 continue
             with _refused_arguments():
-                clips = decoder.get_clips(sampler, transform=transform, seed=args.seed, segment=_segment(args))
+                clips = decoder.get_clips(sampler, transform=transform, seed=args.seed, segment=_segment(args),
+                                          audio=audio)
             if not len(clips.frame_indices):
                 skipped += 1
                 _say(f"vclip sample: skipped {path}: no clip fits (--end-policy drop drops them all)", sys.stderr)
@@ -288,6 +359,7 @@ def _run_sample(args: argparse.Namespace) -> int:
                 np.concatenate([c[3] for c in combined]),
                 np.concatenate([np.full(len(c[2]), position, dtype=np.int64) for position, c in enumerate(combined)]),
                 [inputs[number] for number, *_ in combined], args.mode,
+                _padded_audio([_audio_arrays(c[1].audio) for c in combined]),
             )
         except OSError as error:
             _error("sample", f"writing {out} failed ({error})")
@@ -356,6 +428,16 @@ def add_parser(commands) -> None:
                         help="shorter side in pixels (e.g. 224) or WIDTHxHEIGHT")
     sample.add_argument("--crop", type=_frame_size, metavar="SIZE",
                         help="center crop after the resize: N or WIDTHxHEIGHT")
+    sample.add_argument("--audio-rate", type=int, metavar="HZ",
+                        help="also write each clip's audio, resampled to HZ (e.g. 16000): arrays audio, "
+                             "audio_lengths, audio_start_seconds, has_audio in .npz/.pt, clipNNN.wav beside PNGs")
+    sample.add_argument("--audio-channels", type=int, choices=(1, 2), help="with --audio-rate: 1 (default) or 2")
+    sample.add_argument("--audio-stream", type=int, metavar="N",
+                        help="with --audio-rate: container index of the audio stream (default: the first)")
+    sample.add_argument("--audio-span", choices=("clip", "frame"),
+                        help="with --audio-rate: one stretch per clip (default) or each frame's own span")
+    sample.add_argument("--audio-missing", choices=("silence", "error"),
+                        help="with --audio-rate: a video without audio gives silence (default) or is skipped")
     _add_stream(sample)
     _add_device(sample)
     _add_progress(sample)
