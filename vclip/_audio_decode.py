@@ -81,8 +81,12 @@ def _rounding(value: float) -> float:
 def _packets_between(index: AudioIndex, first: int, end: int) -> np.ndarray:
     """Packets (file order) from the decoder's preroll before grid samples ``[first, end)`` to the
     last one decoding into them; empty when none does."""
-    starts, ends = index.packet_start, index.packet_start + index.packet_samples
-    touching = np.flatnonzero((starts < end) & (ends > first))
+    if index.grid_in_order:  # packets one after another on the grid: two binary searches
+        low = int(np.searchsorted(index.packet_start + index.packet_samples, first, side="right"))
+        high = int(np.searchsorted(index.packet_start, end, side="left")) - 1
+        touching = np.arange(low, high + 1) if high >= low else np.zeros(0, dtype=np.int64)
+    else:
+        touching = np.flatnonzero((index.packet_start < end) & (index.packet_start + index.packet_samples > first))
     if touching.size == 0:
         return touching
     low, high = int(touching[0]), int(touching[-1])
@@ -118,7 +122,11 @@ def _decode_grid(index: AudioIndex, numbers: np.ndarray, first: int, end: int) -
     """Decode packets ``numbers`` and place their shown samples on grid samples ``[first, end)``:
     float32 ``[index.channels, end - first]``, zeros where nothing is shown."""
     grid = np.zeros((index.channels, end - first), dtype=np.float32)
-    shown_first, shown_end = index.shown_ranges
+    starts, counts = index.packet_start[numbers], index.packet_samples[numbers]
+    shown_first = starts + index.packet_skip_start[numbers]
+    shown_end = np.where(index.packet_is_discard[numbers], shown_first,
+                         np.maximum(shown_first, starts + counts - index.packet_skip_end[numbers]))
+    shown = {number: (int(low), int(high)) for number, low, high in zip(numbers.tolist(), shown_first, shown_end)}
     packet_of_pts: dict[int, int] = {}
     for number in numbers.tolist():
         packet_of_pts.setdefault(int(index.packet_pts[number]), number)
@@ -136,7 +144,7 @@ def _decode_grid(index: AudioIndex, numbers: np.ndarray, first: int, end: int) -
         if number is not None:
             expected = int(index.packet_samples[number])
             at = int(index.packet_start[number]) + (expected - samples if 0 < samples < expected else 0)
-            low, high = int(shown_first[number]), int(shown_end[number])
+            low, high = shown[number]
         elif cursor is not None:  # a frame the decoder did not time by a packet: right after the last one
             at, low, high = cursor, cursor, cursor + samples
         else:
@@ -144,7 +152,7 @@ def _decode_grid(index: AudioIndex, numbers: np.ndarray, first: int, end: int) -
         cursor = at + samples
         low, high = max(low, at, first), min(high, at + samples, end)
         if high > low:
-            grid[:, low - first:high - first] = _planar_float(frame)[:, low - at:high - at]
+            _copy_samples(frame, low - at, grid[:, low - first:high - first])
 
     context = _decoder(index)
     try:
@@ -159,6 +167,16 @@ def _decode_grid(index: AudioIndex, numbers: np.ndarray, first: int, end: int) -
     except av.error.FFmpegError as error:
         raise CorruptVideoError(index.path, f"its audio could not be decoded ({os_reason(error)})") from None
     return grid
+
+
+def _copy_samples(frame: av.AudioFrame, offset: int, target: np.ndarray) -> None:
+    """Samples ``offset:`` of a decoded frame into ``target`` (float32 ``[channels, n]``), in [-1, 1]."""
+    count = target.shape[1]
+    if frame.format.name == "fltp":  # what AAC, Opus, MP3... decode to: one plane per channel, no copy
+        for channel, plane in enumerate(frame.planes):
+            target[channel] = np.frombuffer(plane, np.float32, count=count, offset=4 * offset)  # type: ignore[call-overload]
+        return
+    target[...] = _planar_float(frame)[:, offset:offset + count]
 
 
 def _planar_float(frame: av.AudioFrame) -> np.ndarray:

@@ -5,6 +5,7 @@ form, its disk entries and catalogs are unchanged by it)."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from dataclasses import dataclass, field
@@ -97,6 +98,12 @@ class AudioIndex:
     @property
     def num_packets(self) -> int:
         return int(self.packet_pts.size)
+
+    @functools.cached_property
+    def grid_in_order(self) -> bool:
+        """Whether packets follow one another on the grid in file order (as they do but for odd files)."""
+        ends = self.packet_start + self.packet_samples
+        return bool(np.all(np.diff(self.packet_start) >= 0) and np.all(np.diff(ends) >= 0))
 
     @property
     def shown_ranges(self) -> tuple[np.ndarray, np.ndarray]:
