@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 from fractions import Fraction
+from pathlib import Path
 
 import av
 import numpy as np
@@ -115,6 +116,21 @@ def test_clip_audio_starts_at_the_first_frame_to_one_sample(av_videos, name):
         assert usable.sum() > 1000, (name, number)
         lag, correlation = measured_lag(samples, t0 - index.start_seconds - delay, where=usable)
         assert abs(lag) <= 1.0 and correlation > 0.98, (name, number, lag, correlation)
+
+
+def test_codecs_whose_packets_do_not_say_their_length_are_placed_to_the_millisecond(tmp_path):
+    """FLAC in Matroska: packets placed by their millisecond timestamps, samples laid end to end."""
+    path = make_video(tmp_path / "flac.mkv", num_frames=FRAMES, width=64, height=48, audio_codec="flac",
+                      audio_sample_rate=44100)
+    index = vclip.index_audio(path)
+    assert not index.exact_grid and index.time_base == Fraction(1, 1000)
+    decoder = vclip.VideoDecoder(path, device="cpu")
+    clips = decoder.get_clips(vclip.strided(8, 2, starts="even", clips_per_video=4), audio=vclip.AudioSpec())
+    for number, frames in enumerate(clips.frame_indices):
+        t0 = float(decoder.index.pts_seconds[frames[0]])
+        samples = clips.audio.data[number, 0, :clips.audio.lengths[number]]
+        lag, correlation = measured_lag(samples, t0, where=t0 + np.arange(samples.size) / RATE > 0.01)
+        assert abs(lag) <= 0.0005 * RATE + 1 and correlation > 0.99, (number, lag, correlation)  # no gaps, no overlaps
 
 
 def test_the_index_places_packets_on_the_sample_grid(av_videos):
@@ -277,7 +293,7 @@ def test_audio_indexes_are_cached_beside_video_indexes(av_videos, tmp_path):
 def test_bytes_and_file_objects_read_the_same_audio(av_videos):
     path = av_videos["opus_webm"]
     expected = vclip.VideoDecoder(path, device="cpu").get_audio(0.2, 0.9).data
-    data = open(path, "rb").read()
+    data = Path(path).read_bytes()
     np.testing.assert_array_equal(vclip.VideoDecoder(data, device="cpu").get_audio(0.2, 0.9).data, expected)
     with open(path, "rb") as file:
         np.testing.assert_array_equal(vclip.VideoDecoder(file, device="cpu").get_audio(0.2, 0.9).data, expected)

@@ -31,6 +31,7 @@ LAYOUTS = {1: "mono", 2: "stereo"}
 """Output channel layouts by channel count."""
 
 _MARGIN = 64  # samples at the output rate decoded on each side of a span, for the resampler's filter
+_JUMP_TICKS = 1.5  # packets this many ticks from where the samples before them end start a new run
 _LOSSLESS = ("flac", "alac", "wavpack", "tta", "truehd", "mlp")
 _SCALE = {"s16": 1 / 32768, "s32": 1 / 2147483648, "s64": 1 / 9223372036854775808}
 
@@ -131,6 +132,8 @@ def _decode_grid(index: AudioIndex, numbers: np.ndarray, first: int, end: int) -
     for number in numbers.tolist():
         packet_of_pts.setdefault(int(index.packet_pts[number]), number)
     cursor: int | None = None  # the grid sample after the last frame placed
+    # where packets sit to within their timestamps' precision only, decoded samples follow each other
+    slack = -1 if index.exact_grid else math.ceil(_JUMP_TICKS * float(index.time_base) * index.sample_rate)
 
     def place(frame: av.AudioFrame) -> None:
         nonlocal cursor
@@ -141,10 +144,16 @@ def _decode_grid(index: AudioIndex, numbers: np.ndarray, first: int, end: int) -
                 index.path, f"its audio decodes to {frame.sample_rate} Hz, {len(frame.layout.channels)} channels "
                 f"where the stream header says {index.sample_rate} Hz, {index.channels} channels"
             )
-        if number is not None:
+        if number is not None and cursor is not None and abs(int(index.packet_start[number]) - cursor) <= slack:
+            at = cursor  # timed by the samples before it
+            low = at + int(index.packet_skip_start[number])
+            high = low if index.packet_is_discard[number] else at + samples - int(index.packet_skip_end[number])
+        elif number is not None:
             expected = int(index.packet_samples[number])
             at = int(index.packet_start[number]) + (expected - samples if 0 < samples < expected else 0)
             low, high = shown[number]
+            if not index.exact_grid:
+                high = low if index.packet_is_discard[number] else at + samples - int(index.packet_skip_end[number])
         elif cursor is not None:  # a frame the decoder did not time by a packet: right after the last one
             at, low, high = cursor, cursor, cursor + samples
         else:

@@ -8,9 +8,10 @@ in 1/90000 s), a packet's place on the grid is its pts. Matroska and WebM count 
 coarser than a sample: there the grid counts the samples of the packets before (PCM from the
 packet's size, Opus from its table-of-contents byte, codecs with a fixed frame size from it) and
 takes the pts again only where the stream jumps (a gap or an overlap of more than about one
-millisecond). Codecs whose packet length is none of these fall back to the packets' durations, as
-precise as the time base. Trimming the container asks for (an edit list's discarded packets,
-Opus's pre-skip, the padding of the last packet) is recorded per packet.
+millisecond). For codecs whose packet length is none of these (FLAC, Vorbis) packets are placed by
+their pts, as precise as the time base, and their decoded samples laid one after another
+(``exact_grid`` False). Trimming the container asks for (an edit list's discarded packets, Opus's
+pre-skip, the padding of the last packet) is recorded per packet.
 """
 
 from __future__ import annotations
@@ -125,7 +126,7 @@ def _stream_fields(container, stream, path: str) -> dict[str, Any]:
                                       f"({os_reason(error)})") from None
     samples = _packet_samples(counted if count_samples is not None else None, durations, pts, time_base, rate)
     filled = _fill_missing_pts(pts, samples, time_base, rate)
-    origin, grid = _sample_grid(filled, samples, skip_start, time_base, rate)
+    origin, grid = _sample_grid(filled, samples, skip_start, time_base, rate, counted=count_samples is not None)
     container_format = container.format.name.split(",")[0]
     offset = None
     if container_format in _ADDRESSABLE_FORMATS and all(p >= 0 for p in pos) and len(set(pos)) == len(pos):
@@ -241,8 +242,9 @@ def _fill_missing_pts(pts: list, samples: list[int], time_base: Fraction, rate: 
 
 
 def _sample_grid(pts: list[int], samples: list[int], skip_start: list[int], time_base: Fraction,
-                 rate: int) -> tuple[Fraction, list[int]]:
-    """The grid's origin (seconds) and each packet's first decoded sample on it.
+                 rate: int, *, counted: bool) -> tuple[Fraction, list[int]]:
+    """The grid's origin (seconds) and each packet's first decoded sample on it: from its pts where
+    the time base is fine or the samples were not ``counted`` from the packets, else by counting.
 
     The origin is the first packet's first decoded sample: its pts, except where the container
     trims its start (Opus pre-skip): then the first sample shown is put where FFmpeg puts it (the
@@ -252,7 +254,7 @@ def _sample_grid(pts: list[int], samples: list[int], skip_start: list[int], time
         return Fraction(0), []
     skip_ticks = _rescale_rounded(Fraction(skip_start[0], rate) / time_base)
     origin = (pts[0] + skip_ticks) * time_base - Fraction(skip_start[0], rate)
-    if time_base <= Fraction(1, rate):
+    if time_base <= Fraction(1, rate) or not counted:
         return origin, [math.floor((p * time_base - origin) * rate + Fraction(1, 2)) for p in pts]
     grid, expected = [], 0
     for value, count in zip(pts, samples):
