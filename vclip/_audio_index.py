@@ -58,7 +58,8 @@ class AudioIndex:
         packets_addressable: Packet bytes can be read straight from the file at ``packet_pos``.
         exact_grid: Packets are placed on the grid to the sample (always where the time base is
             as fine as a sample; in Matroska/WebM for PCM, Opus and fixed-size frames); False:
-            placed by their durations, as precise as the time base.
+            placed by their timestamps, as precise as the time base (FLAC, Vorbis in Matroska),
+            their decoded samples then laid end to end.
         origin_seconds: When grid sample 0 is shown.
         packet_pts, packet_pos, packet_size: Per packet (int64).
         packet_start, packet_samples, packet_skip_start, packet_skip_end: Per packet, in samples (int64).

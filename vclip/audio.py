@@ -15,6 +15,12 @@ Time the audio stream does not cover (it starts after the clip, or ends before i
 video without an audio stream gives silence with ``has_audio=False``, or :class:`~vclip.NoAudioError`
 with ``AudioSpec(missing="error")``. Stereo becomes mono as FFmpeg mixes it (``ffmpeg -ac 1``:
 each channel times 0.707, so a sound on both channels comes out louder than on either).
+
+"The audio shown at" a time is the stream as FFmpeg presents it: where the container's clock is
+coarser than a sample (Matroska and WebM count milliseconds) the samples are counted from the
+stream's start, which is exact for PCM, Opus and fixed-size frames (AAC, MP3, AC-3); FLAC and
+Vorbis there are placed by their millisecond timestamps (``AudioIndex.exact_grid`` False). The
+samples themselves are FFmpeg's decode of the whole stream, within 1e-3 for lossy codecs.
 """
 
 from __future__ import annotations
@@ -31,8 +37,7 @@ from ._audio_spans import ClipSpans
 from ._validation import check_choice, check_integer, check_optional_integer
 from .errors import NoAudioError, fail
 
-__all__ = ["AudioSpec", "AudioClips", "AudioIndex", "index_audio", "audio_index_for", "clips_audio", "empty_audio",
-           "audio_samples"]
+__all__ = ["AudioSpec", "AudioClips", "AudioIndex", "index_audio"]
 
 AudioDtype = Literal["float32", "int16"]
 AudioSpan = Literal["clip", "frame"]
@@ -51,9 +56,11 @@ class AudioSpec:
         dtype: ``"float32"`` (default, in [-1, 1]; FFmpeg's stereo-to-mono mix can exceed it) or
             ``"int16"`` (FFmpeg's conversion: rounded, clipped).
         span: ``"clip"`` (default): one stretch of audio per clip, from the start of its first
-            position to the end of its last, ``[clips, channels, samples]``; ``"frame"``: each
-            position's own span (its frame's display interval, or its target time's), ``[clips,
-            T, channels, samples]``, shorter spans padded at the end.
+            position to the end of its last, ``[clips, channels, samples]`` (keyframe and indexed
+            clips: from the earliest of their frames to the end of the latest, which for keyframes
+            is most of the video); ``"frame"``: each position's own span (its frame's display
+            interval, or its target time's), ``[clips, T, channels, samples]``, shorter spans
+            padded at the end.
         stream_index: Container index of the audio stream; None (default): the first audio stream.
         missing: What a video without (that) audio stream gives: ``"silence"`` (default: zeros,
             flagged by ``has_audio``) or ``"error"`` (:class:`~vclip.NoAudioError`).

@@ -109,7 +109,7 @@ class VideoDecoder:
     ):
         check_optional_integer("stream_index", stream_index, minimum=0, none_means="(the first video stream)")
         self._cache_dir = cache_dir
-        self._audio_indexes: dict[AudioSpec, AudioIndex | None] = {}
+        self._audio_indexes: dict[tuple[int | None, str], AudioIndex | None] = {}  # by (stream, missing)
         _check_flag("skip_non_reference", skip_non_reference)
         decode_processes = check_integer("decode_processes", decode_processes, minimum=0)
         resolved = resolve_device(device)
@@ -256,7 +256,7 @@ class VideoDecoder:
         return self._audio_of(self._audio_index(audio), spans, replace(audio, span="clip"), 1)
 
     def _audio_index(self, audio: AudioSpec) -> AudioIndex | None:
-        key = replace(audio, sample_rate=16000, channels=1, dtype="float32", span="clip")  # the stream choice
+        key = (audio.stream_index, audio.missing)
         if key not in self._audio_indexes:
             self._audio_indexes[key] = audio_index_for(self.index.path, audio, cache_dir=self._cache_dir)
         return self._audio_indexes[key]
