@@ -25,8 +25,13 @@ from vclip.synthetic import make_video  # noqa: E402
 VIDEO_SETS = {"360p": (64, 640, 360), "1080p": (16, 1920, 1080)}
 
 
+# With audio (benchmarks/loader.py --audio): the same videos with an AAC track, 48 kHz stereo
+# (what most MP4s of datasets such as Kinetics carry), of vclip.synthetic.audio_signal.
+AUDIO_OPTIONS = {"audio_codec": "aac", "audio_sample_rate": 48000, "audio_channels": 2}
+
+
 def _make_one(arguments):
-    path, width, height, seed = arguments
+    path, width, height, seed, audio = arguments
     if not Path(path).exists():
         make_video(
             path,
@@ -40,20 +45,22 @@ def _make_one(arguments):
             preset="veryfast",
             adaptive_b_frames=False,
             seed=seed,
+            **(AUDIO_OPTIONS if audio else {}),
         )
     return path
 
 
 def make_video_set(
-    folder: str | os.PathLike, name: str, workers: int | None = None, count: int | None = None
+    folder: str | os.PathLike, name: str, workers: int | None = None, count: int | None = None, audio: bool = False
 ) -> list[str]:
     """The benchmark videos of set ``name`` ("360p" or "1080p"), generated once into ``folder``
-    (the first ``count`` of them when given)."""
+    (the first ``count`` of them when given); with ``audio``, the same videos with an AAC track
+    (:data:`AUDIO_OPTIONS`), in a folder of their own (``<name>_aac``)."""
     full_count, width, height = VIDEO_SETS[name]
     count = min(count or full_count, full_count)
-    folder = Path(folder) / name
+    folder = Path(folder) / (f"{name}_aac" if audio else name)
     folder.mkdir(parents=True, exist_ok=True)
-    jobs = [(str(folder / f"video_{i:03d}.mp4"), width, height, i) for i in range(count)]
+    jobs = [(str(folder / f"video_{i:03d}.mp4"), width, height, i, audio) for i in range(count)]
     # spawn, not fork: the caller may already hold CUDA state, which forked children must not inherit
     with ProcessPoolExecutor(workers or os.cpu_count(), mp_context=multiprocessing.get_context("spawn")) as pool:
         return list(pool.map(_make_one, jobs))

@@ -16,8 +16,15 @@ benchmarks/common.py. For each set, in a fresh process:
 Then, in another fresh process, GPU memory over ``--memory-batches`` loader batches on the 360p
 set (several epochs), sampled every ``--memory-every`` batches: it must stay flat.
 
+With ``--audio`` it measures audio instead: the same sets with a 48 kHz stereo AAC track, the
+loader without audio and with ``AudioSpec(sample_rate=16000, channels=1)`` (each clip's 1.03 s
+of 16 kHz mono audio, ``[8, 1, 16534]`` on the device), in fresh processes taking turns
+(``--audio-rounds`` each), its first batch checked (barcodes, and the audio is the synthetic
+signal at each clip's first frame); the ratio with / without audio (target: >= 0.95).
+
     python benchmarks/loader.py --out results/ [--device cuda] [--sets 360p,1080p]
     python benchmarks/loader.py --out /tmp/smoke --device cpu --batches 5     # smoke test
+    python benchmarks/loader.py --out results/ --audio --no-memory [--processes 4]   # audio's cost
 """
 
 from __future__ import annotations
@@ -45,7 +52,7 @@ from vclip._engine import (
     resolve_transform,
 )
 from vclip.catalog import build_catalog
-from vclip.synthetic import read_barcode
+from vclip.synthetic import audio_signal, read_barcode
 
 BATCH, LENGTH, STRIDE, SIZE = 8, 16, 2, 224
 MEAN = np.array(vclip.IMAGENET_MEAN, np.float32)
@@ -61,11 +68,15 @@ def _synchronize(device: str) -> None:
         torch.cuda.synchronize(device)
 
 
+AUDIO = vclip.AudioSpec(sample_rate=16000, channels=1)
+
+
 def _make_loader(
-    paths: list[str], clips: int, *, device: str, workers: int, depth: int, processes: int, catalog: str | None = None
+    paths: list[str], clips: int, *, device: str, workers: int, depth: int, processes: int, catalog: str | None = None,
+    audio: vclip.AudioSpec | None = None,
 ) -> vclip.ClipLoader:
     """The train workload: random starts in videos visited in a new random order each epoch (the
-    videos named by ``paths``, or the same videos' ``catalog``)."""
+    videos named by ``paths``, or the same videos' ``catalog``), with ``audio`` when given."""
     return vclip.ClipLoader(
         catalog or [(path, 0) for path in paths],
         vclip.strided(LENGTH, STRIDE),
@@ -79,7 +90,29 @@ def _make_loader(
         num_threads=workers,
         prefetch_queue_depth=depth,
         decode_processes=processes,
+        audio=audio,
     )
+
+
+def _correlation(samples: np.ndarray, start: float, shift: float) -> float:
+    """Normalized correlation of ``samples`` with the synthetic signal from ``start`` seconds,
+    ``shift`` output samples later."""
+    reference = audio_signal(start + (np.arange(samples.size) + shift) / AUDIO.sample_rate)
+    return float(samples @ reference / np.sqrt((samples @ samples) * (reference @ reference) + 1e-12))
+
+
+def _check_audio(batch: vclip.ClipBatch, paths: list[str]) -> None:
+    """Each clip's audio is the synthetic signal from its first frame on (normalized correlation
+    above 0.95 at that time, and lower one output sample either side)."""
+    for row, (video, frames) in enumerate(zip(batch.video_ids.tolist(), batch.frame_indices.tolist())):
+        index = vclip.index_video(paths[video])
+        samples = batch.audio[row, 0, : int(batch.audio_lengths[row])].cpu().numpy().astype(np.float64)
+        start = float(index.pts_seconds[frames[0]] - index.start_seconds)
+        here = _correlation(samples, start, 0.0)
+        around = max(_correlation(samples, start, -1.0), _correlation(samples, start, 1.0))
+        if not (here > 0.95 and here > around):
+            raise AssertionError(f"clip {row} of {paths[video]}: its audio is not the signal at frame {frames[0]} "
+                                 f"(correlation {here:.3f}, {around:.3f} one sample off)")
 
 
 def _check(batch: vclip.ClipBatch) -> None:
@@ -221,6 +254,41 @@ def measure_set(
     }
 
 
+def measure_audio_pass(paths: list[str], *, audio: bool, batches: int, warmup: int, repeats: int, **options) -> dict:
+    """The train loader on ``paths`` (a set with audio) with or without :data:`AUDIO` (run in a
+    fresh process): checked on its first batch, then clips/s of each pass."""
+    loader = _make_loader(paths, (warmup + batches) * BATCH, audio=AUDIO if audio else None, **options)
+    first = next(iter(loader))
+    _check(first)
+    if audio:
+        _check_audio(first, paths)
+    rates, _ = _loader_passes(loader, warmup, batches, repeats)
+    estimate = loader.memory_estimate
+    loader.close()
+    return {"runs": rates, "audio_shape": loader.audio_shape, "memory_estimate_bytes": estimate.total,
+            "audio_buffers_bytes": estimate.audio_buffers}
+
+
+def measure_audio(paths: list[str], rounds: int, **options) -> dict:
+    """Clips/s without and with audio, ``rounds`` fresh processes each, taking turns."""
+    passes: dict[str, list] = {"without": [], "with": []}
+    for _ in range(rounds):
+        for kind in ("without", "with"):
+            passes[kind].append(_in_fresh_process(measure_audio_pass, paths, audio=kind == "with", **options))
+    without = statistics.median(rate for run in passes["without"] for rate in run["runs"])
+    with_audio = statistics.median(rate for run in passes["with"] for rate in run["runs"])
+    return {
+        "videos": len(paths),
+        "audio": repr(AUDIO),
+        "audio_shape": passes["with"][0]["audio_shape"],
+        "without_audio_clips_per_second": without,
+        "with_audio_clips_per_second": with_audio,
+        "with_over_without": with_audio / without,
+        "target_met": with_audio / without >= 0.95,
+        "passes": passes,
+    }
+
+
 def measure_memory(
     paths: list[str], *, device: str, batches: int, every: int, workers: int, depth: int, processes: int
 ) -> dict:
@@ -284,6 +352,10 @@ def main() -> None:
         "--catalog", action="store_true", help="also run the loader from a catalog of each set (vclip index)"
     )
     parser.add_argument("--no-memory", action="store_true", help="skip the memory run")
+    parser.add_argument("--audio", action="store_true",
+                        help="measure audio's cost instead: the sets with AAC tracks, without and with 16 kHz mono")
+    parser.add_argument("--audio-rounds", type=int, default=2,
+                        help="with --audio: fresh processes per kind (default 2)")
     arguments = parser.parse_args()
     on_cpu = arguments.device == "cpu"
     warmup = arguments.warmup if arguments.warmup is not None else (1 if on_cpu else 20)
@@ -300,6 +372,18 @@ def main() -> None:
         "device": arguments.device,
         "sets": {},
     }
+    if arguments.audio:
+        results["audio"] = {}
+        for name in arguments.sets.split(","):
+            paths = make_video_set(folder, name, audio=True)
+            result = measure_audio(paths, arguments.audio_rounds, batches=arguments.batches, warmup=warmup,
+                                   repeats=repeats, **common)
+            results["audio"][name] = result
+            print(f"{name}: without audio {result['without_audio_clips_per_second']:.1f} clips/s, with "
+                  f"{AUDIO.sample_rate} Hz mono {result['with_audio_clips_per_second']:.1f} clips/s, ratio "
+                  f"{result['with_over_without']:.3f} (target 0.95)")
+        print(f"saved {save_results('loader_audio', results, arguments.out)}")
+        return
     for name in arguments.sets.split(","):
         paths = make_video_set(folder, name)
         result = _in_fresh_process(

@@ -4,7 +4,11 @@
 when a CUDA device is asked for, and ``vclip.ClipLoader`` imports torch when first used.
 
 Frames and clips of one video:
-    VideoDecoder (get_frames, get_frames_played_at, get_clips) -> Frames
+    VideoDecoder (get_frames, get_frames_played_at, get_clips, get_audio) -> Frames
+
+Audio with the clips, cut by the same times, in ``vclip.audio``:
+    AudioSpec (rate, channels, dtype, per clip or per frame, stream, no-audio policy) -> AudioClips;
+    index_audio -> AudioIndex
 
 Samplers (which frames make a clip), in ``vclip.sampling``:
     contiguous, strided, jittered, keyframe, indexed, downscaled -> ClipSampler
@@ -41,6 +45,7 @@ import importlib
 from typing import Any
 
 from . import (  # noqa: F401
+    audio,
     check,
     decoder,
     errors,
@@ -59,6 +64,7 @@ from ._loader.stats import LoaderStats
 from ._remote import RemoteOptions, RemoteReads, set_remote_options
 from ._units import format_bytes, parse_bytes
 from ._version import __version__
+from .audio import AudioClips, AudioIndex, AudioSpec, index_audio
 from .decoder import Frames, VideoDecoder
 from .errors import (
     ArgumentError,
@@ -66,6 +72,7 @@ from .errors import (
     CorruptVideoError,
     FallbackWarning,
     IndexCacheWarning,
+    NoAudioError,
     NotAVideoError,
     RemoteReadWarning,
     TruncatedVideoWarning,
@@ -107,8 +114,8 @@ from .transforms import (
 )
 from .webdataset import ShardWriteResult, WebDatasetSource, write_shards
 
-for _name in ("LabeledVideo", "LoaderStats", "RemoteOptions", "RemoteReads", "ShardWriteResult", "format_bytes",
-              "parse_bytes", "set_remote_options"):  # defined in private modules
+for _name in ("AudioIndex", "LabeledVideo", "LoaderStats", "RemoteOptions", "RemoteReads", "ShardWriteResult",
+              "format_bytes", "index_audio", "parse_bytes", "set_remote_options"):  # defined in private modules
     globals()[_name].__module__ = __name__
 del _name
 
@@ -116,6 +123,9 @@ _DISTRIBUTION = "vclip-nvdec"  # the name on the package index (pip install vcli
 
 __all__ = [
     "ArgumentError",
+    "AudioClips",
+    "AudioIndex",
+    "AudioSpec",
     "CatalogWarning",
     "Augmentations",
     "ClipBatch",
@@ -137,6 +147,7 @@ __all__ = [
     "LoaderStats",
     "MemoryEstimate",
     "MultiScaleCrop",
+    "NoAudioError",
     "NotAVideoError",
     "RandomResizedCrop",
     "RandomShortSideScale",
@@ -160,6 +171,7 @@ __all__ = [
     "downscaled",
     "estimate_memory",
     "format_bytes",
+    "index_audio",
     "index_video",
     "indexed",
     "jittered",
@@ -176,8 +188,8 @@ __all__ = [
 ]
 
 _SUBMODULES = (
-    "check", "decoder", "errors", "huggingface", "index", "keyframes", "memory", "plan", "sampling", "synthetic",
-    "transforms", "webdataset",
+    "audio", "check", "decoder", "errors", "huggingface", "index", "keyframes", "memory", "plan", "sampling",
+    "synthetic", "transforms", "webdataset",
 )
 """Public submodules, imported with the package."""
 _LAZY_SUBMODULES = ("loader", "streaming")

@@ -9,12 +9,14 @@ from typing import Any, NoReturn
 
 import numpy as np
 
+from ._audio_spans import ClipSpans, clip_spans
 from ._device import resolve_device
 from ._engine.backends import make_backend, shared_process_backend
 from ._engine.pipeline import ClipTarget, DecodeStats, VideoJob, resolve_transform
 from ._engine.runner import JobRunner
 from ._sources import VideoInput, hold_video
-from ._validation import check_flag, check_integer, check_optional_integer, fail
+from ._validation import check_flag, check_integer, check_number, check_optional_integer, fail
+from .audio import AudioClips, AudioIndex, AudioSpec, audio_index_for, clips_audio
 from .index import VideoIndex, index_video
 from .sampling import ClipSampler, check_scaling_factor
 from .transforms import Augmentations, TransformSpec, as_transform_spec
@@ -47,6 +49,8 @@ class Frames:
             ``view_ids`` is 0). None from ``get_frames``.
         dtype: The transform's dtype; ``"bfloat16"`` values are held in ``data`` as their uint16
             bit patterns (NumPy and CuPy have no bfloat16), and :meth:`torch` gives bfloat16.
+        audio: The clips' audio (``get_clips(..., audio=AudioSpec(...))``; one row per row of
+            ``data``: a clip's views share its audio), else None.
     """
 
     data: Any
@@ -59,6 +63,7 @@ class Frames:
     clip_ids: np.ndarray | None = None
     view_ids: np.ndarray | None = None
     dtype: str = None  # type: ignore[assignment]  # filled in: data's dtype
+    audio: AudioClips | None = None
 
     def __post_init__(self):
         if self.padded is None:
@@ -70,7 +75,8 @@ class Frames:
         return (
             f"Frames(data={type(self.data).__module__.split('.')[0]}[{', '.join(map(str, self.data.shape))}] "
             f"{self.data.dtype}, frame_indices={list(self.frame_indices.shape)}, device={self.device!r}, "
-            f"fell_back_to_cpu={self.fell_back_to_cpu}, padded={int(np.count_nonzero(self.padded))})"
+            f"fell_back_to_cpu={self.fell_back_to_cpu}, padded={int(np.count_nonzero(self.padded))}"
+            + (f", audio={self.audio!r})" if self.audio is not None else ")")
         )
 
     def torch(self):
@@ -131,6 +137,8 @@ class VideoDecoder:
         decode_processes: int = 0,
     ):
         check_optional_integer("stream_index", stream_index, minimum=0, none_means="(the first video stream)")
+        self._cache_dir = cache_dir
+        self._audio_indexes: dict[tuple[int | None, str], AudioIndex | None] = {}  # by (stream, missing)
         check_flag("skip_non_reference", skip_non_reference)
         decode_processes = check_integer("decode_processes", decode_processes, minimum=0)
         resolved = resolve_device(device)
@@ -220,7 +228,7 @@ class VideoDecoder:
 
     def get_clips(
         self, sampler: ClipSampler, *, transform: TransformSpec | None = None, seed: int | None = None,
-        segment: tuple[float | None, float | None] | None = None,
+        segment: tuple[float | None, float | None] | None = None, audio: AudioSpec | None = None,
     ) -> Frames:
         """The clips ``sampler`` picks, ``data`` shaped ``[clips, ...]``.
 
@@ -235,20 +243,73 @@ class VideoDecoder:
         with ``spatial_views=3`` give ``3N`` rows, each clip decoded once and converted 3 times
         (``clip_ids`` and ``view_ids`` say which is which).
 
+        With ``audio``, ``Frames.audio`` holds each clip's audio (:class:`~vclip.AudioClips`):
+        the samples from its first frame's pts to the end of its last frame (a strided clip gets
+        the whole stretch; sampled in seconds, from its first target time for its duration;
+        inside ``segment``, cut at its end), or each frame's own span with
+        ``AudioSpec(span="frame")``; positions the end policy padded have none (see :mod:`vclip.audio`).
+
         Raises:
             ValueError: ``end_policy="error"`` and the video (or segment) is shorter than one clip.
             ArgumentError: An argument of the wrong type or value.
+            NoAudioError: ``audio`` with ``missing="error"`` and the video has no (such) audio stream.
         """
         if not isinstance(sampler, ClipSampler):
             raise fail("sampler", sampler, "a ClipSampler, e.g. vclip.strided(16, 2)")
         transform, _ = _check_options(transform, sampler.scaling_factor, seed)
+        _check_audio(audio)
         clips = sampler.sample_with_padding(self.index, seed=seed, segment=segment)
+        audio_index = self._audio_index(audio) if audio is not None else None  # before decoding: may refuse
         frames_per_clip = sampler.timing(self.index)[0] if sampler.in_seconds else sampler.clip_length or 0
         result = self._decode([clip.frame_indices for clip in clips], transform, sampler.scaling_factor, seed,
                               frames_per_clip=frames_per_clip)
         views = 1 if transform is None else transform.spatial_views
         padded = np.asarray([clip.padded for clip in clips], bool).reshape(len(clips), result.frame_indices.shape[1])
-        return replace(result, padded=np.repeat(padded, views, axis=0))
+        result = replace(result, padded=np.repeat(padded, views, axis=0))
+        if audio is None:
+            return result
+        spans = [clip_spans(self.index, clip, sampler, segment) for clip in clips]
+        clip_audio = self._audio_of(audio_index, spans, audio, frames_per_clip)
+        return replace(result, audio=clip_audio if views == 1 else replace(
+            clip_audio, data=np.repeat(clip_audio.data, views, axis=0),
+            lengths=np.repeat(clip_audio.lengths, views, axis=0),
+            start_seconds=np.repeat(clip_audio.start_seconds, views, axis=0)))
+
+    def get_audio(self, start_seconds: float, end_seconds: float, *, audio: AudioSpec | None = None) -> AudioClips:
+        """The audio shown from ``start_seconds`` to ``end_seconds`` (presentation times, as the
+        frames'), ``data`` of shape ``[1, channels, S]`` with ``S = ceil((end - start) * rate)``
+        samples, sample ``j`` the one shown at ``start + j / rate`` (silence where the stream
+        has no audio).
+
+        Args:
+            start_seconds, end_seconds: The span, ``start < end``; either may lie outside the stream.
+            audio: Rate, channels, dtype and stream (default: ``AudioSpec()``, 16 kHz mono float32;
+                its ``span`` does not apply).
+
+        Raises:
+            ArgumentError: Not numbers, or ``end_seconds <= start_seconds``.
+            NoAudioError: ``missing="error"`` and the video has no (such) audio stream.
+        """
+        audio = AudioSpec() if audio is None else audio
+        _check_audio(audio)
+        start = check_number("start_seconds", start_seconds)
+        end = check_number("end_seconds", end_seconds)
+        if end <= start:
+            raise fail("end_seconds", end_seconds, f"a number > start_seconds ({start_seconds!r})")
+        spans = [ClipSpans(np.array([start]), np.array([end]), start, end)]
+        return self._audio_of(self._audio_index(audio), spans, replace(audio, span="clip"), 1)
+
+    def _audio_index(self, audio: AudioSpec) -> AudioIndex | None:
+        key = (audio.stream_index, audio.missing)
+        if key not in self._audio_indexes:
+            self._audio_indexes[key] = audio_index_for(self.index.path, audio, cache_dir=self._cache_dir)
+        return self._audio_indexes[key]
+
+    def _audio_of(self, index: AudioIndex | None, spans: list[ClipSpans], audio: AudioSpec,
+                  positions: int) -> AudioClips:
+        data, lengths, starts = clips_audio(index, spans, audio, positions=positions)
+        return AudioClips(data, lengths, starts, audio.sample_rate, has_audio=index is not None,
+                          stream_index=None if index is None else index.stream_index)
 
     def _decode(
         self, clips: list[np.ndarray], transform: TransformSpec | None, scaling_factor: float, seed,
@@ -292,6 +353,11 @@ class VideoDecoder:
             view_ids=np.tile(np.arange(views, dtype=np.int64), len(clips)),
             dtype=conversion.dtype,
         )
+
+
+def _check_audio(audio: Any) -> None:
+    if audio is not None and not isinstance(audio, AudioSpec):
+        raise fail("audio", audio, "an AudioSpec or None, e.g. vclip.AudioSpec(sample_rate=16000, channels=1)")
 
 
 def _check_options(transform: Any, scaling_factor: Any, seed: Any) -> tuple[TransformSpec | None, float]:

@@ -7,7 +7,8 @@ a bad argument repeats the value and says what is allowed.
     │   ├── UnreadableVideoError    it exists but cannot be read: permissions, I/O, a dead server
     │   ├── NotAVideoError          not a container FFmpeg reads, or no video stream in it
     │   ├── CorruptVideoError       empty, truncated, or its frames cannot be decoded
-    │   └── UnsupportedCodecError   the codec cannot be decoded by the backend asked for
+    │   ├── UnsupportedCodecError   the codec cannot be decoded by the backend asked for
+    │   └── NoAudioError            audio was required and the video has no audio stream
     ├── ArgumentError               (also a ValueError and a TypeError) a bad argument
     ├── OutputError                 an output path of the command line cannot be used
     └── UsageError                  a command-line argument that was refused (exit status 2)
@@ -34,6 +35,7 @@ __all__ = [
     "NotAVideoError",
     "CorruptVideoError",
     "UnsupportedCodecError",
+    "NoAudioError",
     "ArgumentError",
     "OutputError",
     "UsageError",
@@ -94,6 +96,10 @@ class UnsupportedCodecError(VideoError):
     """The stream's codec cannot be decoded by the requested backend."""
 
 
+class NoAudioError(VideoError):
+    """Audio was asked for with ``AudioSpec(missing="error")`` and the video has no audio stream."""
+
+
 class ArgumentError(ValueError, TypeError):
     """A public argument has the wrong type or value; the message echoes it and names what is allowed."""
 
@@ -129,8 +135,8 @@ class RemoteReadWarning(UserWarning):
 
 
 _EXPORTED = (VideoError, VideoNotFoundError, UnreadableVideoError, NotAVideoError, CorruptVideoError,
-             UnsupportedCodecError, ArgumentError, FallbackWarning, TruncatedVideoWarning, IndexCacheWarning,
-             CatalogWarning, RemoteReadWarning)
+             UnsupportedCodecError, NoAudioError, ArgumentError, FallbackWarning, TruncatedVideoWarning,
+             IndexCacheWarning, CatalogWarning, RemoteReadWarning)
 for _class in _EXPORTED:
     _class.__module__ = "vclip"
 

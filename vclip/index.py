@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from stat import S_ISDIR, S_ISREG
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
@@ -459,16 +459,49 @@ def index_video(
         UnsupportedCodecError: FFmpeg has no decoder for the stream's codec.
         CorruptVideoError: Empty, truncated, damaged headers, or no frame to show.
     """
+    return cached_index(path, stream_index, cache_dir, VIDEO_INDEX)
+
+
+@dataclass(frozen=True)
+class IndexKind:
+    """One kind of index the caches keep (video indexes; audio indexes, :mod:`vclip._audio_index`).
+
+    Every kind is served under the same rules (see :func:`index_video`), from the same memory cache
+    (one bound, one :func:`clear_index_cache`) and disk folder, under keys of its own.
+
+    Attributes:
+        tag: Told apart from other kinds in cache keys; ``""`` for video indexes (their disk entries
+            keep the names they always had).
+        build: ``build(name, stream_index, file_size)``: the index, from the file.
+        to_record: The index as named arrays, for the disk cache.
+        from_record: ``from_record(record, name)``: the index back; raises on anything inconsistent.
+        nbytes: What an index weighs against the memory bound.
+    """
+
+    tag: str
+    build: Callable[[str, int | None, int], Any]
+    to_record: Callable[[Any], dict]
+    from_record: Callable[[Any, str], Any]
+    nbytes: Callable[[Any], int]
+
+    def key(self, name: str, stream_index: int | None) -> tuple:
+        return (name, f"{self.tag}:{stream_index}" if self.tag else stream_index)
+
+
+def cached_index(path: VideoInput, stream_index: int | None, cache_dir: str | os.PathLike | None,
+                 kind: IndexKind) -> Any:
+    """The index of ``kind`` of ``path``: from the caches when the content is unchanged, else built
+    (and cached); the rules of :func:`index_video`, which raises what this raises."""
     if isinstance(path, str) and ".tar" in path.lower():  # a shard of one video, or SHARD.tar#MEMBER
         from ._webdataset import resolve_member_name
 
         path = resolve_member_name(path)
     if not (isinstance(path, (str, os.PathLike)) and is_local(path)):  # only paths are local
         name, _holder = hold_video(path)  # the holder keeps bytes or a file object readable meanwhile
-        return _index_source(name, stream_index, cache_dir)
+        return _index_source(name, stream_index, cache_dir, kind)
     path = os.fspath(path)
     stat = _stat_video(path)
-    key = (os.path.realpath(path), stream_index)
+    key = kind.key(os.path.realpath(path), stream_index)
     signature = _signature(stat)
     entry = _memory_cache.get(key)
     fingerprint = None
@@ -483,47 +516,48 @@ def index_video(
     if fingerprint is None:
         fingerprint, settled = _fingerprint(path, stat)
     index, keep = _through_disk_cache(
-        cache_dir, key, fingerprint, path, lambda: _build_index(path, stream_index, stat.st_size),
+        cache_dir, key, stream_index, fingerprint, path, lambda: kind.build(path, stream_index, stat.st_size), kind,
         unchanged=lambda: _signature(_stat_video(path)) == signature,
     )
     if keep:  # else the file changed while it was read: keep nothing
-        _memory_cache.remember(key, MemoryEntry(index, fingerprint, signature, settled, _index_nbytes(index)))
+        _memory_cache.remember(key, MemoryEntry(index, fingerprint, signature, settled, kind.nbytes(index)))
     return index
 
 
-def _named(index: VideoIndex, path: str) -> VideoIndex:
+def _named(index: Any, path: str) -> Any:
     """``index`` from the memory cache (keyed by the file's real path, so shared by every name of the
     file) naming ``path``, the name asked for; the arrays are shared, not copied."""
     return index if index.path == path else replace(index, path=path)
 
 
-def _index_source(name: str, stream_index: int | None, cache_dir: str | os.PathLike | None) -> VideoIndex:
-    """:func:`index_video` of a URL or in-memory name, cached by its metadata fingerprint.
+def _index_source(name: str, stream_index: int | None, cache_dir: str | os.PathLike | None, kind: IndexKind) -> Any:
+    """:func:`cached_index` of a URL or in-memory name, cached by its metadata fingerprint.
 
     A URL's (or a slice's) in-memory entry is served without a request for
     :data:`_REMOTE_TRUST_SECONDS` after its fingerprint was last checked (the loader asks for a
     video's index once per clip).
     """
-    key = (name, stream_index)
+    key = kind.key(name, stream_index)
     entry = _memory_cache.get(key)
     if entry is not None and entry.signature and time.monotonic() - entry.signature[0] < _REMOTE_TRUST_SECONDS:
         return entry.index
     fingerprint = source_fingerprint(name)  # None for file objects: never cached
     if fingerprint is None:
-        return _build_source_index(name, stream_index)
+        return _build_source_index(name, stream_index, kind)
     checked = (time.monotonic(),)  # bytes are named by their digest: trusting them is safe too
     if entry is not None and entry.fingerprint == fingerprint:
         _memory_cache.remember(key, replace(entry, signature=checked))
         return entry.index
-    index, _ = _through_disk_cache(cache_dir, key, fingerprint, name, lambda: _build_source_index(name, stream_index))
-    _memory_cache.remember(key, MemoryEntry(index, fingerprint, checked, False, _index_nbytes(index)))
+    index, _ = _through_disk_cache(cache_dir, key, stream_index, fingerprint, name,
+                                   lambda: _build_source_index(name, stream_index, kind), kind)
+    _memory_cache.remember(key, MemoryEntry(index, fingerprint, checked, False, kind.nbytes(index)))
     return index
 
 
 def _through_disk_cache(
-    cache_dir: str | os.PathLike | None, key: tuple[str, int | None], fingerprint: str, name: str,
-    build: Callable[[], VideoIndex], unchanged: Callable[[], bool] | None = None,
-) -> tuple[VideoIndex, bool]:
+    cache_dir: str | os.PathLike | None, key: tuple, stream_index: int | None, fingerprint: str, name: str,
+    build: Callable[[], Any], kind: IndexKind, unchanged: Callable[[], bool] | None = None,
+) -> tuple[Any, bool]:
     """The index of ``key`` from the on-disk cache when an entry validates, else built and saved.
 
     Returns:
@@ -533,12 +567,12 @@ def _through_disk_cache(
     disk = DiskCache.open(cache_dir) if cache_dir is not None else None
     try:
         entry_name = DiskCache.entry_name(key)
-        stored = _stored_index(disk, entry_name, fingerprint, key[1], name) if disk is not None else None
+        stored = _stored_index(disk, entry_name, fingerprint, stream_index, name, kind) if disk is not None else None
         index = stored if stored is not None else build()
         if unchanged is not None and not unchanged():
             return index, False
         if stored is None and disk is not None:
-            disk.save(entry_name, fingerprint, key[1], index_to_record(index))
+            disk.save(entry_name, fingerprint, stream_index, kind.to_record(index))
         return index, True
     finally:
         if disk is not None:
@@ -546,14 +580,14 @@ def _through_disk_cache(
 
 
 def _stored_index(disk: DiskCache, entry_name: str, fingerprint: str, stream_index: int | None,
-                  name: str) -> VideoIndex | None:
+                  name: str, kind: IndexKind) -> Any:
     """The index stored in ``disk`` for this content and stream request, or None when there is none
     or it does not validate in every way (format version, fields, consistency, stream)."""
     record = disk.load(entry_name, fingerprint, stream_index)
     if record is None:
         return None
     try:
-        index = index_from_record(record, name)
+        index = kind.from_record(record, name)
     except Exception:  # unknown fields, tampered values: rebuild, never raise
         return None
     if stream_index is not None and index.stream_index != stream_index:
@@ -561,14 +595,18 @@ def _stored_index(disk: DiskCache, entry_name: str, fingerprint: str, stream_ind
     return index
 
 
-def _build_source_index(name: str, stream_index: int | None) -> VideoIndex:
+def _build_source_index(name: str, stream_index: int | None, kind: IndexKind) -> Any:
     size = open_reader(name).size()
     if size == 0:
         raise CorruptVideoError(name, "file is empty (0 bytes)")
-    return _build_index(name, stream_index, size)
+    return kind.build(name, stream_index, size)
 
 
 def _build_index(path: str, stream_index: int | None, file_size: int) -> VideoIndex:
     return VideoIndex(path=path, **demux_stream(path, stream_index, file_size))
 
 
+
+
+VIDEO_INDEX = IndexKind("", _build_index, index_to_record, index_from_record, _index_nbytes)
+"""Video indexes, as the caches keep them."""

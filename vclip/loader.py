@@ -26,9 +26,11 @@ from typing import Any
 import torch
 from torch.utils.data import IterableDataset, get_worker_info
 
+from ._audio_decode import span_samples
 from ._dataset import LabeledVideo, VideoSource
 from ._device import Device, resolve_device
 from ._engine.backends import make_backend
+from ._loader.audio import LoaderAudio
 from ._loader.batches import SCAN, BadVideos, BatchBuilder, OnError
 from ._loader.clips import ClipDrawer, VideoFacts
 from ._loader.epoch import EpochPlan, EvenShards, process_shard
@@ -40,6 +42,7 @@ from ._remote import remote_reads
 from ._sources import is_url
 from ._units import format_bytes, parse_bytes
 from ._validation import check_choice, check_integer, fail
+from .audio import AudioSpec, audio_samples
 from .errors import ArgumentError
 from .memory import LoaderMemoryEstimate, plan_loader_memory
 from .sampling import ClipSampler
@@ -85,6 +88,14 @@ class ClipBatch:
     Multi-view evaluation, averaging predictions per video::
 
         scores.index_add_(0, batch.video_ids.to(device), model(batch.data).softmax(-1))
+        audio: With ``ClipLoader(audio=AudioSpec(...))``: each clip's audio, float32 or int16
+            ``[B, C, S]`` (``[B, T, C, S]`` for ``span="frame"``) on the loader's device; ``S`` is
+            the longest span of the dataset, shorter ones padded with zeros at the end. On the CPU
+            a view of a pooled buffer like ``data``; on the GPU a copy of its own. Else None.
+        audio_lengths: int64 ``[B]`` (``[B, T]``), on the loader's device: the samples of each
+            span; ``audio[..., n:]`` past them is padding (0 for positions the end policy padded).
+        has_audio: bool ``[B]``, on the loader's device: False where the clip's video has no
+            (such) audio stream and its audio is silence.
     """
 
     data: torch.Tensor
@@ -99,6 +110,9 @@ class ClipBatch:
     clip_ids: torch.Tensor | None = None
     view_ids: torch.Tensor | None = None
     augmentations: Augmentations | None = None
+    audio: torch.Tensor | None = None
+    audio_lengths: torch.Tensor | None = None
+    has_audio: torch.Tensor | None = None
 
     def __len__(self) -> int:
         return int(self.data.shape[0])
@@ -114,7 +128,9 @@ class ClipBatch:
         return (
             f"ClipBatch(data=[{', '.join(map(str, self.data.shape))}] {str(self.data.dtype).removeprefix('torch.')} "
             f"{self.data.device}, labels=[{self.labels.shape[0]}], frame_indices={list(self.frame_indices.shape)}, "
-            f"epoch={self.epoch}, batch_number={self.batch_number}, skipped_videos={len(self.skipped_videos)})"
+            f"epoch={self.epoch}, batch_number={self.batch_number}, skipped_videos={len(self.skipped_videos)}"
+            + (f", audio=[{', '.join(map(str, self.audio.shape))}] {str(self.audio.dtype).removeprefix('torch.')})"
+               if self.audio is not None else ")")
         )
 
 
@@ -243,6 +259,14 @@ class ClipLoader(IterableDataset):
         cache_dir: Folder for an on-disk cache of video indexes (see :func:`vclip.index_video`).
         verbose: Also print the one-line summary of each epoch to stderr (it is always logged
             at INFO level on the ``"vclip"`` logger).
+        audio: Each clip's audio too (:class:`vclip.AudioSpec`: rate, channels, dtype, per clip or
+            per frame, stream, what a video without audio gives), cut by the clip's own times as
+            :meth:`VideoDecoder.get_clips` cuts it, into :attr:`ClipBatch.audio` with
+            ``audio_lengths`` and ``has_audio``. It is decoded on CPU threads while the frames are,
+            reading only the audio packets of each clip (indexed once per video, beside the video
+            index); on the GPU it is copied from pinned memory on the consumer's stream. A video
+            whose audio cannot be decoded (or, with ``missing="error"``, that has none) is a bad
+            video for ``on_error``. None (default): no audio.
 
     Attributes:
         videos: The dataset (``LabeledVideo(path, label)`` each), in input order.
@@ -251,6 +275,7 @@ class ClipLoader(IterableDataset):
             at construction: ``"cuda"`` and ``"auto"`` mean the process's current CUDA device).
         decode_workers: Decode threads, in all processes (NVDEC decoders on the GPU).
         clip_shape: Shape of one clip.
+        audio_shape: Shape of one clip's audio (``(C, S)``, or ``(T, C, S)`` per frame), or None.
         memory_estimate: The peak memory the loader plans for (:class:`vclip.LoaderMemoryEstimate`).
 
     Raises:
@@ -288,6 +313,7 @@ class ClipLoader(IterableDataset):
         cache_dir: str | None = None,
         verbose: bool = False,
         evaluation: bool = False,
+        audio: AudioSpec | None = None,
     ):
         super().__init__()
         if not isinstance(sampler, ClipSampler):
@@ -321,8 +347,17 @@ class ClipLoader(IterableDataset):
         budget = parse_bytes(memory_budget) if memory_budget is not None else None
         self.augmentation_factor = augmentation_factor
         self.verbose = bool(verbose)
+        if audio is not None and not isinstance(audio, AudioSpec):
+            raise fail("audio", audio, "an AudioSpec or None, e.g. vclip.AudioSpec(sample_rate=16000, channels=1)")
+        self.audio = audio
         self._drawer = ClipDrawer(sampler, transform, clips_per_video, max_lead_frames)
         self.frames_per_clip = self._drawer.frames_per_clip
+        if audio is not None and self._drawer.conversion.views > 1:
+            raise fail("audio", audio, "None with spatial_views > 1 (a loader's batches of views carry no audio; "
+                       "VideoDecoder.get_clips gives each view its clip's audio)")
+        self._audio = None if audio is None else LoaderAudio(audio, sampler, samples=0,
+                                                             positions=self.frames_per_clip, cache_dir=cache_dir)
+        self.audio_shape: tuple[int, ...] | None = None
         self._device: Device = resolve_device(device).device  # a GPU request without one warns once
         self._remote_baseline = remote_reads()
         self._source = open_source(videos, cache_dir)
@@ -352,6 +387,11 @@ class ClipLoader(IterableDataset):
         counts = found.clip_counts
         if self.evaluation:  # videos found unusable give no clips (not clips to replace)
             counts = [0 if number in found.problems else count for number, count in enumerate(counts)]
+        if self._audio is not None:
+            self._audio.samples = max(span_samples(facts.longest_spans[0 if self._audio.spec.span == "clip" else 1],
+                                                   self._audio.spec.sample_rate) for facts in found.usable)
+            self.audio_shape = self._audio.batch_shape(1)[1:]
+            runtime.use_audio(self._audio.batch_shape(self.batch_size))
         self._plan = EpochPlan(counts, batch_size=self.batch_size, seed=self.seed, shuffle=self.shuffle,
                                drop_last=self.drop_last, even_shards=None if self.evaluation else self.even_shards)
         self.memory_estimate: LoaderMemoryEstimate = self._estimate_memory(found.usable)
@@ -366,6 +406,8 @@ class ClipLoader(IterableDataset):
             options["max_lead_frames"] = self._drawer.max_lead_frames
         if self.evaluation:
             options["evaluation"] = True
+        if self.audio is not None:
+            options["audio"] = repr(self.audio)
         self._fingerprint = dataset_fingerprint(self._source.videos, found.clip_counts, options)
 
     # -- the dataset ------------------------------------------------------------------------------
@@ -428,7 +470,7 @@ class ClipLoader(IterableDataset):
                             self.stats())
         try:
             bfloat16 = self._drawer.dtype == "bfloat16"  # its buffers hold the bit patterns as uint16
-            for built, data, labels in runtime.deliver(run):
+            for built, data, labels, audio in runtime.deliver(run):
                 yield ClipBatch(
                     data=data.view(torch.bfloat16) if bfloat16 else data, labels=labels,
                     video_ids=torch.from_numpy(built.video_ids),
@@ -437,6 +479,7 @@ class ClipLoader(IterableDataset):
                     skipped_videos=built.skipped_videos,
                     epoch=epoch, batch_number=built.number, clip_ids=torch.from_numpy(built.clip_ids),
                     view_ids=torch.from_numpy(built.view_ids), augmentations=built.augmentations,
+                    **(dict(zip(("audio", "audio_lengths", "has_audio"), audio)) if audio is not None else {}),
                 )
         finally:
             if self._passes == this_pass:  # not a pass abandoned earlier and closed only now
@@ -506,11 +549,13 @@ class ClipLoader(IterableDataset):
                                cpu_decoders=self.cpu_decoders, in_flight=self.prefetch_queue_depth + 1)
         try:
             builder = BatchBuilder(self._source, self._drawer, self._bad, seed=self.seed, on_error=self.on_error,
-                                   replace=not self.evaluation)
+                                   replace=not self.evaluation, audio=self._audio)
             self._runtime = LoaderRuntime(
                 backend, self._device, builder, self._allocate_buffer, num_threads=self.num_threads,
                 decode_processes=self.decode_processes, prefetch_queue_depth=self.prefetch_queue_depth,
             )
+            if self._audio is not None and self.audio_shape is not None:  # known once the scan has run
+                self._runtime.use_audio(self._audio.batch_shape(self.batch_size))
         except BaseException:
             backend.close()  # its worker processes must not outlive a runtime that failed
             raise
@@ -543,6 +588,10 @@ class ClipLoader(IterableDataset):
             video_width=largest.width, video_height=largest.height, video_bit_depth=largest.bit_depth,
             cpu_decoders=self.cpu_decoders,
             video_kinds=len({(facts.codec, facts.bit_depth, facts.width, facts.height) for facts in usable}),
+            audio=self.audio,
+            audio_samples=(0 if self._audio is None else
+                           audio_samples(self._audio.spec, max(f.longest_spans[0] for f in usable),
+                                         max(f.longest_spans[1] for f in usable), self.frames_per_clip)),
         )
 
     def _budget_refusal(self, memory_budget: int | str | None, budget: int) -> str:

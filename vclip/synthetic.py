@@ -1,9 +1,11 @@
-"""Synthetic test videos whose frames carry their own index as a barcode.
+"""Synthetic test videos whose frames carry their own index as a barcode, and whose audio tells the time.
 
 Each frame is a window panned across a fractal-noise texture twice the frame size, with three
 coloured boxes moving on sine paths, and a 12-bit barcode of the frame index across the top band
 (one cell per bit, most significant first, white for 1). :func:`read_barcode` reads the index back
-from any decoded RGB frame, at any size, so tests can tell exactly which frame came out.
+from any decoded RGB frame, at any size, so tests can tell exactly which frame came out. An audio
+track (``make_video(audio_codec=...)``) carries :func:`audio_signal`, a tone whose pitch steps
+every 1/30 s, so tests can tell to the sample which audio came out.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import Any
 
 import av
 import numpy as np
@@ -20,7 +23,8 @@ import numpy as np
 from ._validation import fail
 
 __all__ = [
-    "make_video", "read_barcode", "BARCODE_BITS", "make_scene_video", "LabelledVideo", "LabelledEvent",
+    "make_video", "read_barcode", "audio_signal", "AUDIO_STEP_SECONDS", "BARCODE_BITS",
+    "make_scene_video", "LabelledVideo", "LabelledEvent",
     "BOUNDARY_KINDS", "SCENE_VIDEO_CLASSES", "make_shots_video",
 ]
 
@@ -93,8 +97,18 @@ def make_video(
     time_base: Fraction | None = None,
     seed: int = 0,
     encoder_options: Mapping[str, str] | None = None,
+    audio_codec: str | None = None,
+    audio_sample_rate: int = 48000,
+    audio_channels: int = 2,
+    audio_offset_seconds: float = 0.0,
+    audio_seconds: float | None = None,
+    audio_chunk_seconds: float | None = None,
 ) -> str:
     """Encode a barcode-stamped synthetic video with PyAV and return its path.
+
+    With ``audio_codec``, the file also holds an audio track of :func:`audio_signal` (the same on
+    every channel): the audio that goes with the frame shown ``t`` seconds after the first frame
+    is ``audio_signal(t)``, so tests can tell to the sample which audio came out.
 
     Args:
         path: Output file; the container follows the extension (.mp4, .mkv...).
@@ -112,6 +126,15 @@ def make_video(
         seed: Texture seed.
         encoder_options: More FFmpeg encoder options, added last (e.g. ``{"deadline": "realtime"}``
             for a quick VP9 encode).
+        audio_codec: FFmpeg audio encoder (``"aac"``, ``"libopus"``, ``"pcm_s16le"``...), or None
+            (default) for a video without audio.
+        audio_sample_rate, audio_channels: Of the audio track (1 or 2 channels).
+        audio_offset_seconds: When the audio starts, in seconds after the first frame (negative:
+            before it; the frames then start that much after the file's start).
+        audio_seconds: Length of the audio; default: from its start to the end of the last frame.
+        audio_chunk_seconds: Irregular interleaving: the audio is handed to the muxer in chunks of
+            this many seconds, each after the frames it covers (the file then stores it in such
+            chunks); default: interleaved by time.
     """
     path = os.fspath(path)
     rng = np.random.default_rng(seed)
@@ -120,38 +143,136 @@ def make_video(
     pts = list(frame_pts) if frame_pts is not None else list(range(num_frames))
     if len(pts) != num_frames:
         raise ValueError(f"frame_pts has {len(pts)} values for {num_frames} frames")
-    with av.open(path, "w") as container:
-        stream = container.add_stream(codec, rate=fps)
-        if not isinstance(stream, av.VideoStream):
-            raise ValueError(f"{codec!r} is not a video codec")
-        stream.width, stream.height, stream.pix_fmt = width, height, pixel_format
-        stream.time_base = time_base
-        stream.codec_context.time_base = time_base
-        if codec == "libx264":
-            stream.options = {
-                "preset": preset, "crf": str(crf), "bf": str(b_frames), "g": str(keyframe_interval),
-                "keyint_min": str(keyframe_interval), "sc_threshold": "0",
-            }
-            if not adaptive_b_frames:
-                stream.options["x264-params"] = "b-adapt=0"
-        elif codec == "libx265":
-            stream.options = {
-                "preset": preset, "crf": str(crf),
-                "x265-params": f"keyint={keyframe_interval}:min-keyint={keyframe_interval}:bframes={b_frames}"
-                               ":scenecut=0:log-level=error",
-            }
-        else:
-            stream.codec_context.gop_size = keyframe_interval
-            stream.codec_context.max_b_frames = b_frames
-        if encoder_options:
-            stream.options = {**stream.options, **encoder_options}
-        for i in range(num_frames):
-            frame = av.VideoFrame.from_ndarray(render_frame(i, texture, width, height, num_frames), format="rgb24")
-            frame.pts = pts[i]
-            frame.time_base = time_base
-            container.mux(stream.encode(frame))
+    first_frame = pts[0] * time_base
+    audio_start = first_frame + Fraction(audio_offset_seconds).limit_denominator(10**6)
+    if audio_codec is not None and audio_start < 0:  # the frames move later, the audio starts the file
+        shift = math.ceil(-audio_start / time_base)
+        pts = [value + shift for value in pts]
+        first_frame, audio_start = first_frame + shift * time_base, audio_start + shift * time_base
+    frame_end = (pts[-1] + (pts[-1] - pts[-2] if num_frames > 1 else 1)) * time_base
+    options = {"max_interleave_delta": "1"} if audio_chunk_seconds else {}
+    if audio_codec is not None and path.lower().endswith((".mp4", ".mov", ".m4v")):
+        options["movie_timescale"] = str(audio_sample_rate)  # edit lists to the sample, not the millisecond
+    with av.open(path, "w", options=options) as container:
+        stream = _add_video_stream(container, codec, fps, width, height, pixel_format, time_base, keyframe_interval,
+                                   b_frames, crf, preset, adaptive_b_frames, encoder_options)
+        events: list[tuple[Fraction, int, Any]] = [
+            (value * time_base, 1, number) for number, value in enumerate(pts)
+        ]
+        audio = None
+        if audio_codec is not None:
+            audio = _add_audio_stream(container, audio_codec, audio_sample_rate, audio_channels)
+            length = Fraction(audio_seconds).limit_denominator(10**6) if audio_seconds is not None else (
+                frame_end - audio_start)
+            events += _audio_events(audio, audio_start, first_frame, length, audio_sample_rate, audio_channels,
+                                    audio_chunk_seconds)
+        for _, kind, item in sorted(events, key=lambda event: (event[0], event[1])):
+            if kind == 1:
+                frame = av.VideoFrame.from_ndarray(render_frame(item, texture, width, height, num_frames),
+                                                   format="rgb24")
+                frame.pts = pts[item]
+                frame.time_base = time_base
+                container.mux(stream.encode(frame))
+            else:
+                container.mux(audio.encode(item))  # type: ignore[union-attr]  # set with audio events
         container.mux(stream.encode(None))
+        if audio is not None:
+            container.mux(audio.encode(None))
     return path
+
+
+def _add_video_stream(container, codec: str, fps: int, width: int, height: int, pixel_format: str,
+                      time_base: Fraction, keyframe_interval: int, b_frames: int, crf: int, preset: str,
+                      adaptive_b_frames: bool, encoder_options: Mapping[str, str] | None):
+    stream = container.add_stream(codec, rate=fps)
+    if not isinstance(stream, av.VideoStream):
+        raise ValueError(f"{codec!r} is not a video codec")
+    stream.width, stream.height, stream.pix_fmt = width, height, pixel_format
+    stream.time_base = time_base
+    stream.codec_context.time_base = time_base
+    if codec == "libx264":
+        stream.options = {
+            "preset": preset, "crf": str(crf), "bf": str(b_frames), "g": str(keyframe_interval),
+            "keyint_min": str(keyframe_interval), "sc_threshold": "0",
+        }
+        if not adaptive_b_frames:
+            stream.options["x264-params"] = "b-adapt=0"
+    elif codec == "libx265":
+        stream.options = {
+            "preset": preset, "crf": str(crf),
+            "x265-params": f"keyint={keyframe_interval}:min-keyint={keyframe_interval}:bframes={b_frames}"
+                           ":scenecut=0:log-level=error",
+        }
+    else:
+        stream.codec_context.gop_size = keyframe_interval
+        stream.codec_context.max_b_frames = b_frames
+    if encoder_options:
+        stream.options = {**stream.options, **encoder_options}
+    return stream
+
+
+# --- Audio that tells the time -----------------------------------------------------------------
+
+AUDIO_STEP_SECONDS = Fraction(1, 30)
+""":func:`audio_signal` changes its pitch every this many seconds."""
+_AUDIO_FREQUENCIES = 300 + 50 * np.arange(12)  # Hz, in turn, one per step
+
+
+def audio_signal(seconds) -> np.ndarray:
+    """The synthetic audio at these times (seconds after the first frame, any shape, float64).
+
+    A tone of amplitude 0.5 whose pitch steps every :data:`AUDIO_STEP_SECONDS` through 300, 350,
+    ..., 850 Hz and round again, its phase continuous: no two stretches of a few milliseconds
+    look alike, so where a clip's audio lies in time can be found to a fraction of a sample.
+    """
+    t = np.asarray(seconds, dtype=np.float64)
+    step = float(AUDIO_STEP_SECONDS)
+    number = np.floor(t / step)
+    rounds, within = np.divmod(number, 12)
+    # cycles before step k: step * (300 k + 50 * (66 * rounds + within * (within - 1) / 2)), for any integer k
+    cycles = step * (300 * number + 50 * (66 * rounds + within * (within - 1) / 2))
+    frequency = _AUDIO_FREQUENCIES[within.astype(np.int64)]
+    return 0.5 * np.sin(2 * np.pi * (cycles + frequency * (t - number * step)))
+
+
+_AUDIO_FORMATS = {"aac": "fltp", "libopus": "flt", "opus": "flt", "flac": "s16", "mp3": "fltp", "libmp3lame": "fltp"}
+
+
+def _add_audio_stream(container, codec: str, sample_rate: int, channels: int):
+    if channels not in (1, 2):
+        raise ValueError(f"audio_channels ({channels}) must be 1 or 2")
+    stream = container.add_stream(codec, rate=sample_rate)
+    if not isinstance(stream, av.AudioStream):
+        raise ValueError(f"{codec!r} is not an audio codec")
+    stream.layout = "mono" if channels == 1 else "stereo"
+    stream.format = _AUDIO_FORMATS.get(codec, "s16")
+    stream.time_base = Fraction(1, sample_rate)
+    return stream
+
+
+def _audio_events(stream, start: Fraction, first_frame: Fraction, length: Fraction, sample_rate: int,
+                  channels: int, chunk_seconds: float | None) -> list[tuple[Fraction, int, Any]]:
+    """The audio frames of :func:`audio_signal` from ``start`` for ``length`` seconds, each with the
+    time at which it is handed to the muxer."""
+    frame_size = {"aac": 1024, "libopus": 960 * sample_rate // 48000}.get(stream.codec_context.name, 1024)
+    first, total = round(start * sample_rate), round(length * sample_rate)
+    packed = stream.format.name in ("flt", "s16")
+    events = []
+    for offset in range(0, total, frame_size):
+        count = min(frame_size, total - offset)
+        seconds = (first + offset + np.arange(count)) / sample_rate - float(first_frame)
+        samples = np.repeat(audio_signal(seconds)[None].astype(np.float32), channels, axis=0)
+        if stream.format.name.startswith("s16"):
+            samples = np.round(samples * 32767).astype(np.int16)
+        frame = av.AudioFrame.from_ndarray(samples.T.reshape(1, -1).copy() if packed else samples,
+                                           format=stream.format.name, layout=stream.layout.name)
+        frame.sample_rate, frame.pts, frame.time_base = sample_rate, first + offset, Fraction(1, sample_rate)
+        when = Fraction(first + offset, sample_rate)
+        if chunk_seconds:
+            chunk = Fraction(chunk_seconds).limit_denominator(10**6)
+            when = (math.floor(when / chunk) + 1) * chunk  # after the frames of its chunk
+        events.append((when, 0, frame))
+    return events
 
 
 def read_barcode(frame: np.ndarray, *, flipped: bool = False) -> int:

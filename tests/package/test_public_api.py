@@ -14,6 +14,9 @@ import vclip
 
 EXPORTED = [
     "ArgumentError",
+    "AudioClips",
+    "AudioIndex",
+    "AudioSpec",
     "CatalogWarning",
     "Augmentations",
     "ClipBatch",
@@ -36,6 +39,7 @@ EXPORTED = [
     "LoaderStats",
     "MemoryEstimate",
     "MultiScaleCrop",
+    "NoAudioError",
     "NotAVideoError",
     "RandomResizedCrop",
     "RandomShortSideScale",
@@ -59,6 +63,7 @@ EXPORTED = [
     "downscaled",
     "estimate_memory",
     "format_bytes",
+    "index_audio",
     "index_video",
     "indexed",
     "jittered",
@@ -73,6 +78,7 @@ EXPORTED = [
     "write_shards",
 ]
 SUBMODULES = [
+    "audio",
     "check",
     "decoder",
     "errors",

@@ -13,18 +13,35 @@ became unreadable since it was indexed, a seek or read FFmpeg refuses, packets t
 from __future__ import annotations
 
 import os
+from typing import Protocol
 
 import numpy as np
 
 from .._demux import DEMUX_ERRORS, demux_failure, open_container
 from .._sources import is_local, read_ranges
 from ..errors import CorruptVideoError, video_error_from_os_error
-from ..index import VideoIndex
 
 _MAX_SPAN_BYTES = 256 << 20  # one read per segment up to this; larger spans are read packet by packet
 
 
-def read_packets(index: VideoIndex, packets: np.ndarray) -> list[bytes]:
+class PacketTable(Protocol):
+    """Where a stream's packets are: a :class:`~vclip.VideoIndex` or an :class:`~vclip.AudioIndex`."""
+
+    @property
+    def path(self) -> str: ...
+    @property
+    def stream_index(self) -> int: ...
+    @property
+    def packets_addressable(self) -> bool: ...
+    @property
+    def packet_pts(self) -> np.ndarray: ...
+    @property
+    def packet_pos(self) -> np.ndarray: ...
+    @property
+    def packet_size(self) -> np.ndarray: ...
+
+
+def read_packets(index: PacketTable, packets: np.ndarray) -> list[bytes]:
     """Bytes of ``packets`` (decode-order numbers, ascending).
 
     Raises:
@@ -35,7 +52,7 @@ def read_packets(index: VideoIndex, packets: np.ndarray) -> list[bytes]:
     return _demux(index, packets)
 
 
-def _read_from_file(index: VideoIndex, packets: np.ndarray) -> list[bytes]:
+def _read_from_file(index: PacketTable, packets: np.ndarray) -> list[bytes]:
     positions = index.packet_pos[packets]
     sizes = index.packet_size[packets]
     if not is_local(index.path):
@@ -59,7 +76,7 @@ def _read_from_file(index: VideoIndex, packets: np.ndarray) -> list[bytes]:
     return data
 
 
-def _demux(index: VideoIndex, packets: np.ndarray) -> list[bytes]:
+def _demux(index: PacketTable, packets: np.ndarray) -> list[bytes]:
     """Demux ``packets``: after a seek to the first one's keyframe, then from the start of the file.
 
     Demuxed packets are recognised by byte position when the index has a distinct one for every

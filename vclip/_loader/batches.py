@@ -16,7 +16,9 @@ import numpy as np
 from .._engine.pipeline import ClipTarget, VideoJob, needs_any
 from ..errors import CorruptVideoError, VideoError
 from ..index import VideoIndex
+from ..sampling import SampledClip, Segment
 from ..transforms import Augmentations, SampleDraw
+from .audio import LoaderAudio
 from .clips import ClipDrawer
 from .epoch import ClipRef, replacement_order
 from .source import DatasetSource, as_video_error
@@ -104,7 +106,13 @@ class _Clip:
     index: VideoIndex
     frames: np.ndarray
     draws: tuple[SampleDraw, ...]  # one per spatial view
-    padded: np.ndarray  # bool [T]: positions the end policy filled
+    drawn: SampledClip  # with its padded positions and target times (for its audio)
+    segment: Segment | None
+
+    @property
+    def padded(self) -> np.ndarray:
+        """bool ``[T]``: the positions the end policy filled."""
+        return self.drawn.padded
 
 
 @dataclass(frozen=True, eq=False)
@@ -122,6 +130,8 @@ class BuiltBatch:
     clip_ids: np.ndarray
     view_ids: np.ndarray
     augmentations: Augmentations
+    audio_lengths: np.ndarray | None = None  # samples of each clip's (or position's) audio
+    has_audio: np.ndarray | None = None  # per clip: its video has the audio stream
 
 
 class BatchBuilder:
@@ -130,7 +140,7 @@ class BatchBuilder:
     for evaluation: left out, the batch then smaller)."""
 
     def __init__(self, source: DatasetSource, drawer: ClipDrawer, bad: BadVideos, *, seed: int, on_error: OnError,
-                 replace: bool = True):
+                 replace: bool = True, audio: LoaderAudio | None = None):
         self.source = source
         self.drawer = drawer
         self.bad = bad
@@ -138,12 +148,15 @@ class BatchBuilder:
         self.on_error = on_error
         self.replace = replace
         self.views = drawer.conversion.views
+        self.audio = audio
 
     def build(self, runner, counters: LoaderCounters, wait_for_writes: Callable[[], None], epoch: int,
-              shard: np.ndarray, refs: list[ClipRef], number: int, output, events: list) -> BuiltBatch:
+              shard: np.ndarray, refs: list[ClipRef], number: int, output, events: list,
+              audio_output: np.ndarray | None = None) -> BuiltBatch:
         """Decode the clips ``refs`` (batch ``number`` of ``epoch``) into ``output`` with ``runner``
         (a JobRunner or SharedQueueRunner), counting into ``counters``; the GPU work's events are
-        appended to ``events``; ``wait_for_writes()`` waits for writes still in flight."""
+        appended to ``events``; ``wait_for_writes()`` waits for writes still in flight. With audio,
+        the clips' audio goes into ``audio_output``, decoded meanwhile."""
         started = time.perf_counter()
         if self.replace:
             candidates = [self._candidates(epoch, shard, ref) for ref in refs]
@@ -151,12 +164,16 @@ class BatchBuilder:
         else:
             clips = [clip for clip in (self._clip(epoch, ref) for ref in refs) if clip is not None]
         counters.add(sample_seconds=time.perf_counter() - started)
+        audio = (self.audio.batch(audio_output[:len(refs)]) if self.audio is not None and audio_output is not None
+                 else None)
         todo = list(range(len(clips)))
         while todo:
             videos, jobs = _jobs(clips, todo, self.views)
+            pending = audio.start(clips, todo) if audio is not None else {}
             result = runner.run(jobs, self.drawer.conversion, output, counters)
             events.extend(result.completions)
-            failed = [(video, job, error) for video, job, error in zip(videos, jobs, result.errors) if error]
+            errors = audio.errors(pending, jobs, result.errors) if audio is not None else result.errors
+            failed = [(video, job, error) for video, job, error in zip(videos, jobs, errors) if error]
             if not failed:
                 break
             wait_for_writes()  # a failed job may have left writes in flight
@@ -199,6 +216,8 @@ class BatchBuilder:
             skipped_videos=tuple(sorted({dataset[video].path for video in left_out})),
             clip_ids=rows(np.array([clip.ref.clip for clip in clips], dtype=np.int64)),
             view_ids=np.tile(np.arange(views, dtype=np.int64), len(clips)),
+            audio_lengths=audio.lengths[:len(clips)] if audio is not None else None,
+            has_audio=audio.has_audio[:len(clips)] if audio is not None else None,
             augmentations=Augmentations.from_draws([draw for clip in clips for draw in clip.draws],
                                                    per_frame=self.drawer.conversion.spec.per_frame, frames=frames),
         )
@@ -227,7 +246,7 @@ class BatchBuilder:
             index = self.source.index(ref.video)
             doing = "drawing its clip"
             segment = self.source.videos[ref.video].segment
-            frames, draws, padded = self.drawer.draw(index, ref, self.seed, epoch, segment)
+            frames, draws, drawn = self.drawer.draw(index, ref, self.seed, epoch, segment)
         except Exception as error:  # one video's problem, whatever it is
             video_error = as_video_error(self.source.videos[ref.video].path, error, doing)
             if self.on_error == "raise":
@@ -236,7 +255,7 @@ class BatchBuilder:
                 raise video_error from error
             self.bad.add(ref.video, video_error.problem, epoch)
             return None
-        return _Clip(ref, index, frames, draws, padded)
+        return _Clip(ref, index, frames, draws, drawn, segment)
 
 
 def _jobs(clips: list[_Clip], positions: list[int], views: int) -> tuple[list[int], list[VideoJob]]:

@@ -7,12 +7,13 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from .._audio_spans import longest_spans
 from .._engine.pipeline import resolve_transform
 from .._validation import check_optional_integer
 from ..errors import ArgumentError
 from ..gop import bound_lead
 from ..index import VideoIndex
-from ..sampling import ClipSampler, Segment, describe_segment, segment_frames
+from ..sampling import ClipSampler, SampledClip, Segment, describe_segment, segment_frames
 from ..transforms import FrameGeometry, SampleDraw, TransformSpec
 from .epoch import ClipRef
 
@@ -30,6 +31,7 @@ class VideoFacts:
     clip_count: int
     output_size: tuple[int, int]
     clip_shape: tuple[int, ...]
+    longest_spans: tuple[float, float] = (0.0, 0.0)  # seconds: of a clip, of one position (for audio)
 
 
 class ClipDrawer:
@@ -103,22 +105,25 @@ class ClipDrawer:
             clip_count=len(clips) if self.clips_per_video is None else self.clips_per_video,
             output_size=(geometry.output_width, geometry.output_height),
             clip_shape=self.conversion.clip_shape(self.frames_per_clip, geometry),
+            longest_spans=longest_spans(self._clip_sampler, index, segment),
         )
 
     def draw(self, index: VideoIndex, ref: ClipRef, seed: int, epoch: int,
-             segment: Segment | None = None) -> tuple[np.ndarray, tuple[SampleDraw, ...], np.ndarray]:
+             segment: Segment | None = None) -> tuple[np.ndarray, tuple[SampleDraw, ...], SampledClip]:
         """The frames of clip ``ref`` in ``epoch`` (inside ``segment``, seconds), what its transform
         drew (crop, scale, flip, colour: one draw per spatial view, from the clip's generator, after
-        its frames), and its padded positions (bool ``[T]``: where the sampler's end policy filled the
-        clip past the last frame)."""
+        its frames), and the clip as drawn (its padded positions and target times; frames moved by
+        ``max_lead_frames`` keep no target times)."""
         rng = ref.rng(seed, epoch)
         clips = self._clip_sampler.sample_with_padding(index, seed=rng, segment=segment)
-        clip = clips[ref.clip % len(clips)]
-        frames = clip.frame_indices
+        drawn = clips[ref.clip % len(clips)]
+        frames = drawn.frame_indices
         if self.max_lead_frames is not None:
             first = 0 if segment is None else segment_frames(index, segment)[0]
             frames = bound_lead(index, frames, self.max_lead_frames, first_frame=first)
-        return frames, self.conversion.draw(index, rng, frames.size), clip.padded
+            if not np.array_equal(frames, drawn.frame_indices):
+                drawn = drawn._replace(frame_indices=frames, target_seconds=None)
+        return frames, self.conversion.draw(index, rng, frames.size), drawn
 
     def _geometry(self, index: VideoIndex, rng: np.random.Generator) -> FrameGeometry:
         return self.conversion.index_geometry(index, rng)

@@ -22,6 +22,7 @@ from .._device import Device
 from .._engine.pipeline import Conversion, DecodeStats, VideoJob
 from .._engine.runner import JobRunner
 from .._engine.scheduler import DecoderKindStats, PooledBackend, SharedQueueRunner
+from .audio import AudioBuffers
 from .batches import BatchBuilder, BuiltBatch
 from .handoff import BufferRing, make_handoff
 from .source import as_video_error
@@ -103,10 +104,18 @@ class LoaderRuntime:
             raise
         self.builders = ThreadPoolExecutor(prefetch_queue_depth + 1, thread_name_prefix="vclip-batch")
         self.ring = BufferRing(prefetch_queue_depth + 2, lambda: allocate(backend), self.handoff)
+        self.audio: AudioBuffers | None = None  # see use_audio
+        self._device = device
         self.pid = os.getpid()
         self.active: Pass | None = None
         self.closed = False
         self._held: int | None = None
+
+    def use_audio(self, shape: tuple[int, ...]) -> None:
+        """Give every batch audio of ``shape`` (the builder decodes it), in buffers of the ring's slots."""
+        if self.builder.audio is not None:
+            self.audio = AudioBuffers(self.ring.count, shape, self.builder.audio.spec.dtype,
+                                      pinned=self._device.is_cuda)
 
     @property
     def decode_workers(self) -> int:
@@ -133,8 +142,9 @@ class LoaderRuntime:
             previous.finish()
             self.counters.add(active_seconds=time.perf_counter() - previous.started)
 
-    def deliver(self, run: Pass) -> Iterator[tuple[BuiltBatch, torch.Tensor, torch.Tensor]]:
-        """``(batch, data, labels)`` of every remaining batch of ``run``, handed over in order."""
+    def deliver(self, run: Pass) -> Iterator[tuple[BuiltBatch, torch.Tensor, torch.Tensor, tuple | None]]:
+        """``(batch, data, labels, audio)`` of every remaining batch of ``run``, handed over in order;
+        ``audio``: ``(samples, lengths, has_audio)`` tensors on the loader's device, or None."""
         try:
             for number in range(run.first, len(run.batches)):
                 self._release_held()
@@ -150,7 +160,12 @@ class LoaderRuntime:
                 data = self.ring.tensor(slot)
                 count = built.labels.size
                 run.delivered = number + 1
-                yield built, data if count == data.shape[0] else data[:count], self.handoff.labels(built.labels)
+                audio = None
+                if self.audio is not None and built.audio_lengths is not None and built.has_audio is not None:
+                    device = torch.device("cuda", int(self._device.index or 0)) if self._device.is_cuda else None
+                    audio = (self.audio.hand_over(slot, count, device), self.handoff.labels(built.audio_lengths),
+                             self.handoff.labels(built.has_audio))
+                yield built, data if count == data.shape[0] else data[:count], self.handoff.labels(built.labels), audio
                 if run.superseded:
                     raise RuntimeError(
                         "a newer pass over this ClipLoader ended this one: a loader serves one pass at a time"
@@ -175,7 +190,8 @@ class LoaderRuntime:
         events: list = []
         try:
             built = self.builder.build(self.runner, self.counters, self.handoff.synchronize, run.epoch, run.shard,
-                                       run.batches[number], number, output, events)
+                                       run.batches[number], number, output, events,
+                                       audio_output=self.audio.array(slot) if self.audio is not None else None)
         finally:
             self.ring.set_waits(slot, events)
         self.counters.add(build_seconds=time.perf_counter() - started)
@@ -203,5 +219,7 @@ class LoaderRuntime:
             self.active.finish()
             self.active = None
         self.builders.shutdown(wait=True)
+        if self.builder.audio is not None:
+            self.builder.audio.close()
         self.runner.close()
         self.backend.close()

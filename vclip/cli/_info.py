@@ -1,13 +1,15 @@
-"""``vclip info``: streams, frames, keyframes, colour and timing of videos."""
+"""``vclip info``: streams, frames, keyframes, colour and timing of videos, and each audio stream's
+codec, rate, channels, duration and start against the video (from one demux pass of its packets)."""
 
 from __future__ import annotations
 
 import argparse
 import json
 
+from .._audio_index import index_audio
 from .._demux import open_container
 from ..errors import VideoError
-from ..index import index_video
+from ..index import VideoIndex, index_video
 from ._common import (
     add_progress_option,
     add_stream_option,
@@ -39,13 +41,31 @@ def _stream_facts(path: str) -> list[dict]:
     return facts
 
 
+def _audio_timing(path: str, streams: list[dict], video: VideoIndex) -> None:
+    """Add each audio stream's timing (from its packets) to its entry of ``streams``."""
+    for entry in streams:
+        if entry["type"] != "audio":
+            continue
+        try:
+            audio = index_audio(path, stream_index=entry["index"])
+        except VideoError as error:
+            entry["audio_problem"] = error.problem
+            continue
+        if audio is not None:
+            entry.update(layout=audio.layout, duration_seconds=audio.duration_seconds,
+                         start_seconds=audio.start_seconds,
+                         start_offset_seconds=audio.start_seconds - video.start_seconds)
+
+
 def _describe(path: str, stream_index: int | None) -> dict:
     index = index_video(path, stream_index=stream_index)
     video = index.to_dict()
     video["keyframe_count"] = int(index.keyframe_indices.size)
     video["display_width"], video["display_height"] = index.display_size
     video["keyframe_pts_seconds"] = index.pts_seconds[index.keyframe_indices].tolist()
-    return {"file": path, "streams": _stream_facts(path), "video": video}
+    streams = _stream_facts(path)
+    _audio_timing(path, streams, index)
+    return {"file": path, "streams": streams, "video": video}
 
 
 def _stream_line(stream: dict, selected: int) -> str:
@@ -55,6 +75,14 @@ def _stream_line(stream: dict, selected: int) -> str:
         details.append(f"{stream['width']}x{stream['height']}{rate}")
     elif stream["type"] == "audio":
         details.append(f"{stream['sample_rate']} Hz, {stream['channels']} channels")
+        if "duration_seconds" in stream:
+            offset = stream["start_offset_seconds"]
+            against = "with the video" if abs(offset) < 5e-7 else (
+                f"{abs(offset):.3f} s {'after' if offset > 0 else 'before'} the video")
+            layout = "" if stream["layout"].endswith(" channels") else f" ({stream['layout']})"
+            details[-1] += f"{layout}, {stream['duration_seconds']:.3f} s, starts {against}"
+        elif "audio_problem" in stream:
+            details.append(f"(its packets cannot be read: {stream['audio_problem']})")
     if "language" in stream:
         details.append(f"[{stream['language']}]")
     if stream["index"] == selected:
@@ -115,9 +143,11 @@ def add_parser(commands) -> None:
     """The ``vclip info`` sub-command."""
     info = commands.add_parser("info", help="streams, frames, keyframes, colour and timing of videos",
                                description="Describe videos: streams, codec, size, frame rate, frame and keyframe "
-                                           "counts and positions, colour matrix and range, bit depth, duration. "
-                                           "A WebDataset shard (.tar, a URL or a brace pattern) stands for its "
-                                           "video members; SHARD.tar#MEMBER for one of them.")
+                                           "counts and positions, colour matrix and range, bit depth, duration; "
+                                           "audio streams with codec, rate, channels, duration and start against "
+                                           "the video (the described video stream's first frame). A WebDataset "
+                                           "shard (.tar, a URL or a brace pattern) stands for its video members; "
+                                           "SHARD.tar#MEMBER for one of them.")
     info.add_argument("files", nargs="+", metavar="FILE")
     info.add_argument("--json", action="store_true", help="print a JSON list, one object per file")
     add_stream_option(info)

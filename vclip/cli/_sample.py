@@ -1,4 +1,5 @@
-"""``vclip sample``: clips of one or many videos into .npz, .pt, .mp4 or PNG folders."""
+"""``vclip sample``: clips of one or many videos into .npz, .pt, .mp4 or PNG folders, with their
+audio (``--audio-rate``) as arrays in .npz/.pt and as WAV files beside the PNGs."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import dataclasses
 import os
 import re
 import sys
+import wave
 from contextlib import closing
 from dataclasses import dataclass
 from functools import partial
@@ -22,6 +24,7 @@ from .._images import (
 from .._jobs import Outcome, choose_runner
 from .._outputs import check_output_file, check_output_folder, unique_names
 from .._validation import check_optional_integer
+from ..audio import AudioClips, AudioSpec
 from ..decoder import Frames, VideoDecoder
 from ..errors import CorruptVideoError, OutputError, VideoError
 from ..sampling import (
@@ -57,6 +60,7 @@ from ._common import (
 )
 
 _PNG_NAME = re.compile(r"clip\d{3,}_\d{3,}_frame\d{6,}\.png")
+_WAV_NAME = re.compile(r"clip\d{3,}(_\d{3,})?\.wav")
 _TEMPORAL_OPTIONS = {"sequence_length", "starts", "clips_per_video", "step", "end_policy", "fps", "duration",
                      "step_seconds", "start_seconds", "end_seconds"}
 _MODE_OPTIONS = {  # sample options that only some modes take
@@ -116,7 +120,8 @@ def _clear_png_folder(folder: Path, overwrite: bool) -> None:
     """Refuse a folder holding PNGs of an earlier sample run, or (``overwrite``) remove them."""
     if not folder.is_dir():
         return
-    earlier = [entry for entry in folder.iterdir() if _PNG_NAME.fullmatch(entry.name) and entry.is_file()]
+    earlier = [entry for entry in folder.iterdir()
+               if (_PNG_NAME.fullmatch(entry.name) or _WAV_NAME.fullmatch(entry.name)) and entry.is_file()]
     if earlier and not overwrite:
         raise UsageError(f"--out ({os.fspath(folder)!r}) already holds {len(earlier)} clip PNGs of an earlier run; "
                           "pass --overwrite to replace them, or pick another --out")
@@ -179,12 +184,45 @@ def _segment(args: argparse.Namespace) -> tuple[float | None, float | None] | No
     return (args.start_seconds, args.end_seconds)
 
 
+def _audio_spec(args: argparse.Namespace) -> AudioSpec | None:
+    """The audio asked for (``--audio-rate`` and its options), or None."""
+    extras = [flag for flag, value in (("--audio-channels", args.audio_channels), ("--audio-stream", args.audio_stream),
+                                       ("--audio-span", args.audio_span), ("--audio-missing", args.audio_missing))
+              if value is not None]
+    if args.audio_rate is None:
+        if extras:
+            raise UsageError(f"{extras[0]} needs --audio-rate (e.g. --audio-rate 16000)")
+        return None
+    return AudioSpec(sample_rate=args.audio_rate, channels=1 if args.audio_channels is None else args.audio_channels,
+                     span=args.audio_span or "clip", stream_index=args.audio_stream,
+                     missing=args.audio_missing or "silence")
+
+
+def _audio_arrays(audio: AudioClips | None) -> dict[str, np.ndarray]:
+    if audio is None:
+        return {}
+    return dict(audio=audio.data, audio_lengths=audio.lengths, audio_start_seconds=audio.start_seconds,
+                has_audio=np.full(len(audio.data), audio.has_audio),
+                audio_sample_rate=np.asarray(audio.sample_rate, dtype=np.int64))
+
+
+def _write_wav(path: Path, samples: np.ndarray, sample_rate: int) -> None:
+    """16-bit PCM WAV of float32 ``[channels, samples]`` in [-1, 1]."""
+    pcm = np.clip(np.rint(samples * 32768.0), -32768, 32767).astype("<i2")
+    with wave.open(os.fspath(path), "wb") as file:
+        file.setnchannels(pcm.shape[0])
+        file.setsampwidth(2)
+        file.setframerate(sample_rate)
+        file.writeframes(np.ascontiguousarray(pcm.T).tobytes())
+
+
 def _write_clips(output_format: str, out: Path, clips: Frames, data: np.ndarray, padded: np.ndarray,
                  video: _Sampled, mode: str) -> None:
+    audio = clips.audio
     if output_format in ("npz", "pt"):
         out.parent.mkdir(parents=True, exist_ok=True)
         _write_arrays(output_format, out, data, clips.frame_indices, clips.pts_seconds, padded,
-                      np.zeros(len(data), dtype=np.int64), _ids(clips), [video.path], mode)
+                      np.zeros(len(data), dtype=np.int64), _ids(clips), [video.path], mode, _audio_arrays(audio))
     elif output_format == "mp4":
         out.parent.mkdir(parents=True, exist_ok=True)
         write_video(out, (frame for clip in data for frame in clip), fps=video.average_fps)
@@ -193,6 +231,31 @@ def _write_clips(output_format: str, out: Path, clips: Frames, data: np.ndarray,
         for number, (clip, frame_indices) in enumerate(zip(data, clips.frame_indices.tolist())):
             for position, (frame, frame_index) in enumerate(zip(clip, frame_indices)):
                 write_image(out / f"clip{number:03d}_{position:03d}_frame{frame_index:06d}.png", frame)
+        if audio is not None:
+            _write_clip_wavs(out, audio)
+
+
+def _write_clip_wavs(out: Path, audio: AudioClips) -> None:
+    """``clipNNN.wav`` per clip (``clipNNN_PPP.wav`` per position with frame spans), 16-bit PCM."""
+    float_data = audio.data.astype(np.float32) / (32768.0 if audio.data.dtype == np.int16 else 1.0)
+    for number, clip in enumerate(float_data):
+        if clip.ndim == 2:  # [channels, S]
+            _write_wav(out / f"clip{number:03d}.wav", clip[:, :audio.lengths[number]], audio.sample_rate)
+            continue
+        for position, samples in enumerate(clip):
+            _write_wav(out / f"clip{number:03d}_{position:03d}.wav", samples[:, :audio.lengths[number, position]],
+                       audio.sample_rate)
+
+
+def _padded_audio(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    """The audio arrays of several videos' clips as one, spans padded to the longest."""
+    if not parts or not parts[0]:
+        return {}
+    width = max(part["audio"].shape[-1] for part in parts)
+    audio = [np.pad(part["audio"], [(0, 0)] * (part["audio"].ndim - 1) + [(0, width - part["audio"].shape[-1])])
+             for part in parts]
+    joined = {name: np.concatenate([part[name] for part in parts]) for name in parts[0] if name != "audio_sample_rate"}
+    return {**joined, "audio": np.concatenate(audio), "audio_sample_rate": parts[0]["audio_sample_rate"]}
 
 
 def _ids(clips: Frames) -> tuple[np.ndarray, np.ndarray]:
@@ -203,11 +266,13 @@ def _ids(clips: Frames) -> tuple[np.ndarray, np.ndarray]:
 
 def _write_arrays(output_format: str, out: Path, data: np.ndarray, frame_indices: np.ndarray,
                   pts_seconds: np.ndarray, padded: np.ndarray, video_ids: np.ndarray,
-                  ids: tuple[np.ndarray, np.ndarray], paths: list[str], mode: str) -> None:
+                  ids: tuple[np.ndarray, np.ndarray], paths: list[str], mode: str,
+                  audio: dict[str, np.ndarray]) -> None:
     """An .npz or .pt of clips; ``video_ids[i]`` is the position in ``paths`` of row i's video,
-    ``ids`` its clip of that video and its spatial view (``clip_ids``, ``view_ids``)."""
+    ``ids`` its clip of that video and its spatial view (``clip_ids``, ``view_ids``); with ``audio``
+    (:func:`_audio_arrays`), their audio too."""
     arrays = dict(clips=data, frame_indices=frame_indices, pts_seconds=pts_seconds, padded=padded,
-                  video_ids=video_ids, clip_ids=ids[0], view_ids=ids[1])
+                  video_ids=video_ids, clip_ids=ids[0], view_ids=ids[1], **audio)
     if output_format == "npz":
         names = np.array([p.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace") for p in paths])
         source = {"source": names[0]} if len(paths) == 1 else {}
@@ -265,7 +330,7 @@ def _sample_video(options: dict, path: str) -> _Sampled | _Skipped:
                         "--end-policy drop drops them all)")
     try:
         clips = decoder.get_clips(sampler, transform=options["transform"], seed=options["seed"],
-                                  segment=options["segment"])
+                                  segment=options["segment"], audio=options["audio"])
     except UnicodeError:  # a ValueError, but from a file's bytes, not from the user's values
         raise
     except (ValueError, TypeError, IndexError) as error:  # a value this video refuses (a frame past its end)
@@ -283,11 +348,15 @@ def _run_sample(args: argparse.Namespace) -> int:
         spatial = args.resize is not None or args.crop is not None or args.views != 1
         transform = TransformSpec(resize=args.resize, crop=args.crop, spatial_views=args.views) if spatial else None
         check_optional_integer("workers", args.workers, minimum=1, none_means="(1: one video after another)")
+        audio = _audio_spec(args)
     inputs = expand_inputs(args.files)
     try:
         output_format, out, targets = _sample_outputs(args, inputs)
     except OutputError as error:
         raise UsageError(str(error)) from None
+    if audio is not None and output_format == "mp4":
+        raise UsageError("--audio-rate writes audio into .npz or .pt files, or WAV files beside the PNGs of a "
+                         "folder; an .mp4 --out takes frames only")
     if output_format == "pt":
         try:
             import torch  # noqa: F401
@@ -296,7 +365,7 @@ def _run_sample(args: argparse.Namespace) -> int:
                               "write .npz instead") from None
     with refused_arguments():
         runner = choose_runner(args.device, workers=args.workers or 1, items=len(inputs))
-    options = dict(sampler=sampler, transform=transform, seed=args.seed, segment=_segment(args),
+    options = dict(sampler=sampler, transform=transform, seed=args.seed, segment=_segment(args), audio=audio,
                    stream_index=args.stream, device=runner.device)
     combined: list[tuple[int, Frames, np.ndarray]] = []  # (input number, clips, data)
     skipped = 0
@@ -348,6 +417,7 @@ def _run_sample(args: argparse.Namespace) -> int:
                 np.concatenate([np.full(len(c[2]), position, dtype=np.int64) for position, c in enumerate(combined)]),
                 (np.concatenate([_ids(c[1])[0] for c in combined]), np.concatenate([_ids(c[1])[1] for c in combined])),
                 [inputs[number] for number, *_ in combined], args.mode,
+                _padded_audio([_audio_arrays(c[1].audio) for c in combined]),
             )
         except OSError as error:
             report_error("sample", f"writing {out} failed ({error})")
@@ -437,6 +507,16 @@ def add_parser(commands) -> None:
                         help="shorter side in pixels (e.g. 224) or WIDTHxHEIGHT")
     sample.add_argument("--crop", type=frame_size, metavar="SIZE",
                         help="center crop after the resize: N or WIDTHxHEIGHT")
+    sample.add_argument("--audio-rate", type=int, metavar="HZ",
+                        help="also write each clip's audio, resampled to HZ (e.g. 16000): arrays audio, "
+                             "audio_lengths, audio_start_seconds, has_audio in .npz/.pt, clipNNN.wav beside PNGs")
+    sample.add_argument("--audio-channels", type=int, choices=(1, 2), help="with --audio-rate: 1 (default) or 2")
+    sample.add_argument("--audio-stream", type=int, metavar="N",
+                        help="with --audio-rate: container index of the audio stream (default: the first)")
+    sample.add_argument("--audio-span", choices=("clip", "frame"),
+                        help="with --audio-rate: one stretch per clip (default) or each frame's own span")
+    sample.add_argument("--audio-missing", choices=("silence", "error"),
+                        help="with --audio-rate: a video without audio gives silence (default) or is skipped")
     sample.add_argument("--views", type=int, choices=(1, 3), default=1,
                         help="spatial views per clip (multi-view evaluation): 3 crops of --crop along the longer "
                              "side (start, centre, end), each clip decoded once; clip_ids and view_ids in .npz/.pt "
