@@ -293,7 +293,10 @@ def test_the_gpu_loader_keeps_the_clips_that_avoid_a_damaged_frame(tmp_path):
             for video, frames, found in zip(ids, frames_list, found_list) if video == 0]
     avoiding = [(frames, found) for frames, found in kept if frames[-1] < 25 or frames[0] > 39]
     assert len(avoiding) >= 2 and all(frames == found for frames, found in avoiding)
-    assert damaged not in loader.stats().skipped.videos or "cannot be decoded" in loader.stats().skipped.videos[damaged]
+    # The video is kept, its problem named once: on the GPU, NVDEC's CPU fallback names the frames lost
+    # (25 first) where the CPU decoder alone names the damaged frame.
+    problem = loader.stats().skipped.videos.get(damaged, "")
+    assert not problem or "cannot be decoded" in problem or "[25," in problem
 
 
 def barcodes_of_gpu(batch) -> list[list[int]]:
