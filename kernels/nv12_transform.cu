@@ -504,20 +504,33 @@ __device__ __forceinline__ void gray_sum_thread(const TransformParams& p, const 
 // The kernels, one frame per launch: the job travels by value (no host-to-device copy). One per
 // sample type (NV12: unsigned char, P016: unsigned short), output type and set of extensions, with
 // C names: CuPy keeps a module of plain names in its on-disk cache, and compiles one again in
-// every process when it must look up template instantiations by name.
+// every process when it must look up template instantiations by name. vclip compiles each kernel
+// on its own, when first used (VCLIP_SELECTED_KERNELS, and the one line of the kernel appended),
+// so that a fresh machine builds only the kernels it runs.
 #define VCLIP_KERNEL(name, body)                                                                   \
     extern "C" __global__ void __launch_bounds__(VCLIP_BLOCK_THREADS, VCLIP_BLOCKS_PER_SM)        \
         name(TransformParams p, FrameJob job) {                                                     \
         body(p, job);                                                                               \
     }
-#define VCLIP_TRANSFORM_KERNELS(source, In, dtype, Out)                                            \
-    VCLIP_KERNEL(vclip_transform_##source##_##dtype, (transform_thread<In, Out, false>))             \
-    VCLIP_KERNEL(vclip_transform_##source##_##dtype##_extended, (transform_thread<In, Out, true>))
-#define VCLIP_SOURCE_KERNELS(source, In)                                                           \
-    VCLIP_TRANSFORM_KERNELS(source, In, uint8, unsigned char)                                      \
-    VCLIP_TRANSFORM_KERNELS(source, In, float16, Float16Bits)                                      \
-    VCLIP_TRANSFORM_KERNELS(source, In, float32, float)                                            \
-    VCLIP_TRANSFORM_KERNELS(source, In, bfloat16, Bfloat16Bits)                                    \
-    VCLIP_KERNEL(vclip_gray_sum_##source, gray_sum_thread<In>)
-VCLIP_SOURCE_KERNELS(nv12, unsigned char)
-VCLIP_SOURCE_KERNELS(p016, unsigned short)
+#define VCLIP_IN_nv12 unsigned char
+#define VCLIP_IN_p016 unsigned short
+#define VCLIP_OUT_uint8 unsigned char
+#define VCLIP_OUT_float16 Float16Bits
+#define VCLIP_OUT_float32 float
+#define VCLIP_OUT_bfloat16 Bfloat16Bits
+#define VCLIP_TRANSFORM_KERNEL(source, dtype)                                                      \
+    VCLIP_KERNEL(vclip_transform_##source##_##dtype, (transform_thread<VCLIP_IN_##source, VCLIP_OUT_##dtype, false>))
+#define VCLIP_EXTENDED_KERNEL(source, dtype)                                                       \
+    VCLIP_KERNEL(vclip_transform_##source##_##dtype##_extended,                                    \
+                 (transform_thread<VCLIP_IN_##source, VCLIP_OUT_##dtype, true>))
+#define VCLIP_GRAY_SUM_KERNEL(source) VCLIP_KERNEL(vclip_gray_sum_##source, gray_sum_thread<VCLIP_IN_##source>)
+#define VCLIP_SOURCE_KERNELS(source)                                                               \
+    VCLIP_TRANSFORM_KERNEL(source, uint8) VCLIP_EXTENDED_KERNEL(source, uint8)                     \
+    VCLIP_TRANSFORM_KERNEL(source, float16) VCLIP_EXTENDED_KERNEL(source, float16)                 \
+    VCLIP_TRANSFORM_KERNEL(source, float32) VCLIP_EXTENDED_KERNEL(source, float32)                 \
+    VCLIP_TRANSFORM_KERNEL(source, bfloat16) VCLIP_EXTENDED_KERNEL(source, bfloat16)               \
+    VCLIP_GRAY_SUM_KERNEL(source)
+#ifndef VCLIP_SELECTED_KERNELS
+VCLIP_SOURCE_KERNELS(nv12)
+VCLIP_SOURCE_KERNELS(p016)
+#endif

@@ -190,3 +190,28 @@ def test_host_kernel_matches_twin_in_every_orientation(host_transform, orientati
     planes = [random_planes(width, height, bit_depth, seed=t) for t in range(2)]
     result = run_on_host(host_transform, case, draw, planes)
     assert_matches_twin(result, twin_clip(planes, case, draw), spec.dtype)
+
+
+def test_each_kernel_compiles_on_its_own_under_its_name(tmp_path):
+    """vclip compiles one kernel at a time (the source with VCLIP_SELECTED_KERNELS and the kernel's
+    line appended): every name it asks for comes out of its line, the same names as the full source."""
+    from vclip._engine import KERNEL_NAMES, kernel_instantiation
+
+    compiler = shutil.which("g++") or shutil.which("c++")
+    assert compiler is not None, "a C++ compiler (g++) is needed to check the CUDA kernel source on the host"
+
+    def symbols(code: str, *defines: str) -> set[str]:
+        source = tmp_path / "kernels.cpp"
+        source.write_text(f'#include "cuda_host_shim.h"\n{code}')
+        built = subprocess.run([compiler, "-std=c++17", "-c", "-Wall", "-Werror", f"-I{HARNESS}", *defines,
+                                str(source), "-o", str(tmp_path / "kernels.o")], capture_output=True, text=True)
+        assert built.returncode == 0, built.stderr
+        listed = subprocess.run(["nm", "--defined-only", str(tmp_path / "kernels.o")], capture_output=True, text=True)
+        return {line.split()[-1] for line in listed.stdout.splitlines() if line.split()[-1].startswith("vclip_")}
+
+    full = kernel_source_path().read_text()
+    assert symbols(full) == set(KERNEL_NAMES)
+    for name in ("vclip_transform_nv12_float32", "vclip_transform_p016_bfloat16_extended", "vclip_gray_sum_p016"):
+        assert symbols(f"{full}\n{kernel_instantiation(name)}\n", "-DVCLIP_SELECTED_KERNELS") == {name}
+    lines = "\n".join(kernel_instantiation(name) for name in KERNEL_NAMES)
+    assert symbols(f"{full}\n{lines}\n", "-DVCLIP_SELECTED_KERNELS") == set(KERNEL_NAMES)

@@ -35,8 +35,8 @@ _SURFACE_BY_MODULE = {
         "yuv420_to_rgb_tensor",
     ),
     "kernel_args": (
-        "BLOCK", "fill_job", "JOB_DTYPE", "kernel_source_path", "launch_grid", "needs_extended", "OUTPUT_KINDS",
-        "PARAMS_DTYPE", "transform_params",
+        "BLOCK", "fill_job", "JOB_DTYPE", "kernel_instantiation", "KERNEL_NAMES", "kernel_source_path", "launch_grid",
+        "needs_extended", "OUTPUT_KINDS", "PARAMS_DTYPE", "transform_params",
     ),
     "packets": ("read_packets",),
     "pipeline": ("ClipTarget", "Conversion", "DecodeStats", "needs_any", "resolve_transform", "VideoJob"),

@@ -18,10 +18,10 @@ from .contract import Completion, PictureConverter
 from .kernel_args import (
     BLOCK,
     GRAY_SUM_DTYPE,
-    KERNEL_NAMES,
     FrameLaunch,
     frame_launch,
     gray_sum_kernel_name,
+    kernel_instantiation,
     kernel_name,
     kernel_source_path,
 )
@@ -59,20 +59,18 @@ def compiling_once_per_machine() -> Iterator[None]:
 
 
 class KernelModule:
-    """``nv12_transform.cu`` compiled once per device of a process (NVRTC through CuPy), every kernel
-    (``kernel_args.KERNEL_NAMES``); once per machine, through CuPy's on-disk cache, while its source
-    is unchanged."""
+    """The kernels of ``nv12_transform.cu`` on one device of a process (NVRTC through CuPy), each
+    compiled on its own when first asked for: a fresh machine builds only the kernels it runs, and,
+    through CuPy's on-disk cache, builds each once while the source is unchanged."""
 
     _modules: dict[int, KernelModule] = {}
     _lock = threading.Lock()
 
     def __init__(self, device_id: int):
-        import cupy
-
-        with cupy.cuda.Device(device_id), compiling_once_per_machine():
-            self._module = cupy.RawModule(code=kernel_source_path().read_text(), options=("--std=c++17",))
-            self._module.compile()
-            self._functions = {name: self._module.get_function(name) for name in KERNEL_NAMES}
+        self._device_id = device_id
+        self._source = kernel_source_path().read_text()
+        self._functions: dict[str, Any] = {}
+        self._compiling = threading.Lock()
 
     @classmethod
     def for_device(cls, device_id: int) -> KernelModule:
@@ -81,14 +79,28 @@ class KernelModule:
                 cls._modules[device_id] = cls(device_id)
             return cls._modules[device_id]
 
+    def _kernel(self, name: str):
+        function = self._functions.get(name)
+        if function is not None:
+            return function
+        import cupy
+
+        with self._compiling:
+            if name not in self._functions:
+                code = f"{self._source}\n{kernel_instantiation(name)}\n"
+                with cupy.cuda.Device(self._device_id), compiling_once_per_machine():
+                    module = cupy.RawModule(code=code, options=("--std=c++17", "-DVCLIP_SELECTED_KERNELS"))
+                    self._functions[name] = module.get_function(name)
+            return self._functions[name]
+
     def function(self, input_bytes: int, dtype: str, extended: bool = False):
         """The transform kernel for NV12 (1) or P016 (2) input, ``dtype`` output, with the training
         extensions (colour adjustments, triangle filter) when ``extended``."""
-        return self._functions[kernel_name(input_bytes, dtype, extended)]
+        return self._kernel(kernel_name(input_bytes, dtype, extended))
 
     def gray_sum_function(self, input_bytes: int):
         """The kernel of a frame's grayscale sum, before its contrast change."""
-        return self._functions[gray_sum_kernel_name(input_bytes)]
+        return self._kernel(gray_sum_kernel_name(input_bytes))
 
 
 class KernelConverter(PictureConverter):

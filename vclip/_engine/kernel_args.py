@@ -65,6 +65,16 @@ def gray_sum_kernel_name(input_bytes: int) -> str:
     return f"vclip_gray_sum_{SURFACE_FORMATS[input_bytes]}"
 
 
+def kernel_instantiation(name: str) -> str:
+    """The line of ``nv12_transform.cu``'s macros that defines kernel ``name`` alone (one of
+    :data:`KERNEL_NAMES`): ``VCLIP_TRANSFORM_KERNEL(nv12, float32)``, ``VCLIP_GRAY_SUM_KERNEL(p016)``..."""
+    if name.startswith("vclip_gray_sum_"):
+        return f"VCLIP_GRAY_SUM_KERNEL({name.removeprefix('vclip_gray_sum_')})"
+    source, dtype = name.removeprefix("vclip_transform_").removesuffix("_extended").split("_")
+    macro = "VCLIP_EXTENDED_KERNEL" if name.endswith("_extended") else "VCLIP_TRANSFORM_KERNEL"
+    return f"{macro}({source}, {dtype})"
+
+
 KERNEL_NAMES = tuple(
     [kernel_name(size, dtype, extended)
      for size in SURFACE_FORMATS for dtype in OUTPUT_KINDS for extended in (False, True)]
