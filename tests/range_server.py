@@ -187,3 +187,29 @@ def s3_server() -> Iterator[str]:
         yield f"http://127.0.0.1:{port}"
     finally:
         server.stop()
+
+
+@contextmanager
+def s3_bucket(bucket: str, files: dict[str, Path]) -> Iterator[str]:
+    """moto's S3 server with ``bucket`` holding ``files`` (object key: local file), the fake
+    credentials in the environment and fsspec's ``s3`` options pointed at it; yields the endpoint.
+    moto, s3fs and boto3 come with the test extra (the GPU machine has none of them)."""
+    from helpers import require_extra
+
+    for module in ("moto", "s3fs", "boto3"):
+        require_extra(module)
+    import boto3
+    import fsspec
+    import pytest
+
+    with pytest.MonkeyPatch.context() as patch:
+        for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+            patch.setenv(name, "testing")
+        patch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+        with s3_server() as endpoint:
+            client = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1")
+            client.create_bucket(Bucket=bucket)
+            for key, file in files.items():
+                client.upload_file(str(file), bucket, key)
+            patch.setitem(fsspec.config.conf, "s3", {"endpoint_url": endpoint, "key": "testing", "secret": "testing"})
+            yield endpoint

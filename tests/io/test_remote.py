@@ -11,8 +11,7 @@ import time
 
 import numpy as np
 import pytest
-from helpers import require_extra
-from range_server import free_port, range_server, s3_server
+from range_server import free_port, range_server, s3_bucket
 
 import vclip
 from vclip._remote import RemoteReads, coalesce, remote_reads
@@ -213,24 +212,9 @@ def test_http_frames_on_the_gpu_equal_the_local_files(http, folder):
 # -- S3 (moto's server) ---------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def s3(folder):
-    """A bucket ``videos`` on a local S3-compatible server holding the served folder's videos
-    (moto, s3fs and boto3 come with the test extra; the GPU machine has none of them)."""
-    for module in ("moto", "s3fs", "boto3"):
-        require_extra(module)
-    import boto3
-    import fsspec
-
-    with pytest.MonkeyPatch.context() as patch:
-        for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
-            patch.setenv(name, "testing")
-        patch.setenv("AWS_DEFAULT_REGION", "us-east-1")
-        with s3_server() as endpoint:
-            client = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1")
-            client.create_bucket(Bucket="videos")
-            for name in ("long.mp4", "short.mkv"):
-                client.upload_file(str(folder / name), "videos", name)
-            patch.setitem(fsspec.config.conf, "s3", {"endpoint_url": endpoint, "key": "testing", "secret": "testing"})
-            yield endpoint
+    """A bucket ``videos`` on a local S3-compatible server holding the served folder's videos."""
+    with s3_bucket("videos", {name: folder / name for name in ("long.mp4", "short.mkv")}) as endpoint:
+        yield endpoint
 
 
 def test_s3_frames_equal_the_local_files(s3, folder):

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from helpers import require_extra
-from range_server import range_server, s3_server
+from range_server import range_server, s3_bucket
 
 import vclip
 from vclip._braces import expand_braces
@@ -322,22 +322,9 @@ def test_a_clip_of_a_member_over_http_reads_what_it_reads_from_the_video_as_a_fi
 @pytest.fixture(scope="module")
 def s3(root, tmp_path_factory):
     """The shards in bucket ``shards`` of a local S3-compatible server (moto)."""
-    for module in ("moto", "s3fs", "boto3"):
-        require_extra(module)
-    import boto3
-    import fsspec
-
-    with pytest.MonkeyPatch.context() as patch:
-        for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
-            patch.setenv(name, "testing")
-        patch.setenv("AWS_DEFAULT_REGION", "us-east-1")
-        with s3_server() as endpoint:
-            client = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1")
-            client.create_bucket(Bucket="shards")
-            for file in sorted((root / "shards").iterdir()):
-                client.upload_file(str(file), "shards", f"train/{file.name}")
-            patch.setitem(fsspec.config.conf, "s3", {"endpoint_url": endpoint, "key": "testing", "secret": "testing"})
-            yield endpoint
+    files = {f"train/{file.name}": file for file in sorted((root / "shards").iterdir())}
+    with s3_bucket("shards", files) as endpoint:
+        yield endpoint
 
 
 def test_a_loader_over_shards_on_s3_gives_the_same_batches(root, s3, folder_batches):
