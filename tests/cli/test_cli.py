@@ -11,7 +11,7 @@ from pathlib import Path
 import av
 import numpy as np
 import pytest
-from helpers import barcodes, child_environment, require_extra
+from helpers import barcodes, child_environment, devices, require_extra
 from PIL import Image
 
 import vclip
@@ -511,7 +511,7 @@ def test_keyframes_workers_give_the_same_outputs_in_input_order(capsys, videos, 
     assert status == 2 and "workers" in err and "0" in err
 
 
-@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+@pytest.mark.parametrize("device", devices())
 def test_keyframes_scene_with_decode_processes(capsys, videos, bad_files, tmp_path, device, shared_decode_processes):
     """On the GPU the videos' chunks go to decode processes, with the same outputs and the same skip
     of a bad file; on the CPU the option is refused before anything is written (--workers runs processes)."""

@@ -11,6 +11,7 @@ from multiprocessing.shared_memory import SharedMemory
 
 import numpy as np
 import pytest
+from helpers import devices
 
 import vclip
 from vclip._device import CPU, Device
@@ -163,7 +164,7 @@ def test_a_video_whose_worker_is_killed_is_decoded_by_the_next_one(clips_videos,
         decode(backend, jobs_for(clips_videos[:1]))
 
 
-@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+@pytest.mark.parametrize("device", devices())
 def test_a_loader_epoch_loses_no_video_to_a_killed_worker(tmp_path, device):
     """A decode worker killed mid-epoch costs no video: the epoch's batches are those of an epoch
     without decode processes, and no video is skipped (on the GPU the replacement worker opens the

@@ -68,6 +68,7 @@ def test_every_pristine_seed_passes_the_checks(tmp_path):
             fuzzing.check_good(path, "cpu")
 
 
+@pytest.mark.slow
 def test_fuzz_api_and_cli(tmp_path, fuzz_report):
     summary = fuzzing.run_campaign(tmp_path, count=FUZZ_COUNT, device="cpu", cli_every=8, timeout=60.0)
     fuzz_report.sections.append(("vclip fuzz: API and CLI", summary.report()))
@@ -78,6 +79,7 @@ def test_fuzz_api_and_cli(tmp_path, fuzz_report):
     assert 0.1 * FUZZ_COUNT < ok < 0.9 * FUZZ_COUNT  # the mutants neither all pass nor all fail
 
 
+@pytest.mark.slow
 def test_fuzz_vp9_in_a_child_process(tmp_path, fuzz_report):
     """Mutants of the VP9 seed, where FFmpeg's frame-threaded decoder crashed the process (SIGSEGV,
     the 302nd mutant of this campaign before the fix), in a child Python: a crash fails this test
@@ -95,6 +97,7 @@ def test_fuzz_vp9_in_a_child_process(tmp_path, fuzz_report):
     assert "600 mutants" in child.stdout and ", 0 failures" in child.stdout
 
 
+@pytest.mark.slow
 def test_fuzz_loader_epoch_skips_bad_videos(tmp_path, fuzz_report):
     seeds = fuzzing.make_seeds(tmp_path / "seeds")
     paths = [seeds["h264_mp4"], seeds["h264_mkv"]]

@@ -6,7 +6,7 @@ import json
 import av
 import numpy as np
 import pytest
-from helpers import barcodes
+from helpers import barcodes, devices
 
 import vclip
 import vclip.keyframes as keyframes_module
@@ -293,7 +293,7 @@ def test_gpu_scene_progress_and_contact_sheet(shots_video, tmp_path):
     assert gpu_sheet.shape == cpu_sheet.shape
 
 
-@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+@pytest.mark.parametrize("device", devices())
 def test_decode_processes_give_the_signal_of_one_pass(videos, monkeypatch, device, shared_decode_processes):
     """Chunks decoded by the threads of two worker processes (shared by every decoder asking for
     two): the tables of one pass in this process, and the same shot boundaries."""

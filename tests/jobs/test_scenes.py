@@ -59,6 +59,7 @@ def scores(group, found_per_video):
     return precision, counts["true"] / (counts["true"] + counts["missed"]), counts
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", SCENE_VIDEO_CLASSES)
 def test_precision_and_recall_per_class(labelled, cpu_found, kind):
     precision, recall, counts = scores(labelled[kind], cpu_found[kind])
@@ -67,6 +68,7 @@ def test_precision_and_recall_per_class(labelled, cpu_found, kind):
     assert precision >= wanted_precision and recall >= wanted_recall, (counts, detail)
 
 
+@pytest.mark.slow
 def test_kinds_and_spans_of_what_is_found(labelled, cpu_found):
     """Cuts are reported as cuts on the cut frame; dissolves and fades as such, inside their span."""
     for kind, expected in (("cuts", "cut"), ("dissolves", "dissolve"), ("fades", "fade")):
@@ -80,6 +82,7 @@ def test_kinds_and_spans_of_what_is_found(labelled, cpu_found):
                     assert boundary.start - 2 <= near[0].start < near[0].frame <= boundary.end
 
 
+@pytest.mark.slow
 def test_scene_keyframes_are_the_new_shots(labelled):
     video = labelled["cuts"][0]
     result = extract_keyframes(video.path, method="scene", device="cpu")
@@ -88,6 +91,7 @@ def test_scene_keyframes_are_the_new_shots(labelled):
     assert [read_barcode(frame) for frame in result.frames] == [0] + cuts
 
 
+@pytest.mark.slow
 def test_labelled_videos_are_what_they_say(labelled):
     """Frame numbers are stamped in the frames; fades pass through black; flashes are bright."""
     fades = labelled["fades"][0]
@@ -107,6 +111,7 @@ def test_labelled_videos_are_what_they_say(labelled):
         make_scene_video(Path(fades.path).with_name("x.mp4"), "wipes")
 
 
+@pytest.mark.slow
 def test_score_counts_hits_misses_and_false_detections(labelled):
     video = labelled["dissolves"][0]
     first, second = video.boundaries[:2]
@@ -116,6 +121,7 @@ def test_score_counts_hits_misses_and_false_detections(labelled):
     assert labelled["cuts"][0].score([cut + 2])["true"] == 1 and labelled["cuts"][0].score([cut + 3])["true"] == 0
 
 
+@pytest.mark.slow
 def test_threads_find_the_same_and_leave_the_warning_filters_alone(labelled, cpu_found, monkeypatch):
     """``vclip keyframes --workers`` runs shot detection on several threads: it must not touch the
     process-wide warning filters (``warnings.catch_warnings`` is not thread-safe) and must find

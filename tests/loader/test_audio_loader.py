@@ -109,6 +109,7 @@ def test_the_no_audio_policy_makes_silent_videos_bad_videos(audio_videos):
         next(iter(loader_of(videos, audio=strict, shuffle=False, batch_size=2, on_error="raise")))
 
 
+@pytest.mark.slow
 def test_clips_in_seconds_and_segments_cut_audio_by_the_same_times(audio_videos):
     path = audio_videos["aac30"]
     sampler = vclip.contiguous(fps=10, duration=0.5)

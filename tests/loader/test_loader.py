@@ -431,6 +431,7 @@ def test_break_and_restart(dataset):
             assert barcodes(clip) == frames
 
 
+@pytest.mark.slow
 def test_a_runtime_that_fails_to_start_stops_its_decode_processes(dataset, monkeypatch):
     import multiprocessing
 
