@@ -17,8 +17,12 @@ from helpers import child_environment
 from vclip.synthetic import make_video
 
 SCRIPT = """
-import json, multiprocessing, sys, time
+import json, multiprocessing, os, sys, time
 import vclip
+
+def segments(pid):  # the shared memory segments process pid has mapped
+    with open(f"/proc/{pid}/maps") as maps:
+        return {os.path.basename(line.split()[-1]) for line in maps if "/dev/shm/psm_" in line}
 
 if __name__ == "__main__":
     videos = [(path, 0) for path in json.loads(sys.argv[1])]
@@ -27,7 +31,9 @@ if __name__ == "__main__":
     for epoch in range(1000 if sys.argv[2] == "forever" else 1):
         for number, batch in enumerate(loader):
             if epoch == 0 and number == 0:
-                print(json.dumps([child.pid for child in multiprocessing.active_children()]), flush=True)
+                workers = [child.pid for child in multiprocessing.active_children()]
+                mapped = set().union(segments(os.getpid()), *(segments(pid) for pid in workers))
+                print(json.dumps({"workers": workers, "segments": sorted(mapped)}), flush=True)
             if sys.argv[2] == "break" and number == 1:
                 break
     if sys.argv[2] == "sleep":
@@ -41,8 +47,9 @@ def videos(tmp_path_factory) -> list[str]:
     return [make_video(folder / f"v{i}.mp4", num_frames=24, width=64, height=48, seed=i) for i in range(3)]
 
 
-def start(videos, mode: str) -> tuple[subprocess.Popen, list[int]]:
-    """The script in a fresh interpreter; returns it and its decode workers' pids."""
+def start(videos, mode: str) -> tuple[subprocess.Popen, list[int], set[str]]:
+    """The script in a fresh interpreter; returns it, its decode workers' pids and the shared memory
+    segments they had mapped at the first batch."""
     process = subprocess.Popen(
         [sys.executable, "-c", SCRIPT, json.dumps(videos), mode],
         env=child_environment(),
@@ -50,9 +57,9 @@ def start(videos, mode: str) -> tuple[subprocess.Popen, list[int]]:
         stderr=subprocess.PIPE,
         text=True,
     )
-    workers = json.loads(process.stdout.readline())
-    assert len(workers) >= 2, workers
-    return process, workers
+    started = json.loads(process.stdout.readline())
+    assert len(started["workers"]) >= 2 and started["segments"], started
+    return process, started["workers"], set(started["segments"])
 
 
 def alive(pid: int) -> bool:
@@ -72,23 +79,18 @@ def wait_gone(pids: list[int], seconds: float) -> bool:
     return False
 
 
-def shared_memory_segments() -> set[str]:
-    return {name for name in os.listdir("/dev/shm") if name.startswith("psm_")} if os.path.isdir("/dev/shm") else set()
-
-
 @pytest.mark.parametrize("mode", ["end", "break"])
 def test_a_script_without_close_exits_quietly(videos, mode):
-    before = shared_memory_segments()
-    process, workers = start(videos, mode)
+    process, workers, segments = start(videos, mode)
     out, err = process.communicate(timeout=60)
     assert process.returncode == 0, err
     assert "Traceback" not in err and "EOFError" not in err, err
     assert wait_gone(workers, 5)
-    assert shared_memory_segments() <= before  # the loader's segments were unlinked at exit
+    assert not [name for name in segments if os.path.exists(f"/dev/shm/{name}")]  # unlinked at exit
 
 
 def test_ctrl_c_mid_epoch_stops_the_script_and_its_workers(videos):
-    process, workers = start(videos, "forever")
+    process, workers, _ = start(videos, "forever")
     time.sleep(0.5)  # mid-epoch
     process.send_signal(signal.SIGINT)
     _, err = process.communicate(timeout=60)
@@ -98,7 +100,7 @@ def test_ctrl_c_mid_epoch_stops_the_script_and_its_workers(videos):
 
 
 def test_a_killed_parent_leaves_no_workers(videos):
-    process, workers = start(videos, "sleep")
+    process, workers, _ = start(videos, "sleep")
     process.kill()
     process.wait(timeout=10)
     assert wait_gone(workers, 10)  # they notice their parent is gone and exit
