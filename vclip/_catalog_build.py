@@ -36,11 +36,12 @@ from ._catalog_schema import (
 from ._dataset import VIDEO_EXTENSIONS, load_videos, video_files
 from ._indexing import IndexJob, index_rows
 from ._jobs import RayTasks, choose_runner
+from ._outputs import check_output_file, written_whole
 from ._shard_source import WebDatasetSource
 from ._sources import is_local, split_slice_name
 from ._version import __version__
 from ._webdataset import is_shard_source
-from .errors import CatalogWarning
+from .errors import CatalogWarning, OutputError
 from .huggingface import HuggingFaceSource, is_hf_dataset
 from .index import VideoIndex
 
@@ -126,7 +127,11 @@ def _dataset_source(item) -> tuple[list[tuple[str, int | None]], tuple[str, ...]
 
 
 def _one_source(path: Path) -> tuple[list[tuple[str, int | None]], tuple[str, ...] | None]:
-    if path.is_dir():
+    try:
+        folder, file = path.is_dir(), path.is_file()
+    except OSError:  # a name too long, a folder that may not be entered: a video's own problem, in its row
+        folder, file = False, path.suffix.lower() in VIDEO_EXTENSIONS
+    if folder:
         if any(entry.is_dir() and not entry.name.startswith(".") for entry in path.iterdir()):
             videos, names = load_videos(path)
             return [(video.path, video.label) for video in videos], names
@@ -134,7 +139,7 @@ def _one_source(path: Path) -> tuple[list[tuple[str, int | None]], tuple[str, ..
         return [(os.fspath(p), None) for p in files], None
     if path.suffix.lower() in VIDEO_EXTENSIONS:
         return [(os.fspath(path), None)], None  # a missing video becomes an unusable row
-    if not path.is_file():
+    if not file:
         raise FileNotFoundError(f"{os.fspath(path)!r} is not a video, a folder or a list file that exists")
     videos, _ = load_videos(path)
     return [(video.path, video.label) for video in videos], None
@@ -288,8 +293,14 @@ def check_catalog_out(out: str) -> bool:
     before any work, so that no other file is replaced by mistake.
 
     Raises:
-        ValueError: ``out`` is a folder, or a file that is not a vclip catalog.
+        ValueError: ``out`` is a folder, a file that is not a vclip catalog, or a path that cannot
+            be written (a symbolic link to nothing, below a file, a name too long).
     """
+    try:
+        check_output_file(Path(out), "out", make_folder=True)
+    except OutputError as error:
+        if not os.path.isdir(out):
+            raise ValueError(str(error)) from None
     if not os.path.lexists(out):
         return False
     if os.path.isdir(out):
@@ -371,10 +382,8 @@ def _write(table: pa.Table, out: str, class_names: tuple[str, ...] | None) -> No
         "vclip_version": __version__,
     }
     table = table.replace_schema_metadata({METADATA_KEY: json.dumps(metadata).encode()})
-    folder = os.path.dirname(out)
-    os.makedirs(folder, exist_ok=True)
-    temporary = os.path.join(folder, f".{os.path.basename(out)}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
-    try:
+    os.makedirs(os.path.dirname(out), exist_ok=True)
+    with written_whole(out) as temporary:
         # Delta encoding for the per-frame integers (pts and byte offsets grow steadily): a
         # quarter smaller than dictionary encoding, and as standard (pandas, polars, DuckDB read it).
         pq.write_table(table, temporary, compression="zstd", row_group_size=ROW_GROUP_ROWS,
@@ -382,7 +391,3 @@ def _write(table: pa.Table, out: str, class_names: tuple[str, ...] | None) -> No
                                        "class_name", "error_type"],
                        column_encoding={f"{name}.list.element": "DELTA_BINARY_PACKED"
                                         for name, kind in ARRAY_TYPES.items() if kind.value_type == pa.int64()})
-        os.replace(temporary, out)
-    finally:
-        if os.path.exists(temporary):
-            os.unlink(temporary)

@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING
 import av
 import numpy as np
 
+from ._outputs import written_whole
+
 if TYPE_CHECKING:
     from PIL import ImageFont
 
@@ -66,10 +68,11 @@ def write_image(path: str | os.PathLike, image: np.ndarray) -> str:
     if extension not in (".png", ".jpg", ".jpeg"):
         raise ValueError(f"image file ({path!r}) must end in .png, .jpg or .jpeg")
     picture = Image.fromarray(_check_rgb(image))
-    if extension == ".png":
-        picture.save(path, format="PNG")
-    else:
-        picture.save(path, format="JPEG", quality=_JPEG_QUALITY)
+    with written_whole(path) as temporary:
+        if extension == ".png":
+            picture.save(temporary, format="PNG")
+        else:
+            picture.save(temporary, format="JPEG", quality=_JPEG_QUALITY)
     return path
 
 
@@ -80,7 +83,7 @@ def write_video(path: str | os.PathLike, frames: Iterable[np.ndarray], *, fps: f
     """
     path = os.fspath(path)
     rate = Fraction(fps).limit_denominator(1001) if fps > 0 else Fraction(30)
-    with av.open(path, "w") as container:
+    with written_whole(path) as temporary, av.open(temporary, "w") as container:
         stream = None
         for image in frames:
             image = _check_rgb(image)

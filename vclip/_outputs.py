@@ -1,5 +1,6 @@
 """Outputs the command line can trust: safe, unique names inside ``--out``, an ``--out`` checked
-before any decoding, and text that prints whatever the terminal's encoding.
+before any decoding, files written whole or not at all, and text that prints whatever the
+terminal's encoding.
 """
 
 from __future__ import annotations
@@ -7,14 +8,16 @@ from __future__ import annotations
 import hashlib
 import os
 import sys
-from collections.abc import Iterable, Sequence
+import uuid
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TextIO
 
 from .errors import OutputError
 
 __all__ = ["OutputError", "printable", "safe_name", "unique_names", "check_output_file", "check_output_folder",
-           "inside"]
+           "inside", "written_whole"]
 
 _MAX_NAME_BYTES = 120  # well under the 255 bytes most file systems allow, leaving room for suffixes
 _WINDOWS_RESERVED = {"CON", "PRN", "AUX", "NUL", *(f"COM{i}" for i in range(1, 10)), *(f"LPT{i}" for i in range(1, 10))}
@@ -90,38 +93,85 @@ def inside(folder: Path, path: Path) -> bool:
     return True
 
 
-def check_output_file(out: Path, option: str = "--out") -> None:
-    """Refuse a file ``out`` that cannot be written: its folder missing or not a folder, or
-    ``out`` itself an existing folder.
+def check_output_file(out: Path, option: str = "--out", *, make_folder: bool = False) -> None:
+    """Refuse a file ``out`` that cannot be written: its folder missing (unless ``make_folder``:
+    then the first existing folder above it must be writable) or not a folder, ``out`` itself an
+    existing folder or a symbolic link to nothing, or a name the system refuses (too long).
 
     Raises:
         OutputError: Naming ``out`` and the problem.
     """
-    parent = out.parent if str(out.parent) else Path(".")
-    if out.is_dir():
-        raise OutputError(f"{option} ({os.fsdecode(out)!r}) is an existing folder; name a file")
-    if not parent.is_dir():
-        what = "is a file, not a folder" if parent.exists() else "does not exist"
-        raise OutputError(f"{option} ({os.fsdecode(out)!r}): its folder {os.fsdecode(parent)!r} {what}")
-    if not os.access(parent, os.W_OK):
-        raise OutputError(f"{option} ({os.fsdecode(out)!r}): its folder {os.fsdecode(parent)!r} is not writable")
+    with _refused_by_the_system(out, option):
+        _refuse_dangling_link(out, option)
+        if out.is_dir():
+            raise OutputError(f"{option} ({os.fsdecode(out)!r}) is an existing folder; name a file")
+        parent = out.parent if str(out.parent) else Path(".")
+        if make_folder:
+            _check_folder_can_be_made(parent, out, option)
+            return
+        if not parent.is_dir():
+            what = "is a file, not a folder" if parent.exists() else "does not exist"
+            raise OutputError(f"{option} ({os.fsdecode(out)!r}): its folder {os.fsdecode(parent)!r} {what}")
+        if not os.access(parent, os.W_OK):
+            raise OutputError(f"{option} ({os.fsdecode(out)!r}): its folder {os.fsdecode(parent)!r} is not writable")
 
 
 def check_output_folder(out: Path, option: str = "--out") -> None:
-    """Refuse a folder ``out`` that cannot be made or written: an existing file, or below one, or
-    in a folder this user cannot write.
+    """Refuse a folder ``out`` that cannot be made or written: an existing file, or below one, a
+    symbolic link to nothing, in a folder this user cannot write, or a name the system refuses.
 
     Raises:
         OutputError: Naming ``out`` and the problem.
     """
-    if out.exists() and not out.is_dir():
-        raise OutputError(f"{option} ({os.fsdecode(out)!r}) is an existing file, not a folder")
-    existing = out
+    with _refused_by_the_system(out, option):
+        _refuse_dangling_link(out, option)
+        if out.exists() and not out.is_dir():
+            raise OutputError(f"{option} ({os.fsdecode(out)!r}) is an existing file, not a folder")
+        _check_folder_can_be_made(out, out, option)
+
+
+def _check_folder_can_be_made(folder: Path, out: Path, option: str) -> None:
+    existing = folder
     while not existing.exists():
         if existing.parent == existing:
             break
+        _refuse_dangling_link(existing, option)
         existing = existing.parent
     if existing.exists() and not existing.is_dir():
         raise OutputError(f"{option} ({os.fsdecode(out)!r}): {os.fsdecode(existing)!r} is a file, not a folder")
     if not os.access(existing, os.W_OK | os.X_OK):
         raise OutputError(f"{option} ({os.fsdecode(out)!r}): {os.fsdecode(existing)!r} is not writable")
+
+
+def _refuse_dangling_link(path: Path, option: str) -> None:
+    if path.is_symlink() and not path.exists():
+        raise OutputError(f"{option} ({os.fsdecode(path)!r}) is a symbolic link to "
+                          f"{os.fsdecode(os.readlink(path))!r}, which does not exist")
+
+
+@contextmanager
+def _refused_by_the_system(out: Path, option: str) -> Iterator[None]:
+    """OSErrors of the checks (a name over 255 bytes, a path over PATH_MAX) as an OutputError."""
+    try:
+        yield
+    except OSError as error:
+        raise OutputError(f"{option} ({os.fsdecode(out)!r}) cannot be used: {error.strerror or error}") from None
+
+
+@contextmanager
+def written_whole(path: str | os.PathLike) -> Iterator[str]:
+    """A temporary name beside ``path`` (with its suffix, which writers go by) to write to; renamed
+    to ``path`` once the block succeeds and its bytes reached the file system, removed if it
+    fails. A failed write (a full disk) so never leaves a cut-off ``path`` behind, and never
+    replaces an earlier one."""
+    path = os.fspath(path)
+    folder, name = os.path.split(path)
+    temporary = os.path.join(folder, f".{name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.partial{Path(name).suffix}")
+    try:
+        yield temporary
+        with open(temporary, "rb+") as written:  # a write the disk could not take shows here at the latest
+            os.fsync(written.fileno())
+        os.replace(temporary, path)
+    finally:
+        if os.path.lexists(temporary):
+            os.unlink(temporary)

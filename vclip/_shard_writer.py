@@ -27,6 +27,7 @@ from pathlib import Path
 import av
 
 from ._dataset import LabeledVideo
+from ._outputs import written_whole
 from ._sources import is_local, open_binary, open_reader, split_slice_name
 from ._tar import TarMember, format_member_index
 from ._webdataset import DESCRIPTION_NAME
@@ -291,7 +292,8 @@ def _finish(tar: tarfile.TarFile, shard: str, samples: list[list[tuple[str, TarM
     tar.close()
     os.replace(shard + ".partial", shard)
     index = shard[:-4] + ".idx" if shard.lower().endswith(".tar") else shard + ".idx"
-    Path(index).write_text(format_member_index(samples))
+    with written_whole(index) as temporary:
+        Path(temporary).write_text(format_member_index(samples))
     indexes.append(index)
 
 

@@ -3,10 +3,11 @@
 import io
 import os
 import re
+from pathlib import Path
 
 import pytest
 
-from vclip._outputs import check_output_file, check_output_folder, printable, safe_name, unique_names
+from vclip._outputs import check_output_file, check_output_folder, printable, safe_name, unique_names, written_whole
 from vclip.errors import OutputError
 
 
@@ -74,3 +75,16 @@ def test_check_output_folder(tmp_path):
         check_output_folder(tmp_path / "file")
     with pytest.raises(OutputError, match="file' is a file, not a folder"):
         check_output_folder(tmp_path / "file" / "below")
+
+
+def test_written_whole_replaces_only_when_the_write_succeeds(tmp_path):
+    out = tmp_path / "clips.npz"
+    out.write_bytes(b"earlier")
+    with pytest.raises(RuntimeError), written_whole(out) as temporary:
+        assert temporary.endswith(".npz") and os.path.dirname(temporary) == str(tmp_path)  # writers go by the suffix
+        Path(temporary).write_bytes(b"cut off")
+        raise RuntimeError("the disk is full")
+    assert out.read_bytes() == b"earlier" and os.listdir(tmp_path) == ["clips.npz"]
+    with written_whole(out) as temporary:
+        Path(temporary).write_bytes(b"whole")
+    assert out.read_bytes() == b"whole" and os.listdir(tmp_path) == ["clips.npz"]

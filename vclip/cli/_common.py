@@ -160,15 +160,20 @@ def expand_inputs(sources: Sequence[str]) -> list[str]:
     paths: list[str] = []
     for source in sources:
         path = Path(source)
-        members = shard_videos(source)
+        try:
+            members = shard_videos(source)
+            folder = members is None and path.is_dir()
+            list_file = members is None and path.suffix.lower() in LIST_FILE_SUFFIXES and path.is_file()
+        except OSError:  # a name too long, a folder that may not be entered: that file's own error, later
+            members, folder, list_file = None, False, False
         if members is not None:
             paths.extend(members)
-        elif path.is_dir():
+        elif folder:
             found = [os.fspath(p) for p in video_files(path)]
             if not found:
                 say(f"vclip: warning: {source} holds no video files ({', '.join(VIDEO_EXTENSIONS)})", sys.stderr)
             paths.extend(found)
-        elif path.suffix.lower() in LIST_FILE_SUFFIXES and path.is_file():
+        elif list_file:
             paths.extend(_read_list_file(path))
         else:
             paths.append(source)

@@ -9,14 +9,12 @@ import sys
 from pathlib import Path
 
 from ._common import (
-    EXIT_FAILED,
     UsageError,
     add_ray_options,
     add_stream_option,
     exit_status,
     ray_options,
     refused_arguments,
-    report_error,
 )
 
 
@@ -30,9 +28,8 @@ def _run_index(args: argparse.Namespace) -> int:
     try:
         from .._catalog_build import check_catalog_out
         from ..catalog import build_catalog, resolve_sources
-    except ImportError as error:
-        report_error("index", str(error))
-        return EXIT_FAILED
+    except ImportError as error:  # pyarrow missing: an extra to install, as for every other command
+        raise UsageError(str(error)) from None
     with refused_arguments():
         try:  # bad paths, list files and --out are usage errors, found before any work
             sources = resolve_sources(args.paths)

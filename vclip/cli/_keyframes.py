@@ -11,7 +11,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from .._device import resolve_device
-from .._outputs import check_output_folder, inside, unique_names
+from .._outputs import check_output_folder, inside, unique_names, written_whole
 from .._validation import check_integer, check_number, check_optional_integer
 from ..errors import OutputError, VideoError
 from ..keyframes import (
@@ -23,6 +23,7 @@ from ..sampling import (
     check_scaling_factor,
 )
 from ._common import (
+    EXIT_FAILED,
     MANIFEST,
     UsageError,
     add_device_option,
@@ -36,6 +37,7 @@ from ._common import (
     progress_bar,
     ray_options,
     refused_arguments,
+    report_error,
     report_internal_error,
     report_skipped,
     say,
@@ -140,10 +142,24 @@ def _run_keyframes(args: argparse.Namespace) -> int:
         results.close()
         if frame_bar is not None:
             frame_bar.close()
-        manifest = {"method": args.method, "keyframes": records, "videos": videos, "errors": errors}
-        (out / MANIFEST).write_text(json.dumps(manifest, indent=2), encoding="utf-8")
+        manifest_written = _write_manifest(out / MANIFEST, {"method": args.method, "keyframes": records,
+                                                             "videos": videos, "errors": errors})
+    if not manifest_written:
+        return EXIT_FAILED
     say(f"{len(videos)} of {len(files)} videos, {len(records)} images; manifest: {out / MANIFEST}")
     return exit_status(len(files), len(errors))
+
+
+def _write_manifest(path: Path, manifest: dict) -> bool:
+    """Write the manifest whole; False after reporting a write that failed (a full disk)."""
+    try:
+        with written_whole(path) as temporary:
+            Path(temporary).write_text(json.dumps(manifest, indent=2), encoding="utf-8")
+    except OSError as error:
+        report_error("keyframes", f"writing {path} failed ({error.strerror or error}); the images of the "
+                                  f"{len(manifest['videos'])} videos done are in place, their list is not")
+        return False
+    return True
 
 
 class _FrameBar:

@@ -9,6 +9,7 @@ import os
 import re
 import sys
 import wave
+from collections import Counter
 from contextlib import closing
 from dataclasses import dataclass
 from functools import partial
@@ -22,7 +23,7 @@ from .._images import (
     write_video,
 )
 from .._jobs import Outcome, choose_runner
-from .._outputs import check_output_file, check_output_folder, unique_names
+from .._outputs import check_output_file, check_output_folder, unique_names, written_whole
 from .._validation import check_optional_integer
 from ..audio import AudioClips, AudioSpec
 from ..decoder import Frames, VideoDecoder
@@ -209,7 +210,7 @@ def _audio_arrays(audio: AudioClips | None) -> dict[str, np.ndarray]:
 def _write_wav(path: Path, samples: np.ndarray, sample_rate: int) -> None:
     """16-bit PCM WAV of float32 ``[channels, samples]`` in [-1, 1]."""
     pcm = np.clip(np.rint(samples * 32768.0), -32768, 32767).astype("<i2")
-    with wave.open(os.fspath(path), "wb") as file:
+    with written_whole(path) as temporary, wave.open(temporary, "wb") as file:
         file.setnchannels(pcm.shape[0])
         file.setsampwidth(2)
         file.setframerate(sample_rate)
@@ -277,13 +278,15 @@ def _write_arrays(output_format: str, out: Path, data: np.ndarray, frame_indices
         names = np.array([p.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace") for p in paths])
         source = {"source": names[0]} if len(paths) == 1 else {}
         # allow_pickle is the default, named so mypy maps no array to it
-        np.savez(out, allow_pickle=True, **arrays, paths=names, mode=np.str_(mode), **source)
+        with written_whole(out) as temporary:
+            np.savez(temporary, allow_pickle=True, **arrays, paths=names, mode=np.str_(mode), **source)
     else:
         import torch
 
         source = {"source": paths[0]} if len(paths) == 1 else {}
-        torch.save({**{name: torch.from_numpy(np.ascontiguousarray(a)) for name, a in arrays.items()},
-                    "paths": list(paths), "mode": mode, **source}, out)
+        with written_whole(out) as temporary:
+            torch.save({**{name: torch.from_numpy(np.ascontiguousarray(a)) for name, a in arrays.items()},
+                        "paths": list(paths), "mode": mode, **source}, temporary)
 
 
 def _clip_lines(clips: Frames, padded: np.ndarray, sampler: ClipSampler, num_frames: int,
@@ -320,8 +323,16 @@ class _Skipped:
     refused: bool = False
 
 
-def _sample_video(options: dict, path: str) -> _Sampled | _Skipped:
-    """The clips of one video (module level, so that worker processes can run it)."""
+def _video_seed(seed: int | None, position: int) -> int | None:
+    """The seed of the input at ``position``: ``seed + position``, so that videos of the same length
+    get different starts and jitter, one video what ``get_clips(seed=seed)`` gives, and a rerun
+    over the same inputs the same clips."""
+    return None if seed is None else seed + position
+
+
+def _sample_video(options: dict, item: tuple[int, str]) -> _Sampled | _Skipped:
+    """The clips of input ``item`` (its position and path; module level, so that worker processes can run it)."""
+    position, path = item
     sampler: ClipSampler = options["sampler"]
     decoder = VideoDecoder(path, stream_index=options["stream_index"], device=options["device"])
     num_frames = decoder.index.num_frames
@@ -329,7 +340,7 @@ def _sample_video(options: dict, path: str) -> _Sampled | _Skipped:
         return _Skipped(f"no clip fits (a clip spans {sampler.span} frames, the video has {num_frames}; "
                         "--end-policy drop drops them all)")
     try:
-        clips = decoder.get_clips(sampler, transform=options["transform"], seed=options["seed"],
+        clips = decoder.get_clips(sampler, transform=options["transform"], seed=_video_seed(options["seed"], position),
                                   segment=options["segment"], audio=options["audio"])
     except UnicodeError:  # a ValueError, but from a file's bytes, not from the user's values
         raise
@@ -367,10 +378,10 @@ def _run_sample(args: argparse.Namespace) -> int:
         runner = choose_runner(args.device, workers=args.workers or 1, items=len(inputs))
     options = dict(sampler=sampler, transform=transform, seed=args.seed, segment=_segment(args), audio=audio,
                    stream_index=args.stream, device=runner.device)
-    combined: list[tuple[int, Frames, np.ndarray]] = []  # (input number, clips, data)
+    combined: list[tuple[int, _Sampled, list[str]]] = []  # (input number, clips, what to say of them)
     skipped = 0
     progress = progress_bar(args, total=len(inputs), unit="video", leave=False)
-    with closing(runner.run(partial(_sample_video, options), inputs)) as outcomes:
+    with closing(runner.run(partial(_sample_video, options), enumerate(inputs))) as outcomes:
         for outcome in outcomes:
             number, path = outcome.position, inputs[outcome.position]
             progress.update()
@@ -381,16 +392,11 @@ def _run_sample(args: argparse.Namespace) -> int:
                     continue
                 clips, data = sampled.clips, sampled.clips.data
                 padded = np.asarray(clips.padded, dtype=bool)  # the frames the end policy filled in
-                if targets is None:
-                    if combined and data.shape[1:] != combined[0][2].shape[1:]:
-                        raise VideoError(path, f"its clips come out {list(data.shape[1:])} but {out} holds "
-                                               f"{list(combined[0][2].shape[1:])}; pass --resize/--crop so that every "
-                                               "video fits, or write one file per video (--out FOLDER --format npz)")
-                    combined.append((number, clips, data))
-                    destination = out
-                else:
-                    destination = targets[number]
-                    _write_clips(output_format, destination, clips, data, padded, sampled, args.mode)
+                lines = _clip_lines(clips, padded, sampler, sampled.num_frames, windowed=_segment(args) is not None)
+                if targets is None:  # said once the file's clip shape is chosen
+                    combined.append((number, sampled, lines))
+                    continue
+                _write_clips(output_format, targets[number], clips, data, padded, sampled, args.mode)
             except VideoError as error:
                 skipped += 1
                 report_skipped("sample", error)
@@ -401,31 +407,57 @@ def _run_sample(args: argparse.Namespace) -> int:
                 skipped += 1
                 report_internal_error("sample", path, error)
                 continue
-            folder = os.sep if output_format == "png" else ""
-            say(f"{path}: {len(data)} {args.mode} clip{'s' if len(data) != 1 else ''} {list(data.shape)} "
-                 f"{data.dtype} on {clips.device} -> {destination}{folder}")
-            windowed = _segment(args) is not None
-            say("\n".join(_clip_lines(clips, padded, sampler, sampled.num_frames, windowed=windowed)))
+            _say_sampled(path, sampled, lines, args.mode, targets[number], output_format)
     progress.close()
     if combined:
+        kept = _one_clip_shape(combined, out)
+        skipped += len(combined) - len(kept)
+        for number, sampled, lines in kept:
+            _say_sampled(inputs[number], sampled, lines, args.mode, out, output_format)
+        parts = [sampled.clips for _, sampled, _ in kept]
         try:
             _write_arrays(
-                output_format, out, np.concatenate([c[2] for c in combined]),
-                np.concatenate([c[1].frame_indices for c in combined]),
-                np.concatenate([c[1].pts_seconds for c in combined]),
-                np.concatenate([np.asarray(c[1].padded, dtype=bool) for c in combined]),
-                np.concatenate([np.full(len(c[2]), position, dtype=np.int64) for position, c in enumerate(combined)]),
-                (np.concatenate([_ids(c[1])[0] for c in combined]), np.concatenate([_ids(c[1])[1] for c in combined])),
-                [inputs[number] for number, *_ in combined], args.mode,
-                _padded_audio([_audio_arrays(c[1].audio) for c in combined]),
+                output_format, out, np.concatenate([c.data for c in parts]),
+                np.concatenate([c.frame_indices for c in parts]),
+                np.concatenate([c.pts_seconds for c in parts]),
+                np.concatenate([np.asarray(c.padded, dtype=bool) for c in parts]),
+                np.concatenate([np.full(len(c.data), position, dtype=np.int64) for position, c in enumerate(parts)]),
+                (np.concatenate([_ids(c)[0] for c in parts]), np.concatenate([_ids(c)[1] for c in parts])),
+                [inputs[number] for number, *_ in kept], args.mode,
+                _padded_audio([_audio_arrays(c.audio) for c in parts]),
             )
         except OSError as error:
             report_error("sample", f"writing {out} failed ({error})")
             return EXIT_FAILED
         if len(inputs) > 1:
-            clips_written = sum(len(c[2]) for c in combined)
-            say(f"{len(combined)} of {len(inputs)} videos, {clips_written} clips -> {out} (video_ids index paths)")
+            clips_written = sum(len(c.data) for c in parts)
+            say(f"{len(kept)} of {len(inputs)} videos, {clips_written} clips -> {out} (video_ids index paths)")
     return exit_status(len(inputs), skipped)
+
+
+def _say_sampled(path: str, sampled: _Sampled, lines: list[str], mode: str, destination: Path,
+                 output_format: str) -> None:
+    data = sampled.clips.data
+    folder = os.sep if output_format == "png" else ""
+    say(f"{path}: {len(data)} {mode} clip{'s' if len(data) != 1 else ''} {list(data.shape)} "
+        f"{data.dtype} on {sampled.clips.device} -> {destination}{folder}")
+    say("\n".join(lines))
+
+
+def _one_clip_shape(combined: list[tuple[int, _Sampled, list[str]]],
+                    out: Path) -> list[tuple[int, _Sampled, list[str]]]:
+    """The videos whose clips have the most common shape (the first one seen among equals), which
+    one file can hold together; the others are reported and left out."""
+    shapes = Counter(tuple(sampled.clips.data.shape[1:]) for _, sampled, _ in combined)
+    chosen = max(shapes, key=shapes.__getitem__)  # max keeps the first of equal counts
+    for _, sampled, _ in combined:
+        shape = tuple(sampled.clips.data.shape[1:])
+        if shape != chosen:
+            report_skipped("sample", VideoError(
+                sampled.path, f"its clips come out {list(shape)} but {shapes[chosen]} of the videos' come out "
+                              f"{list(chosen)}, the shape {out} holds; pass --resize/--crop so that every video fits, "
+                              "or write one file per video (--out FOLDER --format npz)"))
+    return [entry for entry in combined if tuple(entry[1].clips.data.shape[1:]) == chosen]
 
 
 def _sampled(outcome: Outcome[_Sampled | _Skipped], path: str, single: bool) -> _Sampled | None:
@@ -500,7 +532,8 @@ def add_parser(commands) -> None:
     sample.add_argument("--end-seconds", type=float, metavar="S",
                         help="draw clips only from the frames before S seconds (a segment)")
     sample.add_argument("--seed", type=non_negative_integer,
-                        help="seed for random starts and jitter (default: fresh each run)")
+                        help="seed for random starts and jitter: the K-th video (from 0) draws with seed N+K, so one "
+                             "video gives what VideoDecoder.get_clips(seed=N) gives (default: fresh each run)")
     sample.add_argument("--scaling-factor", type=float, metavar="F",
                         help="frames at round(W*F) x round(H*F), 0 < F <= 1")
     sample.add_argument("--resize", type=frame_size, metavar="SIZE",
