@@ -71,6 +71,8 @@ def test_info_table(capsys, videos):
     assert "  frame rate   30.000 fps, constant" in lines
     assert "  duration     5.000 s, first frame at 0.000 s" in lines
     assert "  colour       bt601, limited range" in lines
+    status, out, _ = run(capsys, "info", videos["vfr"])  # Matroska: no frame count in the header
+    assert status == 0 and "  frames       40" in out.splitlines()
 
 
 def test_info_json_matches_the_index(capsys, videos):
@@ -393,7 +395,7 @@ def test_sample_bad_file(capsys, bad_files, tmp_path):
         ),
         (
             ["budget", *REFERENCE, "--budget", "8 gigs"],
-            "memory size ('8 gigs') must be a number of bytes >= 0 or a number with a unit",
+            "--budget ('8 gigs') must be a number of bytes >= 0 or a number with a unit",
         ),
         (["budget", *REFERENCE, "--dtype", "int4"], "argument --dtype: invalid choice: 'int4'"),
         (["budget", *REFERENCE, "--aug", "-1"], "augmentation_factor (-1.0) must be a number >= 0"),
@@ -410,6 +412,10 @@ def test_sample_bad_file(capsys, bad_files, tmp_path):
         (["budget", *REFERENCE, "--prefetch-queue-depth", "0"], "--prefetch-queue-depth (0) must be an integer >= 1"),
         (["budget", *REFERENCE, "--cpu-decoders", "many"], "--cpu-decoders ('many') must be an integer >= 0"),
         (["check", "{v}", "--workers", "0"], "workers (0) must be an integer >= 1"),
+        (["budget", *REFERENCE, "--budget", "8"],
+         "--budget 8 has no unit, so it reads as 8 bytes; name the unit (e.g. --budget 8GiB or 8GB)"),
+        (["sample", "{v}", "--mode", "contiguous", "--start-seconds", "5", "--end-seconds", "3", "--out", "c.npz"],
+         "--start-seconds (5) must come before --end-seconds (3)"),
         (["transcode", "{v}"], "argument COMMAND: invalid choice: 'transcode'"),
         ([], "the following arguments are required: COMMAND"),
     ],
@@ -620,7 +626,7 @@ def test_forced_progress_advances_within_one_file(videos, tmp_path):
     assert "1/1 [" in completed.stderr
     assert completed.stdout.splitlines() == [
         f"{videos['h264']}: 1 scene keyframe (frames 0) -> {tmp_path / 'h264_bframes'}{os.sep}",
-        f"1 of 1 videos, 1 images; manifest: {tmp_path / 'manifest.json'}",
+        f"1 of 1 videos, 1 image; manifest: {tmp_path / 'manifest.json'}",
     ]
 
 
@@ -729,9 +735,10 @@ def test_demo(capsys, tmp_path):
     assert "codec  frames 0, 60, 120, 180: the stream's keyframes, 4 packets decoded of 200" in out
     (differ,) = [line for line in out.splitlines() if "they differ because" in line]
     assert differ.startswith("  codec keyframes: 0, 60, 120, 180; scene boundaries: 0, 45, 97, 1")
-    dissolve = differ.split("(dissolve ")[1].split(")")[0]
+    dissolve = differ.split("(the dissolve found at ")[1].split(",")[0]
     first, last = map(int, dissolve.split("-"))
-    assert 150 <= first < last <= 165 and f"scene boundaries: 0, 45, 97, {last} (dissolve" in differ
+    assert 150 <= first < last <= 165 and f"scene boundaries: 0, 45, 97, {last} (the dissolve" in differ
+    assert f"found at {dissolve}, within the 150-164 it was made over)" in differ
     assert "3,185,049,600 bytes (3.19 GB, 2.97 GiB)" in out
     assert "all frames correct" in out
     (sheet,) = decoded_frames(tmp_path / "demo" / "clips.png")

@@ -107,7 +107,10 @@ def _run_budget(args: argparse.Namespace) -> int:
         base = dict(channels=args.channels, dtype=args.dtype, augmentation_factor=args.aug)
         estimate_memory(width=args.width, height=args.height, batch_size=args.batch, sequence_length=args.seq, **base)
         check_scaling_factor(args.scaling_factor)
-        budget = parse_bytes(args.budget) if args.budget is not None else None
+        budget = parse_bytes(args.budget, name="--budget") if args.budget is not None else None
+    if budget is not None and budget < 2**20 and args.budget.strip().replace(".", "").isdigit():
+        raise UsageError(f"--budget {args.budget} has no unit, so it reads as {budget:,} bytes; name the unit "
+                         f"(e.g. --budget {args.budget.strip()}GiB or {args.budget.strip()}GB)")
     if args.chart is not None and Path(args.chart).suffix.lower() not in CHART_FORMATS:
         raise UsageError(f"--chart ({args.chart!r}) must end in {', '.join(CHART_FORMATS)}")
     width, height = scaled_size(args.width, args.height, args.scaling_factor)

@@ -41,8 +41,13 @@ def _shot_plan() -> str:
     """``"cuts at 45, 97, a dissolve over 150-164"``: how the demo's shot video was made."""
     starts = np.cumsum(_SHOT_LENGTHS)[:-1].tolist()
     cuts = [start for start, blends in zip(starts, _DISSOLVES) if blends == 0]
-    gradual = [f"a dissolve over {start - blends}-{start - 1}" for start, blends in zip(starts, _DISSOLVES) if blends]
-    return ", ".join([f"cuts at {', '.join(map(str, cuts))}"] + gradual)
+    return f"cuts at {', '.join(map(str, cuts))}, a dissolve over {_dissolve_spans()}"
+
+
+def _dissolve_spans() -> str:
+    """``"150-164"``: the frames the demo's dissolves blend over."""
+    starts = np.cumsum(_SHOT_LENGTHS)[:-1].tolist()
+    return ", ".join(f"{start - blends}-{start - 1}" for start, blends in zip(starts, _DISSOLVES) if blends)
 
 
 def _as_made(boundaries) -> bool:
@@ -121,7 +126,9 @@ def run_demo(folder: str | os.PathLike, *, device: str = "auto", stream: TextIO 
     boundaries = find_shot_boundaries(shots, device=device)
     scene_correct = _as_made(boundaries)
     all_correct &= scene_correct
-    gradual = ", ".join(f"{b.kind} {b.start}-{b.frame}" for b in boundaries if b.kind != "cut")
+    gradual = ", ".join(f"the {b.kind} found at {b.start}-{b.frame}" for b in boundaries if b.kind != "cut")
+    if gradual:
+        gradual += f", within the {_dissolve_spans()} it was made over"
     say(f"  codec keyframes: {format_numbers(found['codec'])}; scene boundaries: {format_numbers(found['scene'])}"
         f"{f' ({gradual})' if gradual else ''}: they differ because the encoder puts a keyframe every "
         f"{_KEYFRAME_INTERVAL} frames wherever the picture is, and a shot starts where the picture changes"

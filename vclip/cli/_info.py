@@ -104,7 +104,8 @@ def _info_table(report: dict) -> str:
         ("codec", f"{video['codec']}, {video['pixel_format']}, {video['bit_depth']}-bit"),
         ("size", f"{video['width']}x{video['height']}"),
         ("frame rate", f"{video['average_fps']:.3f} fps, {'variable' if video['variable_frame_rate'] else 'constant'}"),
-        ("frames", f"{video['num_frames']}" + (f" (header says {header})" if header != video["num_frames"] else "")),
+        ("frames", f"{video['num_frames']}"
+                   + (f" (header says {header})" if header not in (None, video["num_frames"]) else "")),
         ("duration", f"{video['duration_seconds']:.3f} s, first frame at {video['start_seconds']:.3f} s"),
         ("keyframes", f"{len(keyframes)} at frames {format_numbers(keyframes, limit=12)}"),
         ("colour", f"{video['color_matrix']}, {video['color_range']} range"),

@@ -146,7 +146,8 @@ def _run_keyframes(args: argparse.Namespace) -> int:
                                                              "videos": videos, "errors": errors})
     if not manifest_written:
         return EXIT_FAILED
-    say(f"{len(videos)} of {len(files)} videos, {len(records)} images; manifest: {out / MANIFEST}")
+    images = f"{len(records)} image{'s' if len(records) != 1 else ''}"
+    say(f"{len(videos)} of {len(files)} videos, {images}; manifest: {out / MANIFEST}")
     return exit_status(len(files), len(errors))
 
 

@@ -182,6 +182,9 @@ def _segment(args: argparse.Namespace) -> tuple[float | None, float | None] | No
     """The ``--start-seconds``/``--end-seconds`` window, or None."""
     if args.start_seconds is None and args.end_seconds is None:
         return None
+    if args.start_seconds is not None and args.end_seconds is not None and args.start_seconds >= args.end_seconds:
+        raise UsageError(f"--start-seconds ({args.start_seconds:g}) must come before --end-seconds "
+                         f"({args.end_seconds:g})")
     return (args.start_seconds, args.end_seconds)
 
 
@@ -360,6 +363,7 @@ def _run_sample(args: argparse.Namespace) -> int:
         transform = TransformSpec(resize=args.resize, crop=args.crop, spatial_views=args.views) if spatial else None
         check_optional_integer("workers", args.workers, minimum=1, none_means="(1: one video after another)")
         audio = _audio_spec(args)
+        segment = _segment(args)
     inputs = expand_inputs(args.files)
     try:
         output_format, out, targets = _sample_outputs(args, inputs)
@@ -376,7 +380,7 @@ def _run_sample(args: argparse.Namespace) -> int:
                               "write .npz instead") from None
     with refused_arguments():
         runner = choose_runner(args.device, workers=args.workers or 1, items=len(inputs))
-    options = dict(sampler=sampler, transform=transform, seed=args.seed, segment=_segment(args), audio=audio,
+    options = dict(sampler=sampler, transform=transform, seed=args.seed, segment=segment, audio=audio,
                    stream_index=args.stream, device=runner.device)
     combined: list[tuple[int, _Sampled, list[str]]] = []  # (input number, clips, what to say of them)
     skipped = 0
@@ -392,7 +396,7 @@ def _run_sample(args: argparse.Namespace) -> int:
                     continue
                 clips, data = sampled.clips, sampled.clips.data
                 padded = np.asarray(clips.padded, dtype=bool)  # the frames the end policy filled in
-                lines = _clip_lines(clips, padded, sampler, sampled.num_frames, windowed=_segment(args) is not None)
+                lines = _clip_lines(clips, padded, sampler, sampled.num_frames, windowed=segment is not None)
                 if targets is None:  # said once the file's clip shape is chosen
                     combined.append((number, sampled, lines))
                     continue
