@@ -1,10 +1,13 @@
 """vclip: sample video clips for deep learning, with NVDEC decoding and fused CUDA kernels.
 
 ``import vclip`` needs only NumPy and PyAV; the GPU backend imports PyNvVideoCodec and CuPy
-when a CUDA device is asked for, and ``vclip.ClipLoader`` imports torch when first used.
+when a CUDA device is asked for, and ``vclip.ClipLoader`` imports torch when first used. Every
+function that decodes takes ``device``: ``"auto"`` (the default: NVDEC where usable, else the CPU
+with one FallbackWarning), ``"cpu"``, ``"cuda"`` or ``"cuda:N"``.
 
 Frames and clips of one video:
     VideoDecoder (get_frames, get_frames_played_at, get_clips, get_audio) -> Frames
+    (data, frame_indices, pts_seconds, padded, augmentations, clip_ids, view_ids, audio)
 
 Audio with the clips, cut by the same times, in ``vclip.audio``:
     AudioSpec (rate, channels, dtype, per clip or per frame, stream, no-audio policy) -> AudioClips;
@@ -15,28 +18,38 @@ Samplers (which frames make a clip), in ``vclip.sampling``:
     (frame numbers, or seconds: fps=, duration=, step_seconds=; segment=(start, end) seconds)
 
 Transforms (resize, crop, flip, colour, normalize, dtype, layout, fused in one pass), in ``vclip.transforms``:
-    TransformSpec, TransformSpec.imagenet, TransformSpec.from_torchvision, FrameGeometry;
-    augmentations RandomResizedCrop, MultiScaleCrop, RandomShortSideScale, ColorJitter; the draws
-    recorded per clip: Augmentations
+    TransformSpec, TransformSpec.imagenet, TransformSpec.from_torchvision (a torchvision v2 Compose,
+    also taken as transform=), FrameGeometry, IMAGENET_MEAN, IMAGENET_STD; augmentations
+    RandomResizedCrop, MultiScaleCrop, RandomShortSideScale, ColorJitter, grayscale_probability,
+    per_frame, spatial_views (multi-view evaluation); the draws recorded per clip: Augmentations
 
 Training batches (needs torch), in ``vclip.loader``:
-    ClipLoader -> ClipBatch; loader.stats() -> LoaderStats; LabeledVideo (a row: path, label, segment)
+    ClipLoader (evaluation=, audio=) -> ClipBatch (data, labels, padded, augmentations, video_ids,
+    clip_ids, view_ids, audio, audio_lengths, has_audio); loader.stats() -> LoaderStats;
+    LabeledVideo (a row: path, label, segment)
 
 Memory budgeting, in ``vclip.memory``:
-    estimate_memory, largest_batch_size, largest_sequence_length (the formula);
+    estimate_memory -> MemoryEstimate, largest_batch_size, largest_sequence_length (the formula);
     plan_loader_memory -> LoaderMemoryEstimate (what a ClipLoader needs, .largest_batch_size(budget));
     parse_bytes, format_bytes
 
 Datasets where they live, in ``vclip.webdataset``, ``vclip.huggingface`` and ``vclip.streaming``:
-    WebDatasetSource (tar shards on disk, HTTP or S3, read by byte range), write_shards (vclip shard),
-    HuggingFaceSource (a datasets.Dataset), ClipStream -> StreamBatch (shards read as streams; needs torch)
+    WebDatasetSource (tar shards on disk, HTTP or S3, read by byte range), write_shards -> ShardWriteResult
+    (vclip shard), HuggingFaceSource (a datasets.Dataset), ClipStream -> StreamBatch (shards read as
+    streams; needs torch)
 
-Indexes and decode plans: index_video, VideoIndex, plan_decode (``vclip.index``, ``vclip.plan``).
-Videos at URLs: set_remote_options -> RemoteOptions (timeouts, tries, spill limit); RemoteReads.
-Keyframes and shots: ``vclip.keyframes``. Dataset checks: ``vclip.check``. Catalogs: ``vclip.catalog``.
+Videos at URLs: set_remote_options -> RemoteOptions (timeouts, tries, spill limit for servers without
+Range); RemoteReads (what was read per URL, in loader.stats().remote_reads).
+Indexes and decode plans: index_video, VideoIndex, clear_index_cache; plan_decode -> DecodePlan of
+DecodeSegment (``vclip.index``, ``vclip.plan``).
+Jobs over many videos (workers=, ray=, ray_address=): ``vclip.keyframes`` (extract_keyframes,
+extract_keyframes_many, find_shot_boundaries), ``vclip.check`` (check_video, check_videos),
+``vclip.catalog`` (build_catalog, read_catalog), ``vclip.ray`` (Ray Data datasets of them).
 Test videos: ``vclip.synthetic.make_video``.
-Errors (``vclip.errors``, the tree there): VideoError and its kinds, ArgumentError for a bad
-argument; FallbackWarning and the other warnings.
+Errors (``vclip.errors``, the tree there): VideoError and its kinds (VideoNotFoundError,
+UnreadableVideoError, NotAVideoError, CorruptVideoError, UnsupportedCodecError, NoAudioError),
+ArgumentError for a bad argument; FallbackWarning, TruncatedVideoWarning, RemoteReadWarning,
+CatalogWarning, IndexCacheWarning.
 """
 
 from __future__ import annotations

@@ -332,13 +332,15 @@ def extract_keyframes_many(
     :class:`~vclip.CorruptVideoError` saying so, and only that video is lost; a failure of vclip
     itself on one video is a VideoError asking to report it.
 
-    Example::
+    For example:
 
-        for path, found in zip(paths, extract_keyframes_many(paths, method="scene")):
-            if isinstance(found, vclip.VideoError):
-                print("skipped", found)
-            else:
-                found.save(Path("keyframes") / Path(path).stem)
+    ```python
+    for path, found in zip(paths, extract_keyframes_many(paths, method="scene")):
+        if isinstance(found, vclip.VideoError):
+            print("skipped", found)
+        else:
+            found.save(Path("keyframes") / Path(path).stem)
+    ```
 
     Args:
         paths: Video files.

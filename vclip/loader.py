@@ -84,10 +84,6 @@ class ClipBatch:
         augmentations: What the transform drew for each sample (crop box, scale, flip, colour
             factors and order, grayscale), NumPy arrays of one row per sample (``[B, T, ...]``
             with per-frame draws): see :class:`vclip.transforms.Augmentations`.
-
-    Multi-view evaluation, averaging predictions per video::
-
-        scores.index_add_(0, batch.video_ids.to(device), model(batch.data).softmax(-1))
         audio: With ``ClipLoader(audio=AudioSpec(...))``: each clip's audio, float32 or int16
             ``[B, C, S]`` (``[B, T, C, S]`` for ``span="frame"``) on the loader's device; ``S`` is
             the longest span of the dataset, shorter ones padded with zeros at the end. On the CPU
@@ -96,6 +92,12 @@ class ClipBatch:
             span; ``audio[..., n:]`` past them is padding (0 for positions the end policy padded).
         has_audio: bool ``[B]``, on the loader's device: False where the clip's video has no
             (such) audio stream and its audio is silence.
+
+    Multi-view evaluation, averaging predictions per video:
+
+    ```python
+    scores.index_add_(0, batch.video_ids.to(device), model(batch.data).softmax(-1))
+    ```
     """
 
     data: torch.Tensor

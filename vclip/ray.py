@@ -333,11 +333,13 @@ def read_clips(sources, sampler: ClipSampler, *, transform: TransformSpec | None
     ``sources`` (a catalog, or files, class folders, list files, pairs), decoded by ``workers``
     actors (as :func:`check_videos`).
 
-    Example::
+    For example:
 
-        clips = vclip.ray.read_clips("videos/", vclip.strided(16, 2, clips_per_video=4))
-        for batch in clips.iter_batches(batch_size=32):
-            batch["clip"]  # [32, 16, H, W, 3] uint8
+    ```python
+    clips = vclip.ray.read_clips("videos/", vclip.strided(16, 2, clips_per_video=4))
+    for batch in clips.iter_batches(batch_size=32):
+        batch["clip"]  # [32, 16, H, W, 3] uint8
+    ```
     """
     connect(address)
     actor_device, resources = _placement(device, num_gpus, workers)

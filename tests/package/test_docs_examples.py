@@ -14,12 +14,15 @@ reader would run them one after another:
 - a block right after ``<!-- example: not-run KEY -->`` is not run, for one of the reasons in
   ``NOT_RUN_REASONS``: each is listed as a skipped test with its reason.
 
-``device="cuda"`` falls back to the CPU here with a ``FallbackWarning``, which is expected.
+``device="cuda"`` falls back to the CPU here with a ``FallbackWarning``, which is expected. The
+environment variables a page's examples set (``vclip.set_remote_options`` keeps its options there)
+are restored after the page.
 """
 
 from __future__ import annotations
 
 import doctest
+import os
 import re
 import shlex
 import shutil
@@ -39,6 +42,7 @@ NOT_RUN_REASONS = {
     "torchrun": "needs torchrun starting one process per GPU, on one or several nodes",
     "cluster": "needs a Ray cluster of several machines sharing the videos' storage",
     "s3": "needs an S3 bucket and its credentials",
+    "torchvision": "needs torchvision, whose wheel does not load beside the CPU build of torch the tests install",
 }
 """Why an example may be left out; a page names one with ``<!-- example: not-run KEY -->``."""
 
@@ -222,6 +226,7 @@ def test_examples_of_the_page_run(page: Path, example_files: Path, tmp_path: Pat
             (folder / block.file).write_text(block.source)
     namespace: dict = {"__name__": "__main__"}
     ray_before = _ray_running()
+    environment = dict(os.environ)  # vclip.set_remote_options keeps its options there
     try:
         for block in runnable_blocks(page):
             if block.language == "python":
@@ -235,6 +240,9 @@ def test_examples_of_the_page_run(page: Path, example_files: Path, tmp_path: Pat
             import ray
 
             ray.shutdown()
+        if os.environ != environment:  # what a page set does not reach the other tests
+            os.environ.clear()
+            os.environ.update(environment)
 
 
 def _ray_running() -> bool:
