@@ -182,11 +182,12 @@ def decode_member(extension: str, payload: bytes) -> Any:
 
 # -- which shards --------------------------------------------------------------------------------
 def is_shard_source(value: object) -> TypeGuard[str | os.PathLike | Sequence[str | os.PathLike]]:
-    """Whether ``value`` names WebDataset shards: a path, URL or brace pattern ending in ``.tar``
-    (or a list of them)."""
+    """Whether ``value`` names WebDataset shards: a path, URL or brace pattern ending in ``.tar``,
+    or their ``shardindex.json`` description (or a list of them)."""
     if isinstance(value, (str, os.PathLike)):
         text = os.fspath(value)
-        return isinstance(text, str) and text.lower().endswith(".tar")
+        return isinstance(text, str) and (text.lower().endswith(".tar")
+                                          or text.replace("\\", "/").rsplit("/", 1)[-1] == DESCRIPTION_NAME)
     if isinstance(value, (list, tuple)) and value:
         return all(isinstance(item, (str, os.PathLike)) and is_shard_source(item) for item in value)
     return False

@@ -689,6 +689,8 @@ def test_budget_with_augmentation_scaling_and_float16(capsys):
     assert report["largest_batch_size"] == 10**9 // (960 * 540 * 3 * 2 * 16 * 3 // 2) == 13
     assert report["largest_sequence_length"] == 10**9 // (960 * 540 * 3 * 2 * 32 * 3 // 2) == 6
     assert {v["choice"]: v["bytes"] for v in report["variants"]}["no augmentation copies"] == 1_592_524_800
+    status, out, _ = run(capsys, "budget", *REFERENCE, "--dtype", "bfloat16", "--json")
+    assert status == 0 and json.loads(out)["bytes"] == 1920 * 1080 * 3 * 2 * 32 * 16
 
 
 def test_budget_chart(capsys, tmp_path):

@@ -185,3 +185,13 @@ def test_one_npz_holds_the_most_common_clip_shape(capsys, small, tmp_path):
     assert list(stored["paths"]) == [small["a"], small["b"], small["c"]]
     assert stored["clips"].shape == (3, 1, 48, 64, 3)
     assert "3 of 4 videos, 3 clips" in out_text
+
+
+def test_a_reader_that_stops_early_ends_the_command_quietly(small):
+    script = "import sys\nfrom vclip.cli import main\nsys.exit(main(sys.argv[1:]))"
+    process = subprocess.Popen([sys.executable, "-c", script, "info", small["a"], small["b"]], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, env=child_environment(), text=True)
+    process.stdout.close()  # as `vclip info ... | head -0` does, before anything is written
+    err = process.stderr.read()
+    assert process.wait(timeout=60) == 1
+    assert "Traceback" not in err and "BrokenPipeError" not in err, err

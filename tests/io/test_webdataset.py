@@ -259,6 +259,7 @@ def test_decoders_take_members_by_name(root):
 def test_a_loader_over_local_shards_gives_the_batches_of_the_loader_over_the_folder(root, pattern, folder_batches,
                                                                                       tmp_path):
     assert_same_batches(batches_of(pattern), folder_batches)
+    assert_same_batches(batches_of(str(root / "shards" / "shardindex.json")), folder_batches)  # the description
     loader = vclip.ClipLoader(pattern, SAMPLER, device="cpu")
     assert loader.class_names == CLASSES  # from the shardindex.json beside the shards
     loader.close()

@@ -75,11 +75,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exit_request:  # --help and --version (status 0), or a usage error (status 2)
         return EXIT_OK if exit_request.code is None else int(exit_request.code)
-    with warnings.catch_warnings(), _native_output_to_stderr():
-        warnings.showwarning = _show_warning
-        try:
-            return args.handler(args)
-        except UsageError as error:
-            report_error(args.command, str(error))
-            return EXIT_USAGE
+    try:
+        with warnings.catch_warnings(), _native_output_to_stderr():
+            warnings.showwarning = _show_warning
+            try:
+                return args.handler(args)
+            except UsageError as error:
+                report_error(args.command, str(error))
+                return EXIT_USAGE
+    except BrokenPipeError:  # the reader stopped early (``vclip info ... | head``): stop quietly
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # so that the flush at exit has nowhere to fail
+        os.close(devnull)
+        return EXIT_FAILED
 

@@ -212,7 +212,7 @@ def add_parser(commands) -> None:
     budget.add_argument("--batch", type=int, metavar="B", help="clips per batch (optional with --budget)")
     budget.add_argument("--seq", type=int, required=True, metavar="T", help="frames per clip")
     budget.add_argument("--channels", type=int, default=3, metavar="C", help="channels per pixel (default 3)")
-    budget.add_argument("--dtype", choices=("uint8", "float16", "float32"), default="uint8",
+    budget.add_argument("--dtype", choices=("uint8", "float16", "bfloat16", "float32"), default="uint8",
                         help="element type (default uint8)")
     budget.add_argument("--aug", type=float, default=0.0, metavar="A", help="augmentation factor (default 0)")
     budget.add_argument("--scaling-factor", type=float, default=1.0, metavar="F",
