@@ -13,6 +13,7 @@ from pathlib import Path
 import av
 import numpy as np
 import pytest
+from audio_timing import RATE, measured_lag
 from conftest import SHARED_VIDEOS
 
 import vclip
@@ -20,7 +21,6 @@ from vclip._audio_decode import span_samples
 from vclip._index_cache import DiskCache
 from vclip.synthetic import audio_signal, make_video
 
-RATE = 16000  # the output rate of the alignment checks
 FRAMES = 60
 
 # name: (file, make_video options), 64x48 videos of 60 frames at 30 fps
@@ -46,24 +46,6 @@ def av_videos(tmp_path_factory) -> dict[str, str]:
     folder = tmp_path_factory.mktemp("av")
     return {name: make_video(folder / file, num_frames=FRAMES, width=64, height=48, keyframe_interval=15, **options)
             for name, (file, options) in AV_VIDEOS.items()}
-
-
-def measured_lag(samples: np.ndarray, seconds: float, rate: int = RATE, search: int = 40,
-                 where: np.ndarray | None = None) -> tuple[float, float]:
-    """``(lag, correlation)``: the shift (in samples, to 0.05) that best matches ``samples`` (those
-    ``where`` is True) to :func:`audio_signal` from ``seconds`` after the first frame (sample ``j``
-    against the signal at ``seconds + (j + lag) / rate``), searched within ``search`` samples."""
-    where = np.ones(samples.size, dtype=bool) if where is None else where
-    times = (seconds + np.arange(samples.size) / rate)[where]
-    samples = np.asarray(samples, dtype=np.float64)[where]
-
-    def best(lags: np.ndarray) -> tuple[float, float]:
-        references = audio_signal(times[None, :] + lags[:, None] / rate)
-        scores = references @ samples / np.sqrt((references ** 2).sum(axis=1) * (samples ** 2).sum() + 1e-12)
-        return float(lags[int(np.argmax(scores))]), float(scores.max())
-
-    coarse, _ = best(np.arange(-search, search + 1, dtype=np.float64))
-    return best(coarse + np.arange(-1.0, 1.001, 0.05))
 
 
 def signal_delay(path: str, name: str) -> float:
