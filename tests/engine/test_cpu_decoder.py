@@ -6,7 +6,7 @@ from helpers import barcodes, ffmpeg_rgb24, require_extra
 from kernel_cases import random_planes
 
 import vclip
-from vclip._engine import reference
+from vclip._engine import cpu, reference
 from vclip.sampling import scaled_size
 from vclip.transforms import Orientation, TransformSpec
 
@@ -226,3 +226,25 @@ def test_whole_factor_downscale_weighs_samples_as_the_taps_do(monkeypatch, width
     else:
         assert np.allclose(blocks, taps, rtol=0, atol=1e-6)
 
+
+@pytest.mark.parametrize("layout", ["THWC", "TCHW"])
+def test_batched_block_conversion_writes_what_the_per_picture_twin_writes(videos, monkeypatch, layout):
+    """BlockConverter (a whole-factor downscale, batches of pictures) against HostConverter, bit for
+    bit: frames asked twice, clips sharing frames, more pictures than one batch."""
+    decoder = vclip.VideoDecoder(videos["h264"], device="cpu")
+    used = []
+    block_converter = cpu.BlockConverter.of
+    monkeypatch.setattr(cpu.BlockConverter, "of", classmethod(
+        lambda cls, *args: used.append(block_converter(*args)) or used[-1]))
+    frames = [0, 3, 3, 17, 40, 41, 149, *range(60, 80)]
+    spec = TransformSpec(resize=(60, 80), layout=layout)
+
+    def decode():
+        return (decoder.get_frames(frames, scaling_factor=0.25).data,
+                decoder.get_clips(vclip.contiguous(50, starts="step", step=40), transform=spec).data)
+
+    batched = decode()
+    assert used and all(converter is not None for converter in used)
+    monkeypatch.setattr(cpu.BlockConverter, "of", classmethod(lambda cls, *args: None))
+    for mine, per_picture in zip(batched, decode()):
+        assert np.array_equal(mine, per_picture)
