@@ -73,14 +73,24 @@ def _version(module: str) -> str | None:
         return None
 
 
+def _cpu_model() -> str | None:
+    try:
+        with open("/proc/cpuinfo") as info:
+            return next(line.split(":", 1)[1].strip() for line in info if line.startswith("model name"))
+    except (OSError, StopIteration):
+        return platform.processor() or None
+
+
 def environment() -> dict:
-    """GPU, driver, package versions and commit, for the JSON results."""
+    """GPU, driver, CPU model, package versions and commit, for the JSON results."""
     facts = {
         "python": platform.python_version(),
         "cpu_count": os.cpu_count(),
+        "cpu_model": _cpu_model(),
         "packages": {
             name: _version(name)
-            for name in ("vclip", "numpy", "av", "torch", "cupy", "PyNvVideoCodec", "decord", "cv2", "spdl")
+            for name in ("vclip", "numpy", "av", "torch", "cupy", "PyNvVideoCodec", "decord", "cv2", "spdl",
+                         "scenedetect")
         },
         "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }

@@ -10,10 +10,10 @@ How shot boundaries are found
 -----------------------------
 Every frame is decoded downscaled to ``analysis_width`` (64) pixels across: on the GPU (NVDEC, the
 resize in the conversion kernel) when the decoder runs there, else by FFmpeg with the kernel's
-NumPy twin resizing, so both devices see nearly the same pixels. On the GPU the video is cut into
-chunks at keyframes that several NVDEC sessions decode at once (one session decodes a 720p stream
-at about 1,150 frames/s on the H200, a seventh of its engines); with ``decode_processes``, the
-threads of worker processes decode them, on either device. On the same device,
+NumPy twin resizing, so both devices see nearly the same pixels. The video is cut into chunks at
+keyframes that several decoders decode at once: 8 NVDEC sessions on the GPU (one session decodes a
+720p stream at about 1,150 frames/s on the H200, a seventh of its engines), 2 FFmpeg decoders on
+the CPU; with ``decode_processes``, the threads of worker processes decode them, on either device. On the same device,
 with the same array code (NumPy or CuPy), each frame gets two features: its colour histogram (4 x 4
 x 4 RGB bins) and its layout (mean colour of 4 x 4-pixel blocks, 16 x 9 at 16:9). Then, for every
 frame t and every gap g up to 40 frames, two distances to frame t - g:
@@ -94,6 +94,10 @@ _CHUNK_FRAMES = 1024  # frames analysed per decode call (chunks start at keyfram
 _MIN_CHUNK_FRAMES = 64  # the shortest chunk cut for parallel decoding
 _GPU_SESSIONS = 8
 """NVDEC sessions of this process decoding chunks at once (without decode processes)."""
+_CPU_SESSIONS = 2
+"""FFmpeg decoders of a video decoding chunks at once on the CPU (without decode processes): one
+frame-threaded decoder kept about 1.4 of 2 cores busy at 640x360; two, with the analysis on the
+caller's thread meanwhile, fill them (``benchmarks/README.md``)."""
 _session_pools: dict[int, SharedThreadPool] = {}
 """Threads submitting chunks, per count: shared by every video analysed in the process (kept alive,
 so their NVDEC decoders are reused; the threads of :func:`extract_keyframes_many` share them too)."""
@@ -460,10 +464,10 @@ def _evenly_spread(frame_indices: np.ndarray, count: int | None) -> np.ndarray:
 
 def _sessions(decoder: VideoDecoder, decode_processes: int) -> int:
     """Chunks decoded at once: every thread of the decode processes; without them 8 NVDEC sessions
-    on the GPU, and on the CPU none beside the caller's thread (FFmpeg's threads use the cores)."""
+    on the GPU, 2 FFmpeg decoders on the CPU."""
     if decode_processes:
         return decode_processes * THREADS_PER_PROCESS["cuda" if decoder.device.startswith("cuda") else "cpu"]
-    return _GPU_SESSIONS if decoder.device.startswith("cuda") else 0
+    return _GPU_SESSIONS if decoder.device.startswith("cuda") else _CPU_SESSIONS
 
 
 def _session_pool(sessions: int):

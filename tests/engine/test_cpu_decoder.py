@@ -3,9 +3,12 @@
 import numpy as np
 import pytest
 from helpers import barcodes, ffmpeg_rgb24, require_extra
+from kernel_cases import random_planes
 
 import vclip
-from vclip.transforms import TransformSpec
+from vclip._engine import cpu, reference
+from vclip.sampling import scaled_size
+from vclip.transforms import Orientation, TransformSpec
 
 SYNTHETIC = ["h264", "hevc", "vfr", "odd", "offset", "long_gop", "h264_10bit"]
 
@@ -193,3 +196,55 @@ def test_frames_repr_and_torch(videos):
     torch = require_extra("torch")
     tensor = frames.torch()
     assert isinstance(tensor, torch.Tensor) and tensor.data_ptr() == frames.data.ctypes.data
+
+
+@pytest.mark.parametrize("width, height, scaling_factor", [(640, 360, 0.1), (192, 108, 1 / 3), (130, 98, 0.5)])
+@pytest.mark.parametrize("orientation", [Orientation(), Orientation(transpose=True, mirror_x=True),
+                                         Orientation(mirror_y=True)])
+@pytest.mark.parametrize("dtype", ["uint8", "float32"])
+def test_whole_factor_downscale_weighs_samples_as_the_taps_do(monkeypatch, width, height, scaling_factor,
+                                                              orientation, dtype):
+    """A downscale by a whole factor sums whole blocks (chroma repeated when its blocks split
+    samples) instead of applying the taps: the same weights, exact sums."""
+    spec = TransformSpec(dtype=dtype)
+    geometry = spec.geometry(width, height, base_size=scaled_size(width, height, scaling_factor),
+                             orientation=orientation)
+    assert reference.frame_blocks(geometry, reference.RESAMPLE_AREA) is not None
+    planes = [plane.astype(np.uint8) for plane in random_planes(width, height, 8, seed=3)]
+    scale, bias = spec.value_scale_bias()
+
+    def convert():
+        return reference.yuv420_to_rgb_tensor(*planes, bit_depth=8, matrix="bt709", color_range="limited",
+                                              geometry=geometry, scale=scale, bias=bias, dtype=dtype)
+
+    blocks = convert()
+    monkeypatch.setattr(reference, "frame_blocks", lambda *args: None)
+    taps = convert()
+    assert blocks.shape == taps.shape
+    if dtype == "uint8":  # apart from rounding ties, where the exact sums and the taps' may round apart
+        assert np.abs(blocks.astype(int) - taps).max() <= 1 and np.mean(blocks != taps) < 1e-3
+    else:
+        assert np.allclose(blocks, taps, rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize("layout", ["THWC", "TCHW"])
+def test_batched_block_conversion_writes_what_the_per_picture_twin_writes(videos, monkeypatch, layout):
+    """BlockConverter (a whole-factor downscale, batches of pictures) against HostConverter, bit for
+    bit: frames asked twice, clips sharing frames, more pictures than one batch."""
+    decoder = vclip.VideoDecoder(videos["h264"], device="cpu")
+    used = []
+    block_converter = cpu.BlockConverter.of
+    monkeypatch.setattr(cpu.BlockConverter, "of", classmethod(
+        lambda cls, *args: used.append(block_converter(*args)) or used[-1]))
+    frames = [0, 3, 3, 17, 40, 41, 149, *range(60, 80)]
+    spec = TransformSpec(resize=(60, 80), layout=layout)
+
+    def decode():
+        return (decoder.get_frames(frames, scaling_factor=0.25).data,
+                decoder.get_clips(vclip.contiguous(50, starts="step", step=40), transform=spec).data)
+
+    batched = decode()
+    assert used and all(converter is not None for converter in used)
+    monkeypatch.setattr(cpu.BlockConverter, "of", classmethod(lambda cls, *args: None))
+    for mine, per_picture in zip(batched, decode()):
+        assert np.array_equal(mine, per_picture)

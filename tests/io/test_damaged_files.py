@@ -239,6 +239,25 @@ def test_a_damaged_frame_is_named_and_costs_only_the_frames_decoded_from_it(tmp_
     assert barcodes(decoder.get_frames([18, 19, 41, 59])) == [18, 19, 41, 59]
 
 
+def test_a_damaged_frame_keeps_the_downscaled_frames_converted_in_batches(tmp_path):
+    """A whole-factor downscale converts pictures in batches (BlockConverter): those it still
+    holds when the frames are found lost are written too, so the clips that avoid them are kept."""
+    from vclip._engine import ClipTarget, CpuBackend, DecodeStats, VideoJob, resolve_transform
+
+    path = _video_with_a_damaged_frame(tmp_path)
+    index = vclip.index_video(path)
+    conversion = resolve_transform(None, 0.5)
+    geometry = conversion.index_geometry(index)
+    clips = [np.arange(10, 18), np.arange(22, 30), np.arange(50, 58)]
+    output = np.zeros((len(clips), 8, 32, 48, 3), np.uint8)
+    job = VideoJob(index, tuple(ClipTarget(frames, geometry, slot) for slot, frames in enumerate(clips)))
+    with pytest.raises(vclip.CorruptVideoError, match="frame 25 cannot be decoded"):
+        CpuBackend(threads=1).decode_job(job, conversion, output, DecodeStats())
+    decoder = vclip.VideoDecoder(path, device="cpu")
+    for slot in (0, 2):  # the last clip's pictures were still held when the error was raised
+        assert np.array_equal(output[slot], decoder.get_frames(clips[slot], scaling_factor=0.5).data)
+
+
 def test_the_loader_replaces_only_the_clips_that_need_a_damaged_frame(tmp_path):
     """The video stays in use, epoch after epoch: its clips outside frames 25-39 come from it,
     exactly; the others are replaced (seeded, the same on a second run); it is reported once."""

@@ -10,6 +10,7 @@ CPU and GPU agree within rounding.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable
 from dataclasses import replace
 from typing import Any
@@ -24,12 +25,22 @@ from .._machine import usable_cores
 from .._sources import is_local
 from ..errors import CorruptVideoError
 from ..index import VideoIndex
-from .contract import PacketRun, PictureConverter, PictureDecoder, PlanBackend
+from ..transforms import FrameGeometry
+from .contract import PacketRun, PictureConverter, PictureDecoder, PlanBackend, execute_plan
 from .layout import frame_view
 from .pipeline import ClipTarget, Conversion, DecodeStats, VideoJob, needs_any
-from .reference import yuv420_to_rgb_tensor
+from .reference import (
+    Blocks,
+    block_means,
+    block_row_sums,
+    frame_blocks,
+    planes_to_rgb_tensor,
+    resample_mode,
+    yuv420_to_rgb_tensor,
+)
 
 _NATIVE_420 = {"yuv420p": 8, "yuvj420p": 8, "yuv420p10le": 10, "yuv420p12le": 12}
+_BLOCK_BATCH = 8  # pictures whose block sums BlockConverter finishes at once (more fall out of cache)
 
 
 def _video_context(context: av.CodecContext, index: VideoIndex) -> av.VideoCodecContext:
@@ -166,9 +177,7 @@ class HostConverter(PictureConverter):
 
     def convert(self, picture: av.VideoFrame, destinations: list[tuple[int, int]]) -> None:
         index = self._index
-        if (picture.width, picture.height) != (index.width, index.height):
-            raise CorruptVideoError(index.path, f"a frame is {picture.width}x{picture.height}, the stream "
-                                                f"{index.width}x{index.height} (the size changes mid-stream)")
+        _check_size(picture, index)
         output, targets, layout = self._output, self._targets, self._conversion.layout
         if self._conversion.native_rgb24:
             rgb = picture.to_ndarray(format="rgb24", interpolation="POINT")
@@ -190,6 +199,70 @@ class HostConverter(PictureConverter):
             frame_view(output[targets[target].slot], layout, position)[...] = converted[draw]
 
 
+class BlockConverter(PictureConverter):
+    """``av.VideoFrame`` into NumPy clips for a plain downscale by a whole factor (every clip one
+    geometry, :func:`~vclip._engine.reference.frame_blocks`, no colour change): the values of
+    :class:`HostConverter`, bit for bit, with most of the twin's work done for
+    :data:`_BLOCK_BATCH` pictures at once (each picture's rows are summed while it is valid)."""
+
+    def __init__(self, job: VideoJob, conversion: Conversion, output: np.ndarray, geometry: FrameGeometry,
+                 blocks: tuple[Blocks, Blocks]):
+        self._index = job.index
+        self._slots = [target.slot for target in job.targets]
+        self._conversion = conversion
+        self._output = output
+        self._blocks = blocks
+        self._transpose = geometry.orientation.transpose
+        self._scale, self._bias = conversion.spec.value_scale_bias()
+        self._pending: list[tuple[list[np.ndarray], list[tuple[int, int]]]] = []  # row sums, destinations
+        self._bit_depth = 0  # of the pending pictures
+
+    @classmethod
+    def of(cls, job: VideoJob, conversion: Conversion, output: np.ndarray) -> BlockConverter | None:
+        """The converter of ``job`` when every frame of its clips has one draw that it takes, else None."""
+        draws = {draw for target in job.targets for draw in target.frame_draws or [(target.geometry, target.color)]}
+        if conversion.native_rgb24 or len(draws) != 1:
+            return None
+        geometry, color = draws.pop()
+        blocks = frame_blocks(geometry, resample_mode(conversion.spec.antialias, conversion.spec.interpolation))
+        if blocks is None or color.operations:
+            return None
+        return cls(job, conversion, output, geometry, blocks)
+
+    def convert(self, picture: av.VideoFrame, destinations: list[tuple[int, int]]) -> None:
+        _check_size(picture, self._index)
+        y, u, v, bit_depth = yuv420_planes(picture, self._index.color_range)
+        if bit_depth != self._bit_depth:
+            self.finish()
+            self._bit_depth = bit_depth
+        rows = self._blocks[0]
+        sums = [block_row_sums(plane, rows, subsampling) for plane, subsampling in ((y, 1), (u, 2), (v, 2))]
+        self._pending.append((sums, destinations))
+        if len(self._pending) == _BLOCK_BATCH:
+            self.finish()
+
+    def finish(self) -> None:
+        """Convert and write the pictures still pending (also after frames were lost)."""
+        if not self._pending:
+            return
+        index, spec = self._index, self._conversion.spec
+        planes = [block_means(np.stack([sums[k] for sums, _ in self._pending]), *self._blocks, subsampling)
+                  for k, subsampling in enumerate((1, 2, 2))]
+        frames = planes_to_rgb_tensor(planes, bit_depth=self._bit_depth, matrix=index.color_matrix,
+                                      color_range=index.color_range, transpose=self._transpose, scale=self._scale,
+                                      bias=self._bias, dtype=spec.dtype)
+        for frame, (_, destinations) in zip(frames, self._pending):
+            for target, position in destinations:
+                frame_view(self._output[self._slots[target]], self._conversion.layout, position)[...] = frame
+        self._pending.clear()
+
+
+def _check_size(picture: av.VideoFrame, index: VideoIndex) -> None:
+    if (picture.width, picture.height) != (index.width, index.height):
+        raise CorruptVideoError(index.path, f"a frame is {picture.width}x{picture.height}, the stream "
+                                            f"{index.width}x{index.height} (the size changes mid-stream)")
+
+
 class CpuBackend(PlanBackend):
     """Decodes with PyAV on the CPU; outputs NumPy arrays."""
 
@@ -203,8 +276,19 @@ class CpuBackend(PlanBackend):
     def empty(self, shape: tuple[int, ...], dtype: str) -> np.ndarray:
         return np.empty(shape, dtype=dtype)
 
-    def open_job(self, job: VideoJob, conversion: Conversion, output: np.ndarray) -> tuple[PyAVDecoder, HostConverter]:
-        return PyAVDecoder(job.index, threads=self.threads), HostConverter(job, conversion, output)
+    def open_job(self, job: VideoJob, conversion: Conversion,
+                 output: np.ndarray) -> tuple[PyAVDecoder, HostConverter | BlockConverter]:
+        converter = BlockConverter.of(job, conversion, output) or HostConverter(job, conversion, output)
+        return PyAVDecoder(job.index, threads=self.threads), converter
+
+    def decode_job(self, job: VideoJob, conversion: Conversion, output: np.ndarray, stats: DecodeStats) -> None:
+        decoder, converter = self.open_job(job, conversion, output)
+        try:
+            execute_plan(self.plan(job), job, decoder, converter, stats)
+        finally:  # also when frames were lost: the clips that do not need them are kept
+            started = time.perf_counter()
+            converter.finish()
+            stats.add(convert_seconds=time.perf_counter() - started)
 
 
 def decode_then_upload(cpu: CpuBackend, job: VideoJob, conversion: Conversion, output: Any, stats: DecodeStats,

@@ -28,7 +28,8 @@ from ..transforms import GRAY_WEIGHTS, NO_COLOR_CHANGE, ColorAdjustment, FrameGe
 
 __all__ = [
     "color_coefficients", "source_windows", "window_taps", "resample_mode", "adjust_colors", "yuv420_to_rgb_tensor",
-    "bfloat16_bits", "RESAMPLE_BILINEAR", "RESAMPLE_AREA", "RESAMPLE_TRIANGLE", "AxisWindow",
+    "bfloat16_bits", "RESAMPLE_BILINEAR", "RESAMPLE_AREA", "RESAMPLE_TRIANGLE", "AxisWindow", "Blocks",
+    "window_blocks", "frame_blocks", "block_row_sums", "block_means", "planes_to_rgb_tensor",
 ]
 
 _KR_KB = {"bt601": (0.299, 0.114), "bt709": (0.2126, 0.0722), "bt2020": (0.2627, 0.0593), "smpte240m": (0.212, 0.087)}
@@ -152,6 +153,65 @@ def _resample(plane: np.ndarray, rows, columns, subsampling: int = 1) -> np.ndar
     return np.einsum("pk,opk->op", column_weight, vertical[:, column_index // subsampling])
 
 
+class Blocks(NamedTuple):
+    """An area average by a whole step along one stored axis: output sample ``k`` (counted
+    backwards when ``reverse``) is the mean of source samples ``first + k*step .. first + (k+1)*step - 1``."""
+
+    first: int
+    step: int
+    outputs: int
+    reverse: bool
+
+
+def window_blocks(window: AxisWindow, mode: int) -> Blocks | None:
+    """The :class:`Blocks` of ``window`` when its area weights are whole samples (a whole step from
+    a whole origin, inside the samples read), else None."""
+    step, first = window.step, window.origin
+    if mode != RESAMPLE_AREA or step <= 1.0 or not step.is_integer() or not float(first).is_integer():
+        return None
+    blocks = Blocks(int(first), int(step), window.outputs, window.reverse)
+    if blocks.first < window.low or blocks.first + blocks.step * blocks.outputs > window.high:
+        return None
+    return blocks
+
+
+def _in_plane_samples(blocks: Blocks, subsampling: int) -> tuple[Blocks, bool]:
+    """``blocks`` counted in the samples of a plane ``subsampling`` times smaller along the axis,
+    and whether that plane must first repeat each sample ``subsampling`` times (as the model
+    upsamples chroma): only when the blocks do not fall on whole samples of it."""
+    if blocks.first % subsampling == 0 and blocks.step % subsampling == 0:
+        return blocks._replace(first=blocks.first // subsampling, step=blocks.step // subsampling), False
+    return blocks, True
+
+
+def block_row_sums(plane: np.ndarray, rows: Blocks, subsampling: int = 1) -> np.ndarray:
+    """The first half of an area average over whole-sample blocks (:func:`block_means`): the rows
+    of ``plane`` summed over each block of ``rows`` (exact integers, ``[rows.outputs, plane width]``)."""
+    rows, repeat = _in_plane_samples(rows, subsampling)
+    if repeat:
+        plane = np.repeat(plane, subsampling, axis=0)
+    narrow = np.uint16 if rows.step * np.iinfo(plane.dtype).max < 1 << 16 else np.int64
+    end = rows.first + rows.step * rows.outputs
+    sums = plane[rows.first:end].reshape(rows.outputs, rows.step, -1).sum(axis=1, dtype=narrow)
+    return sums[::-1] if rows.reverse else sums
+
+
+def block_means(row_sums: np.ndarray, rows: Blocks, columns: Blocks, subsampling: int = 1) -> np.ndarray:
+    """The area averages of the :func:`block_row_sums` of one picture ``[rows, width]``, or of
+    several stacked ``[pictures, rows, width]``: the weights of :func:`_resample` (``1/step`` per
+    sample and axis), summed exactly before one division."""
+    columns, repeat = _in_plane_samples(columns, subsampling)
+    if repeat:
+        row_sums = np.repeat(row_sums, subsampling, axis=-1)
+    span = row_sums[..., columns.first:columns.first + columns.step * columns.outputs]
+    sums = span[..., ::columns.step].astype(np.int64)
+    for offset in range(1, columns.step):  # strided adds: quicker than a reduction along the last axis
+        sums += span[..., offset::columns.step]
+    if columns.reverse:
+        sums = sums[..., ::-1]
+    return sums / float(_in_plane_samples(rows, subsampling)[0].step * columns.step)
+
+
 def _gray(rgb: np.ndarray) -> np.ndarray:
     return rgb @ np.asarray(GRAY_WEIGHTS)
 
@@ -223,19 +283,44 @@ def yuv420_to_rgb_tensor(
     """One frame of 4:2:0 planes (integer codes, ``bit_depth`` bits) to ``[H, W, 3]`` in ``dtype``
     (bfloat16 as its uint16 bit patterns)."""
     height, width = y.shape
-    row_taps, column_taps = _frame_taps(height, width, geometry, resample_mode(antialias, interpolation))
-    planes = [_resample(plane, row_taps, column_taps, subsampling) for plane, subsampling in ((y, 1), (u, 2), (v, 2))]
-    if geometry.orientation.transpose:  # [displayed column, displayed row] -> [row, column]
-        planes = [plane.T for plane in planes]
+    mode = resample_mode(antialias, interpolation)
+    blocks = frame_blocks(geometry, mode)
+    if blocks is not None:  # the same weights, quicker: sums of whole blocks
+        planes = [block_means(block_row_sums(plane, blocks[0], subsampling), *blocks, subsampling)
+                  for plane, subsampling in ((y, 1), (u, 2), (v, 2))]
+    else:
+        row_taps, column_taps = _frame_taps(height, width, geometry, mode)
+        planes = [_resample(plane, row_taps, column_taps, subsampling)
+                  for plane, subsampling in ((y, 1), (u, 2), (v, 2))]
+    return planes_to_rgb_tensor(planes, bit_depth=bit_depth, matrix=matrix, color_range=color_range,
+                                transpose=geometry.orientation.transpose, scale=scale, bias=bias, dtype=dtype,
+                                color=color)
+
+
+def planes_to_rgb_tensor(planes: list[np.ndarray], *, bit_depth: int, matrix: str, color_range: str, transpose: bool,
+                         scale: np.ndarray, bias: np.ndarray, dtype: str,
+                         color: ColorAdjustment = NO_COLOR_CHANGE) -> np.ndarray:
+    """Resampled Y, Cb, Cr planes (float64 codes, stored axes) of one frame ``[H, W]`` to ``[H, W, 3]``
+    in ``dtype``; of frames stacked ``[N, H, W]`` to ``[N, H, W, 3]`` when ``color`` changes nothing."""
+    if transpose:  # [displayed column, displayed row] -> [row, column]
+        planes = [np.swapaxes(plane, -1, -2) for plane in planes]
     y_offset, y_scale, c_offset, c_scale, r_cr, g_cb, g_cr, b_cb = color_coefficients(matrix, color_range, bit_depth)
-    luma = (planes[0] - y_offset) * y_scale
-    cb = (planes[1] - c_offset) * c_scale
-    cr = (planes[2] - c_offset) * c_scale
-    rgb = np.clip(np.stack([luma + r_cr * cr, luma + g_cb * cb + g_cr * cr, luma + b_cb * cb], axis=-1), 0.0, 1.0)
-    rgb = adjust_colors(rgb, color)
-    values = rgb * np.asarray(scale, np.float64) + np.asarray(bias, np.float64)
+    # In place where the operands allow: the same operations in the same order, fewer arrays.
+    luma, cb, cr = (plane - offset for plane, offset in zip(planes, (y_offset, c_offset, c_offset)))
+    luma *= y_scale
+    cb *= c_scale
+    cr *= c_scale
+    rgb = np.empty(luma.shape + (3,))
+    red, green, blue = (rgb[..., channel] for channel in range(3))
+    np.add(luma, np.multiply(r_cr, cr, out=red), out=red)
+    np.add(np.add(luma, np.multiply(g_cb, cb, out=green), out=green), g_cr * cr, out=green)
+    np.add(luma, np.multiply(b_cb, cb, out=blue), out=blue)
+    rgb = adjust_colors(np.clip(rgb, 0.0, 1.0, out=rgb), color)
+    values = np.multiply(rgb, np.asarray(scale, np.float64), out=rgb)
+    values += np.asarray(bias, np.float64)
     if dtype == "uint8":
-        return np.floor(values + 0.5).astype(np.uint8)
+        values += 0.5
+        return np.floor(values, out=values).astype(np.uint8)
     if dtype == "bfloat16":
         return bfloat16_bits(values)
     return values.astype(dtype)
@@ -251,3 +336,12 @@ def _frame_taps(height: int, width: int, geometry: FrameGeometry, mode: int) -> 
     for array in (*row_taps, *column_taps):
         array.setflags(write=False)  # shared by the cache
     return row_taps, column_taps
+
+
+@functools.lru_cache(maxsize=64)
+def frame_blocks(geometry: FrameGeometry, mode: int) -> tuple[Blocks, Blocks] | None:
+    """The row and column :class:`Blocks` of ``geometry`` when both axes are whole-sample area
+    averages (a downscale by a whole factor, as 640x360 to 64x36), else None."""
+    along_x, along_y = source_windows(geometry)
+    rows, columns = window_blocks(along_y, mode), window_blocks(along_x, mode)
+    return None if rows is None or columns is None else (rows, columns)
