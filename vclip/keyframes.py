@@ -96,8 +96,8 @@ _GPU_SESSIONS = 8
 """NVDEC sessions of this process decoding chunks at once (without decode processes)."""
 _CPU_SESSIONS = 2
 """FFmpeg decoders of a video decoding chunks at once on the CPU (without decode processes): one
-frame-threaded decoder kept about 1.4 of 2 cores busy at 640x360; two, with the analysis on the
-caller's thread meanwhile, fill them (``benchmarks/README.md``)."""
+frame-threaded decoder leaves cores idle at 640x360; two, with the analysis on the caller's thread
+meanwhile, fill them (``benchmarks/README.md``, the scene method on the CPU)."""
 _session_pools: dict[int, SharedThreadPool] = {}
 """Threads submitting chunks, per count: shared by every video analysed in the process (kept alive,
 so their NVDEC decoders are reused; the threads of :func:`extract_keyframes_many` share them too)."""
