@@ -31,8 +31,7 @@ from typing import Any
 
 from ._ahead import SharedThreadPool
 from ._range_reader import RangeReader, check_lengths
-from ._units import format_bytes, parse_bytes
-from ._validation import check_integer, check_number
+from ._validation import check_integer, check_number, format_bytes, parse_bytes
 from .errors import ArgumentError, RemoteReadWarning, UnreadableVideoError, VideoError, VideoNotFoundError
 
 __all__ = [

@@ -1,4 +1,5 @@
-"""Checks of public arguments, with one wording for every error.
+"""Checks of public arguments, with one wording for every error, and byte counts as people write
+them (``parse_bytes("8GiB")``, ``format_bytes(3_185_049_600)``).
 
 Every message echoes the value and names what is allowed: ``stride (0) must be an integer >= 1``.
 Errors are :class:`ArgumentError`, which is both a ``ValueError`` and a ``TypeError`` so that
@@ -10,7 +11,9 @@ from __future__ import annotations
 import math
 import numbers
 import operator
+import re
 from collections.abc import Sequence
+from fractions import Fraction
 from typing import Any, TypeVar
 
 import numpy as np
@@ -24,6 +27,8 @@ __all__ = [
     "check_optional_integer",
     "check_size",
     "fail",
+    "format_bytes",
+    "parse_bytes",
 ]
 
 T = TypeVar("T")
@@ -160,3 +165,44 @@ def check_flag(name: str, value: Any) -> bool:
     if not isinstance(value, (bool, np.bool_)):
         raise fail(name, value, "True or False")
     return bool(value)
+
+
+_UNITS = {
+    "": 1, "b": 1,
+    "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
+    "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40,
+}
+
+
+def parse_bytes(value: int | float | str, *, name: str = "memory size") -> int:
+    """Bytes from ``8589934592``, ``"8GiB"``, ``"1.5 GB"``, ``"512MiB"`` (decimal and binary units).
+
+    Args:
+        name: What the value is, for the error message (e.g. ``"memory_budget"``).
+
+    Raises:
+        ArgumentError: (a ValueError) Unknown unit, negative or malformed value.
+    """
+    expected = "a number of bytes >= 0 or a number with a unit: B, KB, MB, GB, TB, KiB, MiB, GiB, TiB (e.g. '8GiB')"
+    if isinstance(value, bool):
+        raise fail(name, value, expected)
+    if isinstance(value, str):
+        match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([A-Za-z]*)\s*", value)
+        if not match or match.group(2).lower() not in _UNITS:
+            raise fail(name, value, expected)
+        number, unit = Fraction(match.group(1)), match.group(2).lower()
+    else:
+        try:
+            number = Fraction(check_integer(name, value)) if is_integer(value) else Fraction(
+                str(check_number(name, value)))
+        except ValueError:
+            raise fail(name, value, expected) from None
+        unit = ""
+    if number < 0:
+        raise fail(name, value, expected)
+    return math.floor(number * _UNITS[unit])
+
+
+def format_bytes(count: int) -> str:
+    """``"3,185,049,600 bytes (3.19 GB, 2.97 GiB)"``."""
+    return f"{count:,} bytes ({count / 1e9:.2f} GB, {count / 2**30:.2f} GiB)"

@@ -28,7 +28,7 @@ from ._index_record import (
 )
 from ._orientation import Orientation
 from ._sources import VideoInput, hold_video, is_local, open_reader, source_fingerprint
-from ._units import parse_bytes
+from ._validation import parse_bytes
 from .errors import CorruptVideoError, NotAVideoError, VideoNotFoundError, video_error_from_os_error
 
 __all__ = [

@@ -40,8 +40,7 @@ from ._loader.state import LoaderState, dataset_fingerprint
 from ._loader.stats import LoaderCounters, LoaderStats, epoch_summary, make_stats
 from ._remote import remote_reads
 from ._sources import is_url
-from ._units import format_bytes, parse_bytes
-from ._validation import check_choice, check_integer, fail
+from ._validation import check_choice, check_integer, fail, format_bytes, parse_bytes
 from .audio import AudioSpec, audio_samples
 from .errors import ArgumentError
 from .memory import LoaderMemoryEstimate, plan_loader_memory

@@ -22,8 +22,7 @@ from typing import Any
 from ._engine.cpu import DEFAULT_WORKERS as CPU_DEFAULT_THREADS
 from ._engine.nvdec import DECODERS_PER_THREAD, NvdecBackend
 from ._engine.processes import THREADS_PER_PROCESS
-from ._units import format_bytes, parse_bytes
-from ._validation import check_integer, check_number, fail, is_integer
+from ._validation import check_integer, check_number, fail, format_bytes, is_integer, parse_bytes
 
 __all__ = [
     "MemoryEstimate",

@@ -28,8 +28,7 @@ from typing import Any
 from ._dataset import LabeledVideo, list_file_paths, load_videos, video_files
 from ._shard_source import WebDatasetSource
 from ._shard_writer import ShardWriteResult, SourceVideo, write_video_shards
-from ._units import parse_bytes
-from ._validation import check_integer
+from ._validation import check_integer, parse_bytes
 from ._webdataset import (
     DEFAULT_VIDEO_EXTENSIONS,
     is_shard_source,

@@ -10,7 +10,7 @@ from .._device import Device
 from .._engine.pipeline import DecodeStats
 from .._engine.scheduler import DecoderKindStats
 from .._remote import RemoteReads
-from .._units import format_bytes
+from .._validation import format_bytes
 
 __all__ = ["LoaderCounters", "LoaderStats", "StageSeconds", "FrameCounts", "SkippedVideos", "LoaderMemory",
            "DecoderUse", "make_stats", "epoch_summary"]

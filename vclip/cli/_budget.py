@@ -14,8 +14,7 @@ from .._images import (
     ChartSeries,
     memory_chart,
 )
-from .._units import format_bytes, parse_bytes
-from .._validation import check_integer
+from .._validation import check_integer, format_bytes, parse_bytes
 from ..memory import (
     BYTES_PER_ELEMENT,
     MemoryEstimate,
