@@ -42,6 +42,7 @@ __all__ = [
     "VideoInput",
     "hold_video",
     "is_local",
+    "is_shareable",
     "is_url",
     "open_binary",
     "open_reader",
@@ -71,6 +72,13 @@ def is_local(video: object) -> bool:
         return False
     name = os.fspath(video)
     return isinstance(name, bytes) or not (is_url(name) or _MEMORY_NAME.match(name) or _SLICE_NAME.match(name))
+
+
+def is_shareable(name: str) -> bool:
+    """Whether another process can open the video called ``name``: a path, a URL or a slice of
+    either (not bytes or a file object held by this process, nor a slice of one)."""
+    parts = split_slice_name(name)
+    return not _MEMORY_NAME.match(parts[0] if parts is not None else name)
 
 
 class _MemoryReader(RangeReader):

@@ -25,6 +25,7 @@ The exported classes are also names of the package (``vclip.VideoError``...) and
 
 from __future__ import annotations
 
+import builtins
 import errno
 import os
 
@@ -47,6 +48,7 @@ __all__ = [
     "video_error_from_os_error",
     "os_reason",
     "fail",
+    "warning_class",
 ]
 
 
@@ -144,6 +146,13 @@ for _class in _EXPORTED:
 def fail(name: str, value: object, expected: str) -> ArgumentError:
     """The error for argument ``name`` (``value``), which must be ``expected``: ``raise fail(...)``."""
     return ArgumentError(f"{name} ({value!r}) must be {expected}")
+
+
+def warning_class(name: str) -> type[Warning]:
+    """The warning class called ``name`` (vclip's or a built-in one; else UserWarning): a worker
+    process names the warnings it caught, and its parent raises them again."""
+    found = globals().get(name) or getattr(builtins, name, None)
+    return found if isinstance(found, type) and issubclass(found, Warning) else UserWarning
 
 
 def os_reason(error: BaseException) -> str:

@@ -263,11 +263,13 @@ class ClipLoader(IterableDataset):
         audio: Each clip's audio too (:class:`vclip.AudioSpec`: rate, channels, dtype, per clip or
             per frame, stream, what a video without audio gives), cut by the clip's own times as
             :meth:`VideoDecoder.get_clips` cuts it, into :attr:`ClipBatch.audio` with
-            ``audio_lengths`` and ``has_audio``. It is decoded on CPU threads while the frames are,
-            reading only the audio packets of each clip (indexed once per video, beside the video
-            index); on the GPU it is copied from pinned memory on the consumer's stream. A video
-            whose audio cannot be decoded (or, with ``missing="error"``, that has none) is a bad
-            video for ``on_error``. None (default): no audio.
+            ``audio_lengths`` and ``has_audio``. It is decoded while the frames are, in up to 4
+            helper processes of the loader's own (started with ``python -m``, so a script needs no
+            main guard for them; bytes and file objects are decoded in this process), reading only
+            the audio packets of each clip (indexed once per video, beside the video index); on
+            the GPU it is copied from pinned memory on the consumer's stream. A video whose audio
+            cannot be decoded (or, with ``missing="error"``, that has none) is a bad video for
+            ``on_error``. None (default): no audio.
 
     Attributes:
         videos: The dataset (``LabeledVideo(path, label)`` each), in input order.

@@ -26,7 +26,6 @@ and shared memory is unlinked on close and at exit.
 from __future__ import annotations
 
 import atexit
-import builtins
 import itertools
 import multiprocessing
 import os
@@ -43,10 +42,9 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import wait as wait_for_connections
 from typing import Any
 
-from .. import errors
 from .._device import Device
 from .._remote import add_remote_reads, take_remote_reads
-from ..errors import CorruptVideoError, VideoError
+from ..errors import CorruptVideoError, VideoError, warning_class
 from ..index import VideoIndex
 from .contract import Backend
 from .pipeline import Conversion, DecodeStats, VideoJob
@@ -387,10 +385,7 @@ class ProcessBackend:
                 if (category_name, message) in self._shown_warnings:
                     continue
                 self._shown_warnings.add((category_name, message))
-            category = getattr(errors, category_name, None) or getattr(builtins, category_name, None)
-            if not (isinstance(category, type) and issubclass(category, Warning)):
-                category = UserWarning
-            warnings.warn(message, category, stacklevel=4)
+            warnings.warn(message, warning_class(category_name), stacklevel=4)
 
     def _listen(self) -> None:
         """Resolve replies as they come; replace a worker that died or is stuck on a video."""

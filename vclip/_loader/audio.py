@@ -1,8 +1,10 @@
-"""A ClipLoader's audio: each batch's clips decoded on CPU threads beside their frames into a
-pooled host buffer (pinned when the loader runs on the GPU), and handed over with the batch.
+"""A ClipLoader's audio: each batch's clips decoded beside their frames, in helper processes
+(:mod:`vclip._loader.audio_processes`, off the loader's interpreter lock), into a pooled host
+buffer (pinned when the loader runs on the GPU), and handed over with the batch.
 
 The audio of a clip is decoded while its frames are; a video whose audio cannot be read fails its
-clips like one whose frames cannot (replaced, or raised, as ``on_error`` says). A batch's audio
+clips like one whose frames cannot (replaced, or raised, as ``on_error`` says). Videos only this
+process can read (bytes, file objects) have their audio decoded on its own threads. A batch's audio
 buffer goes with its frame buffer's slot, so it is written again only when the frames' buffer is:
 after the consumer has moved past the batch (on the GPU, after the work it queued on its stream,
 which includes the copy of the audio to the device).
@@ -18,18 +20,19 @@ import torch
 
 from .._audio_spans import clip_spans
 from .._machine import usable_cores
-from ..audio import AudioSpec, audio_index_for, clips_audio, empty_audio
+from .._sources import is_shareable
+from ..audio import AudioSpec, empty_audio
 from ..sampling import ClipSampler
-from .source import as_video_error
+from .audio_processes import AudioHelpers, AudioRequest, decode_clip_audio
 
-__all__ = ["LoaderAudio", "BatchAudio", "AudioBuffers", "AUDIO_THREADS"]
+__all__ = ["LoaderAudio", "BatchAudio", "AudioBuffers", "AUDIO_PROCESSES"]
 
-AUDIO_THREADS = max(2, min(8, usable_cores() // 2))
-"""CPU threads that decode a loader's audio (PyAV releases the interpreter lock while it decodes)."""
+AUDIO_PROCESSES = max(1, min(4, usable_cores() // 4))
+"""Helper processes that decode a loader's audio (one clip takes about 2 ms of one core)."""
 
 
 class LoaderAudio:
-    """The audio settings of a loader and the threads that decode it (one per process).
+    """The audio settings of a loader and the helpers that decode it (their own per process).
 
     Args:
         spec: What audio each clip gets.
@@ -45,8 +48,9 @@ class LoaderAudio:
         self.sampler = sampler
         self.samples = samples
         self.positions = positions
-        self.cache_dir = cache_dir
-        self._pool: ThreadPoolExecutor | None = None
+        self.cache_dir = None if cache_dir is None else os.fspath(cache_dir)
+        self._pool: ThreadPoolExecutor | None = None  # one thread per helper, waiting for its answers
+        self._helpers: AudioHelpers | None = None
 
     def batch_shape(self, batch_size: int) -> tuple[int, ...]:
         return empty_audio(self.spec, batch_size, self.positions, 0).shape[:-1] + (self.samples,)
@@ -54,25 +58,31 @@ class LoaderAudio:
     def batch(self, output: np.ndarray) -> BatchAudio:
         """The audio of one batch, written into ``output`` (``batch_shape``)."""
         if self._pool is None:
-            self._pool = ThreadPoolExecutor(AUDIO_THREADS, thread_name_prefix="vclip-audio")
-        return BatchAudio(self, self._pool, output)
+            self._helpers = AudioHelpers(AUDIO_PROCESSES)
+            self._pool = ThreadPoolExecutor(AUDIO_PROCESSES, thread_name_prefix="vclip-audio")
+        assert self._helpers is not None
+        return BatchAudio(self, self._pool, self._helpers, output)
 
     def close(self) -> None:
         if self._pool is not None:
             self._pool.shutdown(wait=True)
             self._pool = None
+        if self._helpers is not None:
+            self._helpers.close()
+            self._helpers = None
 
-    def __getstate__(self) -> dict:  # DataLoader workers start their own threads
-        return {**self.__dict__, "_pool": None}
+    def __getstate__(self) -> dict:  # DataLoader workers start their own helpers
+        return {**self.__dict__, "_pool": None, "_helpers": None}
 
 
 class BatchAudio:
     """The audio of the clips of one batch: started per round of decode jobs, its errors merged
     into the jobs' errors. ``lengths`` and ``has_audio`` hold what the clips got."""
 
-    def __init__(self, audio: LoaderAudio, pool: ThreadPoolExecutor, output: np.ndarray):
+    def __init__(self, audio: LoaderAudio, pool: ThreadPoolExecutor, helpers: AudioHelpers, output: np.ndarray):
         self._audio = audio
         self._pool = pool
+        self._helpers = helpers
         self.output = output
         clips = output.shape[0]
         self.lengths = np.zeros((clips,) if audio.spec.span == "clip" else (clips, audio.positions), dtype=np.int64)
@@ -80,21 +90,20 @@ class BatchAudio:
 
     def start(self, clips: list, positions: list[int]) -> dict[int, Future]:
         """Decode the audio of ``clips[p]`` for each ``p`` of ``positions`` (``_Clip`` values of the
-        batch builder), on the audio threads."""
+        batch builder), in the helpers."""
         return {position: self._pool.submit(self._decode, clips[position], position) for position in positions}
 
     def _decode(self, clip, position: int) -> None:
         audio = self._audio
-        path = clip.index.path
-        try:
-            index = audio_index_for(path, audio.spec, audio.cache_dir)
-            spans = clip_spans(clip.index, clip.drawn, audio.sampler, clip.segment)
-            _, lengths, _ = clips_audio(index, [spans], audio.spec, positions=audio.positions,
-                                        output=self.output[position:position + 1])
-        except Exception as error:  # one video's problem, whatever it is
-            raise as_video_error(path, error, "decoding its audio") from error
-        self.lengths[position] = lengths[0]
-        self.has_audio[position] = index is not None
+        request = AudioRequest(clip.index.path, clip_spans(clip.index, clip.drawn, audio.sampler, clip.segment),
+                               audio.spec, audio.positions, audio.samples, audio.cache_dir)
+        output = self.output[position:position + 1]
+        if is_shareable(request.path):
+            lengths, has_audio = self._helpers.decode(request, output)
+        else:  # held in this process's memory: decoded here
+            _, lengths, has_audio = decode_clip_audio(request, output)
+        self.lengths[position] = lengths
+        self.has_audio[position] = has_audio
 
     def errors(self, pending: dict[int, Future], jobs: list, errors: list) -> list:
         """``errors`` (one per job) with each job whose frames decoded but some clip's audio did not
@@ -102,7 +111,7 @@ class BatchAudio:
         merged = list(errors)
         for number, job in enumerate(jobs):
             for target in job.targets:
-                failure = pending[target.slot].exception()  # a VideoError (see _decode)
+                failure = pending[target.slot].exception()  # a VideoError (see decode_clip_audio)
                 if failure is not None and merged[number] is None:
                     merged[number] = failure
         return merged
