@@ -213,7 +213,23 @@ def train_from_shards(work: Path, video_set: str, count: int, shard_size: str, s
         for file in sorted(shards.iterdir()):
             client.upload_file(str(file), "shards", f"train/{file.name}")
         members = [video.path for video in WebDatasetSource(f"s3://shards/train/{pattern}").videos]
-        return {**facts, **measure(members)}
+        client.upload_file(paths[0], "shards", "files/video.mp4")
+        return {**facts, "server_range_get_seconds": {"shard": _range_get_seconds(client, f"train/{names[0]}"),
+                                                      "file": _range_get_seconds(client, "files/video.mp4")},
+                **measure(members)}
+
+
+def _range_get_seconds(client, key: str, requests: int = 20, length: int = 256 << 10) -> float:
+    """Median seconds of one GET of ``length`` bytes from the middle of object ``key``: what the
+    server itself costs per range read (moto reads the whole object for each)."""
+    size = client.head_object(Bucket="shards", Key=key)["ContentLength"]
+    start = max(0, size // 2 - length)
+    times = []
+    for _ in range(requests):
+        began = time.perf_counter()
+        client.get_object(Bucket="shards", Key=key, Range=f"bytes={start}-{start + length - 1}")["Body"].read()
+        times.append(time.perf_counter() - began)
+    return statistics.median(times)
 
 
 def main() -> None:
@@ -266,7 +282,9 @@ def main() -> None:
                                   args.batches, args.warmup, args.processes, args.repeats)
         rates = found["clips_per_second"]
         print(f"train from {args.source} shards {rates['shards']:.1f} clips/s, files {rates['files']:.1f} clips/s "
-              f"({rates['shards_over_files']:.2f}x)")
+              f"({rates['shards_over_files']:.2f}x)" + (
+                  "; the server's 256 kB range GET: {shard:.4f} s from the shard, {file:.4f} s from a file".format(
+                      **found["server_range_get_seconds"]) if "server_range_get_seconds" in found else ""))
         results["train"] = found
     name = "shards" if parts == ["bytes", "index"] else "shards_" + "_".join(parts) + (
         f"_{args.source}" if "train" in parts else "")
