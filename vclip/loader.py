@@ -199,9 +199,9 @@ class ClipLoader(IterableDataset):
             in this process. One process's threads share one GIL, which caps small videos: on an
             H200, 640x360 clips came about 1.4x faster with 4 processes of 4 threads (see
             benchmarks/README.md). Each process holds its own CUDA context (about 500 MiB,
-            counted in :attr:`memory_estimate`) and starts in a couple of seconds. Processes are
-            started with "spawn": a script must create the loader under
-            ``if __name__ == "__main__":``; not available inside DataLoader workers.
+            counted in :attr:`memory_estimate`) and starts in a couple of seconds. They are fresh
+            interpreters that import nothing of the script's (no main guard needed); not
+            available inside DataLoader workers.
         cpu_decoders: PyAV decoders working beside the default ones, from the same job queue. On
             the GPU they decode on the CPU and the same CUDA kernel converts their pictures into
             the same batch; they take the newest video of the queue only when they would finish it
@@ -264,8 +264,8 @@ class ClipLoader(IterableDataset):
             per frame, stream, what a video without audio gives), cut by the clip's own times as
             :meth:`VideoDecoder.get_clips` cuts it, into :attr:`ClipBatch.audio` with
             ``audio_lengths`` and ``has_audio``. It is decoded while the frames are, in up to 4
-            helper processes of the loader's own (started with ``python -m``, so a script needs no
-            main guard for them; bytes and file objects are decoded in this process), reading only
+            helper processes of the loader's own (fresh interpreters, so a script needs no main
+            guard for them; bytes and file objects are decoded in this process), reading only
             the audio packets of each clip (indexed once per video, beside the video index); on
             the GPU it is copied from pinned memory on the consumer's stream. A video whose audio
             cannot be decoded (or, with ``missing="error"``, that has none) is a bad video for

@@ -1,4 +1,4 @@
-"""Decode worker processes never outlive or hang their parent: a script that never calls close()
+"""Decode worker processes need no main guard and never outlive or hang their parent: a script that never calls close()
 exits promptly and quietly, also when it breaks out of the loop early; Ctrl-C mid-epoch stops it
 without worker tracebacks; a parent killed outright leaves no workers behind; shared memory is
 gone after exit."""
@@ -17,12 +17,26 @@ from helpers import child_environment
 from vclip.synthetic import make_video
 
 SCRIPT = """
-import json, multiprocessing, os, sys, time
+import json, os, sys, time
 import vclip
 
 def segments(pid):  # the shared memory segments process pid has mapped
     with open(f"/proc/{pid}/maps") as maps:
         return {os.path.basename(line.split()[-1]) for line in maps if "/dev/shm/psm_" in line}
+
+def children():  # this process's children that run vclip's worker entry point
+    found = []
+    for entry in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{entry}/stat") as stat:
+                parent = int(stat.read().rsplit(")", 1)[1].split()[1])
+            with open(f"/proc/{entry}/cmdline", "rb") as command:
+                is_worker = b"vclip._child_process" in command.read()
+        except (OSError, ValueError):
+            continue
+        if parent == os.getpid() and is_worker:
+            found.append(int(entry))
+    return found
 
 if __name__ == "__main__":
     videos = [(path, 0) for path in json.loads(sys.argv[1])]
@@ -31,7 +45,7 @@ if __name__ == "__main__":
     for epoch in range(1000 if sys.argv[2] == "forever" else 1):
         for number, batch in enumerate(loader):
             if epoch == 0 and number == 0:
-                workers = [child.pid for child in multiprocessing.active_children()]
+                workers = children()
                 mapped = set().union(segments(os.getpid()), *(segments(pid) for pid in workers))
                 print(json.dumps({"workers": workers, "segments": sorted(mapped)}), flush=True)
             if sys.argv[2] == "break" and number == 1:
@@ -104,3 +118,18 @@ def test_a_killed_parent_leaves_no_workers(videos):
     process.kill()
     process.wait(timeout=10)
     assert wait_gone(workers, 10)  # they notice their parent is gone and exit
+
+
+def test_a_script_without_a_main_guard_runs_with_decode_processes(videos, tmp_path):
+    script = tmp_path / "train.py"  # a file: multiprocessing's spawn would import it again in every worker
+    script.write_text(
+        "import json, sys\nimport vclip\n"
+        "loader = vclip.ClipLoader([(path, 0) for path in json.loads(sys.argv[1])], vclip.contiguous(4),\n"
+        "                          transform=vclip.TransformSpec(resize=(48, 64)), batch_size=2, device='cpu',\n"
+        "                          decode_processes=2, num_threads=1)\n"
+        "print(sum(int(batch.data.shape[0]) for batch in loader), 'clips')\n"
+    )
+    done = subprocess.run([sys.executable, str(script), json.dumps(videos)], env=child_environment(),
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "3 clips" and "Traceback" not in done.stderr

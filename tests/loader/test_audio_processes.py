@@ -27,7 +27,7 @@ from vclip.synthetic import make_video
 torch = require_extra("torch")
 
 SPEC = vclip.AudioSpec(sample_rate=16000)
-HELPER = "vclip._loader.audio_processes"
+HELPER = "vclip._loader.audio_processes:serve_helper"
 
 
 def helper_pids() -> list[int]:
@@ -37,7 +37,7 @@ def helper_pids() -> list[int]:
         if not entry.name.isdigit():
             continue
         try:
-            command = (entry / "cmdline").read_bytes().split(b"\0")
+            command = (entry / "cmdline").read_bytes()
             parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
         except (OSError, IndexError, ValueError):
             continue  # gone meanwhile

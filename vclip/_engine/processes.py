@@ -17,9 +17,12 @@ error policy applies): only a video that kills workers repeatedly is lost. A vid
 longer than ``decode_timeout`` seconds gets its worker killed and replaced, the other videos that
 worker held are sent again.
 
-Workers never outlive their parent: they ignore Ctrl-C (the parent shuts them down), exit quietly
-when the parent's pipe closes, and watch the parent's pid, so a parent killed with SIGKILL leaves
-no orphans. The parent shuts its workers down at interpreter exit if nobody called ``close()``,
+Workers are fresh interpreters that run :func:`serve_worker` (:mod:`vclip._child_process`), not
+through multiprocessing's spawn: they import no module of the user's, so a script needs no
+``if __name__ == "__main__":`` guard for them. Workers never outlive their parent: they ignore
+Ctrl-C (the parent shuts them down), exit quietly when the parent's pipe closes, and watch the
+parent's pid, so a parent killed with SIGKILL leaves no orphans. The parent shuts its workers down
+at interpreter exit if nobody called ``close()``,
 and shared memory is unlinked on close and at exit.
 """
 
@@ -42,6 +45,7 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import wait as wait_for_connections
 from typing import Any
 
+from .._child_process import ChildProcess, child_pipes, watch_parent
 from .._device import Device
 from .._remote import add_remote_reads, take_remote_reads
 from ..errors import CorruptVideoError, VideoError, warning_class
@@ -115,20 +119,12 @@ class _Reply:
     remote_reads: dict = field(default_factory=dict)  # what the worker read from URLs since its last reply
 
 
-def _watch_parent(parent_pid: int) -> None:
-    """Exit this worker as soon as its parent is gone (killed without a chance to close us)."""
-    while True:
-        time.sleep(0.5)
-        if os.getppid() != parent_pid:
-            os._exit(0)
-
-
 def _serve(factory: Callable[[], Backend], threads: int, index_capacity: int, parent_pid: int, requests,
            replies) -> None:
     """Main function of a worker process: decode requests on ``threads`` threads until None arrives
     or the parent goes away."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole process group: the parent decides
-    threading.Thread(target=_watch_parent, args=(parent_pid,), daemon=True).start()
+    watch_parent(parent_pid)
     backend = factory()
     reply_lock = threading.Lock()
     raised: list[tuple[str, str]] = []
@@ -193,6 +189,16 @@ def _serve(factory: Callable[[], Backend], threads: int, index_capacity: int, pa
         opened.close()
 
 
+def serve_worker() -> None:
+    """Main function of a worker process that :class:`ProcessBackend` started."""
+    requests, replies, parent_pid = child_pipes()
+    try:
+        factory, threads, index_capacity = requests.recv()
+    except (EOFError, OSError):  # the parent is gone
+        return
+    _serve(factory, threads, index_capacity, parent_pid, requests, replies)
+
+
 # -- the parent's side ------------------------------------------------------------------------------
 @dataclass
 class _Pending:
@@ -211,16 +217,10 @@ class _Pending:
 class _WorkerProcess:
     """One worker process seen from the parent: its pipes, outstanding requests and what it holds."""
 
-    def __init__(self, context, factory: Callable[[], Backend], threads: int, index_capacity: int):
-        requests_read, self.requests = context.Pipe(duplex=False)
-        self.replies, replies_write = context.Pipe(duplex=False)
-        self.process = context.Process(
-            target=_serve, args=(factory, threads, index_capacity, os.getpid(), requests_read, replies_write),
-            name="vclip-decode-process", daemon=True,
-        )
-        self.process.start()
-        requests_read.close()
-        replies_write.close()
+    def __init__(self, factory: Callable[[], Backend], threads: int, index_capacity: int):
+        self.process = ChildProcess(f"{__name__}:serve_worker")
+        self.requests, self.replies = self.process.requests, self.process.replies
+        self.requests.send((factory, threads, index_capacity))  # what the worker serves with
         self.lock = threading.Lock()
         self.outstanding: dict[int, _Pending] = {}
         self.indexes = RecentKeys(index_capacity)
@@ -267,7 +267,6 @@ class ProcessBackend:
         self.decode_timeout = float(decode_timeout)
         self._factory = factory
         self._index_capacity = indexes_per_worker
-        self._context = multiprocessing.get_context("spawn")  # forked children must not inherit CUDA state
         self._lock = threading.Lock()
         self._numbers = itertools.count()
         if share_buffers_with is not None and share_buffers_with.device != device:
@@ -282,13 +281,13 @@ class ProcessBackend:
         self._closing = False
         self._waiting: list[_Pending] = []  # requests that found every worker reserved
         self._workers = [self._start_worker() for _ in range(processes)]
-        self._wake_read, self._wake = self._context.Pipe(duplex=False)
+        self._wake_read, self._wake = multiprocessing.Pipe(duplex=False)
         self._listener = threading.Thread(target=self._listen, name="vclip-decode-replies", daemon=True)
         self._listener.start()
         _open_backends.add(self)
 
     def _start_worker(self) -> _WorkerProcess:
-        return _WorkerProcess(self._context, self._factory, self.threads, self._index_capacity)
+        return _WorkerProcess(self._factory, self.threads, self._index_capacity)
 
     # -- buffers ------------------------------------------------------------------------------
     def empty(self, shape: tuple[int, ...], dtype: str):
@@ -540,3 +539,4 @@ def _close_open_backends() -> None:
     """At interpreter exit, stop the workers of backends nobody closed, quickly and quietly."""
     for backend in list(_open_backends):
         backend.close(timeout=5.0)
+

@@ -3,9 +3,9 @@
 The loader's process feeds NVDEC from many threads under one interpreter lock, and PyAV takes and
 releases that lock several times per audio packet: beside busy decode threads one clip's audio
 took 6-17 ms instead of 2 ms, and the audio bounded the loader at a third of its speed. Each
-helper is an interpreter of its own that never touches CUDA, started as
-``python -m vclip._loader.audio_processes`` rather than through :mod:`multiprocessing`: it imports
-no module of the user's, so a script needs no main guard for audio.
+helper is an interpreter of its own that never touches CUDA, started by
+:mod:`vclip._child_process` rather than through :mod:`multiprocessing`: it imports no module of
+the user's, so a script needs no main guard for audio.
 
 A helper answers one request at a time: the audio of one clip (its video, spans and spec), with
 the samples, the warnings it raised and what it read from URLs. A helper that dies (a native crash
@@ -16,21 +16,16 @@ pipe closes, and watch their parent's pid, so none outlives its loader.
 
 from __future__ import annotations
 
-import os
 import queue
 import signal
-import subprocess
-import sys
 import threading
-import time
 import warnings
 from dataclasses import dataclass, field
-from multiprocessing.connection import Connection
-from pathlib import Path
 
 import numpy as np
 
 from .._audio_spans import ClipSpans
+from .._child_process import ChildProcess, child_pipes, watch_parent
 from .._remote import add_remote_reads, take_remote_reads
 from ..audio import AudioSpec, audio_index_for, clips_audio, empty_audio
 from ..errors import CorruptVideoError, VideoError, warning_class
@@ -85,16 +80,11 @@ def decode_clip_audio(request: AudioRequest, output: np.ndarray | None = None) -
 
 
 # -- the helper's side --------------------------------------------------------------------------
-def _watch_parent(parent_pid: int) -> None:
-    while os.getppid() == parent_pid:
-        time.sleep(0.5)
-    os._exit(0)
-
-
-def _serve(requests: Connection, replies: Connection, parent_pid: int) -> None:
+def serve_helper() -> None:
     """Main function of a helper: answer requests until the parent closes the pipe or goes away."""
+    requests, replies, parent_pid = child_pipes()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole process group: the parent decides
-    threading.Thread(target=_watch_parent, args=(parent_pid,), daemon=True).start()
+    watch_parent(parent_pid)
     while True:
         try:
             request = requests.recv()
@@ -121,39 +111,24 @@ class _HelperDied(Exception):
 
 
 class _Helper:
-    """One helper process seen from the parent: its pipes."""
+    """One helper process seen from the parent."""
 
     def __init__(self):
-        requests_read, requests_write = os.pipe()
-        replies_read, replies_write = os.pipe()
-        package_root = str(Path(__file__).resolve().parents[2])  # the vclip this process imported
-        environment = dict(os.environ)
-        environment["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, environment.get("PYTHONPATH")]))
-        try:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", __name__, str(requests_read), str(replies_write), str(os.getpid())],
-                pass_fds=(requests_read, replies_write), stdin=subprocess.DEVNULL, env=environment)
-        finally:
-            os.close(requests_read)
-            os.close(replies_write)
-        self.requests = Connection(requests_write, readable=False)
-        self.replies = Connection(replies_read, writable=False)
+        self.process = ChildProcess(f"{__name__}:serve_helper")
 
     def ask(self, request: AudioRequest) -> _Reply:
         try:
-            self.requests.send(request)
-            return self.replies.recv()
+            self.process.requests.send(request)
+            return self.process.replies.recv()
         except (EOFError, OSError):
-            raise _HelperDied(self.process.wait()) from None
+            self.process.join()
+            raise _HelperDied(self.process.exitcode) from None
 
     def close(self) -> None:
-        self.requests.close()  # the helper exits when it reads the end of its pipe
-        try:
-            self.process.wait(_CLOSE_SECONDS)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-        self.replies.close()
+        self.process.requests.close()  # the helper exits when it reads the end of its pipe
+        self.process.join(_CLOSE_SECONDS)
+        self.process.kill()
+        self.process.join()
 
 
 class AudioHelpers:
@@ -220,9 +195,3 @@ class AudioHelpers:
         while idle is not None and not idle.empty():
             idle.get().close()
 
-
-if __name__ == "__main__":  # a helper: serve with the module's own classes (replies unpickle in the parent)
-    from vclip._loader.audio_processes import _serve as serve
-
-    requests_fd, replies_fd, parent = (int(argument) for argument in sys.argv[1:4])
-    serve(Connection(requests_fd, writable=False), Connection(replies_fd, readable=False), parent)

@@ -1,0 +1,100 @@
+"""Worker processes that run a function of vclip's own in a fresh ``python``, speaking to their
+parent over two pipes of pickled messages.
+
+Unlike :mod:`multiprocessing`'s spawn, a child started this way imports no module of the user's
+(spawn imports the main script again, so a script without ``if __name__ == "__main__":`` would
+start its work over in every child); like it, the child is a fresh interpreter (fork and exec)
+that inherits no CUDA state, threads or locks. It finds vclip and its dependencies on the parent's
+``sys.path``, and shares the parent's resource tracker (as spawn's children do), so shared memory it
+opens stays the parent's to unlink. The parent sees a child much as a ``multiprocessing.Process``: ``pid``,
+``is_alive()``, ``exitcode`` (``-N`` after signal N), ``kill()``, ``join()``, and a ``sentinel``
+that :func:`multiprocessing.connection.wait` finds ready once the child has exited.
+
+The child runs ``main`` (``"module:function"``), which calls :func:`child_pipes`, then
+:func:`watch_parent` so that a parent killed with SIGKILL leaves no orphan.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import subprocess
+import sys
+import threading
+import time
+from multiprocessing import resource_tracker
+from multiprocessing.connection import Connection
+
+__all__ = ["ChildProcess", "child_pipes", "watch_parent"]
+
+
+class ChildProcess:
+    """``main`` (``"module:function"``, a function of vclip's) run in a fresh interpreter;
+    ``requests`` (write) and ``replies`` (read) are its pipes."""
+
+    def __init__(self, main: str):
+        requests_read, requests_write = os.pipe()
+        replies_read, replies_write = os.pipe()
+        alive_read, alive_write = os.pipe()  # the child holds the write end until it exits
+        child_ends = (requests_read, replies_write, alive_write)
+        tracker = resource_tracker.getfd()  # started if need be
+        assert tracker is not None
+        environment = dict(os.environ)
+        environment["PYTHONPATH"] = os.pathsep.join(path for path in sys.path if path)
+        try:
+            self._popen = subprocess.Popen(
+                [sys.executable, "-c", "from vclip._child_process import run; run()", main,
+                 *map(str, child_ends), str(tracker), str(os.getpid())],
+                pass_fds=(*child_ends, tracker), stdin=subprocess.DEVNULL, env=environment)
+        except BaseException:
+            for descriptor in (requests_write, replies_read, alive_read):
+                os.close(descriptor)
+            raise
+        finally:
+            for descriptor in child_ends:
+                os.close(descriptor)
+        self.pid = self._popen.pid
+        self.requests = Connection(requests_write, readable=False)
+        self.replies = Connection(replies_read, writable=False)
+        self.sentinel = Connection(alive_read, writable=False)
+
+    def is_alive(self) -> bool:
+        return self._popen.poll() is None
+
+    @property
+    def exitcode(self) -> int | None:
+        return self._popen.poll()
+
+    def kill(self) -> None:
+        if self._popen.poll() is None:
+            self._popen.kill()
+
+    def join(self, timeout: float | None = None) -> None:
+        try:
+            self._popen.wait(timeout)
+        except subprocess.TimeoutExpired:
+            pass
+
+
+def run() -> None:
+    """A child's entry point: share the parent's resource tracker, then call its ``main``."""
+    module, function = sys.argv[1].split(":")
+    resource_tracker._resource_tracker._fd = int(sys.argv[5])  # type: ignore[attr-defined]  # as spawn does
+    getattr(importlib.import_module(module), function)()
+
+
+def child_pipes() -> tuple[Connection, Connection, int]:
+    """In a child: its request and reply pipes and its parent's pid, from its command line."""
+    requests, replies, _alive, _tracker, parent = (int(argument) for argument in sys.argv[2:7])
+    return Connection(requests, writable=False), Connection(replies, readable=False), parent
+
+
+def watch_parent(parent_pid: int) -> None:
+    """Exit this child as soon as its parent is gone (killed without a chance to stop it)."""
+
+    def watch() -> None:
+        while os.getppid() == parent_pid:
+            time.sleep(0.5)
+        os._exit(0)
+
+    threading.Thread(target=watch, name="vclip-watch-parent", daemon=True).start()
