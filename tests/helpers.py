@@ -1,7 +1,7 @@
 """Helpers shared by the tests: where the checkout and the real test videos are, the devices a test
 runs on, frame numbers read back from barcodes, host copies of GPU arrays, FFmpeg's rgb24 frames
-(the reference of the decoders' native-size RGB), the environment of child Python processes, and
-copies of a video with a display matrix or a pixel aspect."""
+(the reference of the decoders' native-size RGB), the environment of child Python processes,
+vclip's worker processes, and copies of a video with a display matrix or a pixel aspect."""
 
 import os
 from pathlib import Path
@@ -83,6 +83,23 @@ def ffmpeg_rgb24(path, stream_index=None):
     if context.format.name in ("yuv420p", "yuvj420p") and context.width % 2 == 0 and context.height % 2 == 0:
         assert all(np.array_equal(a, f.to_ndarray(format="rgb24")) for a, f in zip(nearest[:3], frames))
     return nearest
+
+
+def worker_pids(main: str = "vclip._child_process") -> list[int]:
+    """Running children of this process whose command line holds ``main`` (vclip's worker processes
+    by default, or one kind of them: ``"vclip._loader.audio_processes:serve_helper"``), from /proc."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            command = (entry / "cmdline").read_bytes()
+            parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue  # gone meanwhile
+        if parent == os.getpid() and main.encode() in command:
+            found.append(int(entry.name))
+    return found
 
 
 def child_environment(**extra: str) -> dict[str, str]:

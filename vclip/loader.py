@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import copy
 import logging
+import multiprocessing
 import os
 import sys
 import time
@@ -30,6 +31,7 @@ from ._audio_decode import span_samples
 from ._dataset import LabeledVideo, VideoSource
 from ._device import Device, resolve_device
 from ._engine.backends import make_backend
+from ._engine.scheduler import resolve_decode_processes
 from ._loader.audio import LoaderAudio
 from ._loader.batches import SCAN, BadVideos, BatchBuilder, OnError
 from ._loader.clips import ClipDrawer, VideoFacts
@@ -195,10 +197,12 @@ class ClipLoader(IterableDataset):
             on the GPU, ``min(8, CPU cores)`` on the CPU. With ``decode_processes``: threads per
             process (0: 4 on the GPU, 2 on the CPU).
         decode_processes: Worker processes that decode, writing straight into the loader's
-            buffers (CUDA IPC on the GPU, shared memory on the CPU). 0 (default): decode threads
-            in this process. One process's threads share one GIL, which caps small videos: on an
-            H200, 640x360 clips came about 1.4x faster with 4 processes of 4 threads (see
-            benchmarks/README.md). Each process holds its own CUDA context (about 500 MiB,
+            buffers (CUDA IPC on the GPU, shared memory on the CPU); 0: decode threads in this
+            process. One process's threads share one GIL, which caps small videos: on an H200,
+            640x360 clips came about 1.5x faster with 4 processes of 4 threads (see
+            benchmarks/README.md). ``"auto"`` (default): 4 on the GPU on machines of 8 cores or
+            more, else 0 (:func:`vclip._engine.scheduler.auto_decode_processes`); the attribute
+            holds the count chosen. Each process holds its own CUDA context (about 500 MiB,
             counted in :attr:`memory_estimate`) and starts in a couple of seconds. They are fresh
             interpreters that import nothing of the script's (no main guard needed); not
             available inside DataLoader workers.
@@ -302,7 +306,7 @@ class ClipLoader(IterableDataset):
         drop_last: bool = False,
         device: Any = "auto",
         num_threads: int = 0,
-        decode_processes: int = 0,
+        decode_processes: int | str = "auto",
         cpu_decoders: int | str = "auto",
         max_lead_frames: int | None = None,
         prefetch_queue_depth: int = 2,
@@ -335,7 +339,11 @@ class ClipLoader(IterableDataset):
         self.seed = check_integer("seed", seed, minimum=0)
         self.drop_last = bool(drop_last)
         self.num_threads = check_integer("num_threads", num_threads, minimum=0)
-        self.decode_processes = check_integer("decode_processes", decode_processes, minimum=0)
+        if not (isinstance(decode_processes, str) and decode_processes == "auto"):
+            try:
+                decode_processes = check_integer("decode_processes", decode_processes, minimum=0)
+            except ArgumentError:
+                raise fail("decode_processes", decode_processes, '"auto" or an integer >= 0') from None
         if not (isinstance(cpu_decoders, str) and cpu_decoders == "auto"):
             try:
                 cpu_decoders = check_integer("cpu_decoders", cpu_decoders, minimum=0)
@@ -362,6 +370,8 @@ class ClipLoader(IterableDataset):
                                                              positions=self.frames_per_clip, cache_dir=cache_dir)
         self.audio_shape: tuple[int, ...] | None = None
         self._device: Device = resolve_device(device).device  # a GPU request without one warns once
+        self.decode_processes = resolve_decode_processes(decode_processes, gpu=self._device.is_cuda,
+                                                         daemon=multiprocessing.current_process().daemon)
         self._remote_baseline = remote_reads()
         self._source = open_source(videos, cache_dir)
         self._urls = frozenset(video.path for video in self._source.videos if is_url(video.path))

@@ -22,7 +22,9 @@ from typing import Any
 from ._engine.cpu import DEFAULT_WORKERS as CPU_DEFAULT_THREADS
 from ._engine.nvdec import DECODERS_PER_THREAD, NvdecBackend
 from ._engine.processes import THREADS_PER_PROCESS
+from ._engine.scheduler import resolve_decode_processes
 from ._validation import check_integer, check_number, fail, format_bytes, is_integer, parse_bytes
+from .errors import ArgumentError
 
 __all__ = [
     "MemoryEstimate",
@@ -239,7 +241,17 @@ def _plans_for_gpu(device: Any) -> bool:
     return kind == "cuda"
 
 
-def loader_decode_workers(*, device: Any = "auto", num_threads: int = 0, decode_processes: int = 0) -> int:
+def _decode_processes(decode_processes: int | str, gpu: bool) -> int:
+    """The decode processes a loader with ``decode_processes`` starts (``"auto"`` resolved for this machine)."""
+    if decode_processes != "auto":
+        try:
+            decode_processes = check_integer("decode_processes", decode_processes, minimum=0)
+        except ArgumentError:
+            raise fail("decode_processes", decode_processes, '"auto" or an integer >= 0') from None
+    return resolve_decode_processes(decode_processes, gpu=gpu)
+
+
+def loader_decode_workers(*, device: Any = "auto", num_threads: int = 0, decode_processes: int | str = "auto") -> int:
     """Decode threads of a ClipLoader with these settings, in all its processes (its ``decode_workers``).
 
     Each one holds an NVDEC decoder on the GPU. ``num_threads=0`` takes the defaults:
@@ -250,8 +262,8 @@ def loader_decode_workers(*, device: Any = "auto", num_threads: int = 0, decode_
         ArgumentError: A count below 0, an unknown device.
     """
     num_threads = check_integer("num_threads", num_threads, minimum=0)
-    decode_processes = check_integer("decode_processes", decode_processes, minimum=0)
     gpu = _plans_for_gpu(device)
+    decode_processes = _decode_processes(decode_processes, gpu)
     if decode_processes:
         return decode_processes * (num_threads or PROCESS_DEFAULT_THREADS["cuda" if gpu else "cpu"])
     return num_threads or (NVDEC_DEFAULT_THREADS if gpu else CPU_DEFAULT_THREADS)
@@ -268,7 +280,7 @@ def plan_loader_memory(
     augmentation_factor: float = 0.0,
     prefetch_queue_depth: int = 2,
     num_threads: int = 0,
-    decode_processes: int = 0,
+    decode_processes: int | str = "auto",
     device: Any = "auto",
     video_width: int | None = None,
     video_height: int | None = None,
@@ -310,7 +322,7 @@ def plan_loader_memory(
     views = check_integer("views", views, minimum=1)
     prefetch_queue_depth = check_integer("prefetch_queue_depth", prefetch_queue_depth, minimum=1)
     on_gpu = _plans_for_gpu(device)
-    decode_processes = check_integer("decode_processes", decode_processes, minimum=0)
+    decode_processes = _decode_processes(decode_processes, on_gpu)
     if cpu_decoders != "auto":
         cpu_decoders = check_integer("cpu_decoders", cpu_decoders, minimum=0)
     count = resolve_cpu_decoders(cpu_decoders, gpu=on_gpu, decode_processes=decode_processes,

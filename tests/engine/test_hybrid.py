@@ -29,6 +29,7 @@ from vclip._engine import (
     SharedQueueRunner,
     VideoJob,
     auto_cpu_decoders,
+    auto_decode_processes,
     fill_job,
     frame_strides,
     launch_grid,
@@ -269,6 +270,28 @@ def test_auto_cpu_decoders_leaves_cores_to_nvdec_feeders_and_the_consumer():
     assert auto_cpu_decoders(gpu=True, decode_processes=2, cores=4) == 0
     assert auto_cpu_decoders(gpu=False, decode_processes=4, cores=16) == 0
     assert resolve_cpu_decoders(3, gpu=True, in_flight=3) == 3  # a count is taken as it is
+
+
+def test_auto_decode_processes_are_four_on_a_gpu_with_eight_cores_or_more():
+    assert auto_decode_processes(gpu=True, cores=16) == 4
+    assert auto_decode_processes(gpu=True, cores=8) == 4
+    assert auto_decode_processes(gpu=True, cores=4) == 0  # the feeders and the training loop need them
+    assert auto_decode_processes(gpu=False, cores=16) == 0  # PyAV's threads release the lock
+    assert auto_decode_processes(gpu=True, cores=16, daemon=True) == 0  # a DataLoader worker starts none
+
+
+def test_the_memory_plan_counts_the_auto_decode_processes_of_this_machine(monkeypatch):
+    import vclip._engine.scheduler as scheduler
+
+    shape = dict(width=224, height=224, batch_size=8, sequence_length=16, device="cuda")
+    monkeypatch.setattr(scheduler, "usable_cores", lambda: 16)
+    assert vclip.plan_loader_memory(**shape) == vclip.plan_loader_memory(**shape, decode_processes=4)
+    monkeypatch.setattr(scheduler, "usable_cores", lambda: 2)
+    assert vclip.plan_loader_memory(**shape) == vclip.plan_loader_memory(**shape, decode_processes=0)
+    assert vclip.plan_loader_memory(**shape, decode_processes=4).cuda_context > vclip.plan_loader_memory(
+        **shape).cuda_context
+    with pytest.raises(vclip.ArgumentError, match="decode_processes"):
+        vclip.plan_loader_memory(**shape, decode_processes="many")
 
 
 # -- the loader -------------------------------------------------------------------------------------

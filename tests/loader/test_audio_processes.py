@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import require_extra
+from helpers import require_extra, worker_pids
 
 import vclip
 from vclip._audio_spans import ClipSpans
@@ -27,23 +27,10 @@ from vclip.synthetic import make_video
 torch = require_extra("torch")
 
 SPEC = vclip.AudioSpec(sample_rate=16000)
-HELPER = "vclip._loader.audio_processes:serve_helper"
 
 
 def helper_pids() -> list[int]:
-    """Audio helpers this process started (from /proc: the command line and the parent pid)."""
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            command = (entry / "cmdline").read_bytes()
-            parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-        except (OSError, IndexError, ValueError):
-            continue  # gone meanwhile
-        if parent == os.getpid() and HELPER.encode() in command:
-            pids.append(int(entry.name))
-    return pids
+    return worker_pids("vclip._loader.audio_processes:serve_helper")
 
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux's /proc")

@@ -13,7 +13,7 @@ import time
 
 import numpy as np
 import pytest
-from helpers import barcodes, require_extra
+from helpers import barcodes, require_extra, worker_pids
 
 import vclip
 from vclip._loader.epoch import epoch_clip_refs
@@ -433,16 +433,14 @@ def test_break_and_restart(dataset):
 
 @pytest.mark.slow
 def test_a_runtime_that_fails_to_start_stops_its_decode_processes(dataset, monkeypatch):
-    import multiprocessing
-
     import vclip.loader
 
     real_make_backend = vclip.loader.make_backend
-    before, backends, started = set(multiprocessing.active_children()), [], set()
+    before, backends, started = set(worker_pids()), [], set()
 
     def make_backend(*args, **kwargs):
         backends.append(real_make_backend(*args, **kwargs))
-        started.update(set(multiprocessing.active_children()) - before)
+        started.update(set(worker_pids()) - before)
         return backends[-1]
 
     def failing_runtime(*args, **kwargs):
@@ -454,7 +452,7 @@ def test_a_runtime_that_fails_to_start_stops_its_decode_processes(dataset, monke
         with pytest.raises(RuntimeError, match="no runtime"):
             make_loader(dataset[:2], decode_processes=1, num_threads=1)
         assert len(backends) == 1 and len(started) == 1
-        assert not any(process.is_alive() for process in started)
+        assert not set(worker_pids()) & started
     finally:
         for backend in backends:
             backend.close()

@@ -48,8 +48,8 @@ _SURFACE_BY_MODULE = {
     "processes": ("ProcessBackend", "RecentKeys"),
     "hybrid": ("pack_semi_planar", "semi_planar_shape", "UploadBackend"),
     "scheduler": (
-        "auto_cpu_decoders", "AUTO_MIN_IN_FLIGHT", "DecoderKindStats", "DecoderPool", "PooledBackend",
-        "resolve_cpu_decoders", "SharedQueueRunner",
+        "auto_cpu_decoders", "auto_decode_processes", "AUTO_MIN_IN_FLIGHT", "DecoderKindStats", "DecoderPool",
+        "PooledBackend", "resolve_cpu_decoders", "SharedQueueRunner",
     ),
     "runner": ("JobRunner",),
     "backends": ("close_shared_process_backends", "in_process_backend", "make_backend", "shared_process_backend"),

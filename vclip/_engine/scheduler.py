@@ -37,8 +37,9 @@ from .contract import Backend, Completion
 from .pipeline import Conversion, DecodeStats, VideoJob
 from .runner import JobsResult
 
-__all__ = ["AUTO_MIN_IN_FLIGHT", "CPU_DECODERS_PER_PROCESS", "DecoderKindStats", "DecoderPool", "PooledBackend",
-           "SharedQueueRunner", "auto_cpu_decoders", "cpu_decoder_processes", "resolve_cpu_decoders"]
+__all__ = ["AUTO_DECODE_PROCESSES", "AUTO_MIN_IN_FLIGHT", "CPU_DECODERS_PER_PROCESS", "DecoderKindStats",
+           "DecoderPool", "PooledBackend", "SharedQueueRunner", "auto_cpu_decoders", "auto_decode_processes",
+           "cpu_decoder_processes", "resolve_cpu_decoders", "resolve_decode_processes"]
 
 _SMOOTHING = 0.2
 """Weight of the newest job in a pool's running average of seconds per frame."""
@@ -49,6 +50,30 @@ AUTO_MIN_IN_FLIGHT = 16
 processes). On an H200 (benchmarks/README.md) they added 17% (640x360) and 23% (1080p) with 16
 batches in flight, nothing with 8, and cost 16% at 640x360 with 3 (the loader's default): with little
 work queued, a CPU decode is the last job of its batch."""
+
+
+AUTO_DECODE_PROCESSES = 4
+"""Decode processes of ``decode_processes="auto"`` on the GPU, on machines of 8 cores or more. One
+process's threads share one interpreter lock, which caps small videos: on an H200, 640x360 clips
+came 1.48x faster with 4 processes of 4 threads than with 12 threads (benchmarks/README.md), and
+each process holds a CUDA context of about 500 MiB."""
+
+
+def auto_decode_processes(*, gpu: bool, cores: int | None = None, daemon: bool = False) -> int:
+    """Decode processes for ``decode_processes="auto"``: :data:`AUTO_DECODE_PROCESSES` on the GPU
+    with 8 cores or more; none on the CPU (the default decode pool's PyAV threads release the lock
+    while they decode), on smaller machines, or in a ``daemon`` process (a DataLoader worker), which
+    may not start processes."""
+    if not gpu or daemon:
+        return 0
+    return AUTO_DECODE_PROCESSES if (usable_cores() if cores is None else cores) >= 8 else 0
+
+
+def resolve_decode_processes(decode_processes: int | str, *, gpu: bool, daemon: bool = False) -> int:
+    """The count ``decode_processes`` asks for: itself, or for ``"auto"`` :func:`auto_decode_processes`."""
+    if decode_processes == "auto":
+        return auto_decode_processes(gpu=gpu, daemon=daemon)
+    return int(decode_processes)
 
 
 def auto_cpu_decoders(*, gpu: bool, decode_processes: int = 0, cores: int | None = None,

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .._engine.scheduler import resolve_decode_processes
 from .._images import (
     CHART_FORMATS,
     ChartSeries,
@@ -100,7 +101,9 @@ def _run_budget(args: argparse.Namespace) -> int:
     with refused_arguments():
         check_integer("--prefetch-queue-depth", args.prefetch_queue_depth, minimum=1)
         check_integer("--num-threads", args.num_threads, minimum=0)
-        check_integer("--decode-processes", args.decode_processes, minimum=0)
+        if args.decode_processes != "auto":
+            args.decode_processes = check_integer("--decode-processes", _integer_or_text(args.decode_processes),
+                                                  minimum=0)
         if args.cpu_decoders != "auto":
             args.cpu_decoders = check_integer("--cpu-decoders", _integer_or_text(args.cpu_decoders), minimum=0)
         base = dict(channels=args.channels, dtype=args.dtype, augmentation_factor=args.aug)
@@ -182,7 +185,8 @@ def _run_budget(args: argparse.Namespace) -> int:
     if not loader.cuda_context and args.device == "auto":
         place += "; no usable GPU here: --device cuda plans for one"
     print(f"\na ClipLoader (prefetch_queue_depth {args.prefetch_queue_depth}: {loader.buffers} output buffers; "
-          f"{place}; {args.decode_processes} decode processes) needs, for {what}:")
+          f"{place}; {resolve_decode_processes(args.decode_processes, gpu=bool(loader.cuda_context))} decode "
+          f"processes) needs, for {what}:")
     print(f"  {format_bytes(loader.total)}")
     for label, part in (("output buffers", loader.output_buffers), ("decode surfaces", loader.decode_surfaces),
                         ("workspace", loader.workspace), ("CUDA contexts", loader.cuda_context)):
@@ -224,8 +228,9 @@ def add_parser(commands) -> None:
                         help="the loader's prefetch_queue_depth (default 2: 4 output buffers)")
     budget.add_argument("--num-threads", type=int, default=0, metavar="N",
                         help="the loader's num_threads (default 0: 12 NVDEC decoders, 4 per process)")
-    budget.add_argument("--decode-processes", type=int, default=0, metavar="N",
-                        help="the loader's decode_processes, each with its CUDA context (default 0)")
+    budget.add_argument("--decode-processes", default="auto", metavar="N",
+                        help="the loader's decode_processes, each with its CUDA context: a count or auto "
+                             "(default auto: 4 on a GPU with 8 cores or more, else 0)")
     budget.add_argument("--cpu-decoders", default="auto", metavar="N",
                         help="the loader's cpu_decoders: a count or auto (default auto)")
     add_device_option(budget, what="where the loader decodes (cpu counts host buffers only)")
