@@ -24,8 +24,7 @@ from typing import Any
 import av
 import numpy as np
 
-from ._demux import open_container
-from ._sources import open_binary
+from ._sources import open_binary, open_container
 from .errors import (
     CorruptVideoError,
     NoAudioError,

@@ -15,7 +15,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .index import VideoIndex
+from ._index_record import VideoIndex
 from .sampling import ClipSampler, SampledClip, Segment, segment_frames
 
 __all__ = ["ClipSpans", "clip_spans", "longest_spans"]

@@ -34,6 +34,7 @@ from ._catalog_schema import (
     catalog_metadata,
 )
 from ._dataset import VIDEO_EXTENSIONS, load_videos, video_files
+from ._index_record import VideoIndex
 from ._indexing import IndexJob, index_rows
 from ._jobs import RayTasks, choose_runner
 from ._outputs import check_output_file, written_whole
@@ -43,7 +44,6 @@ from ._version import __version__
 from ._webdataset import is_shard_source
 from .errors import CatalogWarning, OutputError
 from .huggingface import HuggingFaceSource, is_hf_dataset
-from .index import VideoIndex
 
 __all__ = ["CatalogBuild", "ResolvedSources", "build_catalog", "check_catalog_out", "resolve_sources", "rows_table"]
 

@@ -1,94 +1,36 @@
-"""Reading a container: opening it with every failure a VideoError naming the file, and the one
-demux pass that gives a video stream's facts and per-packet arrays (only the first picture is
-decoded, for the display matrix FFmpeg attaches to decoded frames). :func:`vclip.index.index_video`
-turns what it finds into a :class:`~vclip.index.VideoIndex`."""
+"""The one demux pass that gives a video stream's facts and per-packet arrays (only the first
+picture is decoded, for the display matrix FFmpeg attaches to decoded frames), over a container
+:func:`vclip._sources.open_container` opened. :func:`vclip.index.index_video` turns what it finds
+into a :class:`~vclip.index.VideoIndex`."""
 
 from __future__ import annotations
 
 import warnings
 from fractions import Fraction
-from typing import Any, BinaryIO
+from typing import Any
 
 import av
 import numpy as np
-from av.container import InputContainer
 
 from ._bitstream import is_random_access_packet, is_reference_packet, nal_length_size
 from ._index_record import LARGEST_SAMPLE_ASPECT_RATIO
 from ._orientation import Orientation
-from ._sources import is_local, open_binary
+from ._sources import DEMUX_ERRORS, demux_failure, open_binary, open_container
 from .errors import (
     CorruptVideoError,
     NotAVideoError,
     TruncatedVideoWarning,
     UnsupportedCodecError,
     VideoError,
-    VideoNotFoundError,
     os_reason,
     video_error_from_os_error,
 )
 
-__all__ = ["open_container", "demux_stream", "DEMUX_ERRORS", "demux_failure"]
+__all__ = ["demux_stream"]
 
 # AVColorSpace values. Unspecified and unknown matrices fall back to BT.601, as FFmpeg's swscale does.
 _MATRIX_BY_AVCOL_SPC = {1: "bt709", 5: "bt601", 6: "bt601", 7: "smpte240m", 9: "bt2020", 10: "bt2020"}
 _ADDRESSABLE_FORMATS = ("mov", "mp4", "matroska", "webm")
-
-_OPEN_OPTIONS: dict[str, Any] = {"metadata_errors": "replace"}
-"""Options of ``av.open`` for reading: PyAV up to 18 refuses metadata that is not valid UTF-8
-unless told to replace it; later PyAV has no such option (and no such refusal)."""
-
-
-DEMUX_ERRORS = (av.error.FFmpegError, IndexError)
-"""What demuxing a damaged file raises: FFmpeg's errors, and PyAV's IndexError for a packet of a
-stream that appeared after the header (PyAV up to 18 does not follow new streams)."""
-
-
-def demux_failure(error: BaseException) -> str:
-    """The reason of one of :data:`DEMUX_ERRORS`, for messages."""
-    if isinstance(error, IndexError):
-        return "a packet of a stream that appears in the middle of the file"
-    return os_reason(error)
-
-
-def _open_for_reading(source: str | BinaryIO) -> InputContainer:
-    try:
-        return av.open(source, "r", **_OPEN_OPTIONS)
-    except TypeError as error:
-        if "metadata_errors" not in str(error):
-            raise
-        _OPEN_OPTIONS.clear()
-        return av.open(source, "r")
-
-
-def open_container(path: str):
-    """``av.open(path)`` for reading, every failure a VideoError naming the file.
-
-    Metadata that is not valid UTF-8 is read with replacement characters, not refused. URLs and
-    in-memory videos are opened through :func:`vclip._sources.open_binary`.
-    """
-    local = is_local(path)
-    try:
-        return _open_for_reading(path if local else open_binary(path))
-    except VideoError:
-        raise
-    except av.error.FileNotFoundError:
-        raise VideoNotFoundError(path, "file does not exist") from None
-    except (av.error.InvalidDataError, av.error.EOFError) as error:
-        raise NotAVideoError(path, f"not a video container FFmpeg can read ({os_reason(error)})") from None
-    except av.error.FFmpegError as error:
-        if isinstance(error, OSError) and local:  # permission, loop, name length: let the OS say which
-            try:
-                with open(path, "rb"):
-                    pass
-            except OSError as os_error:
-                raise video_error_from_os_error(path, os_error) from None
-        raise CorruptVideoError(path, f"FFmpeg could not open it ({os_reason(error)})") from None
-    except OSError as error:
-        raise video_error_from_os_error(path, error) from None
-    except (ValueError, ArithmeticError) as error:  # UnicodeDecodeError and friends from PyAV's wrappers
-        raise CorruptVideoError(path, f"FFmpeg could not open it ({type(error).__name__}: {error})") from None
-
 
 def _select_video_stream(container, path: str, stream_index: int | None):
     video_streams = [s for s in container.streams if s.type == "video"]

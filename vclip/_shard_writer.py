@@ -28,7 +28,7 @@ import av
 
 from ._dataset import LabeledVideo
 from ._outputs import written_whole
-from ._sources import is_local, open_binary, open_reader, split_slice_name
+from ._sources import is_local, open_binary, open_container, open_reader, split_slice_name
 from ._tar import TarMember, format_member_index
 from ._webdataset import DESCRIPTION_NAME
 from .errors import ArgumentError, CorruptVideoError, NotAVideoError, VideoError, os_reason
@@ -120,8 +120,6 @@ def _extension(name: str) -> str:
     base = parts[1] if parts is not None else name.rstrip("/").rsplit("/", 1)[-1]
     if "." in base and not base.startswith("<"):
         return base.rsplit(".", 1)[-1].lower()
-    from ._demux import open_container
-
     with open_container(name) as container:
         first = container.format.name.split(",")[0]
     return _EXTENSION_OF_FORMAT.get(first, first)
@@ -151,8 +149,6 @@ def _video_bytes(name: str, extension: str, scratch: str) -> tuple[str, int, boo
 
 def _remux_faststart(name: str, out: str) -> None:
     """Copy every stream's packets of ``name`` into an MP4 at ``out`` whose ``moov`` comes first."""
-    from ._demux import open_container
-
     source = open_container(name)
     try:
         with av.open(out, "w", format="mp4", options={"movflags": "faststart"}) as target:

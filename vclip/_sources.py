@@ -7,6 +7,10 @@ another file or URL (``CONTAINER#LABEL@OFFSET+SIZE``: the ``SIZE`` bytes from ``
 a name this process registers (``<bytes:DIGEST>``, ``<file:ID>``) that stays readable while the
 object that registered it (e.g. a ``VideoDecoder``) is alive.
 
+Any of them opens three ways: by byte ranges (:func:`open_reader`), as a seekable file
+(:func:`open_binary`), or as a container FFmpeg reads (:func:`open_container`, every failure a
+VideoError naming the file; :data:`DEMUX_ERRORS` is what demuxing a damaged one raises).
+
 Remote files are read by byte range through :mod:`vclip._remote` (coalesced, concurrent requests
 with vclip's timeouts and retries). Every failure is a :class:`~vclip.errors.VideoError` naming the
 URL: :class:`VideoNotFoundError` for a missing object (HTTP 404, no such key or bucket),
@@ -31,20 +35,35 @@ import threading
 import time
 import weakref
 from collections import OrderedDict
-from typing import BinaryIO
+from typing import Any, BinaryIO
+
+import av
+from av.container import InputContainer
 
 from ._fingerprint import sampled_ranges
 from ._range_reader import RangeReader, check_lengths
 from ._remote import RemoteReader
-from .errors import UnreadableVideoError, VideoError, VideoNotFoundError, fail, video_error_from_os_error
+from .errors import (
+    CorruptVideoError,
+    NotAVideoError,
+    UnreadableVideoError,
+    VideoError,
+    VideoNotFoundError,
+    fail,
+    os_reason,
+    video_error_from_os_error,
+)
 
 __all__ = [
+    "DEMUX_ERRORS",
     "VideoInput",
+    "demux_failure",
     "hold_video",
     "is_local",
     "is_shareable",
     "is_url",
     "open_binary",
+    "open_container",
     "open_reader",
     "read_ranges",
     "slice_name",
@@ -279,6 +298,63 @@ def open_binary(name: str) -> BinaryIO:
     if isinstance(reader, _MemoryReader):
         return io.BytesIO(reader.data)
     return _RangeFile(reader)  # type: ignore[return-value]
+
+
+# -- containers: a video opened by FFmpeg -------------------------------------------------------
+_OPEN_OPTIONS: dict[str, Any] = {"metadata_errors": "replace"}
+"""Options of ``av.open`` for reading: PyAV up to 18 refuses metadata that is not valid UTF-8
+unless told to replace it; later PyAV has no such option (and no such refusal)."""
+
+
+DEMUX_ERRORS = (av.error.FFmpegError, IndexError)
+"""What demuxing a damaged file raises: FFmpeg's errors, and PyAV's IndexError for a packet of a
+stream that appeared after the header (PyAV up to 18 does not follow new streams)."""
+
+
+def demux_failure(error: BaseException) -> str:
+    """The reason of one of :data:`DEMUX_ERRORS`, for messages."""
+    if isinstance(error, IndexError):
+        return "a packet of a stream that appears in the middle of the file"
+    return os_reason(error)
+
+
+def _open_for_reading(source: str | BinaryIO) -> InputContainer:
+    try:
+        return av.open(source, "r", **_OPEN_OPTIONS)
+    except TypeError as error:
+        if "metadata_errors" not in str(error):
+            raise
+        _OPEN_OPTIONS.clear()
+        return av.open(source, "r")
+
+
+def open_container(path: str):
+    """``av.open(path)`` for reading, every failure a VideoError naming the file.
+
+    Metadata that is not valid UTF-8 is read with replacement characters, not refused. URLs and
+    in-memory videos are opened through :func:`open_binary`.
+    """
+    local = is_local(path)
+    try:
+        return _open_for_reading(path if local else open_binary(path))
+    except VideoError:
+        raise
+    except av.error.FileNotFoundError:
+        raise VideoNotFoundError(path, "file does not exist") from None
+    except (av.error.InvalidDataError, av.error.EOFError) as error:
+        raise NotAVideoError(path, f"not a video container FFmpeg can read ({os_reason(error)})") from None
+    except av.error.FFmpegError as error:
+        if isinstance(error, OSError) and local:  # permission, loop, name length: let the OS say which
+            try:
+                with open(path, "rb"):
+                    pass
+            except OSError as os_error:
+                raise video_error_from_os_error(path, os_error) from None
+        raise CorruptVideoError(path, f"FFmpeg could not open it ({os_reason(error)})") from None
+    except OSError as error:
+        raise video_error_from_os_error(path, error) from None
+    except (ValueError, ArithmeticError) as error:  # UnicodeDecodeError and friends from PyAV's wrappers
+        raise CorruptVideoError(path, f"FFmpeg could not open it ({type(error).__name__}: {error})") from None
 
 
 # -- slices: videos stored inside other files (members of tar shards) ---------------------------

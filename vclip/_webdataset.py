@@ -30,13 +30,13 @@ from typing import Any, TypeGuard
 
 from ._braces import expand_braces
 from ._remote import RemoteReader
-from ._sources import is_local, is_url, open_reader, slice_name, split_slice_name
+from ._sources import VideoInput, is_local, is_url, open_reader, slice_name, split_slice_name
 from ._tar import TarMember, TarTable, index_problem, parse_member_index, read_tar_table
 from .errors import ArgumentError, VideoError
 
 __all__ = [
     "DEFAULT_VIDEO_EXTENSIONS", "LabelRule", "ShardListing", "ShardSample", "decode_member", "is_shard_source",
-    "list_shards", "resolve_member_name", "shard_names", "split_key", "video_names",
+    "list_shards", "resolve_member_name", "resolve_video_name", "shard_names", "split_key", "video_names",
 ]
 
 logger = logging.getLogger("vclip")
@@ -392,6 +392,20 @@ def resolve_member_name(name: str, video_extensions: Sequence[str] = DEFAULT_VID
         raise ArgumentError(f"{name!r} holds {len(listing.samples)} videos; name one as SHARD#MEMBER, "
                             f"e.g. {shard}#{_first(listing)}")
     return listing.samples[0].name
+
+
+def resolve_video_name(video: VideoInput) -> VideoInput:
+    """``video`` with a name that names it by its shard (``SHARD.tar#MEMBER``, or ``SHARD.tar`` of
+    one video) turned into the member's slice name (:func:`resolve_member_name`), as the index
+    caches want it; any other video as it is.
+
+    Raises:
+        ArgumentError: No such member, or a shard of several videos named without one.
+        VideoError: The shard cannot be read.
+    """
+    if isinstance(video, str) and ".tar" in video.lower():  # a shard of one video, or SHARD.tar#MEMBER
+        return resolve_member_name(video)
+    return video
 
 
 def _first(listing: ShardListing) -> str:

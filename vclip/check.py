@@ -26,9 +26,9 @@ from typing import Literal
 import av
 import numpy as np
 
-from ._demux import open_container
 from ._device import resolve_device
 from ._jobs import Outcome, choose_runner
+from ._sources import open_container
 from ._validation import check_optional_integer
 from .errors import CorruptVideoError, VideoError
 from .gop import keyframe_chunks

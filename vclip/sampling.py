@@ -15,6 +15,7 @@ from typing import Literal, NamedTuple
 
 import numpy as np
 
+from ._index_record import VideoIndex
 from ._validation import (
     check_choice,
     check_integer,
@@ -22,7 +23,6 @@ from ._validation import (
     check_optional_integer,
     fail,
 )
-from .index import VideoIndex
 
 __all__ = [
     "ClipSampler",

@@ -10,11 +10,8 @@ from av.video.frame import PictureType
 
 import vclip
 from vclip._bitstream import is_reference_packet, nvdec_packet_converter
-from vclip._engine import (
-    capability_refusal,
-    nvdec_unsupported_reason,
-    read_packets,
-)
+from vclip._engine import capability_refusal, nvdec_unsupported_reason
+from vclip._packets import read_packets
 from vclip.synthetic import make_video, read_barcode
 
 H200_VP9_8BIT = {

@@ -211,11 +211,12 @@ def test_moved_file_reindexes(videos, tmp_path):
 import builtins  # noqa: E402
 import os  # noqa: E402
 
+import vclip._cached_index as cached_index_module  # noqa: E402
 import vclip._index_cache as index_cache_module  # noqa: E402
 import vclip.cli  # noqa: E402
 import vclip.index as index_module  # noqa: E402
-from vclip._demux import open_container  # noqa: E402
 from vclip._index_record import ARRAY_DTYPES  # noqa: E402
+from vclip._sources import open_container  # noqa: E402
 from vclip.errors import IndexCacheWarning, TruncatedVideoWarning, UnreadableVideoError  # noqa: E402
 from vclip.synthetic import _texture as synthetic_texture  # noqa: E402
 from vclip.synthetic import render_frame  # noqa: E402
@@ -398,7 +399,7 @@ def test_avi_seek_refused_falls_back_to_reading_from_the_start(tmp_path):
 
 def test_demux_failure_is_corrupt_video_error(tmp_path, monkeypatch):
     """D4: any FFmpeg error while reading packets back names the file."""
-    from vclip._engine import read_packets
+    from vclip._packets import read_packets
 
     path = tiny(tmp_path / "good.avi", codec="mpeg4")
     index = vclip.index_video(path)
@@ -538,10 +539,10 @@ def test_same_size_same_mtime_replacement_is_reindexed(tmp_path, how, clean_cach
 
 def test_settled_memory_entry_is_served_without_reading(tmp_path, monkeypatch, clean_cache):
     path = tiny(tmp_path / "a.mp4")
-    monkeypatch.setattr(index_module, "_SETTLE_NS", -(10**18))  # as if the file were long unchanged
+    monkeypatch.setattr(cached_index_module, "_SETTLE_NS", -(10**18))  # as if the file were long unchanged
     reads = []
-    real = index_module.content_fingerprint
-    monkeypatch.setattr(index_module, "content_fingerprint", lambda *a: reads.append(a) or real(*a))
+    real = cached_index_module.content_fingerprint
+    monkeypatch.setattr(cached_index_module, "content_fingerprint", lambda *a: reads.append(a) or real(*a))
     first = vclip.index_video(path)
     assert vclip.index_video(path) is first and len(reads) == 1
     os.chmod(path, 0o640)  # a new ctime, same size and mtime: re-checked by content, still the same index
@@ -555,8 +556,8 @@ def test_recently_changed_file_is_checked_by_content(tmp_path, monkeypatch, clea
     """Coarse file clocks could hide a change in the same tick: a young entry is always re-read."""
     path = tiny(tmp_path / "a.mp4")
     reads = []
-    real = index_module.content_fingerprint
-    monkeypatch.setattr(index_module, "content_fingerprint", lambda *a: reads.append(a) or real(*a))
+    real = cached_index_module.content_fingerprint
+    monkeypatch.setattr(cached_index_module, "content_fingerprint", lambda *a: reads.append(a) or real(*a))
     first = vclip.index_video(path)
     assert vclip.index_video(path) is first and len(reads) == 2
 
@@ -585,7 +586,7 @@ def test_a_cached_index_names_the_path_asked_for(tmp_path, monkeypatch, settled,
     """The memory cache is keyed by the real path; the index it serves still names the path given
     (a relative name from another working folder, a symlink), so decoding opens that name."""
     if settled:  # served without reading the file; else after comparing its fingerprint
-        monkeypatch.setattr(index_module, "_SETTLE_NS", -(10**18))
+        monkeypatch.setattr(cached_index_module, "_SETTLE_NS", -(10**18))
     path = tiny(tmp_path / "a.mp4")
     link = tmp_path / "link.mp4"
     link.symlink_to(path)

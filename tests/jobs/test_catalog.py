@@ -18,6 +18,7 @@ pa = require_extra("pyarrow")
 import pyarrow.parquet as pq  # noqa: E402
 
 import vclip  # noqa: E402
+import vclip._catalog_read as catalog_read  # noqa: E402
 from vclip import catalog as vcatalog  # noqa: E402
 from vclip._indexing import IndexJob, index_row, index_rows  # noqa: E402
 from vclip._jobs import Processes  # noqa: E402
@@ -190,14 +191,14 @@ def test_a_row_group_read_by_several_threads_at_once_is_counted_once(built, monk
     its bytes once."""
     catalog = vcatalog.read_catalog(built.path)
     reads = []
-    check = vcatalog._damaged_rows
+    check = catalog_read._damaged_rows
 
     def slow_check(arrays):  # between reading a group and caching it: the other threads miss it too
         reads.append(1)
         time.sleep(0.2)
         return check(arrays)
 
-    monkeypatch.setattr(vcatalog, "_damaged_rows", slow_check)
+    monkeypatch.setattr(catalog_read, "_damaged_rows", slow_check)
     entry = catalog.usable[0]
     start = threading.Barrier(4)
 

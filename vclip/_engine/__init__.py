@@ -2,10 +2,10 @@
 
 Layers, each importing only those above it:
 
-    (vclip._device, below the engine: where decoding runs, ``Device``, ``resolve_device``)
-    layout, reference, kernel_args, packets
-                clip layouts; the NumPy twin of the CUDA kernel; the kernel's arguments;
-                reading packets back from the file (in the form NVDEC reads: vclip._bitstream)
+    (below the engine: vclip._device, where decoding runs, ``Device``, ``resolve_device``; and
+    vclip._packets, reading packets back from the file, which the audio of clips reads too)
+    layout, reference, kernel_args
+                clip layouts; the NumPy twin of the CUDA kernel; the kernel's arguments
     pipeline    what a request carries (``VideoJob``, ``ClipTarget``, ``Conversion``, ``DecodeStats``)
     contract    the backend contract (``Backend``, ``PictureDecoder``, ``PictureConverter``) and the
                 one loop that executes a decode plan (``execute_plan``, ``PlanBackend``)
@@ -38,7 +38,6 @@ _SURFACE_BY_MODULE = {
         "BLOCK", "fill_job", "JOB_DTYPE", "kernel_instantiation", "KERNEL_NAMES", "kernel_source_path", "launch_grid",
         "needs_extended", "OUTPUT_KINDS", "PARAMS_DTYPE", "transform_params",
     ),
-    "packets": ("read_packets",),
     "pipeline": ("ClipTarget", "Conversion", "DecodeStats", "needs_any", "resolve_transform", "VideoJob"),
     "contract": ("Backend", "execute_plan", "PictureConverter", "PictureDecoder"),
     "kernel": ("KernelModule",),

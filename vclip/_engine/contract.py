@@ -20,10 +20,10 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from .._device import Device
+from .._index_record import VideoIndex
+from .._packets import read_packets
 from ..errors import CorruptVideoError, VideoError
-from ..index import VideoIndex
 from ..plan import DecodePlan, plan_decode
-from .packets import read_packets
 from .pipeline import (
     Conversion,
     DecodeStats,

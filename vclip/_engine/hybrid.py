@@ -23,8 +23,8 @@ import av
 import numpy as np
 
 from .._device import Device
+from .._index_record import VideoIndex
 from ..errors import CorruptVideoError
-from ..index import VideoIndex
 from .contract import Completion, PlanBackend, execute_plan
 from .cpu import CpuBackend, PyAVDecoder, decode_then_upload, yuv420_planes
 from .kernel import KernelConverter, KernelModule

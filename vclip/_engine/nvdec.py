@@ -28,8 +28,8 @@ import numpy as np
 
 from .._bitstream import nvdec_packet_converter
 from .._device import Device
+from .._index_record import VideoIndex
 from ..errors import CorruptVideoError, FallbackWarning, UnreadableVideoError, VideoNotFoundError
-from ..index import VideoIndex
 from .contract import (
     Completion,
     PacketRun,

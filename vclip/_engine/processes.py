@@ -47,9 +47,9 @@ from typing import Any
 
 from .._child_process import ChildProcess, child_pipes, watch_parent
 from .._device import Device
+from .._index_record import VideoIndex
 from .._remote import add_remote_reads, take_remote_reads
 from ..errors import CorruptVideoError, VideoError, warning_class
-from ..index import VideoIndex
 from .contract import Backend
 from .pipeline import Conversion, DecodeStats, VideoJob
 from .shared_buffers import BufferHandle, BufferRegistry, open_buffer

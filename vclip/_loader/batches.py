@@ -14,8 +14,8 @@ from typing import Literal
 import numpy as np
 
 from .._engine.pipeline import ClipTarget, VideoJob, needs_any
+from .._index_record import VideoIndex
 from ..errors import CorruptVideoError, VideoError
-from ..index import VideoIndex
 from ..sampling import SampledClip, Segment
 from ..transforms import Augmentations, SampleDraw
 from .audio import LoaderAudio

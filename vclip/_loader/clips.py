@@ -9,10 +9,10 @@ import numpy as np
 
 from .._audio_spans import longest_spans
 from .._engine.pipeline import resolve_transform
+from .._index_record import VideoIndex
 from .._validation import check_optional_integer
 from ..errors import ArgumentError
 from ..gop import bound_lead
-from ..index import VideoIndex
 from ..sampling import ClipSampler, SampledClip, Segment, describe_segment, segment_frames
 from ..transforms import FrameGeometry, SampleDraw, TransformSpec
 from .epoch import ClipRef

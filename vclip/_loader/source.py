@@ -109,11 +109,11 @@ def open_source(videos: VideoSource | DatasetSource, cache_dir: str | os.PathLik
     if type(videos).__name__ == "Catalog":
         return CatalogDatasetSource(videos)
     if isinstance(videos, (str, os.PathLike)) and os.fspath(videos).endswith(".parquet"):
-        from ..catalog import read_catalog  # needs pyarrow: the [catalog] extra
+        from .._catalog_read import read_catalog  # needs pyarrow: the [catalog] extra
 
         return CatalogDatasetSource(read_catalog(videos))
     if is_shard_source(videos):  # WebDataset shards: paths, URLs or brace patterns of .tar files
-        from ..webdataset import WebDatasetSource
+        from .._shard_source import WebDatasetSource
 
         return WebDatasetSource(videos, cache_dir=cache_dir)
     if is_hf_dataset(videos):  # a Hugging Face datasets.Dataset, read with the default columns

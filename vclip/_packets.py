@@ -1,4 +1,4 @@
-"""Reads the compressed bytes of chosen packets, for any decoder backend.
+"""Reads the compressed bytes of chosen packets, for any decoder backend and for the audio of clips.
 
 MP4/Matroska packets are read straight from the file at the offsets the index recorded (one read
 per segment, no demuxer). Other containers are demuxed with PyAV after a seek to the segment's
@@ -17,9 +17,8 @@ from typing import Protocol
 
 import numpy as np
 
-from .._demux import DEMUX_ERRORS, demux_failure, open_container
-from .._sources import is_local, read_ranges
-from ..errors import CorruptVideoError, video_error_from_os_error
+from ._sources import DEMUX_ERRORS, demux_failure, is_local, open_container, read_ranges
+from .errors import CorruptVideoError, video_error_from_os_error
 
 _MAX_SPAN_BYTES = 256 << 20  # one read per segment up to this; larger spans are read packet by packet
 
