@@ -1,7 +1,9 @@
-"""Shared by the benchmarks: the video sets of design.md, machine facts, timing and JSON results."""
+"""Shared by the benchmarks: the video sets of design.md, machine facts, GPU figures through NVML, timing and
+JSON results."""
 
 from __future__ import annotations
 
+import ctypes
 import json
 import multiprocessing
 import os
@@ -9,8 +11,10 @@ import platform
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 # Runnable from a source checkout as `python benchmarks/<name>.py`.
@@ -18,11 +22,33 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from vclip.synthetic import make_video  # noqa: E402
 
+
+@dataclass(frozen=True)
+class VideoSet:
+    """A benchmark video set: ``count`` videos of ``frames`` frames at 30 fps, ``width`` x ``height``,
+    encoded by ``codec`` with a keyframe every ``keyframe_interval`` frames and 2 B-frames."""
+
+    count: int
+    width: int
+    height: int
+    frames: int = 300
+    codec: str = "libx264"
+    keyframe_interval: int = 60
+
+
 # design.md, "train" workload: H.264, 300 frames at 30 fps, keyframe every 60, 2 B-frames. x264's
 # adaptive B-frame choice put no B-frames at all into this content at 1080p (0 of 60 frames), where
 # design.md's set has about 42% non-reference B-frames; B-frames are forced (b-adapt=0), which gives
 # about a third non-reference pictures and ~5 MB per 1080p file, the nearest match to that set.
-VIDEO_SETS = {"360p": (64, 640, 360), "1080p": (16, 1920, 1080)}
+# The long-GOP sets are the web-video case of issue 14 (a keyframe every 250 frames, as
+# benchmarks/long_gop.py makes it) at 1280x720, in H.264 and in HEVC (x265 places its B-frames
+# itself: make_video's b-adapt=0 is an x264 option); 500 frames give each video two whole GOPs.
+VIDEO_SETS = {
+    "360p": VideoSet(64, 640, 360),
+    "1080p": VideoSet(16, 1920, 1080),
+    "720p-h264-gop250": VideoSet(16, 1280, 720, frames=500, keyframe_interval=250),
+    "720p-hevc-gop250": VideoSet(16, 1280, 720, frames=500, codec="libx265", keyframe_interval=250),
+}
 
 
 # With audio (benchmarks/loader.py --audio): the same videos with an AAC track, 48 kHz stereo
@@ -31,15 +57,16 @@ AUDIO_OPTIONS = {"audio_codec": "aac", "audio_sample_rate": 48000, "audio_channe
 
 
 def _make_one(arguments):
-    path, width, height, seed, audio = arguments
+    path, spec, seed, audio = arguments
     if not Path(path).exists():
         make_video(
             path,
-            num_frames=300,
-            width=width,
-            height=height,
+            num_frames=spec.frames,
+            width=spec.width,
+            height=spec.height,
             fps=30,
-            keyframe_interval=60,
+            codec=spec.codec,
+            keyframe_interval=spec.keyframe_interval,
             b_frames=2,
             crf=23,
             preset="veryfast",
@@ -53,14 +80,17 @@ def _make_one(arguments):
 def make_video_set(
     folder: str | os.PathLike, name: str, workers: int | None = None, count: int | None = None, audio: bool = False
 ) -> list[str]:
-    """The benchmark videos of set ``name`` ("360p" or "1080p"), generated once into ``folder``
-    (the first ``count`` of them when given); with ``audio``, the same videos with an AAC track
-    (:data:`AUDIO_OPTIONS`), in a folder of their own (``<name>_aac``)."""
-    full_count, width, height = VIDEO_SETS[name]
-    count = min(count or full_count, full_count)
+    """The benchmark videos of set ``name`` (a key of :data:`VIDEO_SETS`: "360p", "1080p",
+    "720p-h264-gop250", "720p-hevc-gop250"), generated once into ``folder`` (the first ``count`` of
+    them when given); with ``audio``, the same videos with an AAC track (:data:`AUDIO_OPTIONS`), in
+    a folder of their own (``<name>_aac``)."""
+    if name not in VIDEO_SETS:
+        raise ValueError(f"video set {name!r} is not one of {', '.join(VIDEO_SETS)}")
+    spec = VIDEO_SETS[name]
+    count = min(count or spec.count, spec.count)
     folder = Path(folder) / (f"{name}_aac" if audio else name)
     folder.mkdir(parents=True, exist_ok=True)
-    jobs = [(str(folder / f"video_{i:03d}.mp4"), width, height, i, audio) for i in range(count)]
+    jobs = [(str(folder / f"video_{i:03d}.mp4"), spec, i, audio) for i in range(count)]
     # spawn, not fork: the caller may already hold CUDA state, which forked children must not inherit
     with ProcessPoolExecutor(workers or os.cpu_count(), mp_context=multiprocessing.get_context("spawn")) as pool:
         return list(pool.map(_make_one, jobs))
@@ -113,6 +143,181 @@ def environment() -> dict:
         except (OSError, subprocess.CalledProcessError):
             facts["commit"] = None
     return facts
+
+
+# -- GPU figures through NVML -------------------------------------------------------------------------
+class _NvmlMemory(ctypes.Structure):
+    """NVML's ``nvmlMemory_t`` (version 1), in bytes."""
+
+    _fields_ = [("total", ctypes.c_ulonglong), ("free", ctypes.c_ulonglong), ("used", ctypes.c_ulonglong)]
+
+
+class Nvml:
+    """What NVML says of the GPUs: through ctypes on the driver's ``libnvidia-ml.so.1``, else through
+    ``pynvml`` where it is importable, else nothing (``source`` None, every figure None: a machine
+    without a GPU runs the benchmarks' CPU paths without it).
+
+    GPUs are numbered as NVML (and nvidia-smi) numbers them, whatever ``CUDA_VISIBLE_DEVICES`` says.
+
+    Attributes:
+        source: ``"libnvidia-ml.so.1"``, ``"pynvml"`` or None.
+    """
+
+    def __init__(self) -> None:
+        self.source: str | None = None
+        self._library: ctypes.CDLL | None = None
+        self._pynvml = None
+        self._handles: dict[int, object] = {}
+        try:
+            library = ctypes.CDLL("libnvidia-ml.so.1")
+            library.nvmlInit_v2.argtypes = []
+            library.nvmlDeviceGetCount_v2.argtypes = [ctypes.POINTER(ctypes.c_uint)]
+            library.nvmlDeviceGetHandleByIndex_v2.argtypes = [ctypes.c_uint, ctypes.POINTER(ctypes.c_void_p)]
+            library.nvmlDeviceGetMemoryInfo.argtypes = [ctypes.c_void_p, ctypes.POINTER(_NvmlMemory)]
+            library.nvmlDeviceGetDecoderUtilization.argtypes = [
+                ctypes.c_void_p, ctypes.POINTER(ctypes.c_uint), ctypes.POINTER(ctypes.c_uint),
+            ]
+            for function in ("nvmlInit_v2", "nvmlDeviceGetCount_v2", "nvmlDeviceGetHandleByIndex_v2",
+                             "nvmlDeviceGetMemoryInfo", "nvmlDeviceGetDecoderUtilization"):
+                getattr(library, function).restype = ctypes.c_int  # nvmlReturn_t, 0: NVML_SUCCESS
+            if library.nvmlInit_v2() == 0:
+                self._library, self.source = library, "libnvidia-ml.so.1"
+        except (OSError, AttributeError):  # no driver library, or one without these functions
+            pass
+        if self.source is None:
+            try:
+                import pynvml
+
+                pynvml.nvmlInit()
+                self._pynvml, self.source = pynvml, "pynvml"
+            except Exception:  # not installed, or no driver under it
+                pass
+
+    def device_count(self) -> int:
+        """GPUs NVML sees (0 without NVML)."""
+        if self._library is not None:
+            count = ctypes.c_uint()
+            return int(count.value) if self._library.nvmlDeviceGetCount_v2(ctypes.byref(count)) == 0 else 0
+        if self._pynvml is not None:
+            try:
+                return int(self._pynvml.nvmlDeviceGetCount())
+            except Exception:
+                return 0
+        return 0
+
+    def _handle(self, gpu: int):
+        if gpu not in self._handles:
+            if self._library is not None:
+                handle = ctypes.c_void_p()
+                if self._library.nvmlDeviceGetHandleByIndex_v2(gpu, ctypes.byref(handle)) != 0:
+                    return None
+                self._handles[gpu] = handle
+            elif self._pynvml is not None:
+                try:
+                    self._handles[gpu] = self._pynvml.nvmlDeviceGetHandleByIndex(gpu)
+                except Exception:
+                    return None
+            else:
+                return None
+        return self._handles[gpu]
+
+    def memory_used(self, gpu: int = 0) -> int | None:
+        """Used memory of the whole device ``gpu`` in bytes (every process's, as nvidia-smi counts
+        it), or None."""
+        handle = self._handle(gpu)
+        if handle is None:
+            return None
+        if self._library is not None:
+            memory = _NvmlMemory()
+            found = self._library.nvmlDeviceGetMemoryInfo(handle, ctypes.byref(memory))
+            return int(memory.used) if found == 0 else None
+        try:
+            return int(self._pynvml.nvmlDeviceGetMemoryInfo(handle).used)  # type: ignore[union-attr]
+        except Exception:
+            return None
+
+    def decoder_utilization(self, gpu: int = 0) -> int | None:
+        """NVDEC utilisation of ``gpu`` over NVML's last sampling period, in percent, or None."""
+        handle = self._handle(gpu)
+        if handle is None:
+            return None
+        if self._library is not None:
+            utilization, period = ctypes.c_uint(), ctypes.c_uint()  # percent, over ``period`` microseconds
+            found = self._library.nvmlDeviceGetDecoderUtilization(
+                handle, ctypes.byref(utilization), ctypes.byref(period)
+            )
+            return int(utilization.value) if found == 0 else None
+        try:
+            return int(self._pynvml.nvmlDeviceGetDecoderUtilization(handle)[0])  # type: ignore[union-attr]
+        except Exception:
+            return None
+
+
+_nvml: Nvml | None = None
+_nvml_lock = threading.Lock()
+
+
+def nvml() -> Nvml:
+    """This process's :class:`Nvml`, initialised on first use."""
+    global _nvml
+    with _nvml_lock:
+        if _nvml is None:
+            _nvml = Nvml()
+        return _nvml
+
+
+class GpuSampler:
+    """GPU figures sampled through NVML by a background thread, from ``__enter__`` to ``__exit__``:
+    each GPU's used memory (the whole device, every process, as nvidia-smi shows it: nothing
+    subtracted) before and at its peak, and with ``decoder`` the NVDEC utilisation samples. Without
+    NVML every figure is None and no thread runs.
+
+    Attributes:
+        gpus: The GPUs sampled (NVML numbers; default: all).
+        baseline: Used bytes of each GPU at ``__enter__``.
+        peak: The largest used bytes of each GPU seen from ``__enter__`` to ``__exit__`` (both included).
+        decoder: NVDEC utilisation samples of each GPU, in percent (with ``decoder``).
+    """
+
+    def __init__(self, gpus: list[int] | None = None, *, period: float = 0.02, decoder: bool = False):
+        self._nvml = nvml()
+        self.gpus = list(range(self._nvml.device_count())) if gpus is None else list(gpus)
+        self.period = period
+        self._sample_decoder = decoder
+        self.baseline: list[int | None] = [None] * len(self.gpus)
+        self.peak: list[int | None] = [None] * len(self.gpus)
+        self.decoder: list[list[int]] = [[] for _ in self.gpus]
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def _sample(self, decoder: bool) -> None:
+        for number, gpu in enumerate(self.gpus):
+            used = self._nvml.memory_used(gpu)
+            if used is not None:
+                peak = self.peak[number]
+                self.peak[number] = used if peak is None else max(peak, used)
+            if decoder:
+                utilization = self._nvml.decoder_utilization(gpu)
+                if utilization is not None:
+                    self.decoder[number].append(utilization)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.period):
+            self._sample(self._sample_decoder)
+
+    def __enter__(self) -> GpuSampler:
+        self.baseline = [self._nvml.memory_used(gpu) for gpu in self.gpus]
+        self.peak = list(self.baseline)
+        if self._nvml.source is not None and self.gpus:
+            self._thread = threading.Thread(target=self._run, name="gpu-sampler", daemon=True)
+            self._thread.start()
+        return self
+
+    def __exit__(self, *_) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._sample(decoder=False)
 
 
 def median_rate(run_once, units_per_run: float, repeats: int = 5, warmup: int = 1) -> dict:

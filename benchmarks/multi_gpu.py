@@ -3,11 +3,11 @@
 For each video set and each GPU count, the driver starts ``torchrun --nproc_per_node N`` on this
 script; every rank calls ``torch.cuda.set_device(local_rank)``, builds a ClipLoader with
 ``device="cuda"`` and ``decode_processes`` worker processes, checks its first batch (barcodes), and
-times one epoch. The driver samples every GPU's decoder utilisation and memory through NVML while
-the ranks run. It checks that every batch of rank r was on ``cuda:r``, that the ranks' shards are
-disjoint and cover the dataset, and that the ranks drew equal numbers of batches; and reports the
-aggregate clips/s (all ranks' clips over the slowest rank's time) against one GPU, and each GPU's
-memory estimate against its measured peak.
+times one epoch. The driver samples every GPU's decoder utilisation and memory through NVML
+(benchmarks/common.py's GpuSampler) while the ranks run. It checks that every batch of rank r was
+on ``cuda:r``, that the ranks' shards are disjoint and cover the dataset, and that the ranks drew
+equal numbers of batches; and reports the aggregate clips/s (all ranks' clips over the slowest
+rank's time) against one GPU, and each GPU's memory estimate against its measured peak.
 
 ``--two-nodes`` runs the same code path as two "nodes" of one GPU each: two torchrun launches with
 ``--nnodes 2`` and a c10d rendezvous on localhost, each seeing one GPU, loading from a catalog.
@@ -25,11 +25,10 @@ import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
-from common import make_video_set, save_results
+from common import GpuSampler, make_video_set, save_results
 
 import vclip
 from vclip.synthetic import read_barcode
@@ -112,45 +111,16 @@ def run_rank(arguments: argparse.Namespace) -> None:
 
 
 # -- the driver ------------------------------------------------------------------------------------
-class GpuSampler:
-    """Decoder utilisation and memory of every GPU, sampled through NVML while ranks run."""
-
-    def __init__(self, period: float = 0.2):
-        import pynvml
-
-        pynvml.nvmlInit()
-        self._nvml = pynvml
-        self._handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(pynvml.nvmlDeviceGetCount())]
-        self._period = period
-        self._stop = threading.Event()
-        self.baseline = [pynvml.nvmlDeviceGetMemoryInfo(h).used for h in self._handles]
-        self.decoder: list[list[int]] = [[] for _ in self._handles]
-        self.peak = list(self.baseline)
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        while not self._stop.wait(self._period):
-            for number, handle in enumerate(self._handles):
-                self.decoder[number].append(self._nvml.nvmlDeviceGetDecoderUtilization(handle)[0])
-                self.peak[number] = max(self.peak[number], self._nvml.nvmlDeviceGetMemoryInfo(handle).used)
-
-    def __enter__(self) -> GpuSampler:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *_) -> None:
-        self._stop.set()
-        self._thread.join()
-
-    def summary(self) -> list[dict]:
-        return [
-            {
-                "gpu": number,
-                "decoder_utilization_mean_percent": sum(values) / max(1, len(values)),
-                "memory_peak_above_idle_bytes": self.peak[number] - self.baseline[number],
-            }
-            for number, values in enumerate(self.decoder)
-        ]
+def _gpu_summary(sampler: GpuSampler) -> list[dict]:
+    """Each GPU's mean decoder utilisation and its memory peak above what it used before the ranks started."""
+    return [
+        {
+            "gpu": gpu,
+            "decoder_utilization_mean_percent": sum(values) / max(1, len(values)),
+            "memory_peak_above_idle_bytes": None if peak is None or baseline is None else peak - baseline,
+        }
+        for gpu, values, peak, baseline in zip(sampler.gpus, sampler.decoder, sampler.peak, sampler.baseline)
+    ]
 
 
 def _free_port() -> int:
@@ -236,11 +206,11 @@ def run_configuration(
                 {"CUDA_VISIBLE_DEVICES": ",".join(map(str, range(gpus)))},
             )
         ]
-    with GpuSampler() as sampler:
+    with GpuSampler(period=0.2, decoder=True) as sampler:  # every GPU of the machine, through NVML
         _launch(commands, timeout=arguments.timeout)
     ranks = json.loads(result.read_text())
     slowest = max(rank["timed_seconds"] for rank in ranks)
-    gpus_seen = sampler.summary()
+    gpus_seen = _gpu_summary(sampler)
     for number, rank in enumerate(ranks):  # each rank's GPU is physical GPU ``number`` in both layouts
         gpus_seen[number]["rank"] = rank["rank"]
         gpus_seen[number]["memory_estimate_bytes"] = rank["memory_estimate_bytes"]

@@ -1,34 +1,74 @@
 """The "train" workload of design.md, vclip side by side with the tools users would pick instead.
 
 Batches of 8 clips, 16 frames at stride 2 from a random start in a random video, resized to
-224x224, ImageNet-normalized float32 [8, 16, 3, 224, 224] on the GPU. Every tool gets the same
-clips. Each tool is checked first (the barcodes of the frames it returns must be the requested
-frame numbers), then warmed up, then timed over whole batches with the GPU synchronized.
+224x224, ImageNet-normalized float32 [8, 16, 3, 224, 224] on the GPU. Every tool but vclip-default
+(whose loader draws its own) gets the same clips. Each tool is checked first (the barcodes of the
+frames it returns must be the requested frame numbers), then warmed up, then timed over whole
+batches with the GPU synchronized.
 
-    python benchmarks/train.py --out results/ [--sets 360p,1080p] [--tools vclip,pyav,decord,pynvc,spdl]
+    python benchmarks/train.py --out results/ [--sets 360p,1080p,720p-h264-gop250,720p-hevc-gop250]
+        [--tools vclip-default,vclip,spdl,pynvc,pyav,decord]
+    python benchmarks/train.py --device cpu --sets 360p --tools vclip-default,vclip --batches 2 --out /tmp/smoke
+        (a smoke test of the vclip rows on a machine without a GPU: the other tools and the extras need CUDA)
 
-Also measured: decoded frames per delivered frame (with and without skipping non-reference
-pictures), raw NVDEC frames/s through vclip's backend, the decode capacity (whole-file pictures/s)
-of NVDEC alone, of the CPU decoders alone and of both from one queue (the ceiling of the hybrid
-configurations), CPU cores used by each timed configuration, and the fused kernel's bytes/s
-against a device-to-device copy.
+Tools, in this order in each set:
 
-vclip configurations sweep ``--workers``, ``--processes``, ``--in-flight`` and ``--cpu-decoders``
-(PyAV decoders beside NVDEC whose pictures the same kernel converts; "auto": as the loader's, the
-cores left free beside decode processes with at least 16 batches in flight, else none).
+- ``vclip-default``: ``vclip.ClipLoader`` as a new user writes it, in a fresh process: the videos,
+  ``vclip.strided(16, 2)``, ``TransformSpec.imagenet(224, layout="TCHW", resize_mode="squash")``,
+  ``device="cuda"``, ``batch_size=8`` (and ``shuffle=True`` with enough ``clips_per_video`` for one
+  epoch to hold every batch: the workload's random clips of random videos), everything else its
+  default. Its first batch is checked by the barcodes of the frames it names, then 5 warmup
+  batches, then the timed ones; the row keeps what the loader chose (``loader.stats()``, its
+  decode workers, processes, CPU decoders and prefetch depth) and its memory estimate
+  (``loader.memory_estimate``) beside the measured peak: ``memory_measured_over_estimate`` is the
+  NVML peak above the baseline over the estimate (the fresh process's CUDA context included in
+  both). It draws its own clips (the loader's seeded sampler), not the other tools' list.
+- ``vclip``: vclip's engine under the loader (``JobRunner`` on the NVDEC backend and fused kernel)
+  on the given clips, swept over ``--workers``, ``--processes``, ``--in-flight`` and
+  ``--cpu-decoders`` (PyAV decoders beside NVDEC whose pictures the same kernel converts; "auto":
+  as the loader's, the cores left free beside decode processes with at least 16 batches in
+  flight, else none; a configuration where "auto" gives a count swept anyway is not run twice,
+  ``same_configurations`` says which).
+- ``spdl``, ``pynvc`` (PyNvVideoCodec SimpleDecoder), ``pyav`` and ``decord`` (both with OpenCV's
+  resize): hand-written loaders, a pool of threads with one clip each, batches stacked by torch.
+
+GPU memory of every tool: the whole device's used memory of GPU 0 (every process, as nvidia-smi
+counts it, nothing subtracted) sampled through NVML every 20 ms by a background thread from the
+tool's construction to its close (benchmarks/common.py, GpuSampler): ``gpu_memory_bytes`` is the
+peak, ``gpu_memory_baseline_bytes`` what the device used before the tool started,
+``gpu_memory_above_baseline_bytes`` the difference. The tools other than vclip-default run in this
+process one after the other, so a baseline holds the CUDA context and what the tools before kept
+(vclip's NVDEC decoders are shared per process; torch's and CuPy's caches are emptied between
+tools). Without NVML (no driver library, no pynvml) the figures are None.
+
+Video sets (benchmarks/common.py, VIDEO_SETS; generated once into ``--videos``): ``360p`` (64
+videos) and ``1080p`` (16), H.264 of 300 frames with a keyframe every 60; ``720p-h264-gop250`` and
+``720p-hevc-gop250``, 16 videos of 500 frames at 1280x720 with a keyframe every 250 (the long-GOP
+web-video case of benchmarks/long_gop.py), in H.264 and in HEVC. Timed batches per tool: 100 at
+360p, 16 on the other sets (``--batches`` sets one count for all).
+
+Also measured: the CPU cores used by each timed configuration; decoded frames per delivered frame
+(vclip's decode plans with and without skipping non-reference pictures, on any machine); and with
+``--extras``, on a GPU: raw NVDEC frames/s through vclip's backend, the decode capacity (whole-file
+pictures/s) of NVDEC alone, of the CPU decoders alone and of both from one queue (the ceiling of
+the hybrid configurations), the best vclip configuration again without skipping, and the fused
+kernel's bytes/s against a device-to-device copy.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
+import math
 import multiprocessing
 import os
+import sys
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 
 import numpy as np
-from common import make_video_set, median_rate, save_results
+from common import GpuSampler, make_video_set, median_rate, nvml, save_results
 
 import vclip
 from vclip._device import resolve_device
@@ -39,6 +79,7 @@ from vclip._engine import (
     JobRunner,
     PooledBackend,
     VideoJob,
+    resolve_cpu_decoders,
     resolve_transform,
 )
 from vclip.synthetic import read_barcode
@@ -46,19 +87,25 @@ from vclip.synthetic import read_barcode
 BATCH, LENGTH, STRIDE, SIZE = 8, 16, 2, 224
 MEAN = np.array(vclip.IMAGENET_MEAN, np.float32)
 STD = np.array(vclip.IMAGENET_STD, np.float32)
+SPEC = vclip.TransformSpec.imagenet(SIZE, layout="TCHW", resize_mode="squash")  # design.md's workload
+DEFAULT_TOOL = "vclip-default"
+MEMORY_PERIOD = 0.02  # seconds between two NVML samples of the GPU's used memory
 
 
 def make_batches(paths: list[str], count: int, seed: int = 0) -> list[list[tuple[str, np.ndarray]]]:
-    """``count`` batches of (video, frame indices); 300-frame videos, so starts in [0, 300 - 31]."""
+    """``count`` batches of (video, frame indices): a random video, a random start in [0, frames - 31]
+    of that video (a 300-frame video: [0, 269])."""
     rng = np.random.default_rng(seed)
     span = (LENGTH - 1) * STRIDE + 1
-    return [
-        [
-            (paths[rng.integers(len(paths))], rng.integers(0, 300 - span + 1) + np.arange(LENGTH) * STRIDE)
-            for _ in range(BATCH)
-        ]
-        for _ in range(count)
-    ]
+    frames = {path: vclip.index_video(path).num_frames for path in paths}
+    batches = []
+    for _ in range(count):
+        batch = []
+        for _ in range(BATCH):
+            path = paths[rng.integers(len(paths))]
+            batch.append((path, rng.integers(0, frames[path] - span + 1) + np.arange(LENGTH) * STRIDE))
+        batches.append(batch)
+    return batches
 
 
 def unnormalized_barcodes(clip_tchw) -> list[int]:
@@ -117,7 +164,7 @@ class VclipTool:
             if isinstance(backend, PooledBackend)
             else JobRunner(backend, num_workers=0 if processes else workers)
         )
-        self.spec = vclip.TransformSpec.imagenet(SIZE, layout="TCHW", resize_mode="squash")  # design.md's workload
+        self.spec = SPEC
         self.conversion = resolve_transform(self.spec)
         self.stats = DecodeStats()
         self.in_flight = in_flight
@@ -190,6 +237,11 @@ class ClipPoolTool:
 
     def first_clips(self, batch):
         return self.run([batch])[0]
+
+    def close(self) -> None:
+        """Stop the threads (what each kept, such as a PyNvVideoCodec decoder, goes with it)."""
+        self.pool.shutdown(wait=True)
+        self.local = threading.local()
 
 
 class PyavTool(ClipPoolTool):
@@ -289,15 +341,19 @@ class SpdlTool(ClipPoolTool):
 TOOLS = {"vclip": VclipTool, "pyav": PyavTool, "decord": DecordTool, "pynvc": PynvcTool, "spdl": SpdlTool}
 
 
+def wrong_clips(clips, wanted: list[tuple[str, list[int]]]) -> list[str]:
+    """Barcode check of a batch of normalized clips: which came back without the (video, frames) wanted."""
+    wrong = []
+    for k, (path, frames) in enumerate(wanted):
+        got = unnormalized_barcodes(clips[k])
+        if got != frames:
+            wrong.append(f"{os.path.basename(path)}: wanted {frames}, got {got}")
+    return wrong
+
+
 def check(tool, batch) -> list[str]:
     """Barcode check of the first batch: which clips came back with the wrong frames."""
-    clips = tool.first_clips(batch)
-    wrong = []
-    for k, (path, frames) in enumerate(batch):
-        got = unnormalized_barcodes(clips[k])
-        if got != frames.tolist():
-            wrong.append(f"{os.path.basename(path)}: wanted {frames.tolist()}, got {got}")
-    return wrong
+    return wrong_clips(tool.first_clips(batch), [(path, frames.tolist()) for path, frames in batch])
 
 
 def measure(tool, batches, warmup: int) -> dict:
@@ -312,6 +368,139 @@ def measure(tool, batches, warmup: int) -> dict:
         "clips": clips,
         "cpu_cores_used": (cpu_seconds() - cpu_started) / seconds,
     }
+
+
+# -- vclip-default: the loader as a new user writes it --------------------------------------------------
+def default_loader(paths: list[str], clips_per_video: int, device: str) -> vclip.ClipLoader:
+    """``vclip.ClipLoader`` as a new user writes it: the workload and ``device``, every other option
+    (decode threads, processes, CPU decoders, prefetch depth) left to the loader.
+
+    The workload is the set's videos, 16 frames at stride 2, the ImageNet transform and 8 clips a
+    batch; ``shuffle`` and ``clips_per_video`` (one epoch holds every batch measured) are part of it,
+    not tuning: the set's few videos stand in for a dataset of many, visited in random order as the
+    other tools draw them (without ``shuffle`` a batch would hold consecutive clips of one video).
+    """
+    return vclip.ClipLoader(
+        [(path, 0) for path in paths],
+        vclip.strided(LENGTH, STRIDE),
+        transform=SPEC,
+        device=device,
+        batch_size=BATCH,
+        shuffle=True,
+        clips_per_video=clips_per_video,
+    )
+
+
+def synchronize(device: str) -> None:
+    if device != "cpu":
+        import torch
+
+        torch.cuda.synchronize()
+
+
+def measure_default(paths: list[str], batches: int, warmup: int, device: str) -> dict:
+    """The vclip-default row, in a fresh process (see :func:`in_fresh_process`): the loader built,
+    its first batch checked (barcodes), ``warmup`` batches, then ``batches`` timed batches with the
+    GPU synchronized at both ends; what the loader chose (``loader.stats()``) and its memory estimate."""
+    clips_per_video = math.ceil((1 + warmup + batches) * BATCH / len(paths))  # the checked batch too
+    started = time.perf_counter()
+    loader = default_loader(paths, clips_per_video, device)
+    construction = time.perf_counter() - started
+    iterator = None
+    try:
+        iterator = iter(loader)
+        first = next(iterator)
+        wanted = [
+            (paths[video], frames) for video, frames in zip(first.video_ids.tolist(), first.frame_indices.tolist())
+        ]
+        wrong = wrong_clips(first.data, wanted)
+        for _ in range(warmup):
+            next(iterator)
+        synchronize(loader.device)
+        started, cpu_started = time.perf_counter(), cpu_seconds()
+        for _ in range(batches):
+            next(iterator)
+        synchronize(loader.device)
+        seconds = time.perf_counter() - started
+        cores = (cpu_seconds() - cpu_started) / seconds
+        stats = loader.stats()
+    finally:
+        if iterator is not None:
+            iterator.close()
+        loader.close()
+    estimate = loader.memory_estimate
+    return {
+        "clips_per_second": batches * BATCH / seconds,
+        "seconds": seconds,
+        "clips": batches * BATCH,
+        "cpu_cores_used": cores,
+        "wrong_clips": wrong,
+        "construction_seconds": construction,
+        "loader": {
+            "sampler": repr(loader.sampler),
+            "transform": repr(loader.transform),
+            "batch_size": loader.batch_size,
+            "shuffle": loader.shuffle,
+            "clips_per_video": clips_per_video,
+            "device": loader.device,
+        },
+        "chosen": {
+            "decode_workers": loader.decode_workers,
+            "decode_processes": loader.decode_processes,
+            "cpu_decoders": loader.cpu_decoders,
+            "prefetch_queue_depth": loader.prefetch_queue_depth,
+        },
+        "loader_stats": stats.to_dict(),
+        "memory_estimate": str(estimate),
+        "memory_estimate_bytes": estimate.total,
+    }
+
+
+def in_fresh_process(function, *args):
+    """``function(*args)`` in a new process (spawned): the CUDA context and all the memory of what
+    it runs are its own, not this process's (which holds what the tools before it left)."""
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        return pool.submit(function, *args).result()
+
+
+def release_cached_memory() -> None:
+    """Hand what a closed tool left in this process's device memory caches (torch's, CuPy's) back to
+    the device, so that the next tool's baseline does not hold it. vclip's NVDEC decoders stay: they
+    are shared per process by design (in_process_backend), as is the CUDA context."""
+    gc.collect()
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized():
+        torch.cuda.empty_cache()
+    cupy = sys.modules.get("cupy")
+    if cupy is not None:
+        cupy.get_default_memory_pool().free_all_blocks()
+
+
+def vclip_configurations(workers, in_flight, processes, cpu_decoders, *, gpu: bool) -> tuple[list, dict]:
+    """The swept (workers, in flight, processes, CPU decoders) of the vclip tool, and the
+    configurations left out because ``"auto"`` gives a count swept anyway there (the label of each,
+    to the label of the configuration it equals)."""
+    swept, same = [], {}
+    for c in cpu_decoders:
+        for p in processes:
+            for w in workers:
+                for n in in_flight:
+                    count = resolve_cpu_decoders(c, gpu=gpu, decode_processes=p, in_flight=n)
+                    if c == "auto" and count in cpu_decoders:
+                        same[vclip_label((w, n, p, c))] = vclip_label((w, n, p, count))
+                    else:
+                        swept.append((w, n, p, c))
+    return swept, same
+
+
+def vclip_label(configuration) -> str:
+    workers, in_flight, processes, cpu_decoders = configuration
+    return "vclip[{}workers={},in_flight={}{}]".format(
+        f"processes={processes}," if processes else "",
+        workers,
+        in_flight,
+        f",cpu_decoders={cpu_decoders}" if cpu_decoders else "",
+    )
 
 
 # -- vclip-only measurements ---------------------------------------------------------------------
@@ -498,14 +687,37 @@ def kernel_bandwidth() -> dict:
     return results
 
 
+def memory_figures(memory: GpuSampler) -> dict:
+    """GPU 0's whole-device used memory at its peak while a tool ran and before it started (bytes,
+    as nvidia-smi counts them: every process, nothing subtracted), and the difference."""
+    peak, baseline = memory.peak[0], memory.baseline[0]
+    return {
+        "gpu_memory_bytes": peak,
+        "gpu_memory_baseline_bytes": baseline,
+        "gpu_memory_above_baseline_bytes": None if peak is None or baseline is None else peak - baseline,
+    }
+
+
+def _gib(value: int | None) -> str:
+    return "?" if value is None else f"{value / 2**30:.2f}"
+
+
+def _ratio(value: float | None) -> str:
+    return "?" if value is None else f"{value:.2f}"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", default=None, help="folder for train.json (default: $OUT or results/)")
     parser.add_argument("--videos", default="/tmp/vclip-bench", help="where the generated video sets go")
-    parser.add_argument("--sets", default="360p,1080p")
-    parser.add_argument("--tools", default="vclip,spdl,pynvc,pyav,decord")
+    parser.add_argument("--sets", default="360p,1080p", help="video sets of benchmarks/common.py (VIDEO_SETS)")
     parser.add_argument(
-        "--batches", type=int, default=0, help="timed batches per tool (default: 100 at 360p, 16 at 1080p)"
+        "--tools",
+        default=f"{DEFAULT_TOOL},vclip,spdl,pynvc,pyav,decord",
+        help=f"tools to measure ({DEFAULT_TOOL} always first in each set)",
+    )
+    parser.add_argument(
+        "--batches", type=int, default=0, help="timed batches per tool (default: 100 at 360p, 16 on the other sets)"
     )
     parser.add_argument("--workers", default="12", help="vclip decode threads (per process); several (8,16) are swept")
     parser.add_argument(
@@ -521,17 +733,34 @@ def main() -> None:
         "--extras",
         action=argparse.BooleanOptionalAction,
         default=True,
-        help="also measure decode work, raw NVDEC and kernel bandwidth",
+        help="also measure raw NVDEC, the decode capacity, vclip without skipping and kernel bandwidth (GPU)",
+    )
+    parser.add_argument(
+        "--device",
+        default="cuda",
+        help="where vclip decodes (default cuda; cpu: a smoke test of the vclip rows, the other tools and "
+        "the extras need CUDA)",
     )
     arguments = parser.parse_args()
 
     set_names = arguments.sets.split(",")
     video_sets = {name: make_video_set(arguments.videos, name) for name in set_names}  # before any CUDA work
-    results = {"workload": {"batch": BATCH, "sequence_length": LENGTH, "stride": STRIDE, "size": SIZE}, "sets": {}}
+    on_gpu = resolve_device(arguments.device).device.is_cuda
+    results: dict = {
+        "workload": {"batch": BATCH, "sequence_length": LENGTH, "stride": STRIDE, "size": SIZE},
+        "device": arguments.device,
+        "gpu_memory": {"reader": nvml().source, "gpu": 0, "period_seconds": MEMORY_PERIOD},
+        "sets": {},
+    }
     worker_counts = [int(w) for w in arguments.workers.split(",")]
     in_flight_counts = [int(n) for n in arguments.in_flight.split(",")]
     process_counts = [int(n) for n in arguments.processes.split(",")]
     cpu_decoder_counts = [n if n == "auto" else int(n) for n in arguments.cpu_decoders.split(",")]
+    configurations, same_configurations = vclip_configurations(
+        worker_counts, in_flight_counts, process_counts, cpu_decoder_counts, gpu=on_gpu
+    )
+    # vclip-default first (issue 22): what a new user gets leads each set, measured before the other tools run
+    tool_names = sorted(arguments.tools.split(","), key=lambda name: name != DEFAULT_TOOL)
     warmup = 5
     for set_name in set_names:
         paths = video_sets[set_name]
@@ -539,59 +768,65 @@ def main() -> None:
             vclip.index_video(path)
         count = arguments.batches or (100 if set_name == "360p" else 16)
         batches = make_batches(paths, count + warmup, seed=1)
-        table = {}
+        table: dict[str, dict] = {}
         settings = {}  # vclip label -> (workers, in flight, processes, cpu decoders)
-        entry = results["sets"][set_name] = {"tools": table}
-        for tool_name in arguments.tools.split(","):
-            configurations = (
-                [
-                    (w, n, p, c)
-                    for c in cpu_decoder_counts
-                    for p in process_counts
-                    for w in worker_counts
-                    for n in in_flight_counts
-                ]
-                if tool_name == "vclip"
-                else [None]
-            )
-            for configuration in configurations:
-                label = (
-                    tool_name
-                    if configuration is None
-                    else (
-                        "vclip[{}workers={},in_flight={}{}]".format(
-                            f"processes={configuration[2]}," if configuration[2] else "",
-                            *configuration[:2],
-                            f",cpu_decoders={configuration[3]}" if configuration[3] else "",
-                        )
-                    )
-                )
+        entry: dict = {"videos": len(paths), "timed_batches": count, "tools": table}
+        results["sets"][set_name] = entry
+        if "vclip" in tool_names and same_configurations:
+            entry["same_configurations"] = same_configurations  # not run: "auto" gives a count swept anyway
+        for tool_name in tool_names:
+            for configuration in configurations if tool_name == "vclip" else [None]:
+                label = tool_name if configuration is None else vclip_label(configuration)
                 if configuration:
                     settings[label] = configuration
-                tool = None
+                memory = GpuSampler([0], period=MEMORY_PERIOD)  # GPU 0, from the tool's construction to its close
                 try:
-                    tool = VclipTool(*configuration) if configuration else TOOLS[tool_name]()
-                    wrong = check(tool, batches[0])
-                    row = measure(tool, batches, warmup)
-                    row["wrong_clips"] = wrong
-                    if configuration:
-                        row["decode_stats"] = tool.stats.as_dict()
-                        row["decoders"] = tool.decoders()
+                    with memory:
+                        if tool_name == DEFAULT_TOOL:
+                            row = in_fresh_process(measure_default, paths, count, warmup, arguments.device)
+                        else:
+                            tool = (
+                                VclipTool(*configuration, device=arguments.device)
+                                if configuration
+                                else TOOLS[tool_name]()
+                            )
+                            try:
+                                wrong = check(tool, batches[0])
+                                row = measure(tool, batches, warmup)
+                                row["wrong_clips"] = wrong
+                                if configuration:
+                                    row["decode_stats"] = tool.stats.as_dict()
+                                    row["decoders"] = tool.decoders()
+                            finally:
+                                tool.close()
                 except Exception as error:  # a missing or broken tool is reported, not fatal
                     row = {"error": f"{type(error).__name__}: {error}"}
-                finally:
-                    if isinstance(tool, VclipTool):
-                        tool.close()
+                tool = None  # its buffers go before the caches are emptied
+                release_cached_memory()
+                row.update(memory_figures(memory))
+                if "memory_estimate_bytes" in row:  # vclip-default: the loader's estimate against the measure
+                    above = row["gpu_memory_above_baseline_bytes"]
+                    row["memory_measured_over_estimate"] = (
+                        None if above is None else above / row["memory_estimate_bytes"]
+                    )
                 table[label] = row
                 print(
-                    f"{set_name:>6} {label:>32}: "
+                    f"{set_name:>16} {label:>44}: "
                     + (f"{row['clips_per_second']:8.1f} clips/s" if "clips_per_second" in row else row["error"])
+                    + f"  GPU {_gib(row['gpu_memory_bytes'])} GiB (+{_gib(row['gpu_memory_above_baseline_bytes'])})"
+                    + (
+                        f", estimate {_gib(row['memory_estimate_bytes'])} GiB"
+                        f" (measured/estimate {_ratio(row['memory_measured_over_estimate'])})"
+                        if "memory_estimate_bytes" in row
+                        else ""
+                    )
                     + (f"  WRONG {row['wrong_clips'][:2]}" if row.get("wrong_clips") else ""),
                     flush=True,
                 )
                 save_results("train", results, arguments.out)
-        if arguments.extras:
-            entry["decode_work"] = decode_work(paths, batches)
+        entry["decode_work"] = decode_work(paths, batches)  # vclip's decode plans: no decoding, on any machine
+        print(f"{set_name:>16} decode work: {entry['decode_work']}", flush=True)
+        if arguments.extras and on_gpu:
             entry["raw_nvdec"] = raw_nvdec(paths[:16], max(worker_counts))
             if max(process_counts):
                 entry["raw_nvdec_processes"] = raw_nvdec(paths[:16], min(worker_counts), max(process_counts))
@@ -614,7 +849,7 @@ def main() -> None:
                 entry["vclip_without_skipping"] = {"configuration": best, **full}
                 entry["skip_speedup"] = timed[best]["clips_per_second"] / full["clips_per_second"]
             print(
-                f"{set_name:>6} extras: {entry['decode_work']} raw NVDEC {entry['raw_nvdec']['frames_per_second']:.0f} "
+                f"{set_name:>16} extras: raw NVDEC {entry['raw_nvdec']['frames_per_second']:.0f} "
                 f"frames/s (processes: {entry.get('raw_nvdec_processes', {}).get('frames_per_second')}), "
                 f"skip speedup {entry.get('skip_speedup')}",
                 flush=True,
@@ -622,7 +857,7 @@ def main() -> None:
             for key in ("decode_capacity", "decode_capacity_processes"):
                 if key in entry:
                     print(
-                        f"{set_name:>6} {key.replace('_', ' ')} (pictures/s): "
+                        f"{set_name:>16} {key.replace('_', ' ')} (pictures/s): "
                         + ", ".join(
                             f"{name} {row['pictures_per_second']:.0f} ({row['cpu_cores_used']:.1f} cores)"
                             for name, row in entry[key].items()
@@ -630,7 +865,7 @@ def main() -> None:
                         flush=True,
                     )
         save_results("train", results, arguments.out)
-    if arguments.extras:
+    if arguments.extras and on_gpu:
         results["kernel"] = kernel_bandwidth()
         print(
             "kernel:",
