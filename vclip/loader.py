@@ -201,8 +201,9 @@ class ClipLoader(IterableDataset):
             process. One process's threads share one GIL, which caps small videos: on an H200,
             640x360 clips came about 1.5x faster with 4 processes of 4 threads (see
             benchmarks/README.md). ``"auto"`` (default): 4 on the GPU on machines of 8 cores or
-            more, else 0 (:func:`vclip._engine.scheduler.auto_decode_processes`); the attribute
-            holds the count chosen. Each process holds its own CUDA context (about 500 MiB,
+            more unless ``num_threads`` is set, else 0
+            (:func:`vclip._engine.scheduler.auto_decode_processes`); the attribute holds the
+            count chosen. Each process holds its own CUDA context (about 500 MiB,
             counted in :attr:`memory_estimate`) and starts in a couple of seconds. They are fresh
             interpreters that import nothing of the script's (no main guard needed); not
             available inside DataLoader workers.
@@ -371,6 +372,7 @@ class ClipLoader(IterableDataset):
         self.audio_shape: tuple[int, ...] | None = None
         self._device: Device = resolve_device(device).device  # a GPU request without one warns once
         self.decode_processes = resolve_decode_processes(decode_processes, gpu=self._device.is_cuda,
+                                                         num_threads=self.num_threads,
                                                          daemon=multiprocessing.current_process().daemon)
         self._remote_baseline = remote_reads()
         self._source = open_source(videos, cache_dir)

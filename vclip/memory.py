@@ -241,14 +241,14 @@ def _plans_for_gpu(device: Any) -> bool:
     return kind == "cuda"
 
 
-def _decode_processes(decode_processes: int | str, gpu: bool) -> int:
+def _decode_processes(decode_processes: int | str, gpu: bool, num_threads: int) -> int:
     """The decode processes a loader with ``decode_processes`` starts (``"auto"`` resolved for this machine)."""
     if decode_processes != "auto":
         try:
             decode_processes = check_integer("decode_processes", decode_processes, minimum=0)
         except ArgumentError:
             raise fail("decode_processes", decode_processes, '"auto" or an integer >= 0') from None
-    return resolve_decode_processes(decode_processes, gpu=gpu)
+    return resolve_decode_processes(decode_processes, gpu=gpu, num_threads=num_threads)
 
 
 def loader_decode_workers(*, device: Any = "auto", num_threads: int = 0, decode_processes: int | str = "auto") -> int:
@@ -263,7 +263,7 @@ def loader_decode_workers(*, device: Any = "auto", num_threads: int = 0, decode_
     """
     num_threads = check_integer("num_threads", num_threads, minimum=0)
     gpu = _plans_for_gpu(device)
-    decode_processes = _decode_processes(decode_processes, gpu)
+    decode_processes = _decode_processes(decode_processes, gpu, num_threads)
     if decode_processes:
         return decode_processes * (num_threads or PROCESS_DEFAULT_THREADS["cuda" if gpu else "cpu"])
     return num_threads or (NVDEC_DEFAULT_THREADS if gpu else CPU_DEFAULT_THREADS)
@@ -322,7 +322,7 @@ def plan_loader_memory(
     views = check_integer("views", views, minimum=1)
     prefetch_queue_depth = check_integer("prefetch_queue_depth", prefetch_queue_depth, minimum=1)
     on_gpu = _plans_for_gpu(device)
-    decode_processes = _decode_processes(decode_processes, on_gpu)
+    decode_processes = _decode_processes(decode_processes, on_gpu, check_integer("num_threads", num_threads, minimum=0))
     if cpu_decoders != "auto":
         cpu_decoders = check_integer("cpu_decoders", cpu_decoders, minimum=0)
     count = resolve_cpu_decoders(cpu_decoders, gpu=on_gpu, decode_processes=decode_processes,

@@ -278,6 +278,7 @@ def test_auto_decode_processes_are_four_on_a_gpu_with_eight_cores_or_more():
     assert auto_decode_processes(gpu=True, cores=4) == 0  # the feeders and the training loop need them
     assert auto_decode_processes(gpu=False, cores=16) == 0  # PyAV's threads release the lock
     assert auto_decode_processes(gpu=True, cores=16, daemon=True) == 0  # a DataLoader worker starts none
+    assert auto_decode_processes(gpu=True, cores=16, num_threads=3) == 0  # exactly the threads asked for
 
 
 def test_the_memory_plan_counts_the_auto_decode_processes_of_this_machine(monkeypatch):

@@ -266,7 +266,8 @@ def test_loader_and_plan_agree_on_the_gpu(small_video, settings):
     estimate, decode_workers, options = _loader_and_plan(small_video, "cuda", settings)
     assert estimate == vclip.plan_loader_memory(batch_size=3, **options)
     assert decode_workers == loader_decode_workers(
-        device="cuda", num_threads=settings.get("num_threads", 0), decode_processes=settings.get("decode_processes", 0)
+        device="cuda", num_threads=settings.get("num_threads", 0),
+        decode_processes=settings.get("decode_processes", "auto"),
     )
     budget = estimate.total + 5 * estimate.batch.bytes * estimate.buffers  # room for 5 more batches of 3 per buffer
     one_clip = vclip.plan_loader_memory(batch_size=1, **options)

@@ -59,20 +59,21 @@ came 1.48x faster with 4 processes of 4 threads than with 12 threads (benchmarks
 each process holds a CUDA context of about 500 MiB."""
 
 
-def auto_decode_processes(*, gpu: bool, cores: int | None = None, daemon: bool = False) -> int:
+def auto_decode_processes(*, gpu: bool, num_threads: int = 0, cores: int | None = None, daemon: bool = False) -> int:
     """Decode processes for ``decode_processes="auto"``: :data:`AUTO_DECODE_PROCESSES` on the GPU
     with 8 cores or more; none on the CPU (the default decode pool's PyAV threads release the lock
-    while they decode), on smaller machines, or in a ``daemon`` process (a DataLoader worker), which
-    may not start processes."""
-    if not gpu or daemon:
+    while they decode), on smaller machines, in a ``daemon`` process (a DataLoader worker), which
+    may not start processes, or when ``num_threads`` is set (the loader decodes on exactly those)."""
+    if not gpu or daemon or num_threads:
         return 0
     return AUTO_DECODE_PROCESSES if (usable_cores() if cores is None else cores) >= 8 else 0
 
 
-def resolve_decode_processes(decode_processes: int | str, *, gpu: bool, daemon: bool = False) -> int:
+def resolve_decode_processes(decode_processes: int | str, *, gpu: bool, num_threads: int = 0,
+                             daemon: bool = False) -> int:
     """The count ``decode_processes`` asks for: itself, or for ``"auto"`` :func:`auto_decode_processes`."""
     if decode_processes == "auto":
-        return auto_decode_processes(gpu=gpu, daemon=daemon)
+        return auto_decode_processes(gpu=gpu, num_threads=num_threads, daemon=daemon)
     return int(decode_processes)
 
 

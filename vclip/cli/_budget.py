@@ -184,9 +184,10 @@ def _run_budget(args: argparse.Namespace) -> int:
     place = f"{loader.decoders} NVDEC decoders" if loader.cuda_context else "the CPU (host memory)"
     if not loader.cuda_context and args.device == "auto":
         place += "; no usable GPU here: --device cuda plans for one"
+    processes = resolve_decode_processes(args.decode_processes, gpu=bool(loader.cuda_context),
+                                         num_threads=args.num_threads)
     print(f"\na ClipLoader (prefetch_queue_depth {args.prefetch_queue_depth}: {loader.buffers} output buffers; "
-          f"{place}; {resolve_decode_processes(args.decode_processes, gpu=bool(loader.cuda_context))} decode "
-          f"processes) needs, for {what}:")
+          f"{place}; {processes} decode processes) needs, for {what}:")
     print(f"  {format_bytes(loader.total)}")
     for label, part in (("output buffers", loader.output_buffers), ("decode surfaces", loader.decode_surfaces),
                         ("workspace", loader.workspace), ("CUDA contexts", loader.cuda_context)):
@@ -230,7 +231,7 @@ def add_parser(commands) -> None:
                         help="the loader's num_threads (default 0: 12 NVDEC decoders, 4 per process)")
     budget.add_argument("--decode-processes", default="auto", metavar="N",
                         help="the loader's decode_processes, each with its CUDA context: a count or auto "
-                             "(default auto: 4 on a GPU with 8 cores or more, else 0)")
+                             "(default auto: 4 on a GPU with 8 cores or more unless --num-threads is set, else 0)")
     budget.add_argument("--cpu-decoders", default="auto", metavar="N",
                         help="the loader's cpu_decoders: a count or auto (default auto)")
     add_device_option(budget, what="where the loader decodes (cpu counts host buffers only)")
