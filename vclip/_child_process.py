@@ -22,10 +22,13 @@ import subprocess
 import sys
 import threading
 import time
+import warnings
 from multiprocessing import resource_tracker
 from multiprocessing.connection import Connection
 
-__all__ = ["ChildProcess", "child_pipes", "watch_parent"]
+from .errors import warning_class
+
+__all__ = ["ChildProcess", "RaisedWarnings", "child_pipes", "watch_parent"]
 
 
 class ChildProcess:
@@ -81,6 +84,23 @@ def run() -> None:
     module, function = sys.argv[1].split(":")
     resource_tracker._resource_tracker._fd = int(sys.argv[5])  # type: ignore[attr-defined]  # as spawn does
     getattr(importlib.import_module(module), function)()
+
+
+class RaisedWarnings:
+    """Warnings that children caught and sent as ``(class name, message)``, raised again in the
+    parent, each once."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._shown: set[tuple[str, str]] = set()
+
+    def show(self, raised: list[tuple[str, str]], stacklevel: int) -> None:
+        for category_name, message in raised:
+            with self._lock:
+                if (category_name, message) in self._shown:
+                    continue
+                self._shown.add((category_name, message))
+            warnings.warn(message, warning_class(category_name), stacklevel=stacklevel + 1)
 
 
 def child_pipes() -> tuple[Connection, Connection, int]:

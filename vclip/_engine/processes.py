@@ -45,11 +45,11 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import wait as wait_for_connections
 from typing import Any
 
-from .._child_process import ChildProcess, child_pipes, watch_parent
+from .._child_process import ChildProcess, RaisedWarnings, child_pipes, watch_parent
 from .._device import Device
 from .._index_record import VideoIndex
 from .._remote import add_remote_reads, take_remote_reads
-from ..errors import CorruptVideoError, VideoError, warning_class
+from ..errors import CorruptVideoError, VideoError
 from .contract import Backend
 from .pipeline import Conversion, DecodeStats, VideoJob
 from .shared_buffers import BufferHandle, BufferRegistry, open_buffer
@@ -276,7 +276,7 @@ class ProcessBackend:
             BufferRegistry() if share_buffers_with is None else share_buffers_with._registry)
         self._registry.members.add(self)
         self._index_keys: weakref.WeakKeyDictionary[VideoIndex, int] = weakref.WeakKeyDictionary()
-        self._shown_warnings: set[tuple[str, str]] = set()
+        self._warnings = RaisedWarnings()
         self._failed_starts = 0
         self._closing = False
         self._waiting: list[_Pending] = []  # requests that found every worker reserved
@@ -323,7 +323,7 @@ class ProcessBackend:
         reply: _Reply = pending.future.result()
         stats.add(**reply.stats)
         add_remote_reads(reply.remote_reads)
-        self._show_warnings(reply.warnings)
+        self._warnings.show(reply.warnings, stacklevel=3)
         if reply.error is not None:
             raise reply.error
 
@@ -377,14 +377,6 @@ class ProcessBackend:
             waiting, self._waiting = self._waiting, []
         for pending in waiting:
             self._send_again(pending)
-
-    def _show_warnings(self, raised: list[tuple[str, str]]) -> None:
-        for category_name, message in raised:
-            with self._lock:
-                if (category_name, message) in self._shown_warnings:
-                    continue
-                self._shown_warnings.add((category_name, message))
-            warnings.warn(message, warning_class(category_name), stacklevel=4)
 
     def _listen(self) -> None:
         """Resolve replies as they come; replace a worker that died or is stuck on a video."""

@@ -25,10 +25,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .._audio_spans import ClipSpans
-from .._child_process import ChildProcess, child_pipes, watch_parent
+from .._child_process import ChildProcess, RaisedWarnings, child_pipes, watch_parent
 from .._remote import add_remote_reads, take_remote_reads
 from ..audio import AudioSpec, audio_index_for, clips_audio, empty_audio
-from ..errors import CorruptVideoError, VideoError, warning_class
+from ..errors import CorruptVideoError, VideoError
 from .source import as_video_error
 
 __all__ = ["AudioRequest", "AudioHelpers", "decode_clip_audio", "HELPER_DEATHS_PER_CLIP"]
@@ -139,7 +139,7 @@ class AudioHelpers:
         self.count = count
         self._idle: queue.SimpleQueue[_Helper] | None = None
         self._lock = threading.Lock()
-        self._shown_warnings: set[tuple[str, str]] = set()
+        self._warnings = RaisedWarnings()
 
     def decode(self, request: AudioRequest, output: np.ndarray) -> tuple[np.ndarray, bool]:
         """Decode the clip's audio into ``output`` (``[1, ...]``); ``(lengths, has_audio)``.
@@ -164,7 +164,7 @@ class AudioHelpers:
                                                 f"{len(exit_codes)} times (exit status {exit_codes})") from None
         finally:
             idle.put(helper)
-        self._show(reply.warnings)
+        self._warnings.show(reply.warnings, stacklevel=2)
         add_remote_reads(reply.remote_reads)
         if reply.error is not None:
             raise reply.error
@@ -179,14 +179,6 @@ class AudioHelpers:
                 for _ in range(self.count):
                     self._idle.put(_Helper())
             return self._idle
-
-    def _show(self, raised: list[tuple[str, str]]) -> None:
-        for category_name, message in raised:
-            with self._lock:
-                if (category_name, message) in self._shown_warnings:
-                    continue
-                self._shown_warnings.add((category_name, message))
-            warnings.warn(message, warning_class(category_name), stacklevel=3)
 
     def close(self) -> None:
         """Stop the helpers (none may be decoding). Idempotent."""
