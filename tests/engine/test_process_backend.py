@@ -5,6 +5,7 @@ import gc
 import os
 import threading
 import time
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from multiprocessing.shared_memory import SharedMemory
@@ -387,3 +388,18 @@ def test_a_stuck_video_times_out_and_the_others_are_sent_again(clips_videos, tmp
         assert [read_barcode(frame) for frame in output[1]] == list(range(FRAMES))
     finally:
         backend.close()
+
+
+def test_warnings_of_worker_processes_are_raised_once_each_with_their_class():
+    from vclip._child_process import RaisedWarnings
+
+    raised = RaisedWarnings()
+    sent = [("RemoteReadWarning", "server ignores Range"), ("RemoteReadWarning", "server ignores Range"),
+            ("NoSuchWarning", "from a newer vclip"), ("DeprecationWarning", "old")]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        raised.show(sent, stacklevel=1)
+        raised.show(sent[:1], stacklevel=1)
+    assert [(type(w.message), str(w.message)) for w in caught] == [
+        (vclip.RemoteReadWarning, "server ignores Range"), (UserWarning, "from a newer vclip"),
+        (DeprecationWarning, "old")]
