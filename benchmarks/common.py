@@ -3,7 +3,6 @@ JSON results."""
 
 from __future__ import annotations
 
-import ctypes
 import json
 import multiprocessing
 import os
@@ -146,111 +145,51 @@ def environment() -> dict:
 
 
 # -- GPU figures through NVML -------------------------------------------------------------------------
-class _NvmlMemory(ctypes.Structure):
-    """NVML's ``nvmlMemory_t`` (version 1), in bytes."""
-
-    _fields_ = [("total", ctypes.c_ulonglong), ("free", ctypes.c_ulonglong), ("used", ctypes.c_ulonglong)]
-
-
 class Nvml:
-    """What NVML says of the GPUs: through ctypes on the driver's ``libnvidia-ml.so.1``, else through
-    ``pynvml`` where it is importable, else nothing (``source`` None, every figure None: a machine
-    without a GPU runs the benchmarks' CPU paths without it).
+    """What NVML says of the GPUs, through ``pynvml`` (nvidia-ml-py, which CUDA builds of torch
+    bring); without it, or without a driver, nothing: ``available`` False and every figure None, so
+    a machine without a GPU runs the benchmarks' CPU paths.
 
     GPUs are numbered as NVML (and nvidia-smi) numbers them, whatever ``CUDA_VISIBLE_DEVICES`` says.
-
-    Attributes:
-        source: ``"libnvidia-ml.so.1"``, ``"pynvml"`` or None.
     """
 
     def __init__(self) -> None:
-        self.source: str | None = None
-        self._library: ctypes.CDLL | None = None
         self._pynvml = None
-        self._handles: dict[int, object] = {}
         try:
-            library = ctypes.CDLL("libnvidia-ml.so.1")
-            library.nvmlInit_v2.argtypes = []
-            library.nvmlDeviceGetCount_v2.argtypes = [ctypes.POINTER(ctypes.c_uint)]
-            library.nvmlDeviceGetHandleByIndex_v2.argtypes = [ctypes.c_uint, ctypes.POINTER(ctypes.c_void_p)]
-            library.nvmlDeviceGetMemoryInfo.argtypes = [ctypes.c_void_p, ctypes.POINTER(_NvmlMemory)]
-            library.nvmlDeviceGetDecoderUtilization.argtypes = [
-                ctypes.c_void_p, ctypes.POINTER(ctypes.c_uint), ctypes.POINTER(ctypes.c_uint),
-            ]
-            for function in ("nvmlInit_v2", "nvmlDeviceGetCount_v2", "nvmlDeviceGetHandleByIndex_v2",
-                             "nvmlDeviceGetMemoryInfo", "nvmlDeviceGetDecoderUtilization"):
-                getattr(library, function).restype = ctypes.c_int  # nvmlReturn_t, 0: NVML_SUCCESS
-            if library.nvmlInit_v2() == 0:
-                self._library, self.source = library, "libnvidia-ml.so.1"
-        except (OSError, AttributeError):  # no driver library, or one without these functions
-            pass
-        if self.source is None:
-            try:
-                import pynvml
+            import pynvml
 
-                pynvml.nvmlInit()
-                self._pynvml, self.source = pynvml, "pynvml"
-            except Exception:  # not installed, or no driver under it
-                pass
+            pynvml.nvmlInit()
+            self._pynvml = pynvml
+        except Exception:  # not installed, or no driver under it
+            pass
+
+    @property
+    def available(self) -> bool:
+        return self._pynvml is not None
+
+    def _ask(self, question, gpu: int | None = None):
+        """``question(pynvml, handle of gpu)`` (or ``question(pynvml)``), None where NVML cannot answer."""
+        if self._pynvml is None:
+            return None
+        try:
+            if gpu is None:
+                return question(self._pynvml)
+            return question(self._pynvml, self._pynvml.nvmlDeviceGetHandleByIndex(gpu))
+        except self._pynvml.NVMLError:
+            return None
 
     def device_count(self) -> int:
         """GPUs NVML sees (0 without NVML)."""
-        if self._library is not None:
-            count = ctypes.c_uint()
-            return int(count.value) if self._library.nvmlDeviceGetCount_v2(ctypes.byref(count)) == 0 else 0
-        if self._pynvml is not None:
-            try:
-                return int(self._pynvml.nvmlDeviceGetCount())
-            except Exception:
-                return 0
-        return 0
-
-    def _handle(self, gpu: int):
-        if gpu not in self._handles:
-            if self._library is not None:
-                handle = ctypes.c_void_p()
-                if self._library.nvmlDeviceGetHandleByIndex_v2(gpu, ctypes.byref(handle)) != 0:
-                    return None
-                self._handles[gpu] = handle
-            elif self._pynvml is not None:
-                try:
-                    self._handles[gpu] = self._pynvml.nvmlDeviceGetHandleByIndex(gpu)
-                except Exception:
-                    return None
-            else:
-                return None
-        return self._handles[gpu]
+        return self._ask(lambda nv: int(nv.nvmlDeviceGetCount())) or 0
 
     def memory_used(self, gpu: int = 0) -> int | None:
         """Used memory of the whole device ``gpu`` in bytes (every process's, as nvidia-smi counts
         it), or None."""
-        handle = self._handle(gpu)
-        if handle is None:
-            return None
-        if self._library is not None:
-            memory = _NvmlMemory()
-            found = self._library.nvmlDeviceGetMemoryInfo(handle, ctypes.byref(memory))
-            return int(memory.used) if found == 0 else None
-        try:
-            return int(self._pynvml.nvmlDeviceGetMemoryInfo(handle).used)  # type: ignore[union-attr]
-        except Exception:
-            return None
+        return self._ask(lambda nv, handle: int(nv.nvmlDeviceGetMemoryInfo(handle).used), gpu)
 
     def decoder_utilization(self, gpu: int = 0) -> int | None:
         """NVDEC utilisation of ``gpu`` over NVML's last sampling period, in percent, or None."""
-        handle = self._handle(gpu)
-        if handle is None:
-            return None
-        if self._library is not None:
-            utilization, period = ctypes.c_uint(), ctypes.c_uint()  # percent, over ``period`` microseconds
-            found = self._library.nvmlDeviceGetDecoderUtilization(
-                handle, ctypes.byref(utilization), ctypes.byref(period)
-            )
-            return int(utilization.value) if found == 0 else None
-        try:
-            return int(self._pynvml.nvmlDeviceGetDecoderUtilization(handle)[0])  # type: ignore[union-attr]
-        except Exception:
-            return None
+        return self._ask(lambda nv, handle: int(nv.nvmlDeviceGetDecoderUtilization(handle)[0]), gpu)
 
 
 _nvml: Nvml | None = None
@@ -308,7 +247,7 @@ class GpuSampler:
     def __enter__(self) -> GpuSampler:
         self.baseline = [self._nvml.memory_used(gpu) for gpu in self.gpus]
         self.peak = list(self.baseline)
-        if self._nvml.source is not None and self.gpus:
+        if self._nvml.available and self.gpus:
             self._thread = threading.Thread(target=self._run, name="gpu-sampler", daemon=True)
             self._thread.start()
         return self
@@ -318,6 +257,13 @@ class GpuSampler:
         if self._thread is not None:
             self._thread.join()
             self._sample(decoder=False)
+
+
+def in_fresh_process(function, *args, **options):
+    """``function(*args, **options)`` in a new (spawned) process: the CUDA context and all the memory
+    of what it runs are its own, not those of this process (which holds what ran before)."""
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        return pool.submit(function, *args, **options).result()
 
 
 def median_rate(run_once, units_per_run: float, repeats: int = 5, warmup: int = 1) -> dict:

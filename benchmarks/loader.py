@@ -31,15 +31,14 @@ from __future__ import annotations
 
 import argparse
 import math
-import multiprocessing
 import statistics
 import tempfile
 import time
-from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
-from common import make_video_set, save_results
+from common import in_fresh_process, make_video_set, save_results
 
 import vclip
 from vclip._device import resolve_device
@@ -274,7 +273,7 @@ def measure_audio(paths: list[str], rounds: int, **options) -> dict:
     passes: dict[str, list] = {"without": [], "with": []}
     for _ in range(rounds):
         for kind in ("without", "with"):
-            passes[kind].append(_in_fresh_process(measure_audio_pass, paths, audio=kind == "with", **options))
+            passes[kind].append(in_fresh_process(measure_audio_pass, paths, audio=kind == "with", **options))
     without = statistics.median(rate for run in passes["without"] for rate in run["runs"])
     with_audio = statistics.median(rate for run in passes["with"] for rate in run["runs"])
     return {
@@ -321,12 +320,6 @@ def measure_memory(
         "estimate_bytes": loader.memory_estimate.total,
         "samples": samples,
     }
-
-
-def _in_fresh_process(function, *args, **options):
-    """Run ``function`` in a new process, so that each measurement starts with clean GPU memory."""
-    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
-        return pool.submit(function, *args, **options).result()
 
 
 def main() -> None:
@@ -386,14 +379,14 @@ def main() -> None:
         return
     for name in arguments.sets.split(","):
         paths = make_video_set(folder, name)
-        result = _in_fresh_process(
+        result = in_fresh_process(
             measure_set, paths, batches=arguments.batches, warmup=warmup, repeats=repeats, **common
         )
         results["sets"][name] = result
         if arguments.catalog:
             catalog = str(Path(folder) / f"{name}.parquet")
             build_catalog([(path, 0) for path in paths], catalog, incremental=False, progress=False)
-            from_catalog = _in_fresh_process(
+            from_catalog = in_fresh_process(
                 measure_catalog, paths, catalog, batches=arguments.batches, warmup=warmup, repeats=repeats, **common
             )
             from_catalog["same_clips_as_files"] = from_catalog.pop("clips") == result["clips"]
@@ -417,7 +410,7 @@ def main() -> None:
         print(f"saved {save_results('loader', results, arguments.out)}")
         return
     memory_set = "360p" if "360p" in results["sets"] else next(iter(results["sets"]))
-    results["memory_flatness"] = _in_fresh_process(
+    results["memory_flatness"] = in_fresh_process(
         measure_memory, make_video_set(folder, memory_set), batches=memory_batches, every=every, **common
     )
     results["memory_flatness"]["set"] = memory_set

@@ -60,15 +60,14 @@ from __future__ import annotations
 import argparse
 import gc
 import math
-import multiprocessing
 import os
 import sys
 import threading
 import time
-from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
-from common import GpuSampler, make_video_set, median_rate, nvml, save_results
+from common import GpuSampler, in_fresh_process, make_video_set, median_rate, nvml, save_results
 
 import vclip
 from vclip._device import resolve_device
@@ -117,16 +116,20 @@ def unnormalized_barcodes(clip_tchw) -> list[int]:
 
 # -- tools ---------------------------------------------------------------------------------------
 def cpu_seconds() -> float:
-    """CPU time (user + system) of this process and its live children (decode worker processes)."""
+    """CPU time (user + system) of this process and its live children (decode worker processes,
+    audio helpers), from /proc."""
     tick = os.sysconf("SC_CLK_TCK")
-    total = 0.0
-    for pid in [os.getpid()] + [child.pid for child in multiprocessing.active_children()]:
+    me, total = os.getpid(), 0.0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
         try:
-            with open(f"/proc/{pid}/stat") as stat:
+            with open(f"/proc/{entry}/stat") as stat:
                 fields = stat.read().rsplit(")", 1)[1].split()
         except OSError:
-            continue
-        total += (int(fields[11]) + int(fields[12])) / tick  # utime, stime
+            continue  # gone meanwhile
+        if int(entry) == me or int(fields[1]) == me:  # fields[1]: the parent's pid
+            total += (int(fields[11]) + int(fields[12])) / tick  # utime, stime
     return total
 
 
@@ -456,13 +459,6 @@ def measure_default(paths: list[str], batches: int, warmup: int, device: str) ->
     }
 
 
-def in_fresh_process(function, *args):
-    """``function(*args)`` in a new process (spawned): the CUDA context and all the memory of what
-    it runs are its own, not this process's (which holds what the tools before it left)."""
-    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
-        return pool.submit(function, *args).result()
-
-
 def release_cached_memory() -> None:
     """Hand what a closed tool left in this process's device memory caches (torch's, CuPy's) back to
     the device, so that the next tool's baseline does not hold it. vclip's NVDEC decoders stay: they
@@ -749,7 +745,7 @@ def main() -> None:
     results: dict = {
         "workload": {"batch": BATCH, "sequence_length": LENGTH, "stride": STRIDE, "size": SIZE},
         "device": arguments.device,
-        "gpu_memory": {"reader": nvml().source, "gpu": 0, "period_seconds": MEMORY_PERIOD},
+        "gpu_memory": {"reader": "pynvml" if nvml().available else None, "gpu": 0, "period_seconds": MEMORY_PERIOD},
         "sets": {},
     }
     worker_counts = [int(w) for w in arguments.workers.split(",")]

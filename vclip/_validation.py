@@ -22,6 +22,7 @@ from .errors import ArgumentError, fail
 
 __all__ = [
     "check_choice",
+    "check_count_or_auto",
     "check_integer",
     "check_number",
     "check_optional_integer",
@@ -65,6 +66,16 @@ def check_optional_integer(name: str, value: Any, *, minimum: int | None = None,
     except ArgumentError:
         suffix = f", or None {none_means}".rstrip() if none_means else ", or None"
         raise fail(name, value, _integer_words(minimum, None) + suffix) from None
+
+
+def check_count_or_auto(name: str, value: Any) -> int | str:
+    """``"auto"`` as it is, or ``value`` as an integer >= 0 (a count the caller may leave to vclip)."""
+    if isinstance(value, str) and value == "auto":
+        return value
+    try:
+        return check_integer(name, value, minimum=0)
+    except ArgumentError:
+        raise fail(name, value, '"auto" or an integer >= 0') from None
 
 
 def check_number(

@@ -42,7 +42,7 @@ from ._loader.state import LoaderState, dataset_fingerprint
 from ._loader.stats import LoaderCounters, LoaderStats, epoch_summary, make_stats
 from ._remote import remote_reads
 from ._sources import is_url
-from ._validation import check_choice, check_integer, fail, format_bytes, parse_bytes
+from ._validation import check_choice, check_count_or_auto, check_integer, fail, format_bytes, parse_bytes
 from .audio import AudioSpec, audio_samples
 from .errors import ArgumentError
 from .memory import LoaderMemoryEstimate, plan_loader_memory
@@ -340,16 +340,8 @@ class ClipLoader(IterableDataset):
         self.seed = check_integer("seed", seed, minimum=0)
         self.drop_last = bool(drop_last)
         self.num_threads = check_integer("num_threads", num_threads, minimum=0)
-        if not (isinstance(decode_processes, str) and decode_processes == "auto"):
-            try:
-                decode_processes = check_integer("decode_processes", decode_processes, minimum=0)
-            except ArgumentError:
-                raise fail("decode_processes", decode_processes, '"auto" or an integer >= 0') from None
-        if not (isinstance(cpu_decoders, str) and cpu_decoders == "auto"):
-            try:
-                cpu_decoders = check_integer("cpu_decoders", cpu_decoders, minimum=0)
-            except ArgumentError:
-                raise fail("cpu_decoders", cpu_decoders, '"auto" or an integer >= 0') from None
+        decode_processes = check_count_or_auto("decode_processes", decode_processes)
+        cpu_decoders = check_count_or_auto("cpu_decoders", cpu_decoders)
         self.cpu_decoders: int | str = cpu_decoders
         self.prefetch_queue_depth = check_integer("prefetch_queue_depth", prefetch_queue_depth, minimum=1)
         check_choice("even_shards", even_shards, ("pad", "drop"))

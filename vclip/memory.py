@@ -23,8 +23,7 @@ from ._engine.cpu import DEFAULT_WORKERS as CPU_DEFAULT_THREADS
 from ._engine.nvdec import DECODERS_PER_THREAD, NvdecBackend
 from ._engine.processes import THREADS_PER_PROCESS
 from ._engine.scheduler import resolve_decode_processes
-from ._validation import check_integer, check_number, fail, format_bytes, is_integer, parse_bytes
-from .errors import ArgumentError
+from ._validation import check_count_or_auto, check_integer, check_number, fail, format_bytes, is_integer, parse_bytes
 
 __all__ = [
     "MemoryEstimate",
@@ -243,12 +242,8 @@ def _plans_for_gpu(device: Any) -> bool:
 
 def _decode_processes(decode_processes: int | str, gpu: bool, num_threads: int) -> int:
     """The decode processes a loader with ``decode_processes`` starts (``"auto"`` resolved for this machine)."""
-    if decode_processes != "auto":
-        try:
-            decode_processes = check_integer("decode_processes", decode_processes, minimum=0)
-        except ArgumentError:
-            raise fail("decode_processes", decode_processes, '"auto" or an integer >= 0') from None
-    return resolve_decode_processes(decode_processes, gpu=gpu, num_threads=num_threads)
+    return resolve_decode_processes(check_count_or_auto("decode_processes", decode_processes), gpu=gpu,
+                                    num_threads=num_threads)
 
 
 def loader_decode_workers(*, device: Any = "auto", num_threads: int = 0, decode_processes: int | str = "auto") -> int:
@@ -323,8 +318,7 @@ def plan_loader_memory(
     prefetch_queue_depth = check_integer("prefetch_queue_depth", prefetch_queue_depth, minimum=1)
     on_gpu = _plans_for_gpu(device)
     decode_processes = _decode_processes(decode_processes, on_gpu, check_integer("num_threads", num_threads, minimum=0))
-    if cpu_decoders != "auto":
-        cpu_decoders = check_integer("cpu_decoders", cpu_decoders, minimum=0)
+    cpu_decoders = check_count_or_auto("cpu_decoders", cpu_decoders)
     count = resolve_cpu_decoders(cpu_decoders, gpu=on_gpu, decode_processes=decode_processes,
                                  in_flight=prefetch_queue_depth + 1)
     helper_processes = cpu_decoder_processes(count, decode_processes) if on_gpu else 0
