@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from ._index_record import stored_facts
+
 __all__ = [
     "AUDIO_INDEX_FORMAT_VERSION", "AUDIO_ARRAY_DTYPES", "AudioIndex", "audio_index_record", "audio_index_from_record",
 ]
@@ -163,16 +165,7 @@ def audio_index_from_record(record, path: str | os.PathLike) -> AudioIndex:
         ValueError: Another format version, missing or ill-typed fields, arrays that disagree.
     """
     try:
-        version = int(np.asarray(record["format_version"]))
-        if version != AUDIO_INDEX_FORMAT_VERSION:
-            raise ValueError(f"format version {version}, expected {AUDIO_INDEX_FORMAT_VERSION}")
-        facts = json.loads(str(np.asarray(record["facts"])))
-        if not isinstance(facts, dict) or set(facts) != set(_FACT_TYPES):
-            raise ValueError("stream facts have unexpected names")
-        for name, types in _FACT_TYPES.items():
-            value = facts[name]
-            if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
-                raise ValueError(f"stream fact {name} has type {type(value).__name__}")
+        facts = stored_facts(record, AUDIO_INDEX_FORMAT_VERSION, _FACT_TYPES)
         facts["time_base"], facts["origin_seconds"] = Fraction(facts["time_base"]), Fraction(facts["origin_seconds"])
         arrays: dict[str, Any] = {}
         for name, dtype in AUDIO_ARRAY_DTYPES.items():

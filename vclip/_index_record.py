@@ -10,6 +10,7 @@ import functools
 import json
 import math
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, Literal
@@ -19,7 +20,7 @@ import numpy as np
 from ._orientation import Orientation
 
 __all__ = ["VideoIndex", "INDEX_FORMAT_VERSION", "ARRAY_DTYPES", "COLOR_MATRICES", "LARGEST_SAMPLE_ASPECT_RATIO",
-           "parse_stored_facts", "check_facts", "check_index", "index_record", "record_fields"]
+           "parse_stored_facts", "check_facts", "check_index", "index_record", "record_fields", "stored_facts"]
 
 COLOR_MATRICES = ("bt601", "bt709", "bt2020", "smpte240m")
 """The YUV to RGB matrices an index may name (the demux pass maps every other stream to BT.601)."""
@@ -424,6 +425,27 @@ def index_record(index: Any) -> dict[str, np.ndarray]:
     return record
 
 
+def stored_facts(record, version: int, fact_types: Mapping[str, tuple[type, ...]]) -> dict[str, Any]:
+    """The stream facts of a stored record (an index's or an audio index's) of format ``version``:
+    its JSON string ``facts``, with exactly the names of ``fact_types``, each of its accepted types.
+
+    Raises:
+        ValueError: Another format version, other names, a fact of another type.
+        KeyError, TypeError: No such fields (the callers report the record as unreadable).
+    """
+    found = int(np.asarray(record["format_version"]))
+    if found != version:
+        raise ValueError(f"format version {found}, expected {version}")
+    facts = json.loads(str(np.asarray(record["facts"])))
+    if not isinstance(facts, dict) or set(facts) != set(fact_types):
+        raise ValueError("stream facts have unexpected names")
+    for name, types in fact_types.items():
+        value = facts[name]
+        if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
+            raise ValueError(f"stream fact {name} has type {type(value).__name__}")
+    return facts
+
+
 def record_fields(record) -> dict[str, Any]:
     """The index fields (all but ``path``) of a record made by :func:`index_record`.
 
@@ -433,17 +455,7 @@ def record_fields(record) -> dict[str, Any]:
         ValueError: Another format version, missing or ill-typed fields.
     """
     try:
-        version = int(np.asarray(record["format_version"]))
-        if version != INDEX_FORMAT_VERSION:
-            raise ValueError(f"format version {version}, expected {INDEX_FORMAT_VERSION}")
-        facts = json.loads(str(np.asarray(record["facts"])))
-        if not isinstance(facts, dict) or set(facts) != set(_FACT_TYPES):
-            raise ValueError("stream facts have unexpected names")
-        for name, types in _FACT_TYPES.items():
-            value = facts[name]
-            if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
-                raise ValueError(f"stream fact {name} has type {type(value).__name__}")
-        facts = parse_stored_facts(facts)
+        facts = parse_stored_facts(stored_facts(record, INDEX_FORMAT_VERSION, _FACT_TYPES))
         arrays: dict[str, Any] = {}  # keyword arguments of VideoIndex
         for name, dtype in ARRAY_DTYPES.items():
             array = np.asarray(record[name])
