@@ -1,9 +1,13 @@
 """Helpers shared by the tests: where the checkout and the real test videos are, the devices a test
 runs on, frame numbers read back from barcodes, host copies of GPU arrays, FFmpeg's rgb24 frames
 (the reference of the decoders' native-size RGB), the environment of child Python processes,
-vclip's worker processes, and copies of a video with a display matrix or a pixel aspect."""
+vclip's worker processes, copies of a video with a display matrix or a pixel aspect, and the CUDA
+kernels built for the host."""
 
+import ctypes
 import os
+import shutil
+import subprocess
 from pathlib import Path
 
 import av
@@ -131,3 +135,21 @@ def remux(source: str, target: str, *, degrees: int = 0, mirrored: bool = False,
                 packet.stream = copy
                 writer.mux(packet)
     return target
+
+
+def host_kernel_library(harness: str, kernel: str, folder: Path) -> ctypes.CDLL:
+    """``kernels/<kernel>`` built as plain C++ with ``tests/host_kernel/<harness>`` (which includes it
+    after ``cuda_host_shim.h`` and runs its thread functions over the launch grid), loaded."""
+    from vclip._engine import kernel_source_path
+
+    compiler = shutil.which("g++") or shutil.which("c++")
+    if compiler is None:
+        pytest.fail("a C++ compiler (g++) is needed to check the CUDA kernel sources on the host")
+    harness_folder = ROOT / "tests" / "host_kernel"
+    library = folder / f"{Path(harness).stem}.so"
+    command = [compiler, "-std=c++17", "-O1", "-shared", "-fPIC", "-Wall", "-Wextra", "-Werror",
+               f"-I{harness_folder}", f'-DVCLIP_KERNEL_SOURCE="{kernel_source_path(kernel)}"',
+               str(harness_folder / harness), "-o", str(library)]
+    built = subprocess.run(command, capture_output=True, text=True)
+    assert built.returncode == 0, built.stderr
+    return ctypes.CDLL(str(library))

@@ -1,7 +1,9 @@
 """Shot boundaries from per-frame features: the math of the scene method, no decoding.
 
-:func:`frame_features` and :func:`gap_distances` turn analysis frames (RGB uint8, NumPy or CuPy,
-on the device that decoded them) into small tables; :func:`shot_boundaries` decides, on the host,
+:func:`frame_features` and :func:`gap_distances` turn analysis frames (RGB uint8) into small
+tables: here with NumPy on the host, in :mod:`vclip._shots_cuda` with the same functions on the
+GPU that decoded them (``kernels/shot_features.cu``, of which this code is the twin).
+:func:`shot_boundaries` decides, on the host,
 where shots change: flashes left out, the usual change around each frame, cuts, fades through
 black and dissolves (the method is described in :mod:`vclip.keyframes`, which drives the decoding).
 """
@@ -12,22 +14,24 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["MAX_GAP", "SceneSignals", "ShotBoundary", "frame_features", "gap_distances", "median_of_numbers",
-           "shot_boundaries"]
+__all__ = ["BINS", "MAX_GAP", "SceneSignals", "ShotBoundary", "block_grid", "frame_features", "gap_distances",
+           "median_of_numbers", "recent_features", "shot_boundaries"]
 
-# Features of each analysis frame (RGB uint8, ``analysis_width`` pixels across), computed with the
-# same array code by NumPy on the CPU and CuPy on the GPU:
+# Features of each analysis frame (RGB uint8, ``analysis_width`` pixels across), the same values on
+# the CPU and the GPU:
 #   hist    the colour distribution: a 4x4x4 joint RGB histogram, fractions of the pixels (64 bins);
 #           a camera move over one place hardly changes it, a new shot does.
 #   blocks  the picture's layout: mean RGB of 4x4-pixel blocks (16 x 9 blocks at 64 x 36).
-#   luma    mean and standard deviation of the luma (0-255), for fades through black.
-# Distances between frames t and t-g, for every gap g = 1..MAX_GAP, also computed on the device:
+#   luma    the mean BT.601 luma (0-255) and the share of dark pixels, for fades through black.
+# Distances between frames t and t-g, for every gap g = 1..MAX_GAP, also computed on that device:
 #   H_g(t)  half the L1 distance of the histograms (0: same colours, 1: no colour in common)
 #   B_g(t)  the median over blocks of the mean absolute RGB difference, / 255: how much the typical
 #           block changed, so a caption, a logo or a moving object (a minority of blocks) does not count.
 # Everything after that works on these [gap, frame] tables on the host (a few KB per frame).
 
 _HIST_LEVELS = 4  # per channel: 4 x 4 x 4 bins
+BINS = _HIST_LEVELS ** 3
+_LEVEL_SHIFT = 8 - 2  # the top log2(_HIST_LEVELS) bits of each channel
 _BLOCK = 4  # pixels per block side
 MAX_GAP = 40  # longest frame gap compared (2 x the largest half-width + 2 x _PAIR_SPREAD)
 _BETWEEN = 1.3  # a dissolve's middle frames are blends: see _betweenness
@@ -48,7 +52,8 @@ _MIN_DISTANCE = {"H": 0.15, "B": 0.05}
 _NOISE_FLOOR = {"H": 0.045, "B": 0.015}
 # A frame is black (in a fade) when this share of its pixels is darker than this luma: not all
 # of them, so a logo or a caption kept over the black does not count.
-_DARK_LUMA, _DARK_SHARE = 24.0, 0.85
+_DARK_LUMA, _DARK_SHARE = 24, 0.85
+_LUMA_WEIGHTS = np.array([299, 587, 114], dtype=np.int32)  # 1000 x BT.601 luma: exact integer sums
 _FADE_SETTLED, _FADE_LOOK = 0.8, 8  # a fade ends at the first frame with 80% of the brightest luma of the next 8
 _FADE_DEPTH = 0.3  # and its mean luma is at most this share of the brightest frames either side
 
@@ -77,41 +82,46 @@ class SceneSignals:
     dark_share: np.ndarray  # float32 [num_frames]: share of pixels darker than _DARK_LUMA
 
 
-def frame_features(frames, xp) -> dict:
-    """Features of RGB uint8 frames ``[n, h, w, 3]`` (NumPy or CuPy; results on the same device)."""
-    n, height, width, _ = frames.shape
-    shift = 8 - int(np.log2(_HIST_LEVELS))
-    levels = (frames >> shift).astype(xp.int32)
-    codes = (levels[..., 0] * _HIST_LEVELS + levels[..., 1]) * _HIST_LEVELS + levels[..., 2]
-    bins = _HIST_LEVELS ** 3
-    codes = codes.reshape(n, -1) + (xp.arange(n, dtype=xp.int32) * bins)[:, None]
-    hist = xp.bincount(codes.reshape(-1), minlength=n * bins).reshape(n, bins).astype(xp.float32)
-    hist /= float(height * width)
+def block_grid(height: int, width: int) -> tuple[int, int, int, int]:
+    """``rows, columns, block_h, block_w``: the grid of blocks of a ``height`` x ``width`` frame."""
     rows, columns = max(1, height // _BLOCK), max(1, width // _BLOCK)
-    block_h, block_w = height // rows, width // columns
-    pixels = frames[:, :rows * block_h, :columns * block_w].astype(xp.float32)
+    return rows, columns, height // rows, width // columns
+
+
+def frame_features(frames: np.ndarray) -> dict:
+    """Features of RGB uint8 frames ``[n, h, w, 3]``: ``H`` [n, 64] and ``B`` [n, blocks, 3],
+    ``mean`` and ``dark`` [n], all float32 (the twin of ``kernels/shot_features.cu``)."""
+    n, height, width, _ = frames.shape
+    levels = (frames >> _LEVEL_SHIFT).astype(np.int32)
+    codes = (levels[..., 0] * _HIST_LEVELS + levels[..., 1]) * _HIST_LEVELS + levels[..., 2]
+    codes = codes.reshape(n, -1) + (np.arange(n, dtype=np.int32) * BINS)[:, None]
+    hist = np.bincount(codes.reshape(-1), minlength=n * BINS).reshape(n, BINS).astype(np.float32)
+    pixels = height * width
+    hist /= np.float32(pixels)
+    rows, columns, block_h, block_w = block_grid(height, width)
+    cropped = frames[:, :rows * block_h, :columns * block_w].astype(np.float32)  # sums of integers: exact
     # Sum the rows of each block (contiguous lines), then the columns: quicker than one mean over both.
-    lines = pixels.reshape(n, rows, block_h, columns * block_w * 3).sum(axis=2)
+    lines = cropped.reshape(n, rows, block_h, columns * block_w * 3).sum(axis=2)
     blocks = lines.reshape(n, rows, columns, block_w, 3).sum(axis=3).reshape(n, rows * columns, 3)
-    blocks /= float(block_h * block_w)
-    luma = frames.astype(xp.float32) @ xp.asarray([0.299, 0.587, 0.114], dtype=xp.float32)
-    luma = luma.reshape(n, -1)
-    dark = (luma < _DARK_LUMA).mean(axis=1, dtype=xp.float32)
-    return {"H": hist, "B": blocks, "mean": luma.mean(axis=1), "dark": dark}
+    blocks /= np.float32(block_h * block_w)
+    weighted = (frames.astype(np.int32) @ _LUMA_WEIGHTS).reshape(n, -1)  # 1000 x luma, exact
+    mean = (weighted.sum(axis=1, dtype=np.int64) / (1000.0 * pixels)).astype(np.float32)
+    dark = np.count_nonzero(weighted < _DARK_LUMA * 1000, axis=1).astype(np.float32) / np.float32(pixels)
+    return {"H": hist, "B": blocks, "mean": mean, "dark": dark}
 
 
-def gap_distances(features: dict, previous: dict | None, xp) -> dict:
+def gap_distances(features: dict, previous: dict | None) -> dict:
     """``H`` and ``B`` distances of each frame in ``features`` to the ``MAX_GAP`` frames before it
     (``previous``: the features of up to ``MAX_GAP`` frames before these), float32
-    ``[MAX_GAP + 1, n]`` on the features' device, NaN where there is no such frame."""
+    ``[MAX_GAP + 1, n]``, NaN where there is no such frame (the twin of ``kernels/shot_features.cu``)."""
     n = features["H"].shape[0]
     tables = {}
     for name in ("H", "B"):
         current = features[name]
         earlier = previous[name] if previous is not None else current[:0]
-        both = xp.concatenate([earlier, current])
+        both = np.concatenate([earlier, current])
         offset = earlier.shape[0]
-        table = xp.full((MAX_GAP + 1, n), xp.nan, dtype=xp.float32)
+        table = np.full((MAX_GAP + 1, n), np.nan, dtype=np.float32)
         for gap in range(1, MAX_GAP + 1):
             first = max(0, gap - offset)  # the first frame of this chunk that has a frame `gap` before it
             if first >= n:
@@ -119,21 +129,21 @@ def gap_distances(features: dict, previous: dict | None, xp) -> dict:
             later = both[offset + first:offset + n]
             sooner = both[offset + first - gap:offset + n - gap]
             if name == "H":
-                table[gap, first:] = 0.5 * xp.abs(later - sooner).sum(axis=1)
+                table[gap, first:] = 0.5 * np.abs(later - sooner).sum(axis=1)
             else:
-                change = _channel_sum(xp.abs(later - sooner), xp)
+                change = np.abs(later - sooner)
+                # Two additions: NumPy's reduction over 3 channels is several times slower (same values).
+                change = (change[..., 0] + change[..., 1]) + change[..., 2]
                 middle = change.shape[1] // 2  # the upper median (no averaging of two: one partition)
-                table[gap, first:] = xp.partition(change, middle, axis=1)[:, middle] / (3 * 255.0)
+                table[gap, first:] = np.partition(change, middle, axis=1)[:, middle] / np.float32(3 * 255)
         tables[name] = table
     return tables
 
 
-def _channel_sum(values, xp):
-    """``values.sum(axis=2)`` over 3 channels; on the CPU as two additions, the same values
-    (NumPy adds a short axis left to right) several times quicker than its reduction."""
-    if xp is np:
-        return (values[..., 0] + values[..., 1]) + values[..., 2]
-    return values.sum(axis=2)
+def recent_features(previous: dict | None, features: dict) -> dict:
+    """The ``H`` and ``B`` features of the last ``MAX_GAP`` frames of ``previous`` then ``features``."""
+    return {name: (np.concatenate([previous[name], features[name]]) if previous is not None
+                   else features[name])[-MAX_GAP:] for name in ("H", "B")}
 
 
 def _pair_distance(table: np.ndarray, first: np.ndarray, second: np.ndarray) -> np.ndarray:

@@ -65,11 +65,12 @@ from typing import Any, Literal
 
 import numpy as np
 
+from . import _shots, _shots_cuda
 from ._ahead import SharedThreadPool, submitted_ahead
 from ._engine.processes import THREADS_PER_PROCESS
 from ._images import IMAGE_FORMATS, columns_for, contact_sheet, to_numpy, write_image
 from ._jobs import InThisThread, Outcome, Runner, choose_runner
-from ._shots import MAX_GAP, SceneSignals, ShotBoundary, frame_features, gap_distances, shot_boundaries
+from ._shots import SceneSignals, ShotBoundary, shot_boundaries
 from ._validation import (
     ArgumentError,
     check_choice,
@@ -492,13 +493,10 @@ def _scene_signals(decoder: VideoDecoder, analysis_width: int,
 
     def features_of(chunk: tuple[int, int]) -> list[dict]:
         frames = decoder.get_frames(np.arange(*chunk), scaling_factor=scaling_factor).data
-        xp = _array_module(frames)
-        if xp is np:
-            return _features_in_blocks(frames, xp)
-        with frames.device:  # a session thread: the decoder's GPU, and results ready for the caller's stream
-            blocks = _features_in_blocks(frames, xp)
-            xp.cuda.get_current_stream().synchronize()
-        return blocks
+        if isinstance(frames, np.ndarray):  # in blocks: float32 copies of bounded size
+            return [_shots.frame_features(frames[first:first + _CHUNK_FRAMES])
+                    for first in range(0, frames.shape[0], _CHUNK_FRAMES)]
+        return [_shots_cuda.frame_features(frames, synchronize=True)]  # ready for the caller's stream
 
     parts: dict[str, list] = {"H": [], "B": [], "mean": [], "dark": []}
     previous = None
@@ -507,14 +505,13 @@ def _scene_signals(decoder: VideoDecoder, analysis_width: int,
     try:
         for (_, stop), blocks in zip(chunks, chunk_features):
             for features in blocks:
-                xp = _array_module(features["H"])
-                tables = gap_distances(features, previous, xp)
+                shots = _shots if isinstance(features["H"], np.ndarray) else _shots_cuda
+                tables = shots.gap_distances(features, previous)
                 for name in ("H", "B"):
                     parts[name].append(to_numpy(tables[name]))
                 parts["mean"].append(to_numpy(features["mean"]))
                 parts["dark"].append(to_numpy(features["dark"]))
-                previous = {name: (xp.concatenate([previous[name], features[name]]) if previous is not None
-                                   else features[name])[-MAX_GAP:] for name in ("H", "B")}
+                previous = shots.recent_features(previous, features)
             if on_progress is not None:
                 on_progress(stop, index.num_frames)
     finally:
@@ -527,16 +524,3 @@ def _scene_signals(decoder: VideoDecoder, analysis_width: int,
     )
 
 
-def _features_in_blocks(frames, xp) -> list[dict]:
-    """:func:`frame_features` of blocks of at most ``_CHUNK_FRAMES`` frames (float32 copies of bounded size)."""
-    return [frame_features(frames[first:first + _CHUNK_FRAMES], xp)
-            for first in range(0, frames.shape[0], _CHUNK_FRAMES)]
-
-
-def _array_module(array):
-    """NumPy for NumPy arrays, CuPy for arrays on the GPU."""
-    if isinstance(array, np.ndarray):
-        return np
-    import cupy
-
-    return cupy

@@ -8,7 +8,7 @@ import subprocess
 
 import numpy as np
 import pytest
-from helpers import ROOT
+from helpers import ROOT, host_kernel_library
 from kernel_cases import (
     CASES,
     assert_matches_twin,
@@ -35,28 +35,7 @@ HARNESS = ROOT / "tests" / "host_kernel"
 
 @pytest.fixture(scope="module")
 def host_library(tmp_path_factory):
-    compiler = shutil.which("g++") or shutil.which("c++")
-    if compiler is None:
-        pytest.fail("a C++ compiler (g++) is needed to check the CUDA kernel source on the host")
-    library = tmp_path_factory.mktemp("kernel") / "nv12_transform_host.so"
-    command = [
-        compiler,
-        "-std=c++17",
-        "-O1",
-        "-shared",
-        "-fPIC",
-        "-Wall",
-        "-Wextra",
-        "-Werror",
-        f"-I{HARNESS}",
-        f'-DVCLIP_KERNEL_SOURCE="{kernel_source_path()}"',
-        str(HARNESS / "harness.cpp"),
-        "-o",
-        str(library),
-    ]
-    built = subprocess.run(command, capture_output=True, text=True)
-    assert built.returncode == 0, built.stderr
-    return ctypes.CDLL(str(library))
+    return host_kernel_library("harness.cpp", "nv12_transform.cu", tmp_path_factory.mktemp("kernel"))
 
 
 @pytest.fixture(scope="module")

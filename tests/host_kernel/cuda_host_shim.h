@@ -31,10 +31,17 @@ inline unsigned int vclip_float_bits(float v) {
 // One thread runs at a time: a warp's sum is each thread's own value, and every thread adds it.
 inline unsigned long long vclip_warp_sum(unsigned long long v) { return v; }
 inline bool vclip_lane_leads() { return true; }
-inline unsigned long long atomicAdd(unsigned long long* address, unsigned long long v) {
-    unsigned long long old = *address;
+template <typename T>
+inline T atomicAdd(T* address, T v) {
+    T old = *address;
     *address = old + v;
     return old;
+}
+
+inline float __uint_as_float(unsigned int bits) {
+    float v;
+    __builtin_memcpy(&v, &bits, sizeof v);
+    return v;
 }
 
 inline unsigned short vclip_f32_to_f16_bits(float v) {

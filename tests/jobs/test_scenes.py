@@ -157,16 +157,6 @@ def test_median_of_numbers_is_numpys_nanmedian():
 
 
 
-def test_the_channel_sum_on_the_cpu_is_numpys_sum():
-    """The block distances' sum over RGB, as two additions on the CPU: NumPy's values, bit for bit
-    (the CPU and GPU paths share these distances)."""
-    from vclip._shots import _channel_sum
-
-    rng = np.random.default_rng(1)
-    values = rng.random((300, 144, 3), dtype=np.float32) * rng.choice([1e-3, 1.0, 255.0], (300, 144, 3))
-    values = values.astype(np.float32)
-    assert np.array_equal(_channel_sum(values, np), values.sum(axis=2))
-
 def test_a_still_video_and_a_very_short_one_have_no_boundary(videos):
     assert find_shot_boundaries(videos["h264"], device="cpu") == []  # one panning shot
     assert find_shot_boundaries(videos["odd"], device="cpu") == []

@@ -126,10 +126,9 @@ class KernelConverter(PictureConverter):
         self._clip_addresses = [output.data.ptr + target.slot * clip_bytes for target in targets]
         self._launches: dict[tuple[int, int], FrameLaunch] = {}  # by (target, position or -1 for the whole clip)
         self._gray_sums: Any = None  # a grayscale sum per destination, made when a contrast change needs one
-        input_bytes = self._stored_bits // 8
-        self._kernels = {extended: kernels.function(input_bytes, conversion.dtype, extended)
-                         for extended in (False, True)}
-        self._gray_sum_kernel = kernels.gray_sum_function(input_bytes)
+        self._module, self._dtype = kernels, conversion.dtype
+        self._kernels: dict[bool, Any] = {}  # by `extended`: each compiled when a frame first needs it
+        self._gray_sum_kernel: Any = None
 
     def _launch(self, target: int, position: int) -> FrameLaunch:
         clip = self._targets[target]
@@ -170,8 +169,14 @@ class KernelConverter(PictureConverter):
                     self._gray_sums = cupy.zeros(len(self._targets) * self._frames, GRAY_SUM_DTYPE)
                 slot = target * self._frames + position
                 frame_job["gray_sum"] = self._gray_sums.data.ptr + slot * GRAY_SUM_DTYPE.itemsize
+                if self._gray_sum_kernel is None:
+                    self._gray_sum_kernel = self._module.gray_sum_function(self._stored_bits // 8)
                 self._gray_sum_kernel(launch.gray_grid, BLOCK, (launch.params, frame_job[()]))
-            self._kernels[launch.extended](launch.grid, BLOCK, (launch.params, frame_job[()]))
+            kernel = self._kernels.get(launch.extended)
+            if kernel is None:
+                kernel = self._kernels[launch.extended] = self._module.function(
+                    self._stored_bits // 8, self._dtype, launch.extended)
+            kernel(launch.grid, BLOCK, (launch.params, frame_job[()]))
 
     def finish(self) -> Completion:
         import cupy

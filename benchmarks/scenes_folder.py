@@ -1,0 +1,152 @@
+"""Shot detection over folders, as a person who summarizes many videos runs it: vclip's command
+against PySceneDetect's adaptive detector in a pool of one process per core.
+
+Folders (generated here, :func:`vclip.synthetic.make_scene_video`, every class of transition in turn):
+
+- ``360p``: 36 videos of 640x360 at 25 fps, H.264, 8-14 shots each (about 10-20 s);
+- ``720p``: 16 videos of 1280x720 at 25 fps, 6 shots each.
+
+Per folder, each in a fresh process as a user's command starts:
+
+- ``vclip keyframes --method scene`` with its defaults (``--out`` in a scratch folder): **cold**,
+  CuPy's kernel cache empty (a fresh container), then **warm**, the cache the cold run filled;
+- ``extract_keyframes_many(paths, method="scene", device="cuda")``, the API of the command without
+  the images written: **warm**;
+- PySceneDetect (``AdaptiveDetector``, OpenCV backend, defaults), a spawn pool of one process per
+  core over the files, pool start included.
+
+Rates are frames/s of the whole run (wall time, from the process's start). The vclip runs also
+report what the first step of each costs (import, first result).
+
+    python benchmarks/scenes_folder.py [--out DIR] [--sets 360p,720p]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+from common import save_results
+
+from vclip.synthetic import SCENE_VIDEO_CLASSES, make_scene_video
+
+SETS = {  # name: (videos, width, height, shots of video k)
+    "360p": (36, 640, 360, lambda k: 8 + k % 7),
+    "720p": (16, 1280, 720, lambda k: 6),
+}
+
+API_CHILD = r"""
+import json, sys, time
+started = time.perf_counter()
+from vclip.keyframes import extract_keyframes_many
+paths = json.loads(sys.argv[1])
+found = {result.path: result.frame_indices.tolist()
+         for result in extract_keyframes_many(paths, method="scene", device="cuda")}
+print(json.dumps({"seconds": time.perf_counter() - started, "found": found}))
+"""
+
+PYSCENEDETECT_CHILD = r"""
+import json, multiprocessing, os, sys, time
+started = time.perf_counter()
+from concurrent.futures import ProcessPoolExecutor
+sys.path.insert(0, sys.argv[2])
+from scenes import detect_pyscenedetect
+from functools import partial
+paths = json.loads(sys.argv[1])
+if __name__ == "__main__":
+    with ProcessPoolExecutor(os.cpu_count(), mp_context=multiprocessing.get_context("spawn")) as pool:
+        found = list(pool.map(partial(detect_pyscenedetect, detector_name="adaptive"), paths))
+    print(json.dumps({"seconds": time.perf_counter() - started, "found": dict(zip(paths, found))}))
+"""
+
+
+def _make(arguments) -> dict:
+    path, kind, shots, width, height, seed = arguments
+    video = make_scene_video(path, kind, num_shots=shots, width=width, height=height, seed=seed)
+    return {"path": video.path, "frames": video.num_frames, "kind": kind,
+            "boundaries": [(event.kind, event.start, event.end) for event in video.boundaries]}
+
+
+def make_folder(folder: Path, name: str) -> list[dict]:
+    count, width, height, shots = SETS[name]
+    folder.mkdir(parents=True, exist_ok=True)
+    kinds = list(SCENE_VIDEO_CLASSES)
+    jobs = [(str(folder / f"{name}_{k:02d}.mp4"), kinds[k % len(kinds)], shots(k), width, height, 200 + k)
+            for k in range(count)]
+    with ProcessPoolExecutor(os.cpu_count()) as pool:
+        return list(pool.map(_make, jobs))
+
+
+def run_child(command: list[str], environment: dict) -> tuple[float, str]:
+    started = time.perf_counter()
+    done = subprocess.run(command, env=environment, capture_output=True, text=True, timeout=900, check=False)
+    seconds = time.perf_counter() - started
+    if done.returncode != 0:
+        raise RuntimeError(f"{command[:4]}: {done.stderr[-3000:]}")
+    return seconds, done.stdout
+
+
+def measure_folder(name: str, videos: list[dict], scratch: Path) -> dict:
+    paths = [video["path"] for video in videos]
+    frames = sum(video["frames"] for video in videos)
+    cache = Path(tempfile.mkdtemp(prefix="cupy-", dir=scratch))
+    environment = {**os.environ, "CUPY_CACHE_DIR": str(cache)}
+    rates, seconds = {}, {}
+    for run in ("cold", "warm"):
+        out = scratch / f"keyframes-{name}-{run}"
+        spent, _ = run_child([sys.executable, "-m", "vclip", "keyframes", "--method", "scene", "--device", "cuda",
+                              "--no-progress", "--out", str(out), *paths], environment)
+        seconds[f"vclip_cli_{run}"] = spent
+        manifest = json.loads((out / "manifest.json").read_text())
+        if manifest["errors"] or len(manifest["videos"]) != len(paths):
+            raise RuntimeError(f"vclip keyframes failed: {manifest['errors'][:3]}")
+    spent, printed = run_child([sys.executable, "-c", API_CHILD, json.dumps(paths)], environment)
+    seconds["vclip_api_warm"] = spent
+    found_vclip = json.loads(printed.strip().splitlines()[-1])["found"]
+    try:
+        import scenedetect  # noqa: F401
+    except ImportError:
+        found_pyscenedetect = None
+    else:
+        spent, printed = run_child([sys.executable, "-c", PYSCENEDETECT_CHILD, json.dumps(paths),
+                                    str(Path(__file__).resolve().parent)], dict(os.environ))
+        seconds[f"pyscenedetect_adaptive_x{os.cpu_count()}_processes"] = spent
+        found_pyscenedetect = json.loads(printed.strip().splitlines()[-1])["found"]
+    rates = {tool: frames / spent for tool, spent in seconds.items()}
+    result = {"videos": len(paths), "frames": frames, "width": SETS[name][1], "height": SETS[name][2],
+              "seconds": seconds, "frames_per_second": rates,
+              "cold_minus_warm_seconds": seconds["vclip_cli_cold"] - seconds["vclip_cli_warm"],
+              "found": {"vclip": found_vclip, "pyscenedetect_adaptive": found_pyscenedetect}}
+    pyscenedetect = next((rate for tool, rate in rates.items() if tool.startswith("pyscenedetect")), None)
+    if pyscenedetect:
+        result["vclip_over_pyscenedetect"] = {tool: rate / pyscenedetect for tool, rate in rates.items()
+                                              if tool.startswith("vclip")}
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", default=None, help="folder for scenes_folder.json (default: $OUT or results/)")
+    parser.add_argument("--sets", default=",".join(SETS), help=f"folders to measure (default {','.join(SETS)})")
+    arguments = parser.parse_args()
+    results = {}
+    with tempfile.TemporaryDirectory(prefix="vclip-scenes-folder-") as scratch:
+        for name in arguments.sets.split(","):
+            videos = make_folder(Path(scratch) / name, name)
+            results[name] = measure_folder(name, videos, Path(scratch))
+            results[name]["labels"] = {Path(video["path"]).name: video for video in videos}
+            print(name, json.dumps({tool: round(rate) for tool, rate in results[name]["frames_per_second"].items()}),
+                  flush=True)
+            saved = save_results("scenes_folder", {"sets": results}, arguments.out)  # kept if a later set fails
+    print(f"saved {saved}")
+
+
+if __name__ == "__main__":
+    main()
