@@ -126,7 +126,7 @@ class KernelConverter(PictureConverter):
         self._clip_addresses = [output.data.ptr + target.slot * clip_bytes for target in targets]
         self._launches: dict[tuple[int, int], FrameLaunch] = {}  # by (target, position or -1 for the whole clip)
         self._gray_sums: Any = None  # a grayscale sum per destination, made when a contrast change needs one
-        self._module, self._dtype = kernels, conversion.dtype
+        self._module, self._output_dtype = kernels, conversion.dtype
         self._kernels: dict[bool, Any] = {}  # by `extended`: each compiled when a frame first needs it
         self._gray_sum_kernel: Any = None
 
@@ -175,7 +175,7 @@ class KernelConverter(PictureConverter):
             kernel = self._kernels.get(launch.extended)
             if kernel is None:
                 kernel = self._kernels[launch.extended] = self._module.function(
-                    self._stored_bits // 8, self._dtype, launch.extended)
+                    self._stored_bits // 8, self._output_dtype, launch.extended)
             kernel(launch.grid, BLOCK, (launch.params, frame_job[()]))
 
     def finish(self) -> Completion:
