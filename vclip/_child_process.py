@@ -10,6 +10,10 @@ opens stays the parent's to unlink. The parent sees a child much as a ``multipro
 ``is_alive()``, ``exitcode`` (``-N`` after signal N), ``kill()``, ``join()``, and a ``sentinel``
 that :func:`multiprocessing.connection.wait` finds ready once the child has exited.
 
+Beside its environment a child takes over fsspec's configuration as the parent holds it when the
+child starts (``fsspec.config.conf``: endpoints, credentials and client options a program may set
+in memory rather than in files or ``FSSPEC_*`` variables), so that it reads URLs as its parent does.
+
 The child runs ``main`` (``"module:function"``), which calls :func:`child_pipes`, then
 :func:`watch_parent` so that a parent killed with SIGKILL leaves no orphan.
 """
@@ -18,6 +22,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import pickle
 import subprocess
 import sys
 import threading
@@ -60,6 +65,10 @@ class ChildProcess:
         self.requests = Connection(requests_write, readable=False)
         self.replies = Connection(replies_read, writable=False)
         self.sentinel = Connection(alive_read, writable=False)
+        try:
+            self.requests.send_bytes(_inherited_settings())
+        except OSError:  # it died at once: its exit code says so
+            pass
 
     def is_alive(self) -> bool:
         return self._popen.poll() is None
@@ -103,10 +112,43 @@ class RaisedWarnings:
             warnings.warn(message, warning_class(category_name), stacklevel=stacklevel + 1)
 
 
+def _inherited_settings() -> bytes:
+    """What a child takes over beside its environment, pickled: fsspec's configuration, when this
+    process loaded fsspec (a configuration that does not pickle is left out, with a warning)."""
+    config = sys.modules.get("fsspec.config")
+    if config is None:
+        return pickle.dumps({})
+    try:
+        return pickle.dumps({"fsspec_config": config.conf})
+    except Exception as error:  # an object of the program's that pickle cannot copy
+        warnings.warn(f"fsspec's configuration cannot be passed to vclip's worker processes ({error}): they "
+                      "read URLs with the configuration of fsspec's files and FSSPEC_* variables only",
+                      RuntimeWarning, stacklevel=3)
+        return pickle.dumps({})
+
+
 def child_pipes() -> tuple[Connection, Connection, int]:
-    """In a child: its request and reply pipes and its parent's pid, from its command line."""
+    """In a child: its request and reply pipes and its parent's pid, from its command line, once
+    the settings the parent sent first are in force."""
     requests, replies, _alive, _tracker, parent = (int(argument) for argument in sys.argv[2:7])
-    return Connection(requests, writable=False), Connection(replies, readable=False), parent
+    reading = Connection(requests, writable=False)
+    try:
+        sent = reading.recv_bytes()
+    except (EOFError, OSError):  # the parent is gone
+        os._exit(0)
+    try:
+        settings = pickle.loads(sent)
+    except Exception as error:  # e.g. an object of a class of the parent's main script
+        warnings.warn(f"vclip worker process {os.getpid()}: fsspec's configuration of the parent could not be "
+                      f"read ({error}); using fsspec's files and FSSPEC_* variables only", RuntimeWarning,
+                      stacklevel=2)
+        settings = {}
+    if "fsspec_config" in settings:
+        import fsspec.config
+
+        fsspec.config.conf.clear()
+        fsspec.config.conf.update(settings["fsspec_config"])
+    return reading, Connection(replies, readable=False), parent
 
 
 def watch_parent(parent_pid: int) -> None:

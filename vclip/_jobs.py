@@ -220,6 +220,7 @@ def choose_runner(
     gpu_workers: int = 4,
     ray: bool = False,
     ray_address: str | None = None,
+    isolate: bool = False,
 ) -> Runner:
     """The runner of a job over ``items`` videos that decode on ``device``.
 
@@ -228,7 +229,9 @@ def choose_runner(
     :class:`Threads` on a GPU (default ``gpu_workers``, 4: they share this process's NVDEC decoders and
     CUDA context) or in :class:`Processes` on the CPU (default one per usable core: FFmpeg's and
     NumPy's Python-side work of several videos would share one interpreter lock in threads); never
-    more workers than items, and :class:`InThisThread` for one.
+    more workers than items, and :class:`InThisThread` for one (with ``isolate``, a single worker
+    process on the CPU when there are several items, so that a decoder's native crash costs only
+    its video).
 
     Raises:
         ArgumentError: ``workers`` below 1; ``ray`` not a bool; a bad ``device``.
@@ -247,7 +250,7 @@ def choose_runner(
                       FallbackWarning, stacklevel=3)
     count = min(workers or (gpu_workers if resolved.device.is_cuda else usable_cores()), max(items, 1))
     runner: Runner
-    if count == 1:
+    if count == 1 and not (isolate and items > 1 and not resolved.device.is_cuda):
         runner = InThisThread()
     elif resolved.device.is_cuda:
         runner = Threads(count)

@@ -200,10 +200,11 @@ class ClipLoader(IterableDataset):
             buffers (CUDA IPC on the GPU, shared memory on the CPU); 0: decode threads in this
             process. One process's threads share one GIL, which caps small videos: on an H200,
             640x360 clips came about 1.5x faster with 4 processes of 4 threads (see
-            benchmarks/README.md). ``"auto"`` (default): 4 on the GPU on machines of 8 cores or
-            more unless ``num_threads`` is set, else 0
-            (:func:`vclip._engine.scheduler.auto_decode_processes`); the attribute holds the
-            count chosen. Each process holds its own CUDA context (about 500 MiB,
+            benchmarks/README.md). ``"auto"`` (default), unless ``num_threads`` is set (then 0):
+            on the GPU 4 on machines of 8 cores or more, else 0; on the CPU one per 2 of the
+            ``min(8, cores)`` default threads, so that a decoder's native crash costs only its
+            video (:func:`vclip._engine.scheduler.auto_decode_processes`); the attribute holds
+            the count chosen. Each process holds its own CUDA context (about 500 MiB,
             counted in :attr:`memory_estimate`) and starts in a couple of seconds. They are fresh
             interpreters that import nothing of the script's (no main guard needed); not
             available inside DataLoader workers.

@@ -272,11 +272,13 @@ def test_auto_cpu_decoders_leaves_cores_to_nvdec_feeders_and_the_consumer():
     assert resolve_cpu_decoders(3, gpu=True, in_flight=3) == 3  # a count is taken as it is
 
 
-def test_auto_decode_processes_are_four_on_a_gpu_with_eight_cores_or_more():
+def test_auto_decode_processes_are_four_on_a_gpu_with_eight_cores_or_more_one_per_two_cpu_threads():
     assert auto_decode_processes(gpu=True, cores=16) == 4
     assert auto_decode_processes(gpu=True, cores=8) == 4
     assert auto_decode_processes(gpu=True, cores=4) == 0  # the feeders and the training loop need them
-    assert auto_decode_processes(gpu=False, cores=16) == 0  # PyAV's threads release the lock
+    # On the CPU one per 2 of the min(8, cores) default threads: crash-isolated decoders, as many
+    assert [auto_decode_processes(gpu=False, cores=cores) for cores in (1, 2, 3, 4, 16)] == [1, 1, 1, 2, 4]
+    assert auto_decode_processes(gpu=False, cores=16, daemon=True) == 0
     assert auto_decode_processes(gpu=True, cores=16, daemon=True) == 0  # a DataLoader worker starts none
     assert auto_decode_processes(gpu=True, cores=16, num_threads=3) == 0  # exactly the threads asked for
 

@@ -226,6 +226,27 @@ def test_s3_frames_equal_the_local_files(s3, folder):
     np.testing.assert_array_equal(frames.data, local_frames(folder / "long.mp4", indices))
 
 
+def test_decode_processes_read_s3_with_the_fsspec_configuration_set_in_memory(s3, folder):
+    """The bucket's endpoint is only in this process's ``fsspec.config.conf``: the loader's decode
+    processes (fresh interpreters) take it over and read the same clips as the threads."""
+    import fsspec.config
+
+    assert fsspec.config.conf["s3"]["endpoint_url"] == s3 and "FSSPEC_S3" not in os.environ
+    batches = {}
+    for processes in (0, 1):
+        loader = vclip.ClipLoader([("s3://videos/long.mp4", 0)], vclip.strided(8, 3, clips_per_video=4),
+                                  batch_size=2, device="cpu", seed=1, decode_processes=processes)
+        try:
+            assert loader.decode_processes == processes
+            batches[processes] = [(batch.frame_indices.numpy(), batch.data.numpy()) for batch in loader]
+        finally:
+            loader.close()
+    assert len(batches[1]) == 2
+    for (indices, data), (indices_threads, data_threads) in zip(batches[1], batches[0]):
+        assert np.array_equal(indices, indices_threads) and np.array_equal(data, data_threads)
+        assert [barcodes(clip) for clip in data] == indices.tolist()
+
+
 def test_s3_missing_objects_and_buckets(s3):
     for url in ("s3://videos/nothing.mp4", "s3://no-such-bucket/v.mp4"):
         with pytest.raises(VideoNotFoundError) as caught:

@@ -190,18 +190,11 @@ def test_the_nasa_dissolve():
 
 @pytest.mark.gpu
 def test_gpu_finds_the_same_boundaries(labelled, cpu_found):
-    """NVDEC decodes and the kernel downscales; the features and the decision are the same code.
-    The GPU's and the CPU's 64-pixel frames differ by rounding, so gradual boundaries may move by a
-    frame or two; cuts and the scores per class do not change."""
+    """NVDEC decodes and the transform kernel downscales; kernels/shot_features.cu computes the
+    features and distances the CPU's NumPy code computes (tests/engine/test_shot_kernel.py), and
+    the decision is the same code: the same boundaries, of the same kinds, on every video."""
     for kind, group in labelled.items():
-        gpu_found = []
         for video, cpu in zip(group, cpu_found[kind]):
             decoder = vclip.VideoDecoder(video.path, device="cuda")
             assert decoder.device.startswith("cuda")
-            gpu = find_shot_boundaries(video.path, device="cuda")
-            gpu_found.append(gpu)
-            assert [b.frame for b in gpu if b.kind == "cut"] == [b.frame for b in cpu if b.kind == "cut"]
-            assert len(gpu) == len(cpu)
-            for g, c in zip(gpu, cpu):
-                assert g.kind == c.kind and abs(g.frame - c.frame) <= 2
-        assert scores(group, gpu_found)[:2] == scores(group, cpu_found[kind])[:2], kind
+            assert find_shot_boundaries(video.path, device="cuda") == cpu, video.path

@@ -432,6 +432,33 @@ def test_break_and_restart(dataset):
 
 
 @pytest.mark.slow
+def test_the_default_cpu_loader_decodes_in_processes_where_a_crash_costs_nothing(dataset):
+    """``decode_processes="auto"`` on the CPU: worker processes (one per 2 of the default decode
+    threads), so that a decoder's native crash (SIGSEGV, sent here) ends a worker, not the training
+    run: what it was decoding goes to a new worker, and the epoch is the threads' epoch."""
+    import signal
+
+    from vclip._engine import auto_decode_processes
+
+    expected = epoch_of(make_loader(dataset, seed=3))  # 2 threads of this process
+    loader = vclip.ClipLoader(dataset, vclip.strided(4, 2, clips_per_video=2), device="cpu", batch_size=4, seed=3)
+    try:
+        assert loader.decode_processes == auto_decode_processes(gpu=False) >= 1 and loader.num_threads == 0
+        batches = iter(loader)
+        got = epoch_of([next(batches)])
+        workers = worker_pids("vclip._engine.processes:serve_worker")  # other tests' loaders may keep theirs
+        assert len(workers) >= loader.decode_processes
+        for pid in workers:
+            os.kill(pid, signal.SIGSEGV)
+        got += epoch_of(batches)
+        assert set(worker_pids("vclip._engine.processes:serve_worker")) - set(workers)  # replaced
+    finally:
+        loader.close()
+    assert len(got) == len(expected)
+    for batch, twin in zip(got, expected):
+        assert batch.pop("data").equal(twin.pop("data")) and batch == twin
+
+
 def test_a_runtime_that_fails_to_start_stops_its_decode_processes(dataset, monkeypatch):
     import vclip.loader
 
@@ -907,6 +934,27 @@ def test_gpu_decode_processes_match_the_cpu(dataset):
         assert loader.stats().memory.peak_bytes <= loader.memory_estimate.total
     finally:
         loader.close()
+
+
+@pytest.mark.parametrize("device", [pytest.param("cpu"), pytest.param("cuda", marks=pytest.mark.gpu)])
+def test_videos_held_as_bytes_decode_beside_the_decode_processes(dataset, device):
+    """No worker process can open bytes of this process: the backend decodes them here, in the
+    same batches as the files the workers decode."""
+    from vclip._sources import hold_video
+
+    options = dict(transform=vclip.TransformSpec(layout="THWC"), seed=2, batch_size=4)
+    held = [hold_video(open(path, "rb").read()) for path, _ in dataset[1::2]]  # as a Hugging Face dataset holds them
+    mixed = [(held[number // 2][0] if number % 2 else path, label) for number, (path, label) in enumerate(dataset)]
+    expected = epoch_of(make_loader(dataset, **options))  # files, threads, on the CPU
+    loader = make_loader(mixed, device=device, decode_processes=1, num_threads=2, **options)
+    try:
+        got = epoch_of(loader)
+    finally:
+        loader.close()
+    assert [x["frame_indices"] for x in got] == [x["frame_indices"] for x in expected]
+    for x, y in zip(got, expected):
+        assert [barcodes(clip) for clip in x["data"].cpu().numpy()] == x["frame_indices"]
+        assert (x["data"].cpu().int() - y["data"].int()).abs().float().mean() <= (0 if device == "cpu" else 1.5)
 
 
 @pytest.mark.gpu

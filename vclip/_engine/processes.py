@@ -49,6 +49,7 @@ from .._child_process import ChildProcess, RaisedWarnings, child_pipes, watch_pa
 from .._device import Device
 from .._index_record import VideoIndex
 from .._remote import add_remote_reads, take_remote_reads
+from .._sources import is_shareable
 from ..errors import CorruptVideoError, VideoError
 from .contract import Backend
 from .pipeline import Conversion, DecodeStats, VideoJob
@@ -280,11 +281,18 @@ class ProcessBackend:
         self._failed_starts = 0
         self._closing = False
         self._waiting: list[_Pending] = []  # requests that found every worker reserved
+        self._here: Backend | None = None  # decodes the videos no worker can open, made when one comes
         self._workers = [self._start_worker() for _ in range(processes)]
         self._wake_read, self._wake = multiprocessing.Pipe(duplex=False)
         self._listener = threading.Thread(target=self._listen, name="vclip-decode-replies", daemon=True)
         self._listener.start()
         _open_backends.add(self)
+
+    def _backend_here(self) -> Backend:
+        with self._lock:
+            if self._here is None:
+                self._here = self._factory()
+            return self._here
 
     def _start_worker(self) -> _WorkerProcess:
         return _WorkerProcess(self._factory, self.threads, self._index_capacity)
@@ -309,7 +317,14 @@ class ProcessBackend:
 
     # -- decoding -----------------------------------------------------------------------------
     def decode_job(self, job: VideoJob, conversion: Conversion, output, stats: DecodeStats) -> None:
-        """Decode ``job`` into ``output`` in a worker process; returns when the frames are written."""
+        """Decode ``job`` into ``output`` in a worker process; returns when the frames are written.
+        A video held in this process's memory (bytes, a file object), which no worker can open, is
+        decoded here, by the backend the workers run."""
+        if not is_shareable(job.index.path):
+            completion = self._backend_here().decode_job(job, conversion, output, stats)
+            if completion is not None:
+                completion.synchronize()
+            return
         self._registry.forget_freed()
         handle = self._registry.handle_of(output)
         if handle is None:
@@ -510,6 +525,8 @@ class ProcessBackend:
                 worker.process.join()
         self._wake.send(None)
         self._listener.join()
+        if self._here is not None:
+            self._here.close()
         unanswered = list(self._waiting)
         for worker in workers:
             self._receive(worker)

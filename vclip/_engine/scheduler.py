@@ -35,6 +35,7 @@ from .._machine import usable_cores
 from ..errors import VideoError
 from .contract import Backend, Completion
 from .pipeline import Conversion, DecodeStats, VideoJob
+from .processes import THREADS_PER_PROCESS
 from .runner import JobsResult
 
 __all__ = ["AUTO_DECODE_PROCESSES", "AUTO_MIN_IN_FLIGHT", "CPU_DECODERS_PER_PROCESS", "DecoderKindStats",
@@ -60,13 +61,18 @@ each process holds a CUDA context of about 500 MiB."""
 
 
 def auto_decode_processes(*, gpu: bool, num_threads: int = 0, cores: int | None = None, daemon: bool = False) -> int:
-    """Decode processes for ``decode_processes="auto"``: :data:`AUTO_DECODE_PROCESSES` on the GPU
-    with 8 cores or more; none on the CPU (the default decode pool's PyAV threads release the lock
-    while they decode), on smaller machines, in a ``daemon`` process (a DataLoader worker), which
-    may not start processes, or when ``num_threads`` is set (the loader decodes on exactly those)."""
-    if not gpu or daemon or num_threads:
+    """Decode processes for ``decode_processes="auto"``: none in a ``daemon`` process (a DataLoader
+    worker), which may not start processes, or when ``num_threads`` is set (the loader decodes on
+    exactly those threads). Else on the GPU :data:`AUTO_DECODE_PROCESSES` with 8 cores or more (none
+    on smaller machines); on the CPU one per ``THREADS_PER_PROCESS["cpu"]`` of the default decode
+    threads (``min(8, cores)``), so that a decoder's native crash costs only its video, as many
+    decoders as threads would give, at the same speed (benchmarks/README.md)."""
+    if daemon or num_threads:
         return 0
-    return AUTO_DECODE_PROCESSES if (usable_cores() if cores is None else cores) >= 8 else 0
+    cores = usable_cores() if cores is None else cores
+    if not gpu:
+        return max(1, min(8, cores) // THREADS_PER_PROCESS["cpu"])
+    return AUTO_DECODE_PROCESSES if cores >= 8 else 0
 
 
 def resolve_decode_processes(decode_processes: int | str, *, gpu: bool, num_threads: int = 0,

@@ -379,7 +379,7 @@ def _run_sample(args: argparse.Namespace) -> int:
             raise UsageError("writing .pt needs PyTorch, which is not installed (pip install 'vclip-nvdec[torch]'); "
                               "write .npz instead") from None
     with refused_arguments():
-        runner = choose_runner(args.device, workers=args.workers or 1, items=len(inputs))
+        runner = choose_runner(args.device, workers=args.workers or 1, items=len(inputs), isolate=True)
     options = dict(sampler=sampler, transform=transform, seed=args.seed, segment=segment, audio=audio,
                    stream_index=args.stream, device=runner.device)
     combined: list[tuple[int, _Sampled, list[str]]] = []  # (input number, clips, what to say of them)
@@ -559,7 +559,9 @@ def add_parser(commands) -> None:
                              "side (start, centre, end), each clip decoded once; clip_ids and view_ids in .npz/.pt "
                              "say which row is which (default 1)")
     sample.add_argument("--workers", type=int, metavar="N",
-                        help="videos sampled at once: threads on the GPU, processes on the CPU (default 1)")
+                        help="videos sampled at once: threads on the GPU, processes on the CPU (default 1; on the "
+                             "CPU several files go through a worker process even then, so that a decoder's crash "
+                             "costs only its file)")
     add_stream_option(sample)
     add_device_option(sample)
     add_progress_option(sample)
