@@ -81,12 +81,13 @@ def test_an_items_exception_is_its_own_outcome(make_runner):
     assert not any(o.crashed for o in outcomes)
 
 
-@pytest.mark.parametrize("chunk_size", [1, 3])
-def test_an_item_that_kills_its_worker_process_fails_alone(chunk_size):
+@pytest.mark.parametrize("workers, chunk_size", [(2, 1), (2, 3), (1, 1)])
+def test_an_item_that_kills_its_worker_process_fails_alone(workers, chunk_size):
     """The pool breaks for every task in flight; those items run again, and the one that kills a
-    worker by itself is the only one reported, with the signal."""
+    worker by itself is the only one reported, with the signal (one worker too, as ``vclip
+    sample`` runs several files on the CPU)."""
     items = list(range(6)) + [CRASH] + list(range(6, 12))
-    outcomes = list(Processes(2).run(square_slowly, items, chunk_size=chunk_size))
+    outcomes = list(Processes(workers).run(square_slowly, items, chunk_size=chunk_size))
     assert [o.position for o in outcomes] == list(range(len(items)))
     crashed = outcomes[6]
     assert crashed.crashed and not crashed.ok and crashed.value is None and crashed.error is None
@@ -202,6 +203,9 @@ def test_choose_runner_picks_by_device_and_count():
     assert choose_runner("cpu", items=10, gpu_workers=4).workers == min(usable_cores(), 10)
     assert isinstance(choose_runner("cpu", workers=3, items=1, gpu_workers=4), InThisThread)
     assert isinstance(choose_runner("cpu", workers=1, items=10, gpu_workers=4), InThisThread)
+    isolated = choose_runner("cpu", workers=1, items=10, isolate=True)  # vclip sample's one at a time
+    assert isinstance(isolated, Processes) and isolated.workers == 1
+    assert isinstance(choose_runner("cpu", workers=1, items=1, isolate=True), InThisThread)
     with pytest.raises(ValueError, match=r"workers \(0\) must be an integer >= 1"):
         choose_runner("cpu", workers=0, items=2, gpu_workers=4)
     with pytest.raises(ValueError, match=r"ray \('localhost:6379'\) must be True or False"):
