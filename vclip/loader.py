@@ -31,7 +31,7 @@ from ._audio_decode import span_samples
 from ._dataset import LabeledVideo, VideoSource
 from ._device import Device, resolve_device
 from ._engine.backends import make_backend
-from ._engine.scheduler import resolve_decode_processes
+from ._engine.scheduler import resolve_cpu_decoders, resolve_decode_processes
 from ._loader.audio import LoaderAudio
 from ._loader.batches import SCAN, BadVideos, BatchBuilder, OnError
 from ._loader.clips import ClipDrawer, VideoFacts
@@ -39,7 +39,7 @@ from ._loader.epoch import EpochPlan, EvenShards, process_shard
 from ._loader.runtime import LoaderRuntime
 from ._loader.source import DatasetSource, MixedSizes, open_source, scan
 from ._loader.state import LoaderState, dataset_fingerprint
-from ._loader.stats import LoaderCounters, LoaderStats, epoch_summary, make_stats
+from ._loader.stats import Choice, LoaderCounters, LoaderStats, epoch_summary, make_stats
 from ._remote import remote_reads
 from ._sources import is_url
 from ._validation import check_choice, check_count_or_auto, check_integer, fail, format_bytes, parse_bytes
@@ -367,6 +367,9 @@ class ClipLoader(IterableDataset):
         self.decode_processes = resolve_decode_processes(decode_processes, gpu=self._device.is_cuda,
                                                          num_threads=self.num_threads,
                                                          daemon=multiprocessing.current_process().daemon)
+        self._cpu_decoders = resolve_cpu_decoders(cpu_decoders, gpu=self._device.is_cuda,
+                                                  decode_processes=self.decode_processes,
+                                                  in_flight=self.prefetch_queue_depth + 1)
         self._remote_baseline = remote_reads()
         self._source = open_source(videos, cache_dir)
         self._urls = frozenset(video.path for video in self._source.videos if is_url(video.path))
@@ -554,7 +557,7 @@ class ClipLoader(IterableDataset):
         if runtime is not None and runtime.pid != os.getpid():
             self._bad = copy.copy(self._bad)  # a lock of its own in this process
         backend = make_backend(self._device, processes=self.decode_processes, threads=self.num_threads,
-                               cpu_decoders=self.cpu_decoders, in_flight=self.prefetch_queue_depth + 1)
+                               cpu_decoders=self._cpu_decoders, in_flight=self.prefetch_queue_depth + 1)
         try:
             builder = BatchBuilder(self._source, self._drawer, self._bad, seed=self.seed, on_error=self.on_error,
                                    replace=not self.evaluation, audio=self._audio)
@@ -594,7 +597,7 @@ class ClipLoader(IterableDataset):
             augmentation_factor=self.augmentation_factor, prefetch_queue_depth=self.prefetch_queue_depth,
             num_threads=self.num_threads, decode_processes=self.decode_processes, device=self._device,
             video_width=largest.width, video_height=largest.height, video_bit_depth=largest.bit_depth,
-            cpu_decoders=self.cpu_decoders,
+            cpu_decoders=self._cpu_decoders,
             video_kinds=len({(facts.codec, facts.bit_depth, facts.width, facts.height) for facts in usable}),
             audio=self.audio,
             audio_samples=(0 if self._audio is None else
@@ -630,6 +633,8 @@ class ClipLoader(IterableDataset):
             skipped_videos={paths[video].path: problem for video, problem in self._bad.problems().items()},
             decoder_kinds=runtime.decoder_kinds() if runtime is not None else None,
             remote_reads=remote_reads(self._urls, since=self._remote_baseline) if self._urls else {},
+            chosen={name: Choice(int(count), count.reason) for name, count in (
+                ("decode_processes", self.decode_processes), ("cpu_decoders", self._cpu_decoders))},
         )
 
     def __repr__(self) -> str:

@@ -266,6 +266,10 @@ def test_auto_cpu_decoders_leaves_cores_to_nvdec_feeders_and_the_consumer():
     assert auto_cpu_decoders(gpu=True, decode_processes=4, cores=16) == 10
     assert auto_cpu_decoders(gpu=True, decode_processes=4, cores=16, in_flight=AUTO_MIN_IN_FLIGHT) == 10
     assert auto_cpu_decoders(gpu=True, decode_processes=4, cores=16, in_flight=3) == 0  # the loader's default
+    assert auto_cpu_decoders(gpu=True, decode_processes=4, cores=16, in_flight=3).reason == (
+        "auto: none with 3 batches in flight (they pay off from 16: prefetch_queue_depth=15)")
+    assert auto_cpu_decoders(gpu=True, decode_processes=4, cores=16).reason == (
+        "auto: the cores left beside 4 decode processes and 2 for training, of 16")
     assert auto_cpu_decoders(gpu=True, cores=16) == 0  # decode threads: CPU decoders would hold their GIL
     assert auto_cpu_decoders(gpu=True, decode_processes=2, cores=4) == 0
     assert auto_cpu_decoders(gpu=False, decode_processes=4, cores=16) == 0
@@ -281,6 +285,11 @@ def test_auto_decode_processes_are_four_on_a_gpu_with_eight_cores_or_more_one_pe
     assert auto_decode_processes(gpu=False, cores=16, daemon=True) == 0
     assert auto_decode_processes(gpu=True, cores=16, daemon=True) == 0  # a DataLoader worker starts none
     assert auto_decode_processes(gpu=True, cores=16, num_threads=3) == 0  # exactly the threads asked for
+    assert auto_decode_processes(gpu=True, cores=16).reason == (
+        "auto: a GPU and 16 cores (8 or more): processes feed NVDEC past one interpreter lock")
+    assert auto_decode_processes(gpu=True, cores=4).reason.startswith("auto: a GPU and 4 cores (fewer than 8)")
+    assert auto_decode_processes(gpu=True, cores=16, daemon=True).reason == (
+        "auto: a daemon process (a DataLoader worker) may not start processes")
 
 
 def test_the_memory_plan_counts_the_auto_decode_processes_of_this_machine(monkeypatch):

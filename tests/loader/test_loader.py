@@ -875,8 +875,17 @@ def test_stats_and_epoch_summary(dataset, caplog, capsys):
     assert "\n" not in line and len(line) < 250
     assert line.startswith("LoaderStats(cpu, epoch 0: 3 batches, 12 clips in ") and "0 videos skipped" in line
     summary_lines = stats.summary().splitlines()
-    assert len(summary_lines) == 6 and "2 decode workers (0 NVDEC)" in summary_lines[2]
+    assert len(summary_lines) == 8 and "2 decode workers (0 NVDEC)" in summary_lines[2]
     assert f"{stats.frames.decoded} decoded for 48 delivered" in summary_lines[3]
+    # num_threads=2 is set: no processes, and the loader says why
+    assert as_json["chosen"] == {
+        "decode_processes": {"value": 0, "reason": "auto: num_threads=2 is set, and exactly those threads decode"},
+        "cpu_decoders": {"value": 0, "reason": "auto: none on the CPU (the decode pool keeps every core busy)"},
+    }
+    assert summary_lines[-2:] == [
+        "  decode_processes 0: auto: num_threads=2 is set, and exactly those threads decode",
+        "  cpu_decoders 0: auto: none on the CPU (the decode pool keeps every core busy)",
+    ]
 
     summary = [r.getMessage() for r in caplog.records if "epoch 0" in r.getMessage()]
     assert len(summary) == 1 and "3 batches, 12 clips" in summary[0]
@@ -885,6 +894,21 @@ def test_stats_and_epoch_summary(dataset, caplog, capsys):
     quiet = make_loader(dataset, batch_size=4)
     list(quiet)
     assert "vclip loader epoch" not in capsys.readouterr().err
+
+
+def test_stats_say_what_the_loader_chose_and_why(dataset):
+    """Left to the machine, the loader says what it chose and why; a count given is taken as it is."""
+    from vclip._engine import auto_decode_processes
+    from vclip._machine import usable_cores
+
+    chosen = vclip.ClipLoader(dataset, vclip.strided(4, 2), device="cpu", batch_size=4).stats().chosen
+    cores = usable_cores()
+    assert chosen["decode_processes"].value == auto_decode_processes(gpu=False) == max(1, min(8, cores) // 2)
+    assert chosen["decode_processes"].reason == (
+        f"auto: one per 2 of the min(8, {cores} cores) decode threads, so that a decoder's crash costs only its video")
+    given = make_loader(dataset, decode_processes=2, cpu_decoders=1).stats().chosen
+    assert (given["decode_processes"].value, given["decode_processes"].reason) == (2, "set")
+    assert (given["cpu_decoders"].value, given["cpu_decoders"].reason) == (1, "set")
 
 
 def test_repr(dataset):

@@ -38,7 +38,7 @@ from .pipeline import Conversion, DecodeStats, VideoJob
 from .processes import THREADS_PER_PROCESS
 from .runner import JobsResult
 
-__all__ = ["AUTO_DECODE_PROCESSES", "AUTO_MIN_IN_FLIGHT", "CPU_DECODERS_PER_PROCESS", "DecoderKindStats",
+__all__ = ["AUTO_DECODE_PROCESSES", "AUTO_MIN_IN_FLIGHT", "CPU_DECODERS_PER_PROCESS", "Chosen", "DecoderKindStats",
            "DecoderPool", "PooledBackend", "SharedQueueRunner", "auto_cpu_decoders", "auto_decode_processes",
            "cpu_decoder_processes", "resolve_cpu_decoders", "resolve_decode_processes"]
 
@@ -60,31 +60,53 @@ came 1.48x faster with 4 processes of 4 threads than with 12 threads (benchmarks
 each process holds a CUDA context of about 500 MiB."""
 
 
-def auto_decode_processes(*, gpu: bool, num_threads: int = 0, cores: int | None = None, daemon: bool = False) -> int:
+class Chosen(int):
+    """A count the loader chose (an ``int``) and, in ``reason``, why: what ``loader.stats().chosen``
+    reports for each setting left to the machine."""
+
+    reason: str
+
+    def __new__(cls, value: int, reason: str) -> Chosen:
+        chosen = super().__new__(cls, value)
+        chosen.reason = reason
+        return chosen
+
+
+def auto_decode_processes(*, gpu: bool, num_threads: int = 0, cores: int | None = None,
+                          daemon: bool = False) -> Chosen:
     """Decode processes for ``decode_processes="auto"``: none in a ``daemon`` process (a DataLoader
     worker), which may not start processes, or when ``num_threads`` is set (the loader decodes on
     exactly those threads). Else on the GPU :data:`AUTO_DECODE_PROCESSES` with 8 cores or more (none
     on smaller machines); on the CPU one per ``THREADS_PER_PROCESS["cpu"]`` of the default decode
     threads (``min(8, cores)``), so that a decoder's native crash costs only its video, as many
-    decoders as threads would give, at the same speed (benchmarks/README.md)."""
-    if daemon or num_threads:
-        return 0
+    decoders as threads would give, at about the same speed (benchmarks/README.md)."""
+    if daemon:
+        return Chosen(0, "auto: a daemon process (a DataLoader worker) may not start processes")
+    if num_threads:
+        return Chosen(0, f"auto: num_threads={num_threads} is set, and exactly those threads decode")
     cores = usable_cores() if cores is None else cores
     if not gpu:
-        return max(1, min(8, cores) // THREADS_PER_PROCESS["cpu"])
-    return AUTO_DECODE_PROCESSES if cores >= 8 else 0
+        per_process = THREADS_PER_PROCESS["cpu"]
+        return Chosen(max(1, min(8, cores) // per_process),
+                      f"auto: one per {per_process} of the min(8, {cores} cores) decode threads, so that a "
+                      "decoder's crash costs only its video")
+    if cores >= 8:
+        return Chosen(AUTO_DECODE_PROCESSES, f"auto: a GPU and {cores} cores (8 or more): processes feed NVDEC "
+                                             "past one interpreter lock")
+    return Chosen(0, f"auto: a GPU and {cores} cores (fewer than 8): the NVDEC feeders and the training loop "
+                     "need them")
 
 
 def resolve_decode_processes(decode_processes: int | str, *, gpu: bool, num_threads: int = 0,
-                             daemon: bool = False) -> int:
+                             daemon: bool = False) -> Chosen:
     """The count ``decode_processes`` asks for: itself, or for ``"auto"`` :func:`auto_decode_processes`."""
     if decode_processes == "auto":
         return auto_decode_processes(gpu=gpu, num_threads=num_threads, daemon=daemon)
-    return int(decode_processes)
+    return Chosen(int(decode_processes), "set")
 
 
 def auto_cpu_decoders(*, gpu: bool, decode_processes: int = 0, cores: int | None = None,
-                      in_flight: int | None = None) -> int:
+                      in_flight: int | None = None) -> Chosen:
     """CPU decoders for ``cpu_decoders="auto"``: the cores left free beside NVDEC.
 
     On the GPU the NVDEC feeders need about one core per decode process, and the training loop and
@@ -95,13 +117,19 @@ def auto_cpu_decoders(*, gpu: bool, decode_processes: int = 0, cores: int | None
     already keeps every core busy, and single-threaded decoders from the shared queue measured no
     faster on 2 cores (benchmarks/README.md); ask for a count to use them.
     """
-    if not gpu or not decode_processes or (in_flight is not None and in_flight < AUTO_MIN_IN_FLIGHT):
-        return 0
+    if not gpu:
+        return Chosen(0, "auto: none on the CPU (the decode pool keeps every core busy)")
+    if not decode_processes:
+        return Chosen(0, "auto: none without decode processes (as threads here they would slow NVDEC's feeders)")
+    if in_flight is not None and in_flight < AUTO_MIN_IN_FLIGHT:
+        return Chosen(0, f"auto: none with {in_flight} batches in flight (they pay off from {AUTO_MIN_IN_FLIGHT}: "
+                         f"prefetch_queue_depth={AUTO_MIN_IN_FLIGHT - 1})")
     if cores is None:
         cores = usable_cores()  # the cores this process may run on
     if cores < 8:
-        return 0
-    return max(0, cores - decode_processes - 2)
+        return Chosen(0, f"auto: none on {cores} cores (fewer than 8)")
+    return Chosen(max(0, cores - decode_processes - 2),
+                  f"auto: the cores left beside {decode_processes} decode processes and 2 for training, of {cores}")
 
 
 CPU_DECODERS_PER_PROCESS = 2
@@ -110,11 +138,11 @@ processes): a few per GIL, each process with its CUDA context for the upload and
 
 
 def resolve_cpu_decoders(cpu_decoders: int | str, *, gpu: bool, decode_processes: int = 0,
-                         in_flight: int | None = None) -> int:
+                         in_flight: int | None = None) -> Chosen:
     """The count ``cpu_decoders`` asks for: itself, or for ``"auto"`` :func:`auto_cpu_decoders`."""
     if cpu_decoders == "auto":
         return auto_cpu_decoders(gpu=gpu, decode_processes=decode_processes, in_flight=in_flight)
-    return int(cpu_decoders)
+    return Chosen(int(cpu_decoders), "set")
 
 
 def cpu_decoder_processes(cpu_decoders: int, decode_processes: int) -> int:

@@ -12,8 +12,8 @@ from .._engine.scheduler import DecoderKindStats
 from .._remote import RemoteReads
 from .._validation import format_bytes
 
-__all__ = ["LoaderCounters", "LoaderStats", "StageSeconds", "FrameCounts", "SkippedVideos", "LoaderMemory",
-           "DecoderUse", "make_stats", "epoch_summary"]
+__all__ = ["Choice", "LoaderCounters", "LoaderStats", "StageSeconds", "FrameCounts", "SkippedVideos",
+           "LoaderMemory", "DecoderUse", "make_stats", "epoch_summary"]
 
 
 @dataclass
@@ -147,6 +147,14 @@ class DecoderUse:
 
 
 @dataclass(frozen=True)
+class Choice:
+    """A setting the loader chose for the machine (``"auto"``), or was given (reason ``"set"``)."""
+
+    value: int
+    reason: str
+
+
+@dataclass(frozen=True)
 class LoaderStats:
     """What a ClipLoader has done since it was created, to tell whether it holds training back.
 
@@ -172,6 +180,8 @@ class LoaderStats:
         remote_reads: URL -> what was read from it (:class:`vclip.RemoteReads`: requests,
             retries, bytes) since the loader was created, by this process and its decode
             processes; only the loader's videos at URLs that were read.
+        chosen: ``"decode_processes"`` and ``"cpu_decoders"``: the count in use and why
+            (:class:`Choice`).
     """
 
     device: str
@@ -188,6 +198,7 @@ class LoaderStats:
     memory: LoaderMemory
     decoders: dict[str, DecoderUse] = field(default_factory=dict)
     remote_reads: dict[str, RemoteReads] = field(default_factory=dict)
+    chosen: dict[str, Choice] = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         """Plain nested dicts, lists and numbers (JSON-ready); ``frames`` includes ``decoded_per_delivered``."""
@@ -228,6 +239,7 @@ class LoaderStats:
                 f"{kind} {use.workers} workers {100 * use.busy:.0f}% busy, {use.clips} clips, {use.pictures} pictures"
                 for kind, use in self.decoders.items()))
         lines += [f"    {path}: {problem}" for path, problem in sorted(self.skipped.videos.items())]
+        lines += [f"  {name} {choice.value}: {choice.reason}" for name, choice in self.chosen.items()]
         if self.remote_reads:
             reads = self.remote_reads.values()
             read = format_bytes(sum(r.bytes_read for r in reads))
@@ -242,7 +254,8 @@ _GPU_FIGURES = ("device_used_bytes", "cupy_pool_used_bytes", "cupy_pool_total_by
 def make_stats(counters: LoaderCounters, *, device: Device, epoch: int, decode_workers: int, running_seconds: float,
                memory_baseline: dict[str, int], estimate_bytes: int, skipped_videos: dict[str, str],
                decoder_kinds: dict[str, DecoderKindStats] | None = None,
-               remote_reads: dict[str, RemoteReads] | None = None) -> LoaderStats:
+               remote_reads: dict[str, RemoteReads] | None = None,
+               chosen: dict[str, Choice] | None = None) -> LoaderStats:
     """The loader's stats from its counters.
 
     Args:
@@ -252,6 +265,7 @@ def make_stats(counters: LoaderCounters, *, device: Device, epoch: int, decode_w
         decoder_kinds: What each decoder pool did, when several share the queue; else the one
             kind of ``device`` is reported from the counters.
         remote_reads: What was read per URL (see :attr:`LoaderStats.remote_reads`).
+        chosen: The settings the loader chose, and why (see :attr:`LoaderStats.chosen`).
     """
     values = counters.snapshot()
     if decoder_kinds is not None:
@@ -296,6 +310,7 @@ def make_stats(counters: LoaderCounters, *, device: Device, epoch: int, decode_w
         ),
         decoders=decoders,
         remote_reads=dict(remote_reads or {}),
+        chosen=dict(chosen or {}),
     )
 
 
