@@ -98,7 +98,7 @@ def measure_folder(name: str, videos: list[dict], scratch: Path) -> dict:
     frames = sum(video["frames"] for video in videos)
     cache = Path(tempfile.mkdtemp(prefix="cupy-", dir=scratch))
     environment = {**os.environ, "CUPY_CACHE_DIR": str(cache)}
-    rates, seconds = {}, {}
+    seconds: dict[str, float] = {}
     for run in ("cold", "warm"):
         out = scratch / f"keyframes-{name}-{run}"
         spent, _ = run_child([sys.executable, "-m", "vclip", "keyframes", "--method", "scene", "--device", "cuda",

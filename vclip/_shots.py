@@ -31,7 +31,7 @@ __all__ = ["BINS", "MAX_GAP", "SceneSignals", "ShotBoundary", "block_grid", "fra
 
 _HIST_LEVELS = 4  # per channel: 4 x 4 x 4 bins
 BINS = _HIST_LEVELS ** 3
-_LEVEL_SHIFT = 8 - 2  # the top log2(_HIST_LEVELS) bits of each channel
+_LEVEL_SHIFT = 8 - (_HIST_LEVELS.bit_length() - 1)  # keeps the top log2(_HIST_LEVELS) bits of each channel
 _BLOCK = 4  # pixels per block side
 MAX_GAP = 40  # longest frame gap compared (2 x the largest half-width + 2 x _PAIR_SPREAD)
 _BETWEEN = 1.3  # a dissolve's middle frames are blends: see _betweenness
