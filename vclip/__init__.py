@@ -75,7 +75,6 @@ from . import (  # noqa: F401
 from ._dataset import LabeledVideo
 from ._loader.stats import LoaderStats
 from ._remote import RemoteOptions, RemoteReads, set_remote_options
-from ._validation import format_bytes, parse_bytes
 from ._version import __version__
 from .audio import AudioClips, AudioIndex, AudioSpec, index_audio
 from .decoder import Frames, VideoDecoder
@@ -93,6 +92,8 @@ from .errors import (
     UnsupportedCodecError,
     VideoError,
     VideoNotFoundError,
+    format_bytes,
+    parse_bytes,
 )
 from .huggingface import HuggingFaceSource
 from .index import VideoIndex, clear_index_cache, index_video

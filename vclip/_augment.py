@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from ._validation import (
+from .errors import (
     check_choice,
     check_integer,
     check_range,

@@ -16,8 +16,7 @@ from typing import Any
 from ._fingerprint import content_fingerprint
 from ._index_cache import DiskCache, MemoryCache, MemoryEntry
 from ._sources import VideoInput, hold_video, is_local, open_reader, source_fingerprint
-from ._validation import parse_bytes
-from .errors import CorruptVideoError, NotAVideoError, VideoNotFoundError, video_error_from_os_error
+from .errors import CorruptVideoError, NotAVideoError, VideoNotFoundError, parse_bytes, video_error_from_os_error
 
 __all__ = ["IndexKind", "cached_index", "memory_cache"]
 

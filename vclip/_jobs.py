@@ -35,8 +35,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from ._machine import usable_cores
-from ._validation import check_integer, check_optional_integer, fail
-from .errors import FallbackWarning
+from .errors import FallbackWarning, check_integer, check_optional_integer, fail
 
 __all__ = [
     "GPU_SHARE_PER_TASK", "InThisThread", "Outcome", "Processes", "RayTasks", "Runner", "Threads", "choose_runner",

@@ -1,11 +1,10 @@
 """Random access to one video's bytes by ``(offset, length)`` ranges: the contract of every source
-that is not a local file (bytes, file objects, URLs), and the check that a read got what it asked."""
+that is not a local file (bytes, file objects, URLs). :func:`vclip.errors.check_lengths` checks
+that a read got what it asked."""
 
 from __future__ import annotations
 
-from .errors import CorruptVideoError
-
-__all__ = ["RangeReader", "check_lengths"]
+__all__ = ["RangeReader"]
 
 
 class RangeReader:
@@ -25,15 +24,3 @@ class RangeReader:
         """
         raise NotImplementedError
 
-
-def check_lengths(name: str, ranges: list[tuple[int, int]], chunks: list[bytes]) -> list[bytes]:
-    """``chunks`` if each is as long as its range.
-
-    Raises:
-        CorruptVideoError: The source ends inside a range.
-    """
-    for (offset, length), data in zip(ranges, chunks):
-        if len(data) != length:
-            raise CorruptVideoError(name, f"ends at byte {offset + len(data)}, {offset + length} are needed "
-                                          "(it was changed after indexing?)")
-    return chunks

@@ -30,9 +30,19 @@ from email.utils import parsedate_to_datetime
 from typing import Any
 
 from ._ahead import SharedThreadPool
-from ._range_reader import RangeReader, check_lengths
-from ._validation import check_integer, check_number, format_bytes, parse_bytes
-from .errors import ArgumentError, RemoteReadWarning, UnreadableVideoError, VideoError, VideoNotFoundError
+from ._range_reader import RangeReader
+from .errors import (
+    ArgumentError,
+    RemoteReadWarning,
+    UnreadableVideoError,
+    VideoError,
+    VideoNotFoundError,
+    check_integer,
+    check_lengths,
+    check_number,
+    format_bytes,
+    parse_bytes,
+)
 
 __all__ = [
     "RemoteOptions",

@@ -9,7 +9,6 @@ from typing import Any
 
 from ._dataset import LabeledVideo
 from ._sources import open_reader
-from ._validation import check_integer
 from ._webdataset import (
     DEFAULT_VIDEO_EXTENSIONS,
     LABEL_PAYLOAD_LIMIT,
@@ -19,7 +18,7 @@ from ._webdataset import (
     list_shards,
     shard_names,
 )
-from .errors import ArgumentError, fail
+from .errors import ArgumentError, check_integer, fail
 from .index import VideoIndex, index_video
 
 __all__ = ["WebDatasetSource"]

@@ -41,7 +41,7 @@ import av
 from av.container import InputContainer
 
 from ._fingerprint import sampled_ranges
-from ._range_reader import RangeReader, check_lengths
+from ._range_reader import RangeReader
 from ._remote import RemoteReader
 from .errors import (
     CorruptVideoError,
@@ -49,6 +49,7 @@ from .errors import (
     UnreadableVideoError,
     VideoError,
     VideoNotFoundError,
+    check_lengths,
     fail,
     os_reason,
     video_error_from_os_error,

@@ -35,8 +35,7 @@ from ._audio_decode import decode_audio, span_samples
 from ._audio_index import index_audio
 from ._audio_index_record import AudioIndex
 from ._audio_spans import ClipSpans
-from ._validation import check_choice, check_integer, check_optional_integer
-from .errors import NoAudioError, fail
+from .errors import NoAudioError, check_choice, check_integer, check_optional_integer, fail
 
 __all__ = ["AudioSpec", "AudioClips", "AudioIndex", "index_audio"]
 

@@ -29,8 +29,7 @@ import numpy as np
 from ._device import resolve_device
 from ._jobs import Outcome, choose_runner
 from ._sources import open_container
-from ._validation import check_optional_integer
-from .errors import CorruptVideoError, VideoError
+from .errors import CorruptVideoError, VideoError, check_optional_integer
 from .gop import keyframe_chunks
 from .index import VideoIndex, index_video
 

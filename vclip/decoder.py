@@ -15,8 +15,8 @@ from ._engine.backends import make_backend, shared_process_backend
 from ._engine.pipeline import ClipTarget, DecodeStats, VideoJob, resolve_transform
 from ._engine.runner import JobRunner
 from ._sources import VideoInput, hold_video
-from ._validation import check_flag, check_integer, check_number, check_optional_integer, fail
 from .audio import AudioClips, AudioIndex, AudioSpec, audio_index_for, clips_audio
+from .errors import check_flag, check_integer, check_number, check_optional_integer, fail
 from .index import VideoIndex, index_video
 from .sampling import ClipSampler, check_scaling_factor
 from .transforms import Augmentations, TransformSpec, as_transform_spec

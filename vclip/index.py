@@ -20,8 +20,8 @@ from ._index_record import (
     record_fields,
 )
 from ._sources import VideoInput
-from ._validation import parse_bytes
 from ._webdataset import resolve_video_name
+from .errors import parse_bytes
 
 __all__ = [
     "VideoIndex",

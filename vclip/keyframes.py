@@ -71,15 +71,16 @@ from ._engine.processes import THREADS_PER_PROCESS
 from ._images import IMAGE_FORMATS, columns_for, contact_sheet, to_numpy, write_image
 from ._jobs import InThisThread, Outcome, Runner, choose_runner
 from ._shots import SceneSignals, ShotBoundary, shot_boundaries
-from ._validation import (
+from .decoder import VideoDecoder
+from .errors import (
     ArgumentError,
+    CorruptVideoError,
+    VideoError,
     check_choice,
     check_integer,
     check_number,
     check_optional_integer,
 )
-from .decoder import VideoDecoder
-from .errors import CorruptVideoError, VideoError
 from .gop import keyframe_chunks
 from .sampling import check_scaling_factor, scaled_size
 

@@ -42,9 +42,8 @@ from ._loader.state import LoaderState, dataset_fingerprint
 from ._loader.stats import Choice, LoaderCounters, LoaderStats, epoch_summary, make_stats
 from ._remote import remote_reads
 from ._sources import is_url
-from ._validation import check_choice, check_count_or_auto, check_integer, fail, format_bytes, parse_bytes
 from .audio import AudioSpec, audio_samples
-from .errors import ArgumentError
+from .errors import ArgumentError, check_choice, check_count_or_auto, check_integer, fail, format_bytes, parse_bytes
 from .memory import LoaderMemoryEstimate, plan_loader_memory
 from .sampling import ClipSampler
 from .transforms import Augmentations, TransformSpec, as_transform_spec

@@ -23,7 +23,7 @@ from ._engine.cpu import DEFAULT_WORKERS as CPU_DEFAULT_THREADS
 from ._engine.nvdec import DECODERS_PER_THREAD, NvdecBackend
 from ._engine.processes import THREADS_PER_PROCESS
 from ._engine.scheduler import resolve_decode_processes
-from ._validation import check_count_or_auto, check_integer, check_number, fail, format_bytes, is_integer, parse_bytes
+from .errors import check_count_or_auto, check_integer, check_number, fail, format_bytes, is_integer, parse_bytes
 
 __all__ = [
     "MemoryEstimate",

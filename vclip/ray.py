@@ -43,10 +43,9 @@ import pyarrow as pa
 from ._catalog_build import rows_table
 from ._indexing import IndexJob, index_row
 from ._jobs import connect_ray, gpu_share
-from ._validation import fail
 from .catalog import Catalog, resolve_sources
 from .check import check_video
-from .errors import VideoError
+from .errors import VideoError, fail
 from .sampling import ClipSampler
 from .transforms import TransformSpec
 

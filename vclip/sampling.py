@@ -16,7 +16,7 @@ from typing import Literal, NamedTuple
 import numpy as np
 
 from ._index_record import VideoIndex
-from ._validation import (
+from .errors import (
     check_choice,
     check_integer,
     check_number,

@@ -20,7 +20,7 @@ from typing import Any
 import av
 import numpy as np
 
-from ._validation import fail
+from .errors import fail
 
 __all__ = [
     "make_video", "read_barcode", "audio_signal", "AUDIO_STEP_SECONDS", "BARCODE_BITS",

@@ -32,7 +32,8 @@ from ._augment import (
     RandomShortSideScale,
 )
 from ._orientation import UPRIGHT, Orientation
-from ._validation import (
+from .errors import (
+    ArgumentError,
     check_choice,
     check_flag,
     check_integer,
@@ -41,7 +42,6 @@ from ._validation import (
     fail,
     is_integer,
 )
-from .errors import ArgumentError
 
 __all__ = [
     "TransformSpec", "FrameGeometry", "Orientation", "ORIENTATIONS", "IMAGENET_MEAN", "IMAGENET_STD", "RESIZE_MODES",

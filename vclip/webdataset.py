@@ -28,12 +28,11 @@ from typing import Any
 from ._dataset import LabeledVideo, list_file_paths, load_videos, video_files
 from ._shard_source import WebDatasetSource
 from ._shard_writer import ShardWriteResult, SourceVideo, write_video_shards
-from ._validation import check_integer, parse_bytes
 from ._webdataset import (
     DEFAULT_VIDEO_EXTENSIONS,
     is_shard_source,
 )
-from .errors import ArgumentError, fail
+from .errors import ArgumentError, check_integer, fail, parse_bytes
 from .huggingface import HuggingFaceSource, is_hf_dataset
 
 __all__ = ["DEFAULT_VIDEO_EXTENSIONS", "ShardWriteResult", "WebDatasetSource", "write_shards"]

@@ -19,8 +19,7 @@ from typing import Literal, NamedTuple
 
 import numpy as np
 
-from .._validation import check_integer, fail
-from ..errors import ArgumentError
+from ..errors import ArgumentError, check_integer, fail
 
 __all__ = ["ClipRef", "EpochPlan", "seeded_rng", "shard_videos", "epoch_clip_refs", "replacement_order",
            "process_shard"]

@@ -10,7 +10,7 @@ from .._device import Device
 from .._engine.pipeline import DecodeStats
 from .._engine.scheduler import DecoderKindStats
 from .._remote import RemoteReads
-from .._validation import format_bytes
+from ..errors import format_bytes
 
 __all__ = ["Choice", "LoaderCounters", "LoaderStats", "StageSeconds", "FrameCounts", "SkippedVideos",
            "LoaderMemory", "DecoderUse", "make_stats", "epoch_summary"]

@@ -15,7 +15,7 @@ from .._images import (
     ChartSeries,
     memory_chart,
 )
-from .._validation import check_integer, format_bytes, parse_bytes
+from ..errors import check_integer, format_bytes, parse_bytes
 from ..memory import (
     BYTES_PER_ELEMENT,
     MemoryEstimate,

@@ -9,8 +9,8 @@ import sys
 from .._outputs import (
     printable,
 )
-from .._validation import check_optional_integer
 from ..check import CheckResult, check_videos
+from ..errors import check_optional_integer
 from ._common import (
     EXIT_FAILED,
     EXIT_OK,

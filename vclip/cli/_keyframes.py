@@ -12,8 +12,7 @@ from tqdm import tqdm
 
 from .._device import resolve_device
 from .._outputs import check_output_folder, inside, unique_names, written_whole
-from .._validation import check_integer, check_number, check_optional_integer
-from ..errors import OutputError, VideoError
+from ..errors import OutputError, VideoError, check_integer, check_number, check_optional_integer
 from ..keyframes import (
     KEYFRAME_METHODS,
     THUMBNAIL_WIDTH,

@@ -24,10 +24,9 @@ from .._images import (
 )
 from .._jobs import Outcome, choose_runner
 from .._outputs import check_output_file, check_output_folder, unique_names, written_whole
-from .._validation import check_optional_integer
 from ..audio import AudioClips, AudioSpec
 from ..decoder import Frames, VideoDecoder
-from ..errors import CorruptVideoError, OutputError, VideoError
+from ..errors import CorruptVideoError, OutputError, VideoError, check_optional_integer
 from ..sampling import (
     ClipSampler,
     contiguous,
