@@ -911,6 +911,19 @@ def test_stats_say_what_the_loader_chose_and_why(dataset):
     assert (given["cpu_decoders"].value, given["cpu_decoders"].reason) == (1, "set")
 
 
+def test_a_pickled_loader_keeps_what_it_chose_and_why(dataset):
+    """Spawned DataLoader workers and benchmark processes get the loader pickled: its chosen counts
+    (ints with their reasons) come back whole."""
+    import pickle
+
+    loader = vclip.ClipLoader(dataset, vclip.strided(4, 2), device="cpu", batch_size=4)
+    copy = pickle.loads(pickle.dumps(loader))
+    assert copy.stats().chosen == loader.stats().chosen
+    assert (copy.decode_processes, copy.decode_processes.reason) == (loader.decode_processes,
+                                                                     loader.decode_processes.reason)
+    assert [batch.labels.tolist() for batch in copy] == [batch.labels.tolist() for batch in loader]
+
+
 def test_repr(dataset):
     loader = make_loader(dataset, transform=vclip.TransformSpec(resize=(64, 64), dtype="float16", layout="CTHW"))
     batch = next(iter(loader))

@@ -71,6 +71,9 @@ class Chosen(int):
         chosen.reason = reason
         return chosen
 
+    def __reduce__(self) -> tuple[type[Chosen], tuple[int, str]]:  # pickled with the loader (spawned workers)
+        return Chosen, (int(self), self.reason)
+
 
 def auto_decode_processes(*, gpu: bool, num_threads: int = 0, cores: int | None = None,
                           daemon: bool = False) -> Chosen:
