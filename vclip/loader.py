@@ -200,7 +200,7 @@ class ClipLoader(IterableDataset):
             process. One process's threads share one GIL, which caps small videos: on an H200,
             640x360 clips came about 1.5x faster with 4 processes of 4 threads (see
             benchmarks/README.md). ``"auto"`` (default), unless ``num_threads`` is set (then 0):
-            on the GPU 4 on machines of 8 cores or more, else 0; on the CPU one per 2 of the
+            on the GPU 3 on machines of 8 cores or more, else 0; on the CPU one per 2 of the
             ``min(8, cores)`` default threads, so that a decoder's native crash costs only its
             video (:func:`vclip._engine.scheduler.auto_decode_processes`); the attribute holds
             the count chosen. Each process holds its own CUDA context (about 500 MiB,

@@ -276,9 +276,9 @@ def test_auto_cpu_decoders_leaves_cores_to_nvdec_feeders_and_the_consumer():
     assert resolve_cpu_decoders(3, gpu=True, in_flight=3) == 3  # a count is taken as it is
 
 
-def test_auto_decode_processes_are_four_on_a_gpu_with_eight_cores_or_more_one_per_two_cpu_threads():
-    assert auto_decode_processes(gpu=True, cores=16) == 4
-    assert auto_decode_processes(gpu=True, cores=8) == 4
+def test_auto_decode_processes_are_three_on_a_gpu_with_eight_cores_or_more_one_per_two_cpu_threads():
+    assert auto_decode_processes(gpu=True, cores=16) == 3
+    assert auto_decode_processes(gpu=True, cores=8) == 3
     assert auto_decode_processes(gpu=True, cores=4) == 0  # the feeders and the training loop need them
     # On the CPU one per 2 of the min(8, cores) default threads: crash-isolated decoders, as many
     assert [auto_decode_processes(gpu=False, cores=cores) for cores in (1, 2, 3, 4, 16)] == [1, 1, 1, 2, 4]
@@ -297,7 +297,7 @@ def test_the_memory_plan_counts_the_auto_decode_processes_of_this_machine(monkey
 
     shape = dict(width=224, height=224, batch_size=8, sequence_length=16, device="cuda")
     monkeypatch.setattr(scheduler, "usable_cores", lambda: 16)
-    assert vclip.plan_loader_memory(**shape) == vclip.plan_loader_memory(**shape, decode_processes=4)
+    assert vclip.plan_loader_memory(**shape) == vclip.plan_loader_memory(**shape, decode_processes=3)
     monkeypatch.setattr(scheduler, "usable_cores", lambda: 2)
     assert vclip.plan_loader_memory(**shape) == vclip.plan_loader_memory(**shape, decode_processes=0)
     assert vclip.plan_loader_memory(**shape, decode_processes=4).cuda_context > vclip.plan_loader_memory(

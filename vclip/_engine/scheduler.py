@@ -53,11 +53,13 @@ batches in flight, nothing with 8, and cost 16% at 640x360 with 3 (the loader's 
 work queued, a CPU decode is the last job of its batch."""
 
 
-AUTO_DECODE_PROCESSES = 4
+AUTO_DECODE_PROCESSES = 3
 """Decode processes of ``decode_processes="auto"`` on the GPU, on machines of 8 cores or more. One
 process's threads share one interpreter lock, which caps small videos: on an H200, 640x360 clips
-came 1.48x faster with 4 processes of 4 threads than with 12 threads (benchmarks/README.md), and
-each process holds a CUDA context of about 500 MiB."""
+came 1.48x faster with 4 processes of 4 threads than with 12 threads. Each process holds a CUDA
+context (556 MiB by nvidia-smi at 640x360, 768 MiB with its 1080p decoders; about 1 GiB of the
+whole device's memory in all), and 3 processes of 4 threads were as fast as 4 on the train workload
+at 640x360 and 1080p, with 1 GiB less (benchmarks/README.md)."""
 
 
 class Chosen(int):
