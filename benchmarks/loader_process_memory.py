@@ -1,0 +1,51 @@
+"""GPU memory of each process of a GPU loader (nvidia-smi's per-process figures), at 640x360 and
+1080p, with the default decode processes, 3 and none: where the whole device's memory goes.
+
+Eight videos of each set, the train workload of ``train.py``; after 10, 20 and 30 batches the
+per-process memory is read. All loaders run in this one process, one after the other, so its own
+figure grows with what the loaders before it left in torch's and CuPy's caches; the decode
+processes are fresh for each loader.
+
+    python benchmarks/loader_process_memory.py   (on a GPU machine; results/loader_process_memory.json)
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+
+import train
+from common import make_video_set, save_results
+
+
+def process_memory_mib() -> dict[int, int]:
+    """Used GPU memory of each compute process (MiB), by nvidia-smi."""
+    text = subprocess.run(["nvidia-smi", "--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"],
+                          capture_output=True, text=True).stdout
+    return {int(pid): int(used) for pid, used in (line.split(",") for line in text.strip().splitlines() if line)}
+
+
+def main() -> None:
+    report: dict = {"loader_process": os.getpid(), "loaders": {}}
+    for name in ("360p", "1080p"):
+        paths = make_video_set("/tmp/vclip-mem", name, count=8)
+        for options in ({}, {"decode_processes": 3}, {"decode_processes": 0}):
+            loader = train.vclip.ClipLoader([(path, 0) for path in paths], train.vclip.strided(16, 2),
+                                            transform=train.SPEC, device="cuda", batch_size=8, shuffle=True,
+                                            clips_per_video=40, **options)
+            batches = iter(loader)
+            seen = []
+            for number in range(30):
+                next(batches)
+                if number in (10, 20, 29):
+                    seen.append(process_memory_mib())
+            report["loaders"][f"{name} {options}"] = {"options": options, "process_memory_mib": seen,
+                                                      "memory_estimate": str(loader.memory_estimate)}
+            batches.close()
+            loader.close()
+            print(name, options, seen[-1], flush=True)
+    print(save_results("loader_process_memory", report))
+
+
+if __name__ == "__main__":
+    main()
