@@ -41,6 +41,13 @@ _PAIR_SPREAD = 3  # a gradual boundary must hold for the pairs (a - j, z + j), j
 # A cut's change is at least half the change over 8 more frames each side (else it is gradual),
 # and that wider change at least 60% of the cut's (else the picture came back: not a new shot).
 _ABRUPT_SPAN, _ABRUPT_SHARE, _LASTING_SHARE = 8, 0.5, 0.6
+# A cut's change is also this many times the change of each frame pair beside it: fast motion (a
+# whip pan, a crash zoom, hand-held shake, an object crossing the frame) changes every pair about alike.
+_ABOVE_NEIGHBOURS = 2.0
+# And the new picture is new: none of the _NEW_LOOK frames before the cut comes within
+# _NEW_SHARE of the cut's change of its first frame, nor does any of the _NEW_LOOK frames after it
+# of its last old frame. Shake and an object passing back and forth bring earlier pictures back.
+_NEW_LOOK, _NEW_SHARE = 8, 0.7
 _HALF_WIDTHS = (2, 3, 4, 6, 8, 11, 14, 17)  # half-lengths of the gradual transitions looked for
 _BASE_WINDOW = 12  # frame pairs each side whose median distance is the usual change at that gap
 _TRANSIENT_FRAMES = 4  # the longest flash (or brief occlusion) bridged over
@@ -237,7 +244,8 @@ def _boundary_evidence(tables: dict, usual: dict, first: np.ndarray, last: np.nd
     leaving out a side that reaches past a boundary counted in ``found_before``) plus a noise floor; the
     smallest over the pairs, the largest over the two features; 0 where the pairs are closer than
     :data:`_MIN_DISTANCE`, and with ``abrupt``, where the change is less than half the change
-    over :data:`_ABRUPT_SPAN` more frames each side (a gradual change, not a cut)."""
+    over :data:`_ABRUPT_SPAN` more frames each side (a gradual change, not a cut) or less than
+    :data:`_ABOVE_NEIGHBOURS` times the change of a frame pair beside it (motion)."""
     best = np.zeros(first.shape, dtype=np.float32)
     for name, table in tables.items():
         before, after = usual[name]
@@ -266,7 +274,14 @@ def _boundary_evidence(tables: dict, usual: dict, first: np.ndarray, last: np.nd
             jump = _pair_distance(table, first, last)  # differ about as much as these two
             across = _pair_distance(table, first - _ABRUPT_SPAN, last + _ABRUPT_SPAN)
             across = np.where(np.isnan(across), jump, across)
-            ratio = np.where((jump >= _ABRUPT_SHARE * across) & (across >= _LASTING_SHARE * jump), ratio, 0.0)
+            beside = np.fmax(_pair_distance(table, first - 1, first), _pair_distance(table, last, last + 1))
+            alone = ~(jump < _ABOVE_NEIGHBOURS * beside)  # NaN beside (the video's ends, flashes): alone
+            nearest = np.fmin.reduce(np.stack([_pair_distance(table, last - k, last) for k in range(2, _NEW_LOOK + 1)]
+                                              + [_pair_distance(table, first, first + k)
+                                                 for k in range(2, _NEW_LOOK + 1)]), axis=0)
+            new = ~(nearest < _NEW_SHARE * jump)
+            ratio = np.where((jump >= _ABRUPT_SHARE * across) & (across >= _LASTING_SHARE * jump) & alone & new,
+                             ratio, 0.0)
         best = np.fmax(best, np.nan_to_num(ratio))
     return best
 

@@ -35,7 +35,11 @@ decision is made, the same for both devices:
 3. **Cuts**: frame b starts a shot when the distance from frame b - 1 is at least
    ``scene_threshold`` times the usual change at gap 1 (plus a noise floor) in either feature,
    above a minimum, makes at least half of the change over 8 more frames each side at once, and
-   that wider change is at least 60% of it (the picture does not come back).
+   that wider change is at least 60% of it (the picture does not come back). The change is also
+   twice that of each frame pair beside it (a whip pan or a crash zoom changes every pair about
+   alike), and the new picture is new: none of the 8 frames before comes within 70% of the change
+   of the first new frame, nor any of the 8 after of the last old frame (shake and an object
+   passing back and forth bring earlier pictures back).
 4. **Fades**: a run of black frames (85% of pixels darker than luma 24, and at most 30% as bright
    as both sides) between two shots; the fade starts where the frames start to dim and ends at the
    first frame with 80% of the brightness of the frames after it.

@@ -304,7 +304,8 @@ def read_barcode(frame: np.ndarray, *, flipped: bool = False) -> int:
 # --- Labelled shot-boundary videos -------------------------------------------------------------
 
 BOUNDARY_KINDS = ("cut", "dissolve", "fade")
-SCENE_VIDEO_CLASSES = ("cuts", "dissolves", "fades", "motion", "flashes")
+SCENE_VIDEO_CLASSES = ("cuts", "dissolves", "fades", "motion", "flashes", "hard_motion")
+_CRASH_ZOOM = 3.5  # how far a crash zoom of a "hard_motion" shot goes in
 
 
 @dataclass(frozen=True)
@@ -316,7 +317,8 @@ class LabelledEvent:
     ``start == end``, a dissolve's ``start..end-1`` are blends, and a fade's ``start..end-1``
     are the frames dimmed towards, at, and back from black. Events that are not boundaries:
     ``"flash"`` (a few overexposed frames) and ``"motion"`` (a fast pan, shake, zoom or large
-    object crossing the frame, with motion blur).
+    object crossing the frame, with motion blur; in ``"hard_motion"`` videos a whip pan, a crash
+    zoom, hand-held shake or a large object crossing the frame fast).
     """
 
     kind: str
@@ -397,6 +399,8 @@ class _Shot:
         self.vx, self.vy, self.zoom_rate = slow * math.cos(direction), slow * math.sin(direction), 0.0
         self.shake = 0.0
         self.big_box = None
+        self.whip = None  # (time of the fastest frame, its pixels per frame, frames of the swing, direction)
+        self.crash = None  # shot time of a crash zoom's middle
         if motion == "pan":
             fast = rng.uniform(0.06, 0.15) * width
             self.vx, self.vy = fast * math.cos(direction), 0.3 * fast * math.sin(direction)
@@ -406,6 +410,14 @@ class _Shot:
             self.zoom_rate = rng.uniform(0.1, 0.15)  # zooming in and out: up to 2x either way
         elif motion == "object":
             self.big_box = (rng.uniform(0, 255, size=3), rng.uniform(0.07, 0.12) * width)
+        elif motion == "whip":  # the camera swings several frame widths away in a few frames
+            self.whip = (rng.uniform(10, 30), rng.uniform(0.35, 0.6) * width, rng.uniform(1.5, 3.0), direction)
+        elif motion == "crash":  # a zoom of _CRASH_ZOOM x in a few frames
+            self.crash = rng.uniform(10, 30)
+        elif motion == "handheld":
+            self.shake = rng.uniform(0.12, 0.2) * width
+        elif motion == "crossing":  # a large object crossing the frame in 3 to 5 frames, back and forth
+            self.big_box = (rng.uniform(0, 255, size=3), rng.uniform(0.2, 0.35) * width)
         self.seed = int(rng.integers(1 << 30))
         self.boxes = [(rng.uniform(0, 255, size=3), rng.uniform(0.1, 0.25), rng.uniform(0, 6)) for _ in range(2)]
 
@@ -413,13 +425,20 @@ class _Shot:
         width, height = self.width, self.height
         th, tw = self.look.shape[:2]
         zoom = self.zoom0 * math.exp(math.log(2) * math.sin(self.zoom_rate * t))
+        if self.crash is not None:
+            zoom *= math.exp(math.log(_CRASH_ZOOM) / (1 + math.exp(-(t - self.crash) / 1.5)))
+        swing_x = swing_y = 0.0
+        if self.whip is not None:  # the distance covered by a bell-shaped speed over the swing
+            middle, speed, frames, direction = self.whip
+            moved = speed * frames * math.sqrt(math.pi / 2) * (1 + math.erf((t - middle) / (frames * math.sqrt(2))))
+            swing_x, swing_y = moved * math.cos(direction), 0.3 * moved * math.sin(direction)
         jitter_x = jitter_y = 0.0
         if self.shake:
             whole = math.floor(t)
             here, after = (np.random.default_rng([self.seed, whole + k + 1000]).normal(size=2) for k in (0, 1))
             jitter_x, jitter_y = (here + (after - here) * (t - whole)) * self.shake
-        cx = self.x0 + self.vx * t + jitter_x
-        cy = self.y0 + self.vy * t + jitter_y
+        cx = self.x0 + self.vx * t + jitter_x + swing_x
+        cy = self.y0 + self.vy * t + jitter_y + swing_y
         rows = np.floor(cy + (np.arange(height) - height / 2) / zoom).astype(np.int64) % th
         columns = np.floor(cx + (np.arange(width) - width / 2) / zoom).astype(np.int64) % tw
         frame = self.look[rows][:, columns]
@@ -487,6 +506,10 @@ def make_scene_video(
     - ``"motion"``: hard cuts between shots in fast motion (fast pans, shaky camera, fast zooms, a
       large object crossing the frame), all with motion blur; each shot's motion is an event.
     - ``"flashes"``: hard cuts between shots lit by 1-3 flashes each, 1-3 overexposed frames.
+    - ``"hard_motion"``: as ``"motion"``, with the camera moves that fool detectors most: a whip
+      pan (the camera swings several frame widths in a few frames, 0.35-0.6 of the width per frame
+      at its fastest), a crash zoom (3.5x in about 6 frames), hand-held shake (12-20% of the width
+      from frame to frame) and a large object crossing the frame in 3 to 5 frames, back and forth.
 
     Every frame carries its index as a barcode (:func:`read_barcode`). The shots pan slowly and
     their boxes move, so no two consecutive frames are identical.
@@ -499,20 +522,21 @@ def make_scene_video(
         raise fail("kind", kind, "one of " + ", ".join(map(repr, SCENE_VIDEO_CLASSES)))
     path = os.fspath(path)
     rng = np.random.default_rng([seed, SCENE_VIDEO_CLASSES.index(kind)])
-    motions = ("pan", "shake", "zoom", "object")
+    motions = {"motion": ("pan", "shake", "zoom", "object"), "hard_motion": ("whip", "handheld", "crash", "crossing")}
     shots: list[_Shot] = []
     for number in range(num_shots):
-        motion = motions[(number + seed) % len(motions)] if kind == "motion" else "slow"
+        moves = motions.get(kind)
+        motion = moves[(number + seed) % len(moves)] if moves else "slow"
         same_place = kind == "cuts" and number > 0 and number % 3 == 2
         shots.append(_Shot(rng, width, height, motion=motion, look=shots[-1].look if same_place else None))
     frames: list[np.ndarray] = []
     events: list[LabelledEvent] = []
-    blur = kind == "motion"
+    blur = kind in motions
     origin = 0  # frame number of the current shot's time 0
     for number, shot in enumerate(shots):
         length = int(rng.integers(8, 61)) if kind == "cuts" else int(rng.integers(40, 71))
         lead_in = 0  # frames of this shot already shown by the transition into it
-        if number > 0 and kind in ("cuts", "motion", "flashes"):
+        if number > 0 and kind in ("cuts", "motion", "flashes", "hard_motion"):
             events.append(LabelledEvent("cut", len(frames), len(frames)))
         elif number > 0 and kind == "dissolves":
             lead_in = int(rng.integers(10, 31))
@@ -537,7 +561,7 @@ def make_scene_video(
         origin = len(frames) - lead_in
         body = [shot.frame(lead_in + i, blur=blur) for i in range(length)]
         first = len(frames)
-        if kind == "motion":
+        if kind in motions:
             events.append(LabelledEvent("motion", first, first + length - 1))
         if kind == "flashes":
             count = int(rng.integers(1, 4)) if length >= 30 else 1

@@ -1,5 +1,5 @@
-"""Shot boundaries on a labelled set made here: hard cuts, dissolves, fades through black, fast motion
-and flashes (vclip.synthetic.make_scene_video), scored per class as benchmarks/scenes.py scores them;
+"""Shot boundaries on a labelled set made here: hard cuts, dissolves, fades through black, fast motion,
+flashes and harder motion (vclip.synthetic.make_scene_video), scored per class as benchmarks/scenes.py scores them;
 the dissolve of nasa_13013.mp4; the same boundaries on the GPU as on the CPU."""
 
 from __future__ import annotations
@@ -23,13 +23,17 @@ SEEDS = (100, 101)
 # gradual transitions within their span), at least what PySceneDetect 0.7.2's better default
 # detector reached on each class of the held-out benchmark set (benchmarks/README.md): cuts
 # 1.00 / 0.80, dissolves none found / 0.00, fades 1.00 / 1.00, motion 1.00 / 0.73 (0.84 / 0.90),
-# flashes 0.55 / 0.93. vclip reached 1.00 / 1.00 on every class there.
+# flashes 0.55 / 0.93. vclip reached 1.00 / 1.00 on every class there. On hard_motion (whip pans,
+# crash zooms, hand-held shake, large objects crossing fast) PySceneDetect's adaptive detector has
+# the better precision (1.00 / 0.82 against vclip's 0.88 / 1.00 over seeds 100-111): vclip must keep
+# its recall and the precision it has (one crash zoom taken for a dissolve in these two videos).
 REQUIRED = {  # class: (precision, recall)
     "cuts": (1.0, 1.0),
     "dissolves": (0.9, 0.9),
     "fades": (1.0, 1.0),
     "motion": (1.0, 1.0),
     "flashes": (1.0, 1.0),
+    "hard_motion": (0.9, 1.0),
 }
 
 
