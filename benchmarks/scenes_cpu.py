@@ -1,7 +1,8 @@
 """Shot boundaries on the CPU: vclip's scene method against PySceneDetect on the same cores.
 
 ``--count`` videos (12 by default) of :func:`vclip.synthetic.make_scene_video` at 640x360, 25 fps,
-H.264, 7 shots each (7-20 s; the five classes in turn, seeds from 200), generated here. Detectors:
+H.264, 7 shots each (7-20 s; the classes of SCENE_VIDEO_CLASSES in turn, six since 2026-12-02, seeds
+from 200), generated here. Detectors:
 ``find_shot_boundaries(path, device="cpu")`` with its defaults, and PySceneDetect's
 ``ContentDetector`` and ``AdaptiveDetector`` with theirs (OpenCV backend). Speed is frames per
 second of the whole job per file (open, index, decode, detect), the median of ``--repeats``

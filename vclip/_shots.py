@@ -244,8 +244,10 @@ def _boundary_evidence(tables: dict, usual: dict, first: np.ndarray, last: np.nd
     leaving out a side that reaches past a boundary counted in ``found_before``) plus a noise floor; the
     smallest over the pairs, the largest over the two features; 0 where the pairs are closer than
     :data:`_MIN_DISTANCE`, and with ``abrupt``, where the change is less than half the change
-    over :data:`_ABRUPT_SPAN` more frames each side (a gradual change, not a cut) or less than
-    :data:`_ABOVE_NEIGHBOURS` times the change of a frame pair beside it (motion)."""
+    over :data:`_ABRUPT_SPAN` more frames each side (a gradual change, not a cut), and where it
+    looks like motion: less than :data:`_ABOVE_NEIGHBOURS` times the change of a frame pair beside
+    it, or a frame of the :data:`_NEW_LOOK` before (after) within :data:`_NEW_SHARE` of it of the
+    first new (last old) frame."""
     best = np.zeros(first.shape, dtype=np.float32)
     for name, table in tables.items():
         before, after = usual[name]
@@ -275,12 +277,12 @@ def _boundary_evidence(tables: dict, usual: dict, first: np.ndarray, last: np.nd
             across = _pair_distance(table, first - _ABRUPT_SPAN, last + _ABRUPT_SPAN)
             across = np.where(np.isnan(across), jump, across)
             beside = np.fmax(_pair_distance(table, first - 1, first), _pair_distance(table, last, last + 1))
-            alone = ~(jump < _ABOVE_NEIGHBOURS * beside)  # NaN beside (the video's ends, flashes): alone
-            nearest = np.fmin.reduce(np.stack([_pair_distance(table, last - k, last) for k in range(2, _NEW_LOOK + 1)]
-                                              + [_pair_distance(table, first, first + k)
-                                                 for k in range(2, _NEW_LOOK + 1)]), axis=0)
-            new = ~(nearest < _NEW_SHARE * jump)
-            ratio = np.where((jump >= _ABRUPT_SHARE * across) & (across >= _LASTING_SHARE * jump) & alone & new,
+            earlier = [_pair_distance(table, last - k, last) for k in range(2, _NEW_LOOK + 1)]
+            later = [_pair_distance(table, first, first + k) for k in range(2, _NEW_LOOK + 1)]
+            nearest = np.fmin.reduce(np.stack(earlier + later), axis=0)
+            # NaN (pairs past the video's ends, or over a flash) compares False: no sign of motion
+            motion = (jump < _ABOVE_NEIGHBOURS * beside) | (nearest < _NEW_SHARE * jump)
+            ratio = np.where((jump >= _ABRUPT_SHARE * across) & (across >= _LASTING_SHARE * jump) & ~motion,
                              ratio, 0.0)
         best = np.fmax(best, np.nan_to_num(ratio))
     return best
