@@ -30,9 +30,7 @@ def main() -> None:
     for name in ("360p", "1080p"):
         paths = make_video_set("/tmp/vclip-mem", name, count=8)
         for options in ({}, {"decode_processes": 3}, {"decode_processes": 0}):
-            loader = train.vclip.ClipLoader([(path, 0) for path in paths], train.vclip.strided(16, 2),
-                                            transform=train.SPEC, device="cuda", batch_size=8, shuffle=True,
-                                            clips_per_video=40, **options)
+            loader = train.default_loader(paths, 40, "cuda", **options)
             batches = iter(loader)
             seen = []
             for number in range(30):

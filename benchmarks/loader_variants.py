@@ -25,9 +25,7 @@ SETS = (("1080p", 16), ("360p", 100))  # (video set, timed batches)
 
 def run(paths: list[str], batches: int, options: dict) -> dict:
     """train.py's vclip-default row with ``options`` given to the loader (in a fresh process)."""
-    original = train.vclip.ClipLoader
-    train.vclip.ClipLoader = lambda *args, **given: original(*args, **{**given, **options})
-    row = train.measure_default(paths, batches, 5, "cuda")
+    row = train.measure_default(paths, batches, 5, "cuda", **options)
     keep = ("clips_per_second", "construction_seconds", "chosen", "memory_estimate_bytes", "wrong_clips")
     return {key: row[key] for key in keep}
 
@@ -43,12 +41,12 @@ def main() -> None:
                 try:
                     with memory:
                         row = in_fresh_process(run, paths, batches, VARIANTS[name])
-                    row["above_baseline"] = memory.peak[0] - memory.baseline[0]
-                    row["peak"] = memory.peak[0]
+                    row.update(train.memory_figures(memory))
                 except Exception as error:  # a variant that fails is reported, not fatal
                     row = {"error": repr(error)}
                 rows.setdefault(name, []).append(row)
-                print(set_name, name, row.get("clips_per_second"), row.get("above_baseline"), flush=True)
+                print(set_name, name, row.get("clips_per_second"), row.get("gpu_memory_above_baseline_bytes"),
+                      flush=True)
     print(save_results("loader_variants", report))
 
 

@@ -374,9 +374,10 @@ def measure(tool, batches, warmup: int) -> dict:
 
 
 # -- vclip-default: the loader as a new user writes it --------------------------------------------------
-def default_loader(paths: list[str], clips_per_video: int, device: str) -> vclip.ClipLoader:
+def default_loader(paths: list[str], clips_per_video: int, device: str, **options) -> vclip.ClipLoader:
     """``vclip.ClipLoader`` as a new user writes it: the workload and ``device``, every other option
-    (decode threads, processes, CPU decoders, prefetch depth) left to the loader.
+    (decode threads, processes, CPU decoders, prefetch depth) left to the loader, but for
+    ``options`` (loader_variants.py's variants).
 
     The workload is the set's videos, 16 frames at stride 2, the ImageNet transform and 8 clips a
     batch; ``shuffle`` and ``clips_per_video`` (one epoch holds every batch measured) are part of it,
@@ -391,6 +392,7 @@ def default_loader(paths: list[str], clips_per_video: int, device: str) -> vclip
         batch_size=BATCH,
         shuffle=True,
         clips_per_video=clips_per_video,
+        **options,
     )
 
 
@@ -401,13 +403,13 @@ def synchronize(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def measure_default(paths: list[str], batches: int, warmup: int, device: str) -> dict:
+def measure_default(paths: list[str], batches: int, warmup: int, device: str, **options) -> dict:
     """The vclip-default row, in a fresh process (see :func:`in_fresh_process`): the loader built,
     its first batch checked (barcodes), ``warmup`` batches, then ``batches`` timed batches with the
     GPU synchronized at both ends; what the loader chose (``loader.stats()``) and its memory estimate."""
     clips_per_video = math.ceil((1 + warmup + batches) * BATCH / len(paths))  # the checked batch too
     started = time.perf_counter()
-    loader = default_loader(paths, clips_per_video, device)
+    loader = default_loader(paths, clips_per_video, device, **options)
     construction = time.perf_counter() - started
     iterator = None
     try:
