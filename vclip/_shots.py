@@ -35,6 +35,9 @@ _LEVEL_SHIFT = 8 - (_HIST_LEVELS.bit_length() - 1)  # keeps the top log2(_HIST_L
 _BLOCK = 4  # pixels per block side
 MAX_GAP = 40  # longest frame gap compared (2 x the largest half-width + 2 x _PAIR_SPREAD)
 _BETWEEN = 1.3  # a dissolve's middle frames are blends: see _betweenness
+# And a dissolve goes straight from the old shot to the new: the block changes of its frame pairs
+# add up to at most this many times its whole change (a pan or a zoom sweeps through other pictures).
+_STRAIGHT = 1.4
 _SPAN_EDGE = 0.25  # a dissolve ends at the first frame 75% of the way to the new shot
 _PEAK_RADIUS = 8  # frames around a peak of gradual evidence where its middle is looked for
 _PAIR_SPREAD = 3  # a gradual boundary must hold for the pairs (a - j, z + j), j = 0.._PAIR_SPREAD
@@ -46,8 +49,10 @@ _ABRUPT_SPAN, _ABRUPT_SHARE, _LASTING_SHARE = 8, 0.5, 0.6
 _ABOVE_NEIGHBOURS = 2.0
 # And the new picture is new: none of the _NEW_LOOK frames before the cut comes within
 # _NEW_SHARE of the cut's change of its first frame, nor does any of the _NEW_LOOK frames after it
-# of its last old frame. Shake and an object passing back and forth bring earlier pictures back.
-_NEW_LOOK, _NEW_SHARE = 8, 0.7
+# of its last old frame; nor within _NEW_SHARE_WITH_FLASHES, counting the frames left out as flashes.
+# Shake and an object passing back and forth bring earlier pictures back (an object that crosses the
+# frame in a few frames, again and again, is left out as flashes).
+_NEW_LOOK, _NEW_SHARE, _NEW_SHARE_WITH_FLASHES = 8, 0.7, 0.5
 _HALF_WIDTHS = (2, 3, 4, 6, 8, 11, 14, 17)  # half-lengths of the gradual transitions looked for
 _BASE_WINDOW = 12  # frame pairs each side whose median distance is the usual change at that gap
 _TRANSIENT_FRAMES = 4  # the longest flash (or brief occlusion) bridged over
@@ -237,17 +242,18 @@ def _mean_of_numbers(first: np.ndarray, second: np.ndarray) -> np.ndarray:
 
 
 def _boundary_evidence(tables: dict, usual: dict, first: np.ndarray, last: np.ndarray, *, spread: int,
-                       abrupt: bool = False, found_before: np.ndarray | None = None) -> np.ndarray:
+                       with_flashes: dict | None = None, found_before: np.ndarray | None = None) -> np.ndarray:
     """How clearly frames up to ``first`` and from ``last`` on belong to different shots: for the
     pairs (first - j, last + j), j = 0..spread, their distance divided by the usual distance at
     that gap (the mean of the medians of the pairs just before ``first`` and just after ``last``,
     leaving out a side that reaches past a boundary counted in ``found_before``) plus a noise floor; the
     smallest over the pairs, the largest over the two features; 0 where the pairs are closer than
-    :data:`_MIN_DISTANCE`, and with ``abrupt``, where the change is less than half the change
-    over :data:`_ABRUPT_SPAN` more frames each side (a gradual change, not a cut), and where it
-    looks like motion: less than :data:`_ABOVE_NEIGHBOURS` times the change of a frame pair beside
-    it, or a frame of the :data:`_NEW_LOOK` before (after) within :data:`_NEW_SHARE` of it of the
-    first new (last old) frame."""
+    :data:`_MIN_DISTANCE`. For a cut, ``with_flashes`` (the tables before flashes were left out)
+    is given, and the evidence is also 0 where the change is less than half the change over
+    :data:`_ABRUPT_SPAN` more frames each side (a gradual change, not a cut), and where it looks
+    like motion: less than :data:`_ABOVE_NEIGHBOURS` times the change of a frame pair beside it, or
+    a frame of the :data:`_NEW_LOOK` before (after) within :data:`_NEW_SHARE` of it of the first new
+    (last old) frame, or within :data:`_NEW_SHARE_WITH_FLASHES` counting the frames left out as flashes."""
     best = np.zeros(first.shape, dtype=np.float32)
     for name, table in tables.items():
         before, after = usual[name]
@@ -272,20 +278,26 @@ def _boundary_evidence(tables: dict, usual: dict, first: np.ndarray, last: np.nd
         ratio = np.fmin.reduce(np.stack(ratios), axis=0)  # NaN only where all are: nanmin without its warning
         distance = np.fmin.reduce(np.stack(distances), axis=0)
         ratio = np.where(distance >= _MIN_DISTANCE[name], ratio, 0.0)
-        if abrupt:  # a cut makes the whole change at once, and for good: the frames further out
+        if with_flashes is not None:  # a cut makes the whole change at once, and for good: the frames further out
             jump = _pair_distance(table, first, last)  # differ about as much as these two
             across = _pair_distance(table, first - _ABRUPT_SPAN, last + _ABRUPT_SPAN)
             across = np.where(np.isnan(across), jump, across)
             beside = np.fmax(_pair_distance(table, first - 1, first), _pair_distance(table, last, last + 1))
-            earlier = [_pair_distance(table, last - k, last) for k in range(2, _NEW_LOOK + 1)]
-            later = [_pair_distance(table, first, first + k) for k in range(2, _NEW_LOOK + 1)]
-            nearest = np.fmin.reduce(np.stack(earlier + later), axis=0)
             # NaN (pairs past the video's ends, or over a flash) compares False: no sign of motion
-            motion = (jump < _ABOVE_NEIGHBOURS * beside) | (nearest < _NEW_SHARE * jump)
+            motion = ((jump < _ABOVE_NEIGHBOURS * beside) | (_nearest_picture(table, first, last) < _NEW_SHARE * jump)
+                      | (_nearest_picture(with_flashes[name], first, last) < _NEW_SHARE_WITH_FLASHES * jump))
             ratio = np.where((jump >= _ABRUPT_SHARE * across) & (across >= _LASTING_SHARE * jump) & ~motion,
                              ratio, 0.0)
         best = np.fmax(best, np.nan_to_num(ratio))
     return best
+
+
+def _nearest_picture(table: np.ndarray, first: np.ndarray, last: np.ndarray) -> np.ndarray:
+    """The least distance of frame ``last`` to the :data:`_NEW_LOOK` frames before ``first``, and
+    of frame ``first`` to the :data:`_NEW_LOOK` after ``last`` (NaN where there are none)."""
+    pairs = ([_pair_distance(table, last - k, last) for k in range(2, _NEW_LOOK + 1)]
+             + [_pair_distance(table, first, first + k) for k in range(2, _NEW_LOOK + 1)])
+    return np.fmin.reduce(np.stack(pairs), axis=0)
 
 
 def _at(table: np.ndarray, gap: np.ndarray, frame: np.ndarray) -> np.ndarray:
@@ -356,7 +368,7 @@ def shot_boundaries(signals: SceneSignals, threshold: float) -> list[ShotBoundar
     for fade in fades:
         taken[max(0, fade.start - 2):fade.frame + 3] = True
     # Flashes are out of the tables already, so a cut is one pair: the frame before and the frame.
-    cut_evidence = _boundary_evidence(tables, usual, frames - 1, frames, spread=0, abrupt=True)
+    cut_evidence = _boundary_evidence(tables, usual, frames - 1, frames, spread=0, with_flashes=signals.distances)
     cut_evidence[0] = 0.0
     cuts = [ShotBoundary(b, b, "cut") for b in _local_maxima(cut_evidence, threshold, 2) if not taken[b]]
     for cut in cuts:
@@ -388,7 +400,8 @@ def shot_boundaries(signals: SceneSignals, threshold: float) -> list[ShotBoundar
         between, centre, h = best
         if between <= _BETWEEN:
             start, end = _transition_span(tables["B"], centre, h + _PAIR_SPREAD)
-            candidates.append((between, ShotBoundary(end, start, "dissolve")))
+            if _path_length(tables["B"], start - 1, end) <= _STRAIGHT:
+                candidates.append((between, ShotBoundary(end, start, "dissolve")))
     dissolves: list[ShotBoundary] = []
     for _, boundary in sorted(candidates, key=lambda c: c[0]):  # the clearest first; no overlaps
         if all(boundary.frame < other.start or boundary.start > other.frame for other in dissolves):
@@ -414,6 +427,15 @@ def _betweenness(table: np.ndarray, centre: int, half_width: int) -> float:
     value = float(np.max((from_a + to_z) / whole))
     steady = bool(np.all(np.diff(from_a) >= 0) and np.all(np.diff(to_z) <= 0))
     return value if np.isfinite(value) and steady else np.inf
+
+
+def _path_length(table: np.ndarray, first: int, last: int) -> float:
+    """The block changes of the frame pairs from ``first`` to ``last`` added up, over the change
+    from ``first`` to ``last`` (about 1 for a blend, several for motion; 0 when no change)."""
+    first = max(0, first)
+    whole = float(_pair_distance(table, np.asarray(first), np.asarray(last)))
+    steps = float(np.nansum(table[1, first + 1:last + 1]))  # pairs over a flash are NaN: left out
+    return steps / whole if whole > 0 else 0.0
 
 
 def _transition_span(table: np.ndarray, centre: int, half_width: int) -> tuple[int, int]:

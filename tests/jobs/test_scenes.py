@@ -118,6 +118,19 @@ def test_labelled_videos_are_what_they_say(labelled):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("seed", [11, 206, 207])
+def test_fast_camera_motion_is_neither_a_cut_nor_a_dissolve(tmp_path, seed):
+    """Harder-motion videos where, before the scene method tested for them, a crash zoom or a whip
+    pan was taken for a dissolve (the block changes of its frame pairs add up to far more than the
+    change across it) or an object crossing the frame again and again for a cut (its passes were
+    left out as flashes, and with them the frames that showed the picture coming back): every cut
+    is found, and nothing else."""
+    video = make_scene_video(tmp_path / f"hard_motion_{seed}.mp4", "hard_motion", seed=seed)
+    found = find_shot_boundaries(video.path, device="cpu")
+    assert video.score([b.frame for b in found]) == {"true": len(video.boundaries), "missed": 0, "false": 0}, found
+
+
+@pytest.mark.slow
 def test_score_counts_hits_misses_and_false_detections(labelled):
     video = labelled["dissolves"][0]
     first, second = video.boundaries[:2]
