@@ -11,12 +11,12 @@ Per folder, each in a fresh process as a user's command starts:
 - ``vclip keyframes --method scene`` with its defaults (``--out`` in a scratch folder): **cold**,
   CuPy's kernel cache empty (a fresh container), then **warm**, the cache the cold run filled;
 - ``extract_keyframes_many(paths, method="scene", device="cuda")``, the API of the command without
-  the images written: **warm**;
+  the images written: **warm**, with its defaults, then with ``decode_processes=0`` (threads of
+  this process) and ``decode_processes=4``, each with the time of its first result;
 - PySceneDetect (``AdaptiveDetector``, OpenCV backend, defaults), a spawn pool of one process per
   core over the files, pool start included.
 
-Rates are frames/s of the whole run (wall time, from the process's start). The vclip runs also
-report what the first step of each costs (import, first result).
+Rates are frames/s of the whole run (wall time, from the process's start).
 
     python benchmarks/scenes_folder.py [--out DIR] [--sets 360p,720p]
 """
@@ -46,11 +46,16 @@ API_CHILD = r"""
 import json, sys, time
 started = time.perf_counter()
 from vclip.keyframes import extract_keyframes_many
-paths = json.loads(sys.argv[1])
-found = {result.path: result.frame_indices.tolist()
-         for result in extract_keyframes_many(paths, method="scene", device="cuda")}
-print(json.dumps({"seconds": time.perf_counter() - started, "found": found}))
+paths, options = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+found, first = {}, None
+for result in extract_keyframes_many(paths, method="scene", device="cuda", **options):
+    first = time.perf_counter() - started if first is None else first
+    found[result.path] = result.frame_indices.tolist()
+print(json.dumps({"seconds": time.perf_counter() - started, "first_result_seconds": first, "found": found}))
 """
+API_RUNS = {"vclip_api_warm": {}, "vclip_api_warm_threads": {"decode_processes": 0},
+            "vclip_api_warm_4_processes": {"decode_processes": 4}}
+"""extract_keyframes_many runs: its defaults, then decode threads of this process only, then 4 decode processes."""
 
 PYSCENEDETECT_CHILD = r"""
 import json, multiprocessing, os, sys, time
@@ -107,9 +112,15 @@ def measure_folder(name: str, videos: list[dict], scratch: Path) -> dict:
         manifest = json.loads((out / "manifest.json").read_text())
         if manifest["errors"] or len(manifest["videos"]) != len(paths):
             raise RuntimeError(f"vclip keyframes failed: {manifest['errors'][:3]}")
-    spent, printed = run_child([sys.executable, "-c", API_CHILD, json.dumps(paths)], environment)
-    seconds["vclip_api_warm"] = spent
-    found_vclip = json.loads(printed.strip().splitlines()[-1])["found"]
+    first_result: dict[str, float] = {}
+    for run, options in API_RUNS.items():
+        spent, printed = run_child([sys.executable, "-c", API_CHILD, json.dumps(paths), json.dumps(options)],
+                                   environment)
+        seconds[run] = spent
+        reported = json.loads(printed.strip().splitlines()[-1])
+        first_result[run] = reported["first_result_seconds"]
+        if run == "vclip_api_warm":
+            found_vclip = reported["found"]
     try:
         import scenedetect  # noqa: F401
     except ImportError:
@@ -123,6 +134,7 @@ def measure_folder(name: str, videos: list[dict], scratch: Path) -> dict:
     result = {"videos": len(paths), "frames": frames, "width": SETS[name][1], "height": SETS[name][2],
               "seconds": seconds, "frames_per_second": rates,
               "cold_minus_warm_seconds": seconds["vclip_cli_cold"] - seconds["vclip_cli_warm"],
+              "first_result_seconds": first_result,
               "found": {"vclip": found_vclip, "pyscenedetect_adaptive": found_pyscenedetect}}
     pyscenedetect = next((rate for tool, rate in rates.items() if tool.startswith("pyscenedetect")), None)
     if pyscenedetect:

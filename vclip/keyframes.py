@@ -38,8 +38,9 @@ decision is made, the same for both devices:
    that wider change is at least 60% of it (the picture does not come back). The change is also
    twice that of each frame pair beside it (a whip pan or a crash zoom changes every pair about
    alike), and the new picture is new: none of the 8 frames before comes within 70% of the change
-   of the first new frame, nor any of the 8 after of the last old frame (shake and an object
-   passing back and forth bring earlier pictures back).
+   of the first new frame, nor any of the 8 after of the last old frame, nor within 50% counting
+   the frames left out as flashes (shake and an object passing back and forth bring earlier
+   pictures back; an object crossing the frame in a few frames, again and again, looks like flashes).
 4. **Fades**: a run of black frames (85% of pixels darker than luma 24, and at most 30% as bright
    as both sides) between two shots; the fade starts where the frames start to dim and ends at the
    first frame with 80% of the brightness of the frames after it.
@@ -48,7 +49,10 @@ decision is made, the same for both devices:
    change at that gap; where that stands out (``scene_threshold``), the middle frames must be
    blends of the two sides (the block distances add up: d(a, m) + d(m, z) <= 1.3 d(a, z), moving
    steadily from a to z), which fast pans, zooms and objects crossing the frame are not. The
-   boundary is the first frame 75% of the way to the new shot.
+   boundary is the first frame 75% of the way to the new shot. A blend also goes straight from the
+   old shot to the new: over the transition, the block changes of the frame pairs add up to at
+   most 1.4 times the change across it, where a whip pan or a crash zoom sweeps through other
+   pictures on the way.
 
 The thresholds were set on synthetic labelled videos (:func:`vclip.synthetic.make_scene_video`)
 and checked on held-out ones and on real footage; ``benchmarks/scenes.py`` measures precision and
