@@ -114,7 +114,8 @@ class KernelConverter(PictureConverter):
         self._index, self._targets, self._spec = index, targets, conversion.spec
         self._surface_rows = index.height + (index.height & 1)  # NV12/P016 luma rows: even
         self._stored_bits = 8 if index.bit_depth == 8 else 16
-        self._minimum_pitch = index.width * self._stored_bits // 8
+        self._sample_bytes = self._stored_bits // 8  # of the surface: 1 (NV12) or 2 (P016)
+        self._minimum_pitch = index.width * self._sample_bytes
         self._stream = stream
         self._frames = targets[0].frames.size
         frame_stride, self._strides = frame_strides(
@@ -170,12 +171,12 @@ class KernelConverter(PictureConverter):
                 slot = target * self._frames + position
                 frame_job["gray_sum"] = self._gray_sums.data.ptr + slot * GRAY_SUM_DTYPE.itemsize
                 if self._gray_sum_kernel is None:
-                    self._gray_sum_kernel = self._module.gray_sum_function(self._stored_bits // 8)
+                    self._gray_sum_kernel = self._module.gray_sum_function(self._sample_bytes)
                 self._gray_sum_kernel(launch.gray_grid, BLOCK, (launch.params, frame_job[()]))
             kernel = self._kernels.get(launch.extended)
             if kernel is None:
                 kernel = self._kernels[launch.extended] = self._module.function(
-                    self._stored_bits // 8, self._output_dtype, launch.extended)
+                    self._sample_bytes, self._output_dtype, launch.extended)
             kernel(launch.grid, BLOCK, (launch.params, frame_job[()]))
 
     def finish(self) -> Completion:
