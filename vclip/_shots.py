@@ -431,7 +431,8 @@ def _betweenness(table: np.ndarray, centre: int, half_width: int) -> float:
 
 def _path_length(table: np.ndarray, first: int, last: int) -> float:
     """The block changes of the frame pairs from ``first`` to ``last`` added up, over the change
-    from ``first`` to ``last`` (about 1 for a blend, several for motion; 0 when no change)."""
+    from ``first`` to ``last``: about 1 for a blend, more for motion; 0 where that change is 0 or
+    not in the table (over a flash), which no test then refuses."""
     first = max(0, first)
     whole = float(_pair_distance(table, np.asarray(first), np.asarray(last)))
     steps = float(np.nansum(table[1, first + 1:last + 1]))  # pairs over a flash are NaN: left out
