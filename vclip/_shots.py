@@ -391,13 +391,15 @@ def shot_boundaries(signals: SceneSignals, threshold: float) -> list[ShotBoundar
     # evidence may lie off its middle: around each peak, the frame whose frames either side are
     # best explained as blends is the middle.
     candidates = []
+    half_widths = np.asarray(_HALF_WIDTHS)
     for peak in _local_maxima(strongest, threshold, _PEAK_RADIUS):
-        best = (np.inf, peak, _HALF_WIDTHS[0])
-        for centre in range(max(0, peak - _PEAK_RADIUS), min(num_frames, peak + _PEAK_RADIUS + 1)):
-            for row, h in enumerate(_HALF_WIDTHS):
-                if evidence[row, centre] >= threshold:
-                    best = min(best, (_betweenness(tables["B"], centre, h + _PAIR_SPREAD), centre, h))
-        between, centre, h = best
+        first_centre = max(0, peak - _PEAK_RADIUS)
+        # every half-width (its row) and centre around the peak whose evidence stands out (the peak's, at least)
+        rows, centres = np.nonzero(evidence[:, first_centre:peak + _PEAK_RADIUS + 1] >= threshold)
+        centres += first_centre
+        betweenness = _betweenness(tables["B"], centres, half_widths[rows] + _PAIR_SPREAD)
+        best = np.lexsort((rows, centres, betweenness))[0]  # the most blend-like; then the first centre, the narrowest
+        between, centre, h = float(betweenness[best]), int(centres[best]), int(half_widths[rows[best]])
         if between <= _BETWEEN:
             start, end = _transition_span(tables["B"], centre, h + _PAIR_SPREAD)
             if _path_length(tables["B"], start - 1, end) <= _STRAIGHT:
@@ -414,19 +416,20 @@ def shot_boundaries(signals: SceneSignals, threshold: float) -> list[ShotBoundar
     return found
 
 
-def _betweenness(table: np.ndarray, centre: int, half_width: int) -> float:
+def _betweenness(table: np.ndarray, centres: np.ndarray, half_widths: np.ndarray) -> np.ndarray:
     """How far frames between a = centre - half_width and z = centre + half_width are from being
-    blends of a and z: the largest ``(d(a, m) + d(m, z)) / d(a, z)`` over m at a quarter, half and
-    three quarters of the way (1 when m is a blend: the median block change of a blend is that
-    fraction of the whole; about 2 when the pictures are unrelated, as in fast motion), or infinity
-    when the blends do not move steadily from a to z."""
-    a, z = np.asarray(centre - half_width), np.asarray(centre + half_width)
-    whole = _pair_distance(table, a, z)
-    middles = np.asarray([centre - half_width // 2, centre, centre + half_width // 2])
-    from_a, to_z = _pair_distance(table, a, middles), _pair_distance(table, middles, z)
-    value = float(np.max((from_a + to_z) / whole))
-    steady = bool(np.all(np.diff(from_a) >= 0) and np.all(np.diff(to_z) <= 0))
-    return value if np.isfinite(value) and steady else np.inf
+    blends of a and z, for each centre and half-width: the largest ``(d(a, m) + d(m, z)) / d(a, z)``
+    over m at a quarter, half and three quarters of the way (1 when m is a blend: the median block
+    change of a blend is that fraction of the whole; about 2 when the pictures are unrelated, as in
+    fast motion), or infinity when the blends do not move steadily from a to z."""
+    a, z = centres - half_widths, centres + half_widths
+    whole = _pair_distance(table, a, z)[:, None]
+    middles = np.stack([centres - half_widths // 2, centres, centres + half_widths // 2], axis=1)
+    from_a, to_z = _pair_distance(table, a[:, None], middles), _pair_distance(table, middles, z[:, None])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        value = np.max((from_a + to_z) / whole, axis=1)  # NaN where a frame is missing: not finite
+    steady = np.all(np.diff(from_a, axis=1) >= 0, axis=1) & np.all(np.diff(to_z, axis=1) <= 0, axis=1)
+    return np.where(np.isfinite(value) & steady, value, np.inf)
 
 
 def _path_length(table: np.ndarray, first: int, last: int) -> float:
