@@ -536,7 +536,7 @@ def make_scene_video(
     for number, shot in enumerate(shots):
         length = int(rng.integers(8, 61)) if kind == "cuts" else int(rng.integers(40, 71))
         lead_in = 0  # frames of this shot already shown by the transition into it
-        if number > 0 and kind in ("cuts", "motion", "flashes", "hard_motion"):
+        if number > 0 and (kind in ("cuts", "flashes") or kind in motions):
             events.append(LabelledEvent("cut", len(frames), len(frames)))
         elif number > 0 and kind == "dissolves":
             lead_in = int(rng.integers(10, 31))
