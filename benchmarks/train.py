@@ -18,8 +18,10 @@ Tools, in this order in each set:
   ``device="cuda"``, ``batch_size=8`` (and ``shuffle=True`` with enough ``clips_per_video`` for one
   epoch to hold every batch: the workload's random clips of random videos), everything else its
   default. Its first batch is checked by the barcodes of the frames it names, then 5 warmup
-  batches, then the timed ones; the row keeps what the loader chose (``loader.stats()``, its
-  decode workers, processes, CPU decoders and prefetch depth) and its memory estimate
+  batches and the batches its queue decoded ahead (``prefetch_queue_depth + 1``, so that the timed
+  window runs at the rate the decoders keep up), then the timed ones; the row keeps what the
+  loader chose (``loader.stats()``, its decode workers, processes, CPU decoders and prefetch
+  depth) and its memory estimate
   (``loader.memory_estimate``) beside the measured peak: ``memory_measured_over_estimate`` is the
   NVML peak above the baseline over the estimate (the fresh process's CUDA context included in
   both). It draws its own clips (the loader's seeded sampler), not the other tools' list.
@@ -72,6 +74,7 @@ from common import GpuSampler, in_fresh_process, make_video_set, median_rate, nv
 import vclip
 from vclip._device import resolve_device
 from vclip._engine import (
+    AUTO_PREFETCH_QUEUE_DEPTH,
     ClipTarget,
     DecoderPool,
     DecodeStats,
@@ -405,9 +408,12 @@ def synchronize(device: str) -> None:
 
 def measure_default(paths: list[str], batches: int, warmup: int, device: str, **options) -> dict:
     """The vclip-default row, in a fresh process (see :func:`in_fresh_process`): the loader built,
-    its first batch checked (barcodes), ``warmup`` batches, then ``batches`` timed batches with the
-    GPU synchronized at both ends; what the loader chose (``loader.stats()``) and its memory estimate."""
-    clips_per_video = math.ceil((1 + warmup + batches) * BATCH / len(paths))  # the checked batch too
+    its first batch checked (barcodes), ``warmup`` batches and the batches it decoded ahead (its
+    queue), then ``batches`` timed batches with the GPU synchronized at both ends; what the loader
+    chose (``loader.stats()``) and its memory estimate."""
+    depth = options.get("prefetch_queue_depth", "auto")
+    deepest = max(AUTO_PREFETCH_QUEUE_DEPTH.values()) if depth == "auto" else depth
+    clips_per_video = math.ceil((1 + warmup + deepest + 1 + batches) * BATCH / len(paths))  # the checked batch too
     started = time.perf_counter()
     loader = default_loader(paths, clips_per_video, device, **options)
     construction = time.perf_counter() - started
@@ -419,7 +425,8 @@ def measure_default(paths: list[str], batches: int, warmup: int, device: str, **
             (paths[video], frames) for video, frames in zip(first.video_ids.tolist(), first.frame_indices.tolist())
         ]
         wrong = wrong_clips(first.data, wanted)
-        for _ in range(warmup):
+        # the batches decoded ahead too: timing starts at the rate the decoders keep up
+        for _ in range(warmup + loader.prefetch_queue_depth + 1):
             next(iterator)
         synchronize(loader.device)
         started, cpu_started = time.perf_counter(), cpu_seconds()

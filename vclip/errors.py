@@ -237,14 +237,14 @@ def check_optional_integer(name: str, value: Any, *, minimum: int | None = None,
         raise fail(name, value, _integer_words(minimum, None) + suffix) from None
 
 
-def check_count_or_auto(name: str, value: Any) -> int | str:
-    """``"auto"`` as it is, or ``value`` as an integer >= 0 (a count the caller may leave to vclip)."""
+def check_count_or_auto(name: str, value: Any, *, minimum: int = 0) -> int | str:
+    """``"auto"`` as it is, or ``value`` as an integer >= ``minimum`` (a count the caller may leave to vclip)."""
     if isinstance(value, str) and value == "auto":
         return value
     try:
-        return check_integer(name, value, minimum=0)
+        return check_integer(name, value, minimum=minimum)
     except ArgumentError:
-        raise fail(name, value, '"auto" or an integer >= 0') from None
+        raise fail(name, value, f'"auto" or an integer >= {minimum}') from None
 
 
 def check_number(

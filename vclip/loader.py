@@ -31,7 +31,7 @@ from ._audio_decode import span_samples
 from ._dataset import LabeledVideo, VideoSource
 from ._device import Device, resolve_device
 from ._engine.backends import make_backend
-from ._engine.scheduler import resolve_cpu_decoders, resolve_decode_processes
+from ._engine.scheduler import resolve_decode_processes, resolve_decoders_and_depth
 from ._loader.audio import LoaderAudio
 from ._loader.batches import SCAN, BadVideos, BatchBuilder, OnError
 from ._loader.clips import ClipDrawer, VideoFacts
@@ -212,10 +212,13 @@ class ClipLoader(IterableDataset):
             the same batch; they take the newest video of the queue only when they would finish it
             before NVDEC has done the others, so they pay off only with many batches in flight.
             ``"auto"`` (default): on the GPU, beside ``decode_processes`` and with
-            ``prefetch_queue_depth`` of 15 or more, the cores left free (none under 8 cores, see
-            :func:`vclip._engine.scheduler.auto_cpu_decoders`), in processes of their own; else
-            none. On an H200 with 4 decode processes and 16 batches in flight they made the train
-            workload 17% (640x360) and 23% (1080p) faster; with the default depth they cost 16% at
+            ``prefetch_queue_depth`` of 6 or more (or ``"auto"``), the cores left free (none
+            under 8 cores, see :func:`vclip._engine.scheduler.auto_cpu_decoders`), in processes
+            of their own that hold no CUDA context (they pack pictures into shared host memory;
+            this process uploads and converts them, staging 8 pictures per decoder on the GPU);
+            else none. On an H200 the defaults (11 CPU decoders beside 3 decode processes, depth
+            6) made the train workload 1.35x (1080p) and 1.52x (640x360) faster than without
+            them at depth 2; with 3 batches in flight they cost 16% at
             640x360 (benchmarks/README.md). A count asks for that many anyway (0: none). A damaged
             video may decode differently on NVDEC (which conceals some errors) and on the CPU, so
             which decoder took it can change a batch. On the CPU they are single-threaded decoders
@@ -228,8 +231,11 @@ class ClipLoader(IterableDataset):
             cluster after keyframes: see :func:`vclip.gop.start_distribution` and
             benchmarks/long_gop.py for the change.
             None (default): clips start where the sampler draws them.
-        prefetch_queue_depth: Batches queued ahead of the one the training loop holds (default
-            2); with the one being built, ``prefetch_queue_depth + 1`` batches are decoded at once.
+        prefetch_queue_depth: Batches queued ahead of the one the training loop holds; with the
+            one being built, ``prefetch_queue_depth + 1`` batches are decoded at once. ``"auto"``
+            (default): 6 where CPU decoders work beside NVDEC (``cpu_decoders``), else 2
+            (:data:`vclip._engine.scheduler.AUTO_PREFETCH_QUEUE_DEPTH`); the attribute holds the
+            depth chosen, ``stats().chosen`` says why.
         shard_id, num_shards: This process's shard of the videos. Default: rank and world size of
             ``torch.distributed`` when it is initialised, otherwise the whole dataset. Inside
             DataLoader workers each worker takes its own part of the shard.
@@ -310,7 +316,7 @@ class ClipLoader(IterableDataset):
         decode_processes: int | str = "auto",
         cpu_decoders: int | str = "auto",
         max_lead_frames: int | None = None,
-        prefetch_queue_depth: int = 2,
+        prefetch_queue_depth: int | str = "auto",
         shard_id: int | None = None,
         num_shards: int | None = None,
         even_shards: EvenShards = "pad",
@@ -343,7 +349,7 @@ class ClipLoader(IterableDataset):
         decode_processes = check_count_or_auto("decode_processes", decode_processes)
         cpu_decoders = check_count_or_auto("cpu_decoders", cpu_decoders)
         self.cpu_decoders: int | str = cpu_decoders
-        self.prefetch_queue_depth = check_integer("prefetch_queue_depth", prefetch_queue_depth, minimum=1)
+        prefetch_queue_depth = check_count_or_auto("prefetch_queue_depth", prefetch_queue_depth, minimum=1)
         check_choice("even_shards", even_shards, ("pad", "drop"))
         check_choice("on_error", on_error, ("skip", "raise"))
         check_choice("mixed_sizes", mixed_sizes, ("error", "skip"))
@@ -366,9 +372,8 @@ class ClipLoader(IterableDataset):
         self.decode_processes = resolve_decode_processes(decode_processes, gpu=self._device.is_cuda,
                                                          num_threads=self.num_threads,
                                                          daemon=multiprocessing.current_process().daemon)
-        self._cpu_decoders = resolve_cpu_decoders(cpu_decoders, gpu=self._device.is_cuda,
-                                                  decode_processes=self.decode_processes,
-                                                  in_flight=self.prefetch_queue_depth + 1)
+        self._cpu_decoders, self.prefetch_queue_depth = resolve_decoders_and_depth(
+            cpu_decoders, prefetch_queue_depth, gpu=self._device.is_cuda, decode_processes=self.decode_processes)
         self._remote_baseline = remote_reads()
         self._source = open_source(videos, cache_dir)
         self._urls = frozenset(video.path for video in self._source.videos if is_url(video.path))
@@ -633,7 +638,8 @@ class ClipLoader(IterableDataset):
             decoder_kinds=runtime.decoder_kinds() if runtime is not None else None,
             remote_reads=remote_reads(self._urls, since=self._remote_baseline) if self._urls else {},
             chosen={name: Choice(int(count), count.reason) for name, count in (
-                ("decode_processes", self.decode_processes), ("cpu_decoders", self._cpu_decoders))},
+                ("decode_processes", self.decode_processes), ("cpu_decoders", self._cpu_decoders),
+                ("prefetch_queue_depth", self.prefetch_queue_depth))},
         )
 
     def __repr__(self) -> str:

@@ -20,6 +20,7 @@ from fractions import Fraction
 from typing import Any
 
 from ._engine.cpu import DEFAULT_WORKERS as CPU_DEFAULT_THREADS
+from ._engine.hybrid import STAGING_DEPTH, UPLOAD_PICTURES, semi_planar_shape
 from ._engine.nvdec import DECODERS_PER_THREAD, NvdecBackend
 from ._engine.processes import THREADS_PER_PROCESS
 from ._engine.scheduler import resolve_decode_processes
@@ -38,6 +39,7 @@ __all__ = [
     "NVDEC_BYTES_PER_PIXEL",
     "LOADER_WORKSPACE_BYTES",
     "CUDA_CONTEXT_BYTES",
+    "STAGING_PICTURES",
     "NVDEC_DEFAULT_THREADS",
     "PROCESS_DEFAULT_THREADS",
 ]
@@ -158,6 +160,9 @@ LOADER_WORKSPACE_BYTES = 64 * 2**20
 """Kernel module, CUDA streams and events of the decode workers, CuPy pool slack."""
 CUDA_CONTEXT_BYTES = 500 * 2**20
 """The CUDA context of the process (shared by CuPy and torch)."""
+STAGING_PICTURES = {"threads": STAGING_DEPTH, "processes": UPLOAD_PICTURES}
+"""Pictures each CPU decoder on the GPU stages in device memory: as threads of the loader's process
+(its ring), and beside decode processes (the pictures of a packed job uploaded at once)."""
 
 
 NVDEC_DEFAULT_THREADS = NvdecBackend.default_workers
@@ -183,6 +188,8 @@ class LoaderMemoryEstimate:
         workspace: :data:`LOADER_WORKSPACE_BYTES` per process on the GPU, 0 on the CPU.
         cuda_context: :data:`CUDA_CONTEXT_BYTES` per process (the loader's and each decode
             worker process's) on the GPU, 0 on the CPU.
+        staging: The device pictures CPU decoders on the GPU stage (:data:`STAGING_PICTURES` each
+            at the largest video size, as NVDEC lays them out).
         total: The sum of the parts.
         views: Samples per clip (a transform's ``spatial_views``): a batch of ``batch_size``
             clips holds ``batch_size x views`` samples.
@@ -202,11 +209,12 @@ class LoaderMemoryEstimate:
     views: int = 1
     audio_buffers: int = 0
     audio_bytes_per_clip: int = 0
+    staging: int = 0
 
     @property
     def fixed_bytes(self) -> int:
         """The part that does not grow with the batch size."""
-        return self.decode_surfaces + self.workspace + self.cuda_context
+        return self.decode_surfaces + self.workspace + self.cuda_context + self.staging
 
     def largest_batch_size(self, budget: int | str) -> int:
         """The largest batch size (in clips, each of ``views`` samples) whose total fits ``budget``
@@ -225,7 +233,9 @@ class LoaderMemoryEstimate:
         return (
             f"{format_bytes(self.total)}: {self.buffers} output buffers {self.output_buffers:,}, "
             f"{self.decoders} decoders' surfaces {self.decode_surfaces:,}, workspace {self.workspace:,}, "
-            f"CUDA context {self.cuda_context:,}" + (f", audio {self.audio_buffers:,}" if self.audio_buffers else "")
+            f"CUDA context {self.cuda_context:,}"
+            + (f", CPU decoders' staging {self.staging:,}" if self.staging else "")
+            + (f", audio {self.audio_buffers:,}" if self.audio_buffers else "")
         )
 
 
@@ -273,7 +283,7 @@ def plan_loader_memory(
     channels: int = 3,
     dtype: str | int = "uint8",
     augmentation_factor: float = 0.0,
-    prefetch_queue_depth: int = 2,
+    prefetch_queue_depth: int | str = "auto",
     num_threads: int = 0,
     decode_processes: int | str = "auto",
     device: Any = "auto",
@@ -297,8 +307,9 @@ def plan_loader_memory(
             (defaults too). ``device="cuda"`` plans for a GPU even on a machine without one.
         video_width, video_height, video_bit_depth: The largest video the loader decodes (its
             decode surfaces); default: the output size, as when clips are not resized.
-        cpu_decoders: As :class:`~vclip.ClipLoader`: beside decode processes on the GPU they run
-            in processes of their own, each with a CUDA context and a workspace.
+        cpu_decoders: As :class:`~vclip.ClipLoader`: on the GPU each stages pictures in device
+            memory (``staging``); beside decode processes they run in processes of their own, which
+            hold no CUDA context.
         video_kinds: Distinct codec, bit depth and size combinations among the videos: each
             decode thread keeps an NVDEC decoder for each, up to :data:`DECODERS_PER_THREAD`
             (counted at the largest video's size).
@@ -311,32 +322,37 @@ def plan_loader_memory(
     Raises:
         ArgumentError: As :func:`estimate_memory`; a count below its minimum; an unknown device.
     """
-    from ._engine.scheduler import cpu_decoder_processes, resolve_cpu_decoders
+    from ._engine.scheduler import resolve_decoders_and_depth
 
     video_kinds = check_integer("video_kinds", video_kinds, minimum=1)
     views = check_integer("views", views, minimum=1)
-    prefetch_queue_depth = check_integer("prefetch_queue_depth", prefetch_queue_depth, minimum=1)
+    prefetch_queue_depth = check_count_or_auto("prefetch_queue_depth", prefetch_queue_depth, minimum=1)
     on_gpu = _plans_for_gpu(device)
     decode_processes = _decode_processes(decode_processes, on_gpu, check_integer("num_threads", num_threads, minimum=0))
     cpu_decoders = check_count_or_auto("cpu_decoders", cpu_decoders)
-    count = resolve_cpu_decoders(cpu_decoders, gpu=on_gpu, decode_processes=decode_processes,
-                                 in_flight=prefetch_queue_depth + 1)
-    helper_processes = cpu_decoder_processes(count, decode_processes) if on_gpu else 0
+    count, depth = resolve_decoders_and_depth(cpu_decoders, prefetch_queue_depth, gpu=on_gpu,
+                                              decode_processes=decode_processes)
     batch_size = check_integer("batch_size", batch_size, minimum=1)
     audio_samples = check_integer("audio_samples", audio_samples, minimum=0)
     audio_per_clip = audio.channels * audio.itemsize * audio_samples if audio is not None else 0
     parts = _loader_memory_from_parts(
         width=width, height=height, batch_size=batch_size * views, sequence_length=sequence_length, channels=channels,
-        dtype=dtype, augmentation_factor=augmentation_factor, buffers=prefetch_queue_depth + 2,
+        dtype=dtype, augmentation_factor=augmentation_factor, buffers=depth + 2,
         decoders=loader_decode_workers(device=device, num_threads=num_threads, decode_processes=decode_processes)
         * min(video_kinds, DECODERS_PER_THREAD),
         video_width=width if video_width is None else video_width,
         video_height=height if video_height is None else video_height,
-        video_bit_depth=video_bit_depth, on_gpu=on_gpu, processes=decode_processes + helper_processes,
+        video_bit_depth=video_bit_depth, on_gpu=on_gpu, processes=decode_processes,
     )
+    staging = 0
+    if on_gpu and count:
+        pictures = STAGING_PICTURES["processes" if decode_processes else "threads"]
+        (rows, samples), sample = semi_planar_shape(width if video_width is None else video_width,
+                                                    height if video_height is None else video_height, video_bit_depth)
+        staging = count * pictures * rows * samples * sample.itemsize
     audio_buffers = audio_per_clip * parts.batch.batch_size * parts.buffers  # every sample (clip or view) has its audio
     return replace(parts, views=views, audio_buffers=audio_buffers, audio_bytes_per_clip=audio_per_clip,
-                   total=parts.total + audio_buffers)
+                   staging=staging, total=parts.total + audio_buffers + staging)
 
 
 def _loader_memory_from_parts(

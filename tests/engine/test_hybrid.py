@@ -4,6 +4,7 @@ and NVDEC-decoded clips is checked on the GPU (tests marked gpu)."""
 
 from __future__ import annotations
 
+import subprocess
 import threading
 import time
 from pathlib import Path
@@ -16,8 +17,10 @@ from kernel_cases import pack_semi_planar as reference_pack
 from test_kernel_host import host_library, host_transform  # noqa: F401 (fixtures)
 
 import vclip
+from vclip._device import CPU
 from vclip._engine import (
     AUTO_MIN_IN_FLIGHT,
+    AUTO_PREFETCH_QUEUE_DEPTH,
     BLOCK,
     JOB_DTYPE,
     OUTPUT_KINDS,
@@ -26,6 +29,8 @@ from vclip._engine import (
     CpuBackend,
     DecoderPool,
     DecodeStats,
+    PackingBackend,
+    ProcessBackend,
     SharedQueueRunner,
     VideoJob,
     auto_cpu_decoders,
@@ -34,6 +39,7 @@ from vclip._engine import (
     frame_strides,
     launch_grid,
     pack_semi_planar,
+    packed_frames,
     resolve_cpu_decoders,
     resolve_transform,
     semi_planar_shape,
@@ -118,6 +124,40 @@ def test_staged_pictures_through_the_kernel_match_the_cpu_path(host_transform, v
     assert launch_grid(params[()])[2] == 1 and BLOCK[2] == 1
     host_transform(stage_dtype.itemsize, OUTPUT_KINDS[spec.dtype], params.ctypes.data, jobs.ctypes.data, frames.size)
     assert_matches_twin(output, expected[0], spec.dtype)
+
+
+@pytest.mark.parametrize("name", ["h264", "h264_10bit", "odd"])
+def test_a_packing_process_packs_each_wanted_frame_once_in_order_as_nvdec_lays_it_out(videos, name):
+    """Beside decode processes the CPU decoders run in packing processes without CUDA: picture k
+    of the shared buffer is the k-th frame the job wants, ascending, each once, laid out as the
+    kernel reads NVDEC's surfaces; the buffer's bytes after the last picture are left alone."""
+    path = videos[name]
+    index = vclip.index_video(path)
+    geometry = vclip.TransformSpec().geometry(index.width, index.height)
+    job = VideoJob(index, (ClipTarget(np.array([1, 5, 9]), geometry, 0), ClipTarget(np.array([3, 5, 12]), geometry, 1)))
+    assert packed_frames(job) == [1, 3, 5, 9, 12]
+    shape, dtype = semi_planar_shape(index.width, index.height, index.bit_depth)
+    nbytes = shape[0] * shape[1] * dtype.itemsize
+    packers = ProcessBackend(PackingBackend, CPU, 1, 2)
+    try:
+        buffer = packers.empty((5 * nbytes + 64,), "uint8")
+        buffer[:] = 0xAB
+        stats = DecodeStats()
+        assert packers.decode_job(job, resolve_transform(vclip.TransformSpec()), buffer, stats) is None
+        packed = buffer.copy()
+    finally:
+        packers.close()
+    assert stats.videos == 1 and stats.frames_requested == 5
+    assert (packed[5 * nbytes:] == 0xAB).all()
+    pictures = decoded_frames(path, 13)
+    for k, frame in enumerate(packed_frames(job)):
+        picture = packed[k * nbytes:(k + 1) * nbytes].view(dtype).reshape(shape)
+        y, u, v, bit_depth = yuv420_planes(pictures[frame], index.color_range)
+        luma, chroma = reference_pack(y, u, v, bit_depth)
+        np.testing.assert_array_equal(picture[: index.height, : luma.shape[1]], luma)
+        np.testing.assert_array_equal(picture[index.height :, : chroma.shape[1]], chroma)
+        if bit_depth == 8:
+            assert read_barcode(np.repeat(picture[: index.height, : index.width, None], 3, axis=-1)) == frame
 
 
 # -- the shared queue -------------------------------------------------------------------------------
@@ -265,15 +305,38 @@ def test_auto_cpu_decoders_leaves_cores_to_nvdec_feeders_and_the_consumer():
     """The cores left free, only beside decode processes and with many batches in flight."""
     assert auto_cpu_decoders(gpu=True, decode_processes=4, cores=16) == 10
     assert auto_cpu_decoders(gpu=True, decode_processes=4, cores=16, in_flight=AUTO_MIN_IN_FLIGHT) == 10
-    assert auto_cpu_decoders(gpu=True, decode_processes=4, cores=16, in_flight=3) == 0  # the loader's default
+    assert auto_cpu_decoders(gpu=True, decode_processes=4, cores=16, in_flight=3) == 0  # depth 2
     assert auto_cpu_decoders(gpu=True, decode_processes=4, cores=16, in_flight=3).reason == (
-        "auto: none with 3 batches in flight (they pay off from 16: prefetch_queue_depth=15)")
+        "auto: none with 3 batches in flight (they pay off from 7: prefetch_queue_depth=6)")
     assert auto_cpu_decoders(gpu=True, decode_processes=4, cores=16).reason == (
         "auto: the cores left beside 4 decode processes and 2 for training, of 16")
     assert auto_cpu_decoders(gpu=True, cores=16) == 0  # decode threads: CPU decoders would hold their GIL
     assert auto_cpu_decoders(gpu=True, decode_processes=2, cores=4) == 0
     assert auto_cpu_decoders(gpu=False, decode_processes=4, cores=16) == 0
     assert resolve_cpu_decoders(3, gpu=True, in_flight=3) == 3  # a count is taken as it is
+
+
+def test_auto_prefetch_depth_is_deeper_where_cpu_decoders_work_beside_nvdec(monkeypatch):
+    """Both left to the loader on a GPU machine of 16 cores: 11 CPU decoders beside 3 decode
+    processes and 6 batches queued; a depth given decides whether "auto" starts CPU decoders."""
+    from vclip._engine import scheduler
+
+    monkeypatch.setattr(scheduler, "usable_cores", lambda: 16)
+    resolve = scheduler.resolve_decoders_and_depth
+    count, depth = resolve("auto", "auto", gpu=True, decode_processes=3)
+    assert (count, depth) == (11, AUTO_PREFETCH_QUEUE_DEPTH["cpu_decoders"]) == (11, 6)
+    assert depth.reason == ("auto: 6 for 11 CPU decoders beside NVDEC (they take the jobs NVDEC would reach "
+                            "last, so they need batches in flight)")
+    assert resolve("auto", 2, gpu=True, decode_processes=3) == (0, 2)  # too few in flight for CPU decoders
+    assert resolve("auto", 2, gpu=True, decode_processes=3)[1].reason == "set"
+    assert resolve("auto", 6, gpu=True, decode_processes=3) == (11, 6)
+    assert resolve(0, "auto", gpu=True, decode_processes=3) == (0, 2)
+    assert resolve(0, "auto", gpu=True, decode_processes=3)[1].reason == "auto: 2 (no CPU decoders beside NVDEC)"
+    assert resolve(4, "auto", gpu=True, decode_processes=3) == (4, 6)  # CPU decoders asked for get the depth
+    assert resolve("auto", "auto", gpu=True, decode_processes=0) == (0, 2)  # decode threads only
+    assert resolve("auto", "auto", gpu=False, decode_processes=4) == (0, 2)
+    monkeypatch.setattr(scheduler, "usable_cores", lambda: 4)
+    assert resolve("auto", "auto", gpu=True, decode_processes=3) == (0, 2)
 
 
 def test_auto_decode_processes_are_three_on_a_gpu_with_eight_cores_or_more_one_per_two_cpu_threads():
@@ -353,6 +416,13 @@ def test_cpu_decoders_is_checked(same_size_videos, value):
 
 
 # -- on the GPU (run by the lead on the H200) -------------------------------------------------------
+def gpu_process_ids() -> set[int]:
+    """The processes holding a CUDA context on any GPU, by nvidia-smi."""
+    listed = subprocess.run(["nvidia-smi", "--query-compute-apps=pid", "--format=csv,noheader"],
+                            capture_output=True, text=True, check=True).stdout
+    return {int(line) for line in listed.split()}
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("name", ["h264", "hevc"])
 @pytest.mark.parametrize("spec", [vclip.TransformSpec(), vclip.TransformSpec.imagenet(112, layout="TCHW")])
@@ -360,7 +430,7 @@ def test_cpu_decoded_clips_are_byte_identical_to_nvdec(videos, name, spec):
     import cupy
 
     from vclip._device import resolve_device
-    from vclip._engine import UploadBackend, in_process_backend
+    from vclip._engine import PackedUploadBackend, UploadBackend, in_process_backend
 
     device = resolve_device("cuda").device
     index = vclip.index_video(videos[name])
@@ -372,20 +442,23 @@ def test_cpu_decoded_clips_are_byte_identical_to_nvdec(videos, name, spec):
     )
     job = VideoJob(index, targets)
     outputs = []
-    for backend in (in_process_backend(device), UploadBackend(device)):
+    packed = PackedUploadBackend(device, 1, 2)  # in a packing process, uploaded and converted here
+    for backend in (in_process_backend(device), UploadBackend(device), packed):
         output = backend.empty((2,) + conversion.clip_shape(8, geometry), spec.dtype)
         output.fill(0)
         backend.decode_job(job, conversion, output, DecodeStats()).synchronize()
         outputs.append(cupy.asnumpy(output))
+    packed.close()
     np.testing.assert_array_equal(outputs[0], outputs[1])
+    np.testing.assert_array_equal(outputs[0], outputs[2])
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("processes", [0, 2])
 def test_gpu_loader_with_cpu_decoders_matches_nvdec_alone(videos, processes):
-    """With decode processes, the CPU decoders run in processes of their own that write into the
-    NVDEC processes' buffers."""
-    from vclip._engine import ProcessBackend
+    """With decode processes, the CPU decoders run in packing processes of their own (no CUDA
+    context), whose pictures the loader's process converts into the NVDEC processes' buffers."""
+    from vclip._engine import PackedUploadBackend
 
     paths = [(videos["h264"], 0)] * 4
     epochs = []
@@ -406,9 +479,12 @@ def test_gpu_loader_with_cpu_decoders_matches_nvdec_alone(videos, processes):
             assert set(stats.decoders) == {"nvdec", "cpu"} and stats.decoders["cpu"].workers == 4
             assert stats.decoders["nvdec"].clips + stats.decoders["cpu"].clips == stats.clips
             helpers = loader._runtime.backend.pools[1].backend
-            assert isinstance(helpers, ProcessBackend) == bool(processes)
+            assert isinstance(helpers, PackedUploadBackend) == bool(processes)
             if processes:
                 assert helpers.processes == 2 and helpers.threads == 2
+                on_gpu = gpu_process_ids()  # NVDEC's decode processes hold a CUDA context, packers none
+                assert {w.process.pid for w in loader._runtime.backend.pools[0].backend._workers} <= on_gpu
+                assert not {w.process.pid for w in helpers._packers._workers} & on_gpu
         loader.close()
     for left, right in zip(*epochs):
         np.testing.assert_array_equal(left, right)

@@ -15,7 +15,7 @@ import pytest
 from helpers import devices
 
 import vclip
-from vclip._device import CPU, Device
+from vclip._device import CPU
 from vclip._engine import (
     ClipTarget,
     DecodeStats,
@@ -176,7 +176,7 @@ def test_a_loader_epoch_loses_no_video_to_a_killed_worker(tmp_path, device):
     sampler = vclip.contiguous(8, starts="even", clips_per_video=2)
     videos = [(path, k) for k, path in enumerate(paths)]
     reference = [(b.data.clone(), b.frame_indices.clone()) for b in vclip.ClipLoader(videos, sampler, **options)]
-    loader = vclip.ClipLoader(videos, sampler, decode_processes=1, num_threads=1, **options)
+    loader = vclip.ClipLoader(videos, sampler, decode_processes=1, num_threads=1, cpu_decoders=0, **options)
     backend = loader._runtime.backend
     killed = []
 
@@ -248,32 +248,6 @@ def test_buffers_must_come_from_the_backend(backend, clips_videos):
         backend.decode_job(
             jobs_for(clips_videos[:1])[0], CONVERSION, np.empty((2, FRAMES, 48, 64, 3), np.uint8), DecodeStats()
         )
-
-
-def test_a_backend_sharing_buffers_writes_into_the_other_ones_buffers(backend, clips_videos):
-    """CPU decode processes beside NVDEC's write into NVDEC's batch buffers: a ProcessBackend with
-    ``share_buffers_with`` decodes into buffers of the other, the same frames; freed buffers are
-    released once; closing it leaves the owner's buffers alone."""
-    sibling = cpu_processes(1, 2, share_buffers_with=backend)
-    jobs = jobs_for(clips_videos[:3], first_frame=4)
-    expected, _, _ = decode(backend, jobs)
-    output = backend.empty((2 * len(jobs), FRAMES, 48, 64, 3), "uint8")
-    runner = JobRunner(sibling, 2)
-    assert runner.run(jobs, CONVERSION, output, DecodeStats()).errors == [None] * len(jobs)
-    runner.close()
-    assert np.array_equal(output, expected)
-    name = shared_memory_name(backend, output)
-    sibling.close()
-    SharedMemory(name=name).close()  # the owner's buffer outlives the sibling
-    assert np.array_equal(decode(backend, jobs)[0], expected)  # the owner still decodes
-    del output
-    assert_released_by_the_next_call(backend, name)
-
-
-def test_buffers_are_shared_only_on_one_device(backend):
-    gpu = Device("cuda", 0)
-    with pytest.raises(ValueError, match="cannot be shared"):
-        ProcessBackend(partial(in_process_backend, gpu), gpu, 1, share_buffers_with=backend)
 
 
 class HangsOnStuckVideos:

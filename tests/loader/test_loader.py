@@ -208,7 +208,7 @@ def test_a_flat_folder_of_videos_is_unlabelled(folder, dataset):
         (dict(shard_id=1), ValueError, r"shard_id \(1\) and num_shards \(None\) must be given together"),
         (dict(shard_id=2, num_shards=2), ValueError, r"shard_id \(2\) must be < num_shards \(2\)"),
         (dict(num_shards=7, shard_id=0), ValueError, r"num_shards \(7\) must be <= the number of videos \(6\)"),
-        (dict(prefetch_queue_depth=0), ValueError, r"prefetch_queue_depth \(0\) must be an integer >= 1"),
+        (dict(prefetch_queue_depth=0), ValueError, r"prefetch_queue_depth \(0\) must be \"auto\" or an integer >= 1"),
         (dict(seed=-1), ValueError, r"seed \(-1\) must be an integer >= 0"),
         (dict(memory_budget="lots"), ValueError, r"memory size \('lots'\)"),
         (dict(sampler=vclip.keyframe()), ValueError, "keyframe sampling without max_frames"),
@@ -875,16 +875,18 @@ def test_stats_and_epoch_summary(dataset, caplog, capsys):
     assert "\n" not in line and len(line) < 250
     assert line.startswith("LoaderStats(cpu, epoch 0: 3 batches, 12 clips in ") and "0 videos skipped" in line
     summary_lines = stats.summary().splitlines()
-    assert len(summary_lines) == 8 and "2 decode workers (0 NVDEC)" in summary_lines[2]
+    assert len(summary_lines) == 9 and "2 decode workers (0 NVDEC)" in summary_lines[2]
     assert f"{stats.frames.decoded} decoded for 48 delivered" in summary_lines[3]
     # num_threads=2 is set: no processes, and the loader says why
     assert as_json["chosen"] == {
         "decode_processes": {"value": 0, "reason": "auto: num_threads=2 is set, and exactly those threads decode"},
         "cpu_decoders": {"value": 0, "reason": "auto: none on the CPU (the decode pool keeps every core busy)"},
+        "prefetch_queue_depth": {"value": 2, "reason": "auto: 2"},
     }
-    assert summary_lines[-2:] == [
+    assert summary_lines[-3:] == [
         "  decode_processes 0: auto: num_threads=2 is set, and exactly those threads decode",
         "  cpu_decoders 0: auto: none on the CPU (the decode pool keeps every core busy)",
+        "  prefetch_queue_depth 2: auto: 2",
     ]
 
     summary = [r.getMessage() for r in caplog.records if "epoch 0" in r.getMessage()]
@@ -909,6 +911,7 @@ def test_stats_say_what_the_loader_chose_and_why(dataset):
     given = make_loader(dataset, decode_processes=2, cpu_decoders=1).stats().chosen
     assert (given["decode_processes"].value, given["decode_processes"].reason) == (2, "set")
     assert (given["cpu_decoders"].value, given["cpu_decoders"].reason) == (1, "set")
+    assert make_loader(dataset, prefetch_queue_depth=3).prefetch_queue_depth == 3
 
 
 def test_a_pickled_loader_keeps_what_it_chose_and_why(dataset):

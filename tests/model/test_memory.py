@@ -9,6 +9,7 @@ from vclip.memory import (
     LOADER_WORKSPACE_BYTES,
     NVDEC_DEFAULT_THREADS,
     PROCESS_DEFAULT_THREADS,
+    STAGING_PICTURES,
     loader_decode_workers,
 )
 
@@ -141,13 +142,19 @@ def test_formula_and_loader_answers_for_the_issue_example():
                                          **ISSUE_EXAMPLE)
     assert processes.buffers == 3 and processes.decoders == 4 * PROCESS_DEFAULT_THREADS["cuda"]
     assert processes.cuda_context == 5 * CUDA_CONTEXT_BYTES
-    # CPU decoders beside decode processes run in processes of their own, 2 each: 5 decoders, 3 contexts more
+    # CPU decoders beside decode processes run in packing processes without a CUDA context; each
+    # stages 8 pictures on the device as NVDEC lays them out (1280x720 NV12: 1,080 rows of 1,280 bytes)
     helpers = vclip.plan_loader_memory(
         batch_size=1, device="cuda", decode_processes=4, prefetch_queue_depth=1, cpu_decoders=5, **ISSUE_EXAMPLE
     )
-    assert helpers.cuda_context == 8 * CUDA_CONTEXT_BYTES and helpers.decoders == processes.decoders
+    assert helpers.cuda_context == 5 * CUDA_CONTEXT_BYTES and helpers.decoders == processes.decoders
+    assert helpers.staging == 5 * STAGING_PICTURES["processes"] * 1080 * 1280 == 5 * 8 * 1080 * 1280
+    assert helpers.total == processes.total + helpers.staging
+    assert helpers.fixed_bytes == processes.fixed_bytes + helpers.staging
     threads = vclip.plan_loader_memory(batch_size=1, device="cuda", cpu_decoders=5, **ISSUE_EXAMPLE)  # loader threads
     assert threads.cuda_context == CUDA_CONTEXT_BYTES
+    assert threads.staging == 5 * STAGING_PICTURES["threads"] * 1080 * 1280 == 5 * 3 * 1080 * 1280
+    assert "CPU decoders' staging 55,296,000" in str(helpers)
 
 
 def test_loader_plan_defaults_and_checks():
@@ -159,7 +166,7 @@ def test_loader_plan_defaults_and_checks():
         video_bit_depth=10, device="cuda",
     )
     assert plan.decode_surfaces == NVDEC_DEFAULT_THREADS * 24 * 3 * 1920 * 1080  # P016 surfaces at the video size
-    with pytest.raises(vclip.ArgumentError, match=r"prefetch_queue_depth \(0\) must be an integer >= 1"):
+    with pytest.raises(vclip.ArgumentError, match=r"prefetch_queue_depth \(0\) must be \"auto\" or an integer >= 1"):
         vclip.plan_loader_memory(width=8, height=8, batch_size=1, sequence_length=1, prefetch_queue_depth=0)
     with pytest.raises(vclip.ArgumentError, match=r"device \('tpu'\) must be 'cpu', 'cuda', 'cuda:N' or 'auto'"):
         vclip.plan_loader_memory(batch_size=1, width=8, height=8, sequence_length=1, device="tpu")

@@ -13,7 +13,8 @@ Layers, each importing only those above it:
     cpu, nvdec  the PyAV and NVDEC backends
     shared_buffers  output buffers that worker processes write into (``BufferRegistry``)
     processes   decoding in worker processes (``ProcessBackend``, built from a backend factory)
-    hybrid      CPU decoders whose pictures the CUDA kernel converts (``UploadBackend``)
+    hybrid      CPU decoders whose pictures the CUDA kernel converts (``UploadBackend``; beside decode
+                processes ``PackedUploadBackend``, whose packing processes hold no CUDA context)
     scheduler   one job queue for every decoder pool (``SharedQueueRunner``, ``PooledBackend``)
     runner      running a batch's jobs on threads (``JobRunner``, ``JobsResult``)
     backends    choosing a backend (``make_backend``)
@@ -45,9 +46,11 @@ _SURFACE_BY_MODULE = {
     "nvdec": ("capability_refusal", "DECODERS_PER_THREAD", "nvdec_unsupported_reason", "NvdecBackend"),
     "shared_buffers": ("BufferRegistry",),
     "processes": ("ProcessBackend", "RecentKeys"),
-    "hybrid": ("pack_semi_planar", "semi_planar_shape", "UploadBackend"),
+    "hybrid": ("pack_semi_planar", "packed_frames", "PackedUploadBackend", "PackingBackend", "semi_planar_shape",
+               "UploadBackend"),
     "scheduler": (
-        "auto_cpu_decoders", "auto_decode_processes", "AUTO_MIN_IN_FLIGHT", "DecoderKindStats", "DecoderPool",
+        "auto_cpu_decoders", "auto_decode_processes", "AUTO_MIN_IN_FLIGHT", "AUTO_PREFETCH_QUEUE_DEPTH",
+        "DecoderKindStats", "DecoderPool",
         "PooledBackend", "resolve_cpu_decoders", "SharedQueueRunner",
     ),
     "runner": ("JobRunner",),

@@ -71,9 +71,10 @@ def make_backend(device: Device, *, skip_non_reference: bool = True, processes: 
     which weighs ``in_flight``, the batches the caller decodes at once)
     the result is a :class:`~vclip._engine.scheduler.PooledBackend`: on the GPU that many PyAV
     decoders whose pictures the CUDA kernel converts join NVDEC as helpers (threads of this process,
-    or, with ``processes``, processes of their own, :func:`~vclip._engine.scheduler.cpu_decoder_processes`,
-    writing into the same buffers: in one process their Python work holds the GIL that NVDEC's
-    feeders need); on the CPU that many single-threaded PyAV decoders replace the default pool.
+    or, with ``processes``, packing processes of their own without a CUDA context,
+    :func:`~vclip._engine.scheduler.cpu_decoder_processes`, whose pictures this process uploads and
+    converts: in one process their Python work holds the GIL that NVDEC's feeders need); on the CPU
+    that many single-threaded PyAV decoders replace the default pool.
     """
     from .scheduler import (
         CPU_DECODERS_PER_PROCESS,
@@ -97,13 +98,12 @@ def make_backend(device: Device, *, skip_non_reference: bool = True, processes: 
         primary = ProcessBackend(factory, device, processes, threads)
     if not count:
         return primary
-    from .hybrid import UploadBackend
+    from .hybrid import PackedUploadBackend, UploadBackend
 
     helpers: Backend
     if isinstance(primary, ProcessBackend):
-        helpers = ProcessBackend(partial(UploadBackend, device, skip_non_reference=skip_non_reference), device,
-                                 cpu_decoder_processes(count, processes), CPU_DECODERS_PER_PROCESS,
-                                 share_buffers_with=primary)
+        helpers = PackedUploadBackend(device, cpu_decoder_processes(count, processes), CPU_DECODERS_PER_PROCESS,
+                                      skip_non_reference=skip_non_reference)
     else:
         helpers = UploadBackend(device, skip_non_reference=skip_non_reference)
     nvdec_workers = primary.default_workers if processes or not threads else threads

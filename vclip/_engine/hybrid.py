@@ -12,25 +12,33 @@ decoded here is byte-identical to the NVDEC one (H.264 and HEVC decoding are exa
 Each worker thread keeps a small ring of staging pairs (pinned host + device); a pair is reused once
 the event recorded after its last kernel launch has fired, so packing picture n+1 overlaps the
 upload and conversion of picture n.
+
+Beside decode processes the CPU decoders run in processes of their own, which need no CUDA
+context (about 500 MiB of device memory each): :class:`PackingBackend` decodes there and packs every
+wanted picture the same way into a shared host buffer, and :class:`PackedUploadBackend`, in the
+loader's process, uploads that buffer and launches the same kernel on it.
 """
 
 from __future__ import annotations
 
 import threading
+from functools import partial
 from typing import Any
 
 import av
 import numpy as np
 
-from .._device import Device
+from .._device import CPU, Device
 from .._index_record import VideoIndex
 from ..errors import CorruptVideoError
-from .contract import Completion, PlanBackend, execute_plan
+from ..plan import plan_decode
+from .contract import Completion, PictureConverter, PlanBackend, execute_plan
 from .cpu import CpuBackend, PyAVDecoder, decode_then_upload, yuv420_planes
 from .kernel import KernelConverter, KernelModule
-from .pipeline import Conversion, DecodeStats, VideoJob
+from .pipeline import Conversion, DecodeStats, VideoJob, frame_destinations
 
-__all__ = ["UploadBackend", "UploadConverter", "pack_semi_planar", "semi_planar_shape"]
+__all__ = ["PackedUploadBackend", "PackingBackend", "UploadBackend", "UploadConverter", "pack_semi_planar",
+           "packed_frames", "semi_planar_shape"]
 
 PITCH_ALIGNMENT = 256
 """Bytes each staged row is padded to (what cudaMallocPitch gives), so the kernel's vector loads
@@ -38,6 +46,10 @@ are aligned as on NVDEC surfaces."""
 
 STAGING_DEPTH = 3
 """Staging pairs per worker thread: pictures in flight between packing and the kernel."""
+
+UPLOAD_PICTURES = 8
+"""Pictures of a packed job uploaded at once: the device staging of each CPU decoder beside decode
+processes (a job with more pictures is uploaded and converted in turns of this many)."""
 
 
 def semi_planar_shape(width: int, height: int, bit_depth: int) -> tuple[tuple[int, int], np.dtype]:
@@ -64,6 +76,17 @@ def pack_semi_planar(y: np.ndarray, u: np.ndarray, v: np.ndarray, bit_depth: int
         luma[:, :width] = y
         chroma[:, 0:2 * chroma_width:2] = u
         chroma[:, 1:2 * chroma_width:2] = v
+
+
+def pack_picture(picture: av.VideoFrame, index: VideoIndex, out: np.ndarray) -> None:
+    """Pack a decoded picture of ``index``'s stream into ``out`` as NVDEC lays it out (NV12/P016)."""
+    if (picture.width, picture.height) != (index.width, index.height):
+        raise CorruptVideoError(index.path, f"a frame is {picture.width}x{picture.height}, the stream "
+                                            f"{index.width}x{index.height} (the size changes mid-stream)")
+    y, u, v, bit_depth = yuv420_planes(picture, index.color_range)
+    if bit_depth != index.bit_depth:
+        raise CorruptVideoError(index.path, f"a frame has {bit_depth}-bit samples, the stream {index.bit_depth}-bit")
+    pack_semi_planar(y, u, v, bit_depth, out)
 
 
 class _Staging:
@@ -116,15 +139,8 @@ class UploadConverter(KernelConverter):
 
     def convert(self, picture: av.VideoFrame, destinations: list[tuple[int, int]]) -> None:
         index = self._index
-        if (picture.width, picture.height) != (index.width, index.height):
-            raise CorruptVideoError(index.path, f"a frame is {picture.width}x{picture.height}, the stream "
-                                                f"{index.width}x{index.height} (the size changes mid-stream)")
-        y, u, v, bit_depth = yuv420_planes(picture, index.color_range)
-        if bit_depth != index.bit_depth:
-            raise CorruptVideoError(index.path,
-                                    f"a frame has {bit_depth}-bit samples, the stream {index.bit_depth}-bit")
         staging = self._staging.take(self._shape, self._dtype)
-        pack_semi_planar(y, u, v, bit_depth, staging.host)
+        pack_picture(picture, index, staging.host)
         staging.device.data.copy_from_host_async(staging.host.ctypes.data, staging.nbytes, self._staging.stream)
         pitch = staging.host.strides[0]
         luma = staging.device.data.ptr
@@ -195,3 +211,188 @@ class UploadBackend(PlanBackend):
             event = self._cupy.cuda.Event(disable_timing=True)
             event.record(staging.stream)
             return event
+
+
+# -- CPU decoders in processes without a CUDA context ---------------------------------------------------
+def packed_frames(job: VideoJob) -> list[int]:
+    """The frames ``job`` wants, ascending: picture k of its packed buffer is the k-th (the layout
+    both sides of a packing process agree on, each picture :func:`semi_planar_shape`)."""
+    return sorted(frame_destinations(job.targets))
+
+
+class _PackConverter(PictureConverter):
+    """Each picture into its place in the packed buffer (its frame found from its first destination)."""
+
+    def __init__(self, job: VideoJob, buffer: np.ndarray):
+        index = self._index = job.index
+        self._targets = job.targets
+        frames = packed_frames(job)
+        shape, dtype = semi_planar_shape(index.width, index.height, index.bit_depth)
+        nbytes = len(frames) * shape[0] * shape[1] * dtype.itemsize
+        self._pictures = buffer[:nbytes].view(dtype).reshape((len(frames), *shape))
+        self._place = {frame: k for k, frame in enumerate(frames)}
+
+    def convert(self, picture: av.VideoFrame, destinations: list[tuple[int, int]]) -> None:
+        target, position = destinations[0]
+        frame = int(self._targets[target].frames[position])
+        pack_picture(picture, self._index, self._pictures[self._place[frame]])
+
+
+class PackingBackend:
+    """The CPU decoder of a packing process (no CUDA): PyAV decodes each job, single-threaded, and
+    every wanted picture is packed as NVDEC lays it out into a flat shared byte buffer
+    (:func:`packed_frames`). Only 4:2:0 streams come here (:func:`upload_unsupported_reason`)."""
+
+    device = CPU
+    default_workers = 1
+
+    def __init__(self, *, skip_non_reference: bool = True):
+        self.skip_non_reference = skip_non_reference
+
+    def empty(self, shape: tuple[int, ...], dtype: str) -> np.ndarray:
+        return np.empty(shape, dtype)
+
+    def decode_job(self, job: VideoJob, conversion: Conversion, output: np.ndarray, stats: DecodeStats) -> None:
+        plan = plan_decode(job.index, [target.frames for target in job.targets],
+                           skip_non_reference=self.skip_non_reference)
+        execute_plan(plan, job, PyAVDecoder(job.index, threads=1), _PackConverter(job, output), stats)
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+
+class _Upload:
+    """A worker thread's packed host buffer (shared with the packing processes, pinned here when
+    CUDA can register it), its device staging of :data:`UPLOAD_PICTURES` pictures and its stream."""
+
+    def __init__(self, cupy, packers):
+        self._cupy, self._packers = cupy, packers
+        self.stream = cupy.cuda.Stream(non_blocking=True)
+        self.host: np.ndarray | None = None
+        self.device: Any = None
+        self._pinned = False
+        self._uploaded: Any = None  # the event after the last copy out of ``host``
+
+    def take(self, nbytes: int, picture: int) -> np.ndarray:
+        """The host buffer, at least ``nbytes``, free to be written (its last upload has finished),
+        and a device staging of :data:`UPLOAD_PICTURES` pictures of ``picture`` bytes."""
+        if self._uploaded is not None:
+            self._uploaded.synchronize()
+        if self.host is None or self.host.size < nbytes:
+            self.release()
+            self.host = self._packers.empty((nbytes + nbytes // 2,), "uint8")
+            try:
+                self._cupy.cuda.runtime.hostRegister(self.host.ctypes.data, self.host.size, 0)
+                self._pinned = True
+            except self._cupy.cuda.runtime.CUDARuntimeError:  # copies from pageable memory then
+                self._pinned = False
+        if self.device is None or self.device.size < UPLOAD_PICTURES * picture:
+            self.device = self._cupy.empty(UPLOAD_PICTURES * picture, np.uint8)
+        return self.host
+
+    def uploaded(self) -> None:
+        self._uploaded = self._cupy.cuda.Event(disable_timing=True)
+        self._uploaded.record(self.stream)
+
+    def release(self) -> None:
+        """Give the host buffer back (to the packing processes' registry, unregistered)."""
+        self.stream.synchronize()
+        if self.host is not None and self._pinned:
+            self._cupy.cuda.runtime.hostUnregister(self.host.ctypes.data)
+        self.host, self._pinned, self._uploaded = None, False, None
+
+
+class PackedUploadBackend:
+    """CPU decoders in ``processes`` packing processes of ``threads`` decoders each, which hold no
+    CUDA context; here each job's packed pictures are uploaded on the worker thread's stream and
+    the fused kernel converts them into ``output`` on ``device``, as :class:`UploadBackend` does.
+    Streams the kernel cannot read (not 4:2:0) are decoded and converted here on the CPU, then
+    copied. Keeps the :class:`~vclip._engine.contract.Backend` contract."""
+
+    def __init__(self, device: Device, processes: int, threads: int, *, skip_non_reference: bool = True):
+        import cupy
+
+        from .processes import ProcessBackend
+
+        self.device = device
+        self.device_id = int(device.index or 0)
+        self._cupy = cupy
+        self._packers = ProcessBackend(partial(PackingBackend, skip_non_reference=skip_non_reference), CPU,
+                                       processes, threads)
+        self.processes, self.threads = processes, threads
+        self.default_workers = self._packers.default_workers
+        self._kernels = KernelModule.for_device(self.device_id)
+        self._cpu = CpuBackend(threads=1, skip_non_reference=skip_non_reference)
+        self._local = threading.local()
+        self._uploads: list[_Upload] = []
+        self._lock = threading.Lock()
+
+    def empty(self, shape: tuple[int, ...], dtype: str):
+        with self._cupy.cuda.Device(self.device_id):
+            return self._cupy.empty(shape, dtype=dtype)
+
+    def _upload(self) -> _Upload:
+        upload = getattr(self._local, "upload", None)
+        if upload is None:
+            with self._cupy.cuda.Device(self.device_id):
+                upload = self._local.upload = _Upload(self._cupy, self._packers)
+            with self._lock:
+                self._uploads.append(upload)
+        return upload
+
+    def decode_job(self, job: VideoJob, conversion: Conversion, output, stats: DecodeStats) -> Completion:
+        """Decode ``job`` in a packing process, then upload and convert it into ``output``; returns
+        the event after its last kernel."""
+        upload = self._upload()
+        with self._cupy.cuda.Device(self.device_id), upload.stream:
+            if upload_unsupported_reason(job.index) is not None:
+                try:
+                    decode_then_upload(self._cpu, job, conversion, output, stats, upload.stream)
+                except CorruptVideoError:
+                    upload.stream.synchronize()
+                    raise
+            else:
+                self._convert_packed(job, conversion, output, stats, upload)
+            event = self._cupy.cuda.Event(disable_timing=True)
+            event.record(upload.stream)
+            return event
+
+    def _convert_packed(self, job: VideoJob, conversion: Conversion, output, stats: DecodeStats,
+                        upload: _Upload) -> None:
+        index = job.index
+        frames = packed_frames(job)
+        (rows, samples), dtype = semi_planar_shape(index.width, index.height, index.bit_depth)
+        pitch = samples * dtype.itemsize
+        nbytes = rows * pitch  # of one picture
+        host = upload.take(len(frames) * nbytes, nbytes)
+        lost: frozenset[int] = frozenset()
+        failure: CorruptVideoError | None = None
+        try:
+            self._packers.decode_job(job, conversion, host, stats)
+        except CorruptVideoError as error:  # the clips that do not need the lost frames were packed
+            if error.frames is None:
+                raise
+            lost, failure = frozenset(error.frames), error
+        destinations = frame_destinations(job.targets)
+        converter = KernelConverter(self._kernels, upload.stream, job, conversion, output)
+        staging = upload.device.data.ptr
+        for first in range(0, len(frames), UPLOAD_PICTURES):
+            turn = frames[first:first + UPLOAD_PICTURES]
+            upload.device.data.copy_from_host_async(host.ctypes.data + first * nbytes, len(turn) * nbytes,
+                                                    upload.stream)
+            for k, frame in enumerate(turn):
+                if frame not in lost:
+                    luma = staging + k * nbytes
+                    converter.launch(luma, luma + index.height * pitch, pitch, destinations[frame])
+        upload.uploaded()
+        if failure is not None:
+            upload.stream.synchronize()  # the clips it could decode are written before the error goes
+            raise failure
+
+    def close(self) -> None:
+        """Stop the packing processes and give their buffers back. Idempotent."""
+        with self._lock:
+            uploads, self._uploads = self._uploads, []
+        for upload in uploads:
+            upload.release()
+        self._packers.close()

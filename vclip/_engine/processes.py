@@ -237,9 +237,7 @@ class ProcessBackend:
     """Decodes in ``processes`` worker processes with ``threads`` decode threads each; each
     worker runs the backend that ``factory`` makes (a picklable callable).
 
-    Output buffers must come from :meth:`empty`, or from the :meth:`empty` of the backend named by
-    ``share_buffers_with`` (on the same device), whose buffers this one's workers then write too.
-    Keeps the :class:`~vclip._engine.contract.Backend` contract.
+    Output buffers must come from :meth:`empty`. Keeps the :class:`~vclip._engine.contract.Backend` contract.
 
     Args:
         factory: Makes the in-process backend a worker decodes with.
@@ -250,12 +248,10 @@ class ProcessBackend:
         decode_timeout: Seconds one video's decode may take in a worker before the worker is
             killed and replaced; the video is reported as a CorruptVideoError, the other videos
             that worker held are sent to another.
-        share_buffers_with: Another ProcessBackend whose output buffers this one writes into.
     """
 
     def __init__(self, factory: Callable[[], Backend], device: Device, processes: int, threads: int = 0, *,
-                 indexes_per_worker: int = INDEXES_PER_WORKER, decode_timeout: float = DECODE_TIMEOUT_SECONDS,
-                 share_buffers_with: ProcessBackend | None = None):
+                 indexes_per_worker: int = INDEXES_PER_WORKER, decode_timeout: float = DECODE_TIMEOUT_SECONDS):
         if multiprocessing.current_process().daemon:
             raise ValueError(
                 "decode_processes needs a process that may start children; inside DataLoader workers "
@@ -270,12 +266,7 @@ class ProcessBackend:
         self._index_capacity = indexes_per_worker
         self._lock = threading.Lock()
         self._numbers = itertools.count()
-        if share_buffers_with is not None and share_buffers_with.device != device:
-            raise ValueError(f"buffers on {share_buffers_with.device} cannot be shared with decoders on {device}")
-        self._owns_buffers = share_buffers_with is None
-        self._registry: BufferRegistry = (
-            BufferRegistry() if share_buffers_with is None else share_buffers_with._registry)
-        self._registry.members.add(self)
+        self._registry = BufferRegistry(self)
         self._index_keys: weakref.WeakKeyDictionary[VideoIndex, int] = weakref.WeakKeyDictionary()
         self._warnings = RaisedWarnings()
         self._failed_starts = 0
@@ -536,8 +527,7 @@ class ProcessBackend:
         for pending in unanswered:
             closed = RuntimeError(f"{pending.job.index.path}: the decoder was closed before this video was decoded")
             pending.future.set_result(_Reply(-1, closed))
-        if self._owns_buffers:
-            self._registry.release_all()
+        self._registry.release_all()
 
 
 _open_backends: weakref.WeakSet[ProcessBackend] = weakref.WeakSet()

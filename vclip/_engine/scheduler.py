@@ -38,19 +38,26 @@ from .pipeline import Conversion, DecodeStats, VideoJob
 from .processes import THREADS_PER_PROCESS
 from .runner import JobsResult
 
-__all__ = ["AUTO_DECODE_PROCESSES", "AUTO_MIN_IN_FLIGHT", "CPU_DECODERS_PER_PROCESS", "Chosen", "DecoderKindStats",
-           "DecoderPool", "PooledBackend", "SharedQueueRunner", "auto_cpu_decoders", "auto_decode_processes",
-           "cpu_decoder_processes", "resolve_cpu_decoders", "resolve_decode_processes"]
+__all__ = ["AUTO_DECODE_PROCESSES", "AUTO_MIN_IN_FLIGHT", "AUTO_PREFETCH_QUEUE_DEPTH", "CPU_DECODERS_PER_PROCESS",
+           "Chosen", "DecoderKindStats", "DecoderPool", "PooledBackend", "SharedQueueRunner", "auto_cpu_decoders",
+           "auto_decode_processes", "cpu_decoder_processes", "resolve_cpu_decoders", "resolve_decode_processes",
+           "resolve_decoders_and_depth"]
 
 _SMOOTHING = 0.2
 """Weight of the newest job in a pool's running average of seconds per frame."""
 
 
-AUTO_MIN_IN_FLIGHT = 16
+AUTO_PREFETCH_QUEUE_DEPTH = {"cpu_decoders": 6, "none": 2}
+"""``prefetch_queue_depth="auto"``: 6 where CPU decoders work beside NVDEC, else 2. A CPU decoder
+takes the newest job only when it would finish it before NVDEC has done the others, so it needs
+batches in flight: on an H200 (benchmarks/README.md, 11 CPU decoders beside 3 decode processes) the
+train workload came 1.35x (1080p) and 1.52x (640x360) faster with depth 6 than with the default 2
+and no CPU decoders, as fast as with depth 8 or 15, for 4 more output buffers."""
+
+AUTO_MIN_IN_FLIGHT = AUTO_PREFETCH_QUEUE_DEPTH["cpu_decoders"] + 1
 """Batches decoded at once from which ``cpu_decoders="auto"`` starts CPU decoders (with decode
-processes). On an H200 (benchmarks/README.md) they added 17% (640x360) and 23% (1080p) with 16
-batches in flight, nothing with 8, and cost 16% at 640x360 with 3 (the loader's default): with little
-work queued, a CPU decode is the last job of its batch."""
+processes): with little work queued a CPU decode is the last job of its batch (with 3 batches in
+flight they cost 16% at 640x360)."""
 
 
 AUTO_DECODE_PROCESSES = 3
@@ -139,7 +146,8 @@ def auto_cpu_decoders(*, gpu: bool, decode_processes: int = 0, cores: int | None
 
 CPU_DECODERS_PER_PROCESS = 2
 """CPU decoders (threads) per process when they run in processes of their own (beside NVDEC decode
-processes): a few per GIL, each process with its CUDA context for the upload and the kernel."""
+processes): a few per GIL, in packing processes that hold no CUDA context (the loader's process
+uploads and converts their pictures)."""
 
 
 def resolve_cpu_decoders(cpu_decoders: int | str, *, gpu: bool, decode_processes: int = 0,
@@ -148,6 +156,24 @@ def resolve_cpu_decoders(cpu_decoders: int | str, *, gpu: bool, decode_processes
     if cpu_decoders == "auto":
         return auto_cpu_decoders(gpu=gpu, decode_processes=decode_processes, in_flight=in_flight)
     return Chosen(int(cpu_decoders), "set")
+
+
+def resolve_decoders_and_depth(cpu_decoders: int | str, prefetch_queue_depth: int | str, *, gpu: bool,
+                               decode_processes: int = 0) -> tuple[Chosen, Chosen]:
+    """The CPU decoders and the prefetch depth a loader asks for, each itself when a count. A depth
+    given decides whether ``cpu_decoders="auto"`` starts any (:func:`auto_cpu_decoders`); ``"auto"``
+    depth is :data:`AUTO_PREFETCH_QUEUE_DEPTH`, deeper where CPU decoders work on the GPU."""
+    depth_given = prefetch_queue_depth != "auto"
+    count = resolve_cpu_decoders(cpu_decoders, gpu=gpu, decode_processes=decode_processes,
+                                 in_flight=int(prefetch_queue_depth) + 1 if depth_given else None)
+    if depth_given:
+        return count, Chosen(int(prefetch_queue_depth), "set")
+    if gpu and count:
+        depth = AUTO_PREFETCH_QUEUE_DEPTH["cpu_decoders"]
+        return count, Chosen(depth, f"auto: {depth} for {int(count)} CPU decoders beside NVDEC (they take the "
+                                    "jobs NVDEC would reach last, so they need batches in flight)")
+    depth = AUTO_PREFETCH_QUEUE_DEPTH["none"]
+    return count, Chosen(depth, f"auto: {depth} (no CPU decoders beside NVDEC)" if gpu else f"auto: {depth}")
 
 
 def cpu_decoder_processes(cpu_decoders: int, decode_processes: int) -> int:

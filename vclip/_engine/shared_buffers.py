@@ -141,16 +141,15 @@ def open_buffer(handle: BufferHandle) -> _HostView | _CudaView:
 
 
 class BufferRegistry:
-    """The output buffers of one or more process backends whose workers write into the same
-    batches (NVDEC decode processes and CPU decode processes): numbered once, and when one is freed
-    every member's workers close their mapping of it (``close_in_workers(number)`` of each member)."""
+    """The output buffers of a process backend, ``owner``: numbered, and when one is freed the
+    owner's workers close their mapping of it (``owner.close_in_workers(number)``)."""
 
-    def __init__(self):
+    def __init__(self, owner: Any):
         self.lock = threading.Lock()
         self._numbers = itertools.count()
         self._handles: dict[int, BufferHandle] = {}  # by the array's address
         self._pending_release: dict[int, Callable[[], None]] = {}  # done by the owner's close at the latest
-        self.members: weakref.WeakSet[Any] = weakref.WeakSet()
+        self._owner = weakref.ref(owner)  # the owner holds the registry
         # Buffers garbage-collected and not yet forgotten: a finalizer runs wherever the collector
         # does, possibly in a thread holding one of the locks forget_freed() takes, so it only queues.
         self._freed: queue.SimpleQueue[tuple[int, int, Callable[[], None] | None]] = queue.SimpleQueue()
@@ -185,9 +184,9 @@ class BufferRegistry:
             with self.lock:
                 self._handles.pop(address, None)
                 self._pending_release.pop(number, None)
-                members = list(self.members)
-            for member in members:
-                member.close_in_workers(number)
+            owner = self._owner()
+            if owner is not None:
+                owner.close_in_workers(number)
             if release is not None:
                 release()
 

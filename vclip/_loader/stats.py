@@ -180,8 +180,8 @@ class LoaderStats:
         remote_reads: URL -> what was read from it (:class:`vclip.RemoteReads`: requests,
             retries, bytes) since the loader was created, by this process and its decode
             processes; only the loader's videos at URLs that were read.
-        chosen: ``"decode_processes"`` and ``"cpu_decoders"``: the count in use and why
-            (:class:`Choice`).
+        chosen: ``"decode_processes"``, ``"cpu_decoders"`` and ``"prefetch_queue_depth"``: the
+            count in use and why (:class:`Choice`).
     """
 
     device: str

@@ -99,7 +99,9 @@ def _run_budget(args: argparse.Namespace) -> int:
             raise UsageError("--batch is needed, unless --budget asks for the largest batch that fits")
         args.batch = 1  # the figures below are per clip
     with refused_arguments():
-        check_integer("--prefetch-queue-depth", args.prefetch_queue_depth, minimum=1)
+        if args.prefetch_queue_depth != "auto":
+            args.prefetch_queue_depth = check_integer("--prefetch-queue-depth",
+                                                      _integer_or_text(args.prefetch_queue_depth), minimum=1)
         check_integer("--num-threads", args.num_threads, minimum=0)
         if args.decode_processes != "auto":
             args.decode_processes = check_integer("--decode-processes", _integer_or_text(args.decode_processes),
@@ -144,7 +146,7 @@ def _run_budget(args: argparse.Namespace) -> int:
         "cpu_decoders": args.cpu_decoders, "device": args.device, "on_gpu": loader.cuda_context > 0,
         "bytes": loader.total,
         "output_buffers": loader.output_buffers, "decode_surfaces": loader.decode_surfaces,
-        "workspace": loader.workspace, "cuda_context": loader.cuda_context,
+        "workspace": loader.workspace, "cuda_context": loader.cuda_context, "staging": loader.staging,
         "fits": None if budget is None or not batch_given else loader.total <= budget,
         "largest_batch_size": loader_largest,
     }
@@ -189,8 +191,11 @@ def _run_budget(args: argparse.Namespace) -> int:
     print(f"\na ClipLoader (prefetch_queue_depth {args.prefetch_queue_depth}: {loader.buffers} output buffers; "
           f"{place}; {processes} decode processes) needs, for {what}:")
     print(f"  {format_bytes(loader.total)}")
-    for label, part in (("output buffers", loader.output_buffers), ("decode surfaces", loader.decode_surfaces),
-                        ("workspace", loader.workspace), ("CUDA contexts", loader.cuda_context)):
+    parts = [("output buffers", loader.output_buffers), ("decode surfaces", loader.decode_surfaces),
+             ("workspace", loader.workspace), ("CUDA contexts", loader.cuda_context)]
+    if loader.staging:
+        parts.append(("CPU decoders' staging", loader.staging))
+    for label, part in parts:
         print(f"  {label:<42}{part:>16,}")
     if budget is not None:
         verdict = "fits" if loader.total <= budget else "does not fit"
@@ -225,13 +230,14 @@ def add_parser(commands) -> None:
     budget.add_argument("--chart", metavar="PATH",
                         help="draw memory against batch size into PATH (.png, .jpg, .svg or .pdf; needs "
                              "matplotlib: pip install 'vclip-nvdec[chart]')")
-    budget.add_argument("--prefetch-queue-depth", type=int, default=2, metavar="N",
-                        help="the loader's prefetch_queue_depth (default 2: 4 output buffers)")
+    budget.add_argument("--prefetch-queue-depth", default="auto", metavar="N",
+                        help="the loader's prefetch_queue_depth: a count or auto (default auto: 6 with CPU "
+                             "decoders beside NVDEC, else 2, which gives 4 output buffers)")
     budget.add_argument("--num-threads", type=int, default=0, metavar="N",
                         help="the loader's num_threads (default 0: 12 NVDEC decoders, 4 per process)")
     budget.add_argument("--decode-processes", default="auto", metavar="N",
                         help="the loader's decode_processes, each with its CUDA context: a count or auto "
-                             "(default auto: 4 on a GPU with 8 cores or more unless --num-threads is set, else 0)")
+                             "(default auto: 3 on a GPU with 8 cores or more unless --num-threads is set, else 0)")
     budget.add_argument("--cpu-decoders", default="auto", metavar="N",
                         help="the loader's cpu_decoders: a count or auto (default auto)")
     add_device_option(budget, what="where the loader decodes (cpu counts host buffers only)")
