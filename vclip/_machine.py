@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 
-__all__ = ["usable_cores"]
+__all__ = ["cores_per_rank", "local_ranks", "usable_cores"]
 
 
 def usable_cores() -> int:
@@ -17,3 +17,21 @@ def usable_cores() -> int:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # not on Linux
         return max(1, os.cpu_count() or 1)
+
+
+def local_ranks() -> int:
+    """Processes of one distributed job on this machine, as torchrun says (``LOCAL_WORLD_SIZE``), else 1."""
+    try:
+        return max(1, int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
+    except ValueError:
+        return 1
+
+
+def cores_per_rank() -> int:
+    """This process's share of the cores: :func:`usable_cores` divided among the machine's ranks
+    (:func:`local_ranks`), unless this process is already bound to fewer cores than the machine has
+    (then its affinity mask is its share), at least 1."""
+    cores, ranks = usable_cores(), local_ranks()
+    if ranks > 1 and cores >= (os.cpu_count() or cores):
+        return max(1, cores // ranks)
+    return cores

@@ -321,7 +321,7 @@ def test_auto_prefetch_depth_is_deeper_where_cpu_decoders_work_beside_nvdec(monk
     processes and 6 batches queued; a depth given decides whether "auto" starts CPU decoders."""
     from vclip._engine import scheduler
 
-    monkeypatch.setattr(scheduler, "usable_cores", lambda: 16)
+    monkeypatch.setattr(scheduler, "cores_per_rank", lambda: 16)
     resolve = scheduler.resolve_decoders_and_depth
     count, depth = resolve("auto", "auto", gpu=True, decode_processes=3)
     assert (count, depth) == (11, AUTO_PREFETCH_QUEUE_DEPTH["cpu_decoders"]) == (11, 6)
@@ -335,8 +335,27 @@ def test_auto_prefetch_depth_is_deeper_where_cpu_decoders_work_beside_nvdec(monk
     assert resolve(4, "auto", gpu=True, decode_processes=3) == (4, 6)  # CPU decoders asked for get the depth
     assert resolve("auto", "auto", gpu=True, decode_processes=0) == (0, 2)  # decode threads only
     assert resolve("auto", "auto", gpu=False, decode_processes=4) == (0, 2)
-    monkeypatch.setattr(scheduler, "usable_cores", lambda: 4)
+    monkeypatch.setattr(scheduler, "cores_per_rank", lambda: 4)
     assert resolve("auto", "auto", gpu=True, decode_processes=3) == (0, 2)
+
+
+def test_the_ranks_of_one_machine_share_its_cores_for_cpu_decoders(monkeypatch):
+    """torchrun's 8 ranks on a 128-core machine get 16 cores each (11 CPU decoders beside 3 decode
+    processes, not 123 each); a rank already bound to its own cores keeps its affinity mask."""
+    from vclip import _machine
+    from vclip._engine import scheduler
+
+    monkeypatch.setattr(_machine, "usable_cores", lambda: 128)
+    monkeypatch.setattr(_machine.os, "cpu_count", lambda: 128)
+    monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
+    assert _machine.local_ranks() == 1 and _machine.cores_per_rank() == 128
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "8")
+    assert _machine.local_ranks() == 8 and _machine.cores_per_rank() == 16
+    assert scheduler.auto_cpu_decoders(gpu=True, decode_processes=3) == 11
+    monkeypatch.setattr(_machine, "usable_cores", lambda: 12)  # numactl or a launcher bound the rank
+    assert _machine.cores_per_rank() == 12
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "not a number")
+    assert _machine.local_ranks() == 1
 
 
 def test_auto_decode_processes_are_three_on_a_gpu_with_eight_cores_or_more_one_per_two_cpu_threads():

@@ -31,7 +31,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._machine import usable_cores
+from .._machine import cores_per_rank, usable_cores
 from ..errors import VideoError
 from .contract import Backend, Completion
 from .pipeline import Conversion, DecodeStats, VideoJob
@@ -122,7 +122,9 @@ def auto_cpu_decoders(*, gpu: bool, decode_processes: int = 0, cores: int | None
     """CPU decoders for ``cpu_decoders="auto"``: the cores left free beside NVDEC.
 
     On the GPU the NVDEC feeders need about one core per decode process, and the training loop and
-    batch hand-over two more; machines with fewer than 8 cores get none. Only beside decode
+    batch hand-over two more; machines with fewer than 8 cores get none. ``cores`` defaults to this
+    process's share of the machine (:func:`vclip._machine.cores_per_rank`: the ranks torchrun starts
+    on one machine share its cores). Only beside decode
     processes (as threads of the loader's process their Python work holds the GIL that NVDEC's
     feeders need: at 640x360 they cost 15%) and, when ``in_flight`` (batches decoded at once) is
     given, with at least :data:`AUTO_MIN_IN_FLIGHT`. On the CPU none: the default decode pool
@@ -137,7 +139,7 @@ def auto_cpu_decoders(*, gpu: bool, decode_processes: int = 0, cores: int | None
         return Chosen(0, f"auto: none with {in_flight} batches in flight (they pay off from {AUTO_MIN_IN_FLIGHT}: "
                          f"prefetch_queue_depth={AUTO_MIN_IN_FLIGHT - 1})")
     if cores is None:
-        cores = usable_cores()  # the cores this process may run on
+        cores = cores_per_rank()  # this process's share of the machine (one of the ranks of a node)
     if cores < 8:
         return Chosen(0, f"auto: none on {cores} cores (fewer than 8)")
     return Chosen(max(0, cores - decode_processes - 2),
