@@ -1,4 +1,4 @@
-"""What this machine offers the process: the CPU cores it may run on.
+"""What this machine offers the process: the CPU cores it may run on, and its shared memory.
 
 One count for every default that depends on the cores (decode threads on the CPU, worker
 processes of jobs over many videos, CPU decoders beside NVDEC), so that they agree with each other
@@ -7,8 +7,13 @@ and with a CPU affinity mask or a container's CPU set (``os.cpu_count`` ignores 
 from __future__ import annotations
 
 import os
+import shutil
 
-__all__ = ["cores_per_rank", "local_ranks", "usable_cores"]
+__all__ = ["cores_per_rank", "local_ranks", "shared_memory_free", "usable_cores"]
+
+SHARED_MEMORY_FOLDER = "/dev/shm"
+"""Where POSIX shared memory (Python's ``SharedMemory``) lives on Linux: a tmpfs, 64 MiB by default
+in a Docker container."""
 
 
 def usable_cores() -> int:
@@ -35,3 +40,11 @@ def cores_per_rank() -> int:
     if ranks > 1 and cores >= (os.cpu_count() or cores):
         return max(1, cores // ranks)
     return cores
+
+
+def shared_memory_free() -> int | None:
+    """Bytes free in :data:`SHARED_MEMORY_FOLDER`, or None where there is no such folder."""
+    try:
+        return shutil.disk_usage(SHARED_MEMORY_FOLDER).free
+    except OSError:
+        return None

@@ -219,8 +219,9 @@ class ClipLoader(IterableDataset):
             else none. On an H200 the defaults (11 CPU decoders beside 3 decode processes, depth
             6) made the train workload 1.35x (1080p) and 1.52x (640x360) faster than without
             them at depth 2; with 3 batches in flight they cost 16% at 640x360
-            (benchmarks/README.md). The ranks torchrun starts on one machine share its cores. A
-            count asks for that many anyway (0: none). A damaged
+            (benchmarks/README.md). The ranks torchrun starts on one machine share its cores, and
+            no more start than fit 256 MiB each in the free ``/dev/shm`` (their pictures go there).
+            A count asks for that many anyway (0: none). A damaged
             video may decode differently on NVDEC (which conceals some errors) and on the CPU, so
             which decoder took it can change a batch. On the CPU they are single-threaded decoders
             replacing the default pool (none for ``"auto"``). ``stats().decoders`` shows what each

@@ -301,7 +301,19 @@ def test_a_runner_needs_a_primary_pool():
         SharedQueueRunner([DecoderPool("cpu", CpuBackend(), 2, helper=True)])
 
 
-def test_auto_cpu_decoders_leaves_cores_to_nvdec_feeders_and_the_consumer():
+@pytest.fixture
+def shared_memory(monkeypatch):
+    """Set the free shared memory the CPU decoders' auto count sees (default: plenty)."""
+    from vclip._engine import scheduler
+
+    def set_free(free: int | None) -> None:
+        monkeypatch.setattr(scheduler, "shared_memory_free", lambda: free)
+
+    set_free(64 * 2**30)
+    return set_free
+
+
+def test_auto_cpu_decoders_leaves_cores_to_nvdec_feeders_and_the_consumer(shared_memory):
     """The cores left free, only beside decode processes and with many batches in flight."""
     assert auto_cpu_decoders(gpu=True, decode_processes=4, cores=16) == 10
     assert auto_cpu_decoders(gpu=True, decode_processes=4, cores=16, in_flight=AUTO_MIN_IN_FLIGHT) == 10
@@ -314,9 +326,19 @@ def test_auto_cpu_decoders_leaves_cores_to_nvdec_feeders_and_the_consumer():
     assert auto_cpu_decoders(gpu=True, decode_processes=2, cores=4) == 0
     assert auto_cpu_decoders(gpu=False, decode_processes=4, cores=16) == 0
     assert resolve_cpu_decoders(3, gpu=True, in_flight=3) == 3  # a count is taken as it is
+    shared_memory(64 * 2**20)  # a Docker container's default /dev/shm: room for none
+    assert auto_cpu_decoders(gpu=True, decode_processes=4, cores=16) == 0
+    shared_memory(1 * 2**30)
+    assert auto_cpu_decoders(gpu=True, decode_processes=4, cores=16) == 4
+    assert auto_cpu_decoders(gpu=True, decode_processes=4, cores=16).reason == (
+        "auto: the cores left beside 4 decode processes and 2 for training, of 16, cut from 10 to 4: "
+        "/dev/shm has 1,024 MiB free (256 MiB each for their pictures)")
+    shared_memory(None)  # no /dev/shm to read: the cores decide
+    assert auto_cpu_decoders(gpu=True, decode_processes=4, cores=16) == 10
+    assert resolve_cpu_decoders(3, gpu=True) == 3  # a count is taken whatever the shared memory
 
 
-def test_auto_prefetch_depth_is_deeper_where_cpu_decoders_work_beside_nvdec(monkeypatch):
+def test_auto_prefetch_depth_is_deeper_where_cpu_decoders_work_beside_nvdec(monkeypatch, shared_memory):
     """Both left to the loader on a GPU machine of 16 cores: 11 CPU decoders beside 3 decode
     processes and 6 batches queued; a depth given decides whether "auto" starts CPU decoders."""
     from vclip._engine import scheduler
@@ -339,7 +361,7 @@ def test_auto_prefetch_depth_is_deeper_where_cpu_decoders_work_beside_nvdec(monk
     assert resolve("auto", "auto", gpu=True, decode_processes=3) == (0, 2)
 
 
-def test_the_ranks_of_one_machine_share_its_cores_for_cpu_decoders(monkeypatch):
+def test_the_ranks_of_one_machine_share_its_cores_for_cpu_decoders(monkeypatch, shared_memory):
     """torchrun's 8 ranks on a 128-core machine get 16 cores each (11 CPU decoders beside 3 decode
     processes, not 123 each); a rank already bound to its own cores keeps its affinity mask."""
     from vclip import _machine

@@ -31,7 +31,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._machine import cores_per_rank, usable_cores
+from .._machine import cores_per_rank, shared_memory_free, usable_cores
 from ..errors import VideoError
 from .contract import Backend, Completion
 from .pipeline import Conversion, DecodeStats, VideoJob
@@ -124,7 +124,8 @@ def auto_cpu_decoders(*, gpu: bool, decode_processes: int = 0, cores: int | None
     On the GPU the NVDEC feeders need about one core per decode process, and the training loop and
     batch hand-over two more; machines with fewer than 8 cores get none. ``cores`` defaults to this
     process's share of the machine (:func:`vclip._machine.cores_per_rank`: the ranks torchrun starts
-    on one machine share its cores). Only beside decode
+    on one machine share its cores), and no more start than :data:`SHARED_MEMORY_PER_CPU_DECODER`
+    each fits in the free shared memory. Only beside decode
     processes (as threads of the loader's process their Python work holds the GIL that NVDEC's
     feeders need: at 640x360 they cost 15%) and, when ``in_flight`` (batches decoded at once) is
     given, with at least :data:`AUTO_MIN_IN_FLIGHT`. On the CPU none: the default decode pool
@@ -142,9 +143,20 @@ def auto_cpu_decoders(*, gpu: bool, decode_processes: int = 0, cores: int | None
         cores = cores_per_rank()  # this process's share of the machine (one of the ranks of a node)
     if cores < 8:
         return Chosen(0, f"auto: none on {cores} cores (fewer than 8)")
-    return Chosen(max(0, cores - decode_processes - 2),
-                  f"auto: the cores left beside {decode_processes} decode processes and 2 for training, of {cores}")
+    count = max(0, cores - decode_processes - 2)
+    reason = f"auto: the cores left beside {decode_processes} decode processes and 2 for training, of {cores}"
+    free = shared_memory_free()
+    if free is not None and free // SHARED_MEMORY_PER_CPU_DECODER < count:
+        fit = free // SHARED_MEMORY_PER_CPU_DECODER
+        return Chosen(fit, f"{reason}, cut from {count} to {fit}: /dev/shm has {free // 2**20:,} MiB free "
+                           f"({SHARED_MEMORY_PER_CPU_DECODER // 2**20} MiB each for their pictures)")
+    return Chosen(count, reason)
 
+
+SHARED_MEMORY_PER_CPU_DECODER = 256 * 2**20
+"""Shared memory (``/dev/shm``) that ``cpu_decoders="auto"`` sets aside for each CPU decoder beside
+decode processes: the packed pictures of its jobs (a 16-frame 1080p clip packs into 80 MB, kept
+with room to grow). Where less is free (a container's 64 MiB default) it starts fewer."""
 
 CPU_DECODERS_PER_PROCESS = 2
 """CPU decoders (threads) per process when they run in processes of their own (beside NVDEC decode
