@@ -30,6 +30,7 @@ from vclip._engine import (
     DecoderPool,
     DecodeStats,
     PackingBackend,
+    PooledBackend,
     ProcessBackend,
     SharedQueueRunner,
     VideoJob,
@@ -226,6 +227,30 @@ def test_a_helper_takes_a_job_only_when_it_would_finish_first(same_size_videos, 
     assert [[read_barcode(frame) for frame in clip] for clip in output] == expected
     assert (kinds["helper"].jobs > 0) is takes
     assert kinds["primary"].jobs + kinds["helper"].jobs == len(jobs)
+
+
+def test_a_helper_takes_no_job_larger_than_its_packing_buffer(same_size_videos):
+    """A helper as fast as can be takes no job whose pictures exceed ``max_job_bytes`` (the shared
+    buffer of a packing process); the pooled backend's runners keep the bound."""
+    jobs, output, expected = clip_jobs(same_size_videos)
+    index = jobs[0].index
+    job_bytes = 8 * index.width * index.height * 3 // 2  # two clips of 4 frames, 8-bit 4:2:0
+    for bound, takes in ((job_bytes - 1, False), (job_bytes, True)):
+        pooled = PooledBackend([
+            DecoderPool("primary", CpuBackend(threads=1), 1, seconds_per_frame=0.01),
+            DecoderPool("helper", CpuBackend(threads=1), 1, helper=True, seconds_per_frame=1e-9, max_job_bytes=bound),
+        ])
+        runner = pooled.runner()
+        try:
+            output[:] = 0
+            result = runner.run(jobs, resolve_transform(None), output, DecodeStats())
+            kinds = runner.kind_stats()
+        finally:
+            runner.close()
+            pooled.close()
+        assert result.errors == [None] * len(jobs)
+        assert [[read_barcode(frame) for frame in clip] for clip in output] == expected
+        assert (kinds["helper"].jobs > 0) is takes
 
 
 class SlowBackend:

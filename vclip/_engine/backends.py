@@ -78,6 +78,7 @@ def make_backend(device: Device, *, skip_non_reference: bool = True, processes: 
     """
     from .scheduler import (
         CPU_DECODERS_PER_PROCESS,
+        PACKED_JOB_BYTES,
         DecoderPool,
         PooledBackend,
         cpu_decoder_processes,
@@ -109,5 +110,6 @@ def make_backend(device: Device, *, skip_non_reference: bool = True, processes: 
     nvdec_workers = primary.default_workers if processes or not threads else threads
     return PooledBackend([
         DecoderPool("nvdec", primary, nvdec_workers),
-        DecoderPool("cpu", helpers, count, helper=True),
+        DecoderPool("cpu", helpers, count, helper=True,
+                    max_job_bytes=PACKED_JOB_BYTES if isinstance(primary, ProcessBackend) else None),
     ])

@@ -39,6 +39,7 @@ from .processes import THREADS_PER_PROCESS
 from .runner import JobsResult
 
 __all__ = ["AUTO_DECODE_PROCESSES", "AUTO_MIN_IN_FLIGHT", "AUTO_PREFETCH_QUEUE_DEPTH", "CPU_DECODERS_PER_PROCESS",
+           "PACKED_JOB_BYTES",
            "Chosen", "DecoderKindStats", "DecoderPool", "PooledBackend", "SharedQueueRunner", "auto_cpu_decoders",
            "auto_decode_processes", "cpu_decoder_processes", "resolve_cpu_decoders", "resolve_decode_processes",
            "resolve_decoders_and_depth"]
@@ -155,8 +156,13 @@ def auto_cpu_decoders(*, gpu: bool, decode_processes: int = 0, cores: int | None
 
 SHARED_MEMORY_PER_CPU_DECODER = 256 * 2**20
 """Shared memory (``/dev/shm``) that ``cpu_decoders="auto"`` sets aside for each CPU decoder beside
-decode processes: the packed pictures of its jobs (a 16-frame 1080p clip packs into 80 MB, kept
-with room to grow). Where less is free (a container's 64 MiB default) it starts fewer."""
+decode processes: the packed pictures of its jobs, which take at most two thirds of it (a
+packing buffer grows by half again: :data:`PACKED_JOB_BYTES`); larger jobs go to NVDEC. Where less
+is free (a container's 64 MiB default) it starts fewer."""
+
+PACKED_JOB_BYTES = SHARED_MEMORY_PER_CPU_DECODER * 2 // 3
+"""The largest job a CPU decoder beside decode processes takes, in 4:2:0 picture bytes: 57 frames
+of 1080p, so one to three 16-frame clips of a video but not ten of an evaluation pass."""
 
 CPU_DECODERS_PER_PROCESS = 2
 """CPU decoders (threads) per process when they run in processes of their own (beside NVDEC decode
@@ -226,6 +232,8 @@ class DecoderPool:
     Attributes:
         kind: Name in the stats (``"nvdec"``, ``"cpu"``).
         helper: Takes a job only when expected to finish before the primary pools empty the queue.
+        max_job_bytes: A helper takes no job whose frames, as NV12/P016 pictures, would take more
+            (a packing process's shared buffer); None: any job.
     """
 
     kind: str
@@ -233,6 +241,7 @@ class DecoderPool:
     workers: int
     helper: bool = False
     seconds_per_frame: float | None = None
+    max_job_bytes: int | None = None
     stats: DecoderKindStats = field(init=False)
     idle: int = field(init=False, default=0)  # workers waiting for a job (helpers only)
 
@@ -248,6 +257,12 @@ class _Task:
     stats: DecodeStats
     future: Future
     frames: int
+
+
+def _picture_bytes(task: _Task) -> int:
+    """Bytes of a task's frames as 4:2:0 pictures (at most: a frame two clips share counts twice)."""
+    index = task.job.index
+    return task.frames * index.width * index.height * 3 // 2 * (1 if index.bit_depth == 8 else 2)
 
 
 class SharedQueueRunner:
@@ -312,7 +327,10 @@ class SharedQueueRunner:
         return len(self._queue) > reserved
 
     def _helper_accepts(self, pool: DecoderPool) -> bool:
-        """Whether a helper would finish the newest queued job before the primaries would reach it."""
+        """Whether a helper would finish the newest queued job before the primaries would reach it
+        (and the job is not too large for it)."""
+        if pool.max_job_bytes is not None and _picture_bytes(self._queue[-1]) > pool.max_job_bytes:
+            return False
         primaries = [p for p in self.pools if not p.helper]
         primary_workers = sum(p.workers for p in primaries)
         measured = [p.seconds_per_frame for p in primaries if p.seconds_per_frame is not None]
@@ -421,7 +439,8 @@ class PooledBackend:
     def runner(self, wrap: Callable[[Backend], Backend] | None = None) -> SharedQueueRunner:
         """A runner over fresh copies of the pools (its own workers and counters)."""
         return SharedQueueRunner(
-            [DecoderPool(pool.kind, pool.backend, pool.workers, pool.helper) for pool in self.pools], wrap=wrap)
+            [DecoderPool(pool.kind, pool.backend, pool.workers, pool.helper, max_job_bytes=pool.max_job_bytes)
+             for pool in self.pools], wrap=wrap)
 
     def decode_job(self, job: VideoJob, conversion: Conversion, output: Any, stats: DecodeStats) -> Completion | None:
         with self._lock:
