@@ -28,7 +28,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .._machine import cores_per_rank, shared_memory_free, usable_cores
@@ -437,10 +437,8 @@ class PooledBackend:
         return self.pools[0].backend.empty(shape, dtype)
 
     def runner(self, wrap: Callable[[Backend], Backend] | None = None) -> SharedQueueRunner:
-        """A runner over fresh copies of the pools (its own workers and counters)."""
-        return SharedQueueRunner(
-            [DecoderPool(pool.kind, pool.backend, pool.workers, pool.helper, max_job_bytes=pool.max_job_bytes)
-             for pool in self.pools], wrap=wrap)
+        """A runner over fresh copies of the pools (its own workers and counters, rates unmeasured)."""
+        return SharedQueueRunner([replace(pool, seconds_per_frame=None) for pool in self.pools], wrap=wrap)
 
     def decode_job(self, job: VideoJob, conversion: Conversion, output: Any, stats: DecodeStats) -> Completion | None:
         with self._lock:
