@@ -520,6 +520,36 @@ def test_cpu_decoded_clips_are_byte_identical_to_nvdec(videos, name, spec):
 
 
 @pytest.mark.gpu
+def test_packed_upload_backend_converts_a_stream_that_is_not_420_as_the_cpu_does(tmp_path):
+    """A 4:4:4 stream cannot be packed as NV12: the CPU converts it in the loader's process and the
+    clip is copied to the GPU, equal to the CPU backend's."""
+    import cupy
+
+    from vclip._device import resolve_device
+    from vclip._engine import PackedUploadBackend
+
+    path = vclip.synthetic.make_video(tmp_path / "yuv444.mp4", num_frames=20, width=96, height=64,
+                                      pixel_format="yuv444p")
+    index = vclip.index_video(path)
+    spec = vclip.TransformSpec()
+    geometry = spec.geometry(index.width, index.height)
+    conversion = resolve_transform(spec)
+    frames = np.array([0, 3, 7, 19])
+    job = VideoJob(index, (ClipTarget(frames, geometry, 0),))
+    expected = np.empty((1,) + conversion.clip_shape(frames.size, geometry), spec.dtype)
+    CpuBackend().decode_job(job, conversion, expected, DecodeStats())
+    packed = PackedUploadBackend(resolve_device("cuda").device, 1, 1)
+    try:
+        output = packed.empty(expected.shape, spec.dtype)
+        output.fill(0)
+        packed.decode_job(job, conversion, output, DecodeStats()).synchronize()
+    finally:
+        packed.close()
+    assert [read_barcode(frame) for frame in expected[0]] == frames.tolist()
+    np.testing.assert_array_equal(cupy.asnumpy(output), expected)
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("processes", [0, 2])
 def test_gpu_loader_with_cpu_decoders_matches_nvdec_alone(videos, processes):
     """With decode processes, the CPU decoders run in packing processes of their own (no CUDA

@@ -47,7 +47,7 @@ are aligned as on NVDEC surfaces."""
 STAGING_DEPTH = 3
 """Staging pairs per worker thread: pictures in flight between packing and the kernel."""
 
-UPLOAD_PICTURES = 8
+UPLOAD_PICTURES = 4
 """Pictures of a packed job uploaded at once: the device staging of each CPU decoder beside decode
 processes (a job with more pictures is uploaded and converted in turns of this many)."""
 
@@ -306,8 +306,8 @@ class PackedUploadBackend:
     """CPU decoders in ``processes`` packing processes of ``threads`` decoders each, which hold no
     CUDA context; here each job's packed pictures are uploaded on the worker thread's stream and
     the fused kernel converts them into ``output`` on ``device``, as :class:`UploadBackend` does.
-    Streams the kernel cannot read (not 4:2:0) are decoded and converted here on the CPU, then
-    copied. Keeps the :class:`~vclip._engine.contract.Backend` contract."""
+    Streams the kernel cannot read (not 4:2:0) go to an :class:`UploadBackend` here, which
+    converts them on the CPU, then copies them. Keeps the :class:`~vclip._engine.contract.Backend` contract."""
 
     def __init__(self, device: Device, processes: int, threads: int, *, skip_non_reference: bool = True):
         import cupy
@@ -322,7 +322,7 @@ class PackedUploadBackend:
         self.processes, self.threads = processes, threads
         self.default_workers = self._packers.default_workers
         self._kernels = KernelModule.for_device(self.device_id)
-        self._cpu = CpuBackend(threads=1, skip_non_reference=skip_non_reference)
+        self._unpacked = UploadBackend(device, skip_non_reference=skip_non_reference)
         self._local = threading.local()
         self._uploads: list[_Upload] = []
         self._lock = threading.Lock()
@@ -343,16 +343,11 @@ class PackedUploadBackend:
     def decode_job(self, job: VideoJob, conversion: Conversion, output, stats: DecodeStats) -> Completion:
         """Decode ``job`` in a packing process, then upload and convert it into ``output``; returns
         the event after its last kernel."""
+        if upload_unsupported_reason(job.index) is not None:
+            return self._unpacked.decode_job(job, conversion, output, stats)
         upload = self._upload()
         with self._cupy.cuda.Device(self.device_id), upload.stream:
-            if upload_unsupported_reason(job.index) is not None:
-                try:
-                    decode_then_upload(self._cpu, job, conversion, output, stats, upload.stream)
-                except CorruptVideoError:
-                    upload.stream.synchronize()
-                    raise
-            else:
-                self._convert_packed(job, conversion, output, stats, upload)
+            self._convert_packed(job, conversion, output, stats, upload)
             event = self._cupy.cuda.Event(disable_timing=True)
             event.record(upload.stream)
             return event
