@@ -4,10 +4,11 @@ Each step runs in a fresh Python process (as a new container or cluster job star
 ``CUPY_CACHE_DIR`` pointed at an empty folder ("cold") and then, in another fresh process, at the
 folder the cold run filled ("warm"):
 
-- **loader**: a ``ClipLoader(device="cuda", batch_size=8)`` over a few 640x360 videos, the train
-  transform (224x224 ImageNet float32), from construction to the first batch;
-- **loader, 4 decode processes**: the same with ``decode_processes=4`` (each process compiles
-  what it launches unless the cache already holds it, or another process is compiling it);
+- **loader**: a ``ClipLoader(device="cuda", batch_size=8)`` with its defaults (decode processes,
+  CPU decoders and depth chosen for the machine) over a few 640x360 videos, the train transform
+  (224x224 ImageNet float32), from construction to the first batch (each process compiles what it
+  launches unless the cache already holds it, or another process is compiling it);
+- **loader, threads only**: the same with ``decode_processes=0``;
 - **shots**: one ``find_shot_boundaries(device="cuda")`` of a 640x360 video.
 
 The differences cold minus warm are what the kernels cost to build.
@@ -37,7 +38,7 @@ kind, paths = sys.argv[1], json.loads(sys.argv[2])
 if kind.startswith("loader"):
     loader = vclip.ClipLoader([(path, 0) for path in paths], vclip.strided(16, 2), batch_size=8, device="cuda",
                               transform=vclip.TransformSpec.imagenet(224), seed=0,
-                              decode_processes=4 if kind == "loader_processes" else 0)
+                              **({"decode_processes": 0} if kind == "loader_threads" else {}))
     batch = next(iter(loader))
     batch.data.sum().item()
     loader.close()
@@ -66,7 +67,7 @@ def main() -> None:
               for i in range(4)]
     shots = make_scene_video(folder / "shots.mp4", "cuts", seed=0, width=640, height=360).path
     results = {}
-    for kind, paths in (("loader", videos), ("loader_processes", videos), ("shots", [shots])):
+    for kind, paths in (("loader", videos), ("loader_threads", videos), ("shots", [shots])):
         cache = Path(tempfile.mkdtemp(prefix=f"cupy-{kind}-"))
         cold = run_child(kind, paths, cache)
         warm = run_child(kind, paths, cache)

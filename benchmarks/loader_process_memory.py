@@ -1,5 +1,6 @@
 """GPU memory of each process of a GPU loader (nvidia-smi's per-process figures), at 640x360 and
-1080p, with the default decode processes, 3 and none: where the whole device's memory goes.
+1080p, with the defaults (decode processes, CPU decoders, depth), 3 decode processes and none:
+where the whole device's memory goes (its total is read at the same moments).
 
 Eight videos of each set, the train workload of ``train.py``; after 10, 20 and 30 batches the
 per-process memory is read. All loaders run in this one process, one after the other, so its own
@@ -18,15 +19,20 @@ import train
 from common import make_video_set, save_results
 
 
-def process_memory_mib() -> dict[int, int]:
-    """Used GPU memory of each compute process (MiB), by nvidia-smi."""
-    text = subprocess.run(["nvidia-smi", "--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"],
-                          capture_output=True, text=True).stdout
-    return {int(pid): int(used) for pid, used in (line.split(",") for line in text.strip().splitlines() if line)}
+def nvidia_smi(query: str) -> list[list[int]]:
+    text = subprocess.run(["nvidia-smi", query, "--format=csv,noheader,nounits"], capture_output=True, text=True).stdout
+    return [[int(field) for field in line.split(",")] for line in text.strip().splitlines() if line]
+
+
+def process_memory_mib() -> dict[str, int]:
+    """Used GPU memory of each compute process by pid, and of the whole device ("device"), in MiB
+    (nvidia-smi)."""
+    used = {str(pid): mib for pid, mib in nvidia_smi("--query-compute-apps=pid,used_memory")}
+    return {**used, "device": nvidia_smi("--query-gpu=memory.used")[0][0]}
 
 
 def main() -> None:
-    report: dict = {"loader_process": os.getpid(), "loaders": {}}
+    report: dict = {"loader_process": os.getpid(), "device_mib_before": process_memory_mib()["device"], "loaders": {}}
     for name in ("360p", "1080p"):
         paths = make_video_set("/tmp/vclip-mem", name, count=8)
         for options in ({}, {"decode_processes": 3}, {"decode_processes": 0}):

@@ -215,7 +215,7 @@ class ClipLoader(IterableDataset):
             ``prefetch_queue_depth`` of 6 or more (or ``"auto"``), the cores left free (none
             under 8 cores, see :func:`vclip._engine.scheduler.auto_cpu_decoders`), in processes
             of their own that hold no CUDA context (they pack pictures into shared host memory;
-            this process uploads and converts them, staging 8 pictures per decoder on the GPU);
+            this process uploads and converts them, staging 4 pictures per decoder on the GPU);
             else none. On an H200 the defaults (11 CPU decoders beside 3 decode processes, depth
             6) made the train workload 1.35x (1080p) and 1.52x (640x360) faster than without
             them at depth 2; with 3 batches in flight they cost 16% at 640x360

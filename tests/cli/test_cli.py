@@ -1086,10 +1086,10 @@ def test_sample_drop_that_drops_everything_is_reported(capsys, short_video, vide
         (["--device", "cuda"], dict(buffers=4, decoders=12, processes=0, on_gpu=True), 0),
         (["--device", "cuda", "--prefetch-queue-depth", "3", "--decode-processes", "4"],
          dict(buffers=5, decoders=16, processes=4, on_gpu=True), 0),
-        # CPU decoders in packing processes beside them, with no CUDA context, 8 NV12 pictures staged
+        # CPU decoders in packing processes beside them, with no CUDA context, 4 NV12 pictures staged
         # each; the auto depth queues 6 batches for them (8 buffers)
         (["--device", "cuda", "--decode-processes", "2", "--cpu-decoders", "4"],
-         dict(buffers=8, decoders=8, processes=2, on_gpu=True), 4 * 8 * 1080 * 1280),
+         dict(buffers=8, decoders=8, processes=2, on_gpu=True), 4 * 4 * 1080 * 1280),
         (["--num-threads", "6", "--device", "cpu"], dict(buffers=4, decoders=6, processes=0, on_gpu=False), 0),
     ],
 )

@@ -143,18 +143,18 @@ def test_formula_and_loader_answers_for_the_issue_example():
     assert processes.buffers == 3 and processes.decoders == 4 * PROCESS_DEFAULT_THREADS["cuda"]
     assert processes.cuda_context == 5 * CUDA_CONTEXT_BYTES
     # CPU decoders beside decode processes run in packing processes without a CUDA context; each
-    # stages 8 pictures on the device as NVDEC lays them out (1280x720 NV12: 1,080 rows of 1,280 bytes)
+    # stages 4 pictures on the device as NVDEC lays them out (1280x720 NV12: 1,080 rows of 1,280 bytes)
     helpers = vclip.plan_loader_memory(
         batch_size=1, device="cuda", decode_processes=4, prefetch_queue_depth=1, cpu_decoders=5, **ISSUE_EXAMPLE
     )
     assert helpers.cuda_context == 5 * CUDA_CONTEXT_BYTES and helpers.decoders == processes.decoders
-    assert helpers.staging == 5 * STAGING_PICTURES["processes"] * 1080 * 1280 == 5 * 8 * 1080 * 1280
+    assert helpers.staging == 5 * STAGING_PICTURES["processes"] * 1080 * 1280 == 5 * 4 * 1080 * 1280
     assert helpers.total == processes.total + helpers.staging
     assert helpers.fixed_bytes == processes.fixed_bytes + helpers.staging
     threads = vclip.plan_loader_memory(batch_size=1, device="cuda", cpu_decoders=5, **ISSUE_EXAMPLE)  # loader threads
     assert threads.cuda_context == CUDA_CONTEXT_BYTES
     assert threads.staging == 5 * STAGING_PICTURES["threads"] * 1080 * 1280 == 5 * 3 * 1080 * 1280
-    assert "CPU decoders' staging 55,296,000" in str(helpers)
+    assert "CPU decoders' staging 27,648,000" in str(helpers)
 
 
 def test_loader_plan_defaults_and_checks():
