@@ -302,7 +302,7 @@ def test_decode_processes_give_the_signal_of_one_pass(videos, monkeypatch, devic
     decoder = vclip.VideoDecoder(videos["h264"], device=device, decode_processes=2)
     assert decoder._runner.backend is vclip.VideoDecoder(videos["long_gop"], device=device,
                                                          decode_processes=2)._runner.backend
-    sessions = keyframes_module._sessions(decoder, 2)
+    sessions = keyframes_module._sessions(decoder, 2, 1)
     assert sessions == 2 * (4 if device == "cuda" else 2)
     monkeypatch.setattr(keyframes_module, "_MIN_CHUNK_FRAMES", 7)
     chunked = keyframes_module._scene_signals(decoder, 64, sessions=sessions)
@@ -358,7 +358,10 @@ def crash_or_extract(options, to_host, on_progress, path):
 
     if path.startswith("/crash/"):
         os.kill(os.getpid(), signal.SIGSEGV)
-    return extract_keyframes(path, **options)
+    return EXTRACT_ONE(options, to_host, on_progress, path)
+
+
+EXTRACT_ONE = keyframes_module._extract_one
 
 
 def test_many_videos_options_are_checked_before_any_video(videos):
@@ -396,6 +399,17 @@ def test_many_videos_start_decode_processes_for_the_scene_method_over_many_video
     assert _default_decode_processes(True, "scene", files=8, workers=8) == 0  # all at once: no gain for 2.5 s
     assert _default_decode_processes(True, "codec", files=100, workers=8) == 0
     assert _default_decode_processes(False, "scene", files=100, workers=8) == 0
+
+
+@pytest.mark.parametrize("cores, workers, sessions", [(2, 2, 1), (2, 1, 2), (1, 1, 1), (16, 4, 2), (16, 12, 1)])
+def test_many_videos_on_the_cpu_take_no_more_decoders_than_cores(monkeypatch, cores, workers, sessions):
+    """The scene method's FFmpeg decoders per video when worker processes read several videos at
+    once: two, or one where the videos at once already fill the cores; two for one video here."""
+    from vclip._jobs import InThisThread, Processes
+
+    monkeypatch.setattr(keyframes_module, "usable_cores", lambda: cores)
+    assert keyframes_module._cpu_sessions(Processes(workers)) == sessions
+    assert keyframes_module._cpu_sessions(InThisThread()) == 2
 
 
 @pytest.mark.gpu
