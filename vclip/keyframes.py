@@ -245,7 +245,7 @@ def extract_keyframes(
     return _keyframes_of(path, method=method, max_frames=max_frames, device=device, stream_index=stream_index,
                          scaling_factor=scaling_factor, scene_threshold=scene_threshold, analysis_width=analysis_width,
                          cache_dir=cache_dir, on_progress=on_progress, decode_processes=decode_processes,
-                         cpu_sessions=_CPU_SESSIONS)
+                         cpu_sessions=_cpu_sessions())
 
 
 def _keyframes_of(path: str | os.PathLike, *, method: KeyframeMethod, max_frames: int | None, device: str,
@@ -326,7 +326,7 @@ def find_shot_boundaries(
     _check_scene_options(scene_threshold, analysis_width)
     decoder = VideoDecoder(path, stream_index=stream_index, device=device, cache_dir=cache_dir,
                            decode_processes=decode_processes)
-    sessions = _sessions(decoder, decode_processes, _CPU_SESSIONS)
+    sessions = _sessions(decoder, decode_processes, _cpu_sessions())
     return shot_boundaries(_scene_signals(decoder, analysis_width, sessions=sessions),
                            scene_threshold)
 
@@ -420,7 +420,8 @@ def extract_keyframes_many(
         decode_processes = _default_decode_processes(on_gpu_here, method, len(names), runner.workers)
     options = dict(method=method, max_frames=max_frames, device=runner.device, stream_index=stream_index,
                    scaling_factor=scaling_factor, scene_threshold=scene_threshold, analysis_width=analysis_width,
-                   cache_dir=cache_dir, decode_processes=decode_processes, cpu_sessions=_cpu_sessions(runner))
+                   cache_dir=cache_dir, decode_processes=decode_processes,
+                   cpu_sessions=_cpu_sessions(runner.workers if isinstance(runner, Processes) else 1))
     extract = partial(_extract_one, options, not runner.in_this_process, on_progress)
     return _results_in_order(runner, extract, names, on_result)
 
@@ -431,13 +432,11 @@ def _default_decode_processes(on_gpu: bool, method: str, files: int, workers: in
     return 4 if on_gpu and method == "scene" and files > workers else 0
 
 
-def _cpu_sessions(runner: Runner) -> int:
-    """FFmpeg decoders per video of the scene method when ``runner`` reads several videos at once in
-    processes of this machine: :data:`_CPU_SESSIONS`, fewer where the videos already fill its cores
+def _cpu_sessions(videos_at_once: int = 1) -> int:
+    """FFmpeg decoders per video of the scene method on the CPU when this machine reads
+    ``videos_at_once`` at once: :data:`_CPU_SESSIONS`, fewer where the videos already fill its cores
     (on 2 cores, 2 videos at once with one decoder each read 7-13% faster than with two each)."""
-    if not isinstance(runner, Processes):
-        return _CPU_SESSIONS
-    return max(1, min(_CPU_SESSIONS, usable_cores() // runner.workers))
+    return max(1, min(_CPU_SESSIONS, usable_cores() // videos_at_once))
 
 
 def _extract_one(options: dict, to_host: bool, on_progress: Callable[[str, int, int], None] | None,

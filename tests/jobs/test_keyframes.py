@@ -404,12 +404,10 @@ def test_many_videos_start_decode_processes_for_the_scene_method_over_many_video
 @pytest.mark.parametrize("cores, workers, sessions", [(2, 2, 1), (2, 1, 2), (1, 1, 1), (16, 4, 2), (16, 12, 1)])
 def test_many_videos_on_the_cpu_take_no_more_decoders_than_cores(monkeypatch, cores, workers, sessions):
     """The scene method's FFmpeg decoders per video when worker processes read several videos at
-    once: two, or one where the videos at once already fill the cores; two for one video here."""
-    from vclip._jobs import InThisThread, Processes
-
+    once: two, or one where the videos at once already fill the cores (or the machine has one)."""
     monkeypatch.setattr(keyframes_module, "usable_cores", lambda: cores)
-    assert keyframes_module._cpu_sessions(Processes(workers)) == sessions
-    assert keyframes_module._cpu_sessions(InThisThread()) == 2
+    assert keyframes_module._cpu_sessions(workers) == sessions
+    assert keyframes_module._cpu_sessions() == min(2, cores)
 
 
 @pytest.mark.gpu
