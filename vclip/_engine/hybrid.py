@@ -31,7 +31,6 @@ import numpy as np
 from .._device import CPU, Device
 from .._index_record import VideoIndex
 from ..errors import CorruptVideoError
-from ..plan import plan_decode
 from .contract import Completion, PictureConverter, PlanBackend, execute_plan
 from .cpu import CpuBackend, PyAVDecoder, decode_then_upload, yuv420_planes
 from .kernel import KernelConverter, KernelModule
@@ -238,7 +237,7 @@ class _PackConverter(PictureConverter):
         pack_picture(picture, self._index, self._pictures[self._place[frame]])
 
 
-class PackingBackend:
+class PackingBackend(PlanBackend):
     """The CPU decoder of a packing process (no CUDA): PyAV decodes each job, single-threaded, and
     every wanted picture is packed as NVDEC lays it out into a flat shared byte buffer
     (:func:`packed_frames`). Only 4:2:0 streams come here (:func:`upload_unsupported_reason`)."""
@@ -246,19 +245,11 @@ class PackingBackend:
     device = CPU
     default_workers = 1
 
-    def __init__(self, *, skip_non_reference: bool = True):
-        self.skip_non_reference = skip_non_reference
-
     def empty(self, shape: tuple[int, ...], dtype: str) -> np.ndarray:
         return np.empty(shape, dtype)
 
-    def decode_job(self, job: VideoJob, conversion: Conversion, output: np.ndarray, stats: DecodeStats) -> None:
-        plan = plan_decode(job.index, [target.frames for target in job.targets],
-                           skip_non_reference=self.skip_non_reference)
-        execute_plan(plan, job, PyAVDecoder(job.index, threads=1), _PackConverter(job, output), stats)
-
-    def close(self) -> None:
-        """Nothing to release."""
+    def open_job(self, job: VideoJob, conversion: Conversion, output: np.ndarray) -> tuple[PyAVDecoder, _PackConverter]:
+        return PyAVDecoder(job.index, threads=1), _PackConverter(job, output)
 
 
 class _Upload:
@@ -328,8 +319,7 @@ class PackedUploadBackend:
         self._lock = threading.Lock()
 
     def empty(self, shape: tuple[int, ...], dtype: str):
-        with self._cupy.cuda.Device(self.device_id):
-            return self._cupy.empty(shape, dtype=dtype)
+        return self._unpacked.empty(shape, dtype)
 
     def _upload(self) -> _Upload:
         upload = getattr(self._local, "upload", None)
