@@ -14,7 +14,8 @@ machine whose speed drifts weighs on all of them alike:
   each detector in a pool of that many spawned processes started before the timing, and
   vclip's own folder job, ``extract_keyframes_many(paths, method="scene", device="cpu",
   workers=N)`` (what ``vclip keyframes --method scene --workers N`` runs: it starts its processes
-  in the timed call, and also decodes each shot's keyframe at full size).
+  in the timed call, and also decodes each shot's keyframe at full size), and
+  ``find_shot_boundaries_many(paths, device="cpu", workers=N)``, the boundaries only, likewise.
 
 vclip's in-memory index cache is cleared before each video, so every pass indexes the files anew,
 as PySceneDetect opens them anew. Precision and recall of each detector on these videos are saved
@@ -42,7 +43,7 @@ from scenes import CUT_TOLERANCE, detect_pyscenedetect
 
 import vclip
 from vclip._machine import usable_cores
-from vclip.keyframes import extract_keyframes_many, find_shot_boundaries
+from vclip.keyframes import extract_keyframes_many, find_shot_boundaries, find_shot_boundaries_many
 from vclip.synthetic import SCENE_VIDEO_CLASSES, LabelledVideo, make_scene_video
 
 SIZE = (640, 360)
@@ -109,8 +110,8 @@ def rates(frames: int, seconds: dict[str, list[float]]) -> dict:
             for name, runs in seconds.items()}
 
 
-def vclip_folder_job(paths: list[str], workers: int) -> None:
-    for found in extract_keyframes_many(paths, method="scene", device="cpu", workers=workers):
+def vclip_folder_job(job, paths: list[str], workers: int, **options) -> None:
+    for found in job(paths, device="cpu", workers=workers, **options):
         if isinstance(found, vclip.VideoError):
             raise found
 
@@ -145,7 +146,9 @@ def main() -> None:
                                                                   list(pool.map(detect, paths)))
                            for name, pool in pools.items()}
             folder_runs[f"vclip extract_keyframes_many x{args.workers} (processes started in the call)"] = (
-                lambda: vclip_folder_job(paths, args.workers))
+                lambda: vclip_folder_job(extract_keyframes_many, paths, args.workers, method="scene"))
+            folder_runs[f"vclip find_shot_boundaries_many x{args.workers} (processes started in the call)"] = (
+                lambda: vclip_folder_job(find_shot_boundaries_many, paths, args.workers))
             together = in_turns(folder_runs, args.repeats)
         finally:
             for pool in pools.values():

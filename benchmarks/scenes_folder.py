@@ -11,8 +11,10 @@ Per folder, each in a fresh process as a user's command starts:
 - ``vclip keyframes --method scene`` with its defaults (``--out`` in a scratch folder): **cold**,
   CuPy's kernel cache empty (a fresh container), then **warm**, the cache the cold run filled;
 - ``extract_keyframes_many(paths, method="scene", device="cuda")``, the API of the command without
-  the images written: **warm**, with its defaults, then with ``decode_processes=0`` (threads of
-  this process) and ``decode_processes=4``, each with the time of its first result;
+  the images written: **warm**, with its defaults (threads of this process), then with
+  ``decode_processes=4``, each with the time of its first result;
+- ``find_shot_boundaries_many(paths, device="cuda")``, the boundaries only (what PySceneDetect
+  gives: no frame decoded at full size), **warm**, with its defaults;
 - PySceneDetect (``AdaptiveDetector``, OpenCV backend, defaults), a spawn pool of one process per
   core over the files, pool start included.
 
@@ -45,17 +47,19 @@ SETS = {  # name: (videos, width, height, shots of video k)
 API_CHILD = r"""
 import json, sys, time
 started = time.perf_counter()
-from vclip.keyframes import extract_keyframes_many
-paths, options = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+from vclip import keyframes
+paths, function, options = json.loads(sys.argv[1]), sys.argv[2], json.loads(sys.argv[3])
 found, first = {}, None
-for result in extract_keyframes_many(paths, method="scene", device="cuda", **options):
+for path, result in zip(paths, getattr(keyframes, function)(paths, device="cuda", **options)):
     first = time.perf_counter() - started if first is None else first
-    found[result.path] = result.frame_indices.tolist()
+    found[path] = ([0] + [boundary.frame for boundary in result] if isinstance(result, list)
+                   else result.frame_indices.tolist())
 print(json.dumps({"seconds": time.perf_counter() - started, "first_result_seconds": first, "found": found}))
 """
-API_RUNS = {"vclip_api_warm": {}, "vclip_api_warm_threads": {"decode_processes": 0},
-            "vclip_api_warm_4_processes": {"decode_processes": 4}}
-"""extract_keyframes_many runs: its defaults, then decode threads of this process only, then 4 decode processes."""
+API_RUNS = {"vclip_api_warm": ("extract_keyframes_many", {"method": "scene"}),
+            "vclip_api_warm_4_processes": ("extract_keyframes_many", {"method": "scene", "decode_processes": 4}),
+            "vclip_boundaries_warm": ("find_shot_boundaries_many", {})}
+"""Runs of the API: extract_keyframes_many's defaults, then 4 decode processes; find_shot_boundaries_many's defaults."""
 
 PYSCENEDETECT_CHILD = r"""
 import json, multiprocessing, os, sys, time
@@ -113,9 +117,9 @@ def measure_folder(name: str, videos: list[dict], scratch: Path) -> dict:
         if manifest["errors"] or len(manifest["videos"]) != len(paths):
             raise RuntimeError(f"vclip keyframes failed: {manifest['errors'][:3]}")
     first_result: dict[str, float] = {}
-    for run, options in API_RUNS.items():
-        spent, printed = run_child([sys.executable, "-c", API_CHILD, json.dumps(paths), json.dumps(options)],
-                                   environment)
+    for run, (function, options) in API_RUNS.items():
+        spent, printed = run_child([sys.executable, "-c", API_CHILD, json.dumps(paths), function,
+                                    json.dumps(options)], environment)
         seconds[run] = spent
         reported = json.loads(printed.strip().splitlines()[-1])
         first_result[run] = reported["first_result_seconds"]

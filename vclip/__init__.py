@@ -43,7 +43,7 @@ Range); RemoteReads (what was read per URL, in loader.stats().remote_reads).
 Indexes and decode plans: index_video, VideoIndex, clear_index_cache; plan_decode -> DecodePlan of
 DecodeSegment (``vclip.index``, ``vclip.plan``).
 Jobs over many videos (workers=, ray=, ray_address=): ``vclip.keyframes`` (extract_keyframes,
-extract_keyframes_many, find_shot_boundaries), ``vclip.check`` (check_video, check_videos),
+extract_keyframes_many, find_shot_boundaries, find_shot_boundaries_many), ``vclip.check`` (check_video, check_videos),
 ``vclip.catalog`` (build_catalog, read_catalog), ``vclip.ray`` (Ray Data datasets of them).
 Test videos: ``vclip.synthetic.make_video``.
 Errors (``vclip.errors``, the tree there): VideoError and its kinds (VideoNotFoundError,

@@ -378,8 +378,9 @@ def shot_boundaries(signals: SceneSignals, threshold: float) -> list[ShotBoundar
         starts[boundary.frame] = True
         starts[boundary.start] = True
     found_before = np.concatenate([[0], np.cumsum(starts)])
-    evidence = np.stack([_boundary_evidence(tables, usual, frames - h, frames + h, spread=_PAIR_SPREAD,
-                                            found_before=found_before) for h in _HALF_WIDTHS])
+    half_widths = np.asarray(_HALF_WIDTHS)[:, None]  # one row of evidence per half-width, in one pass
+    evidence = _boundary_evidence(tables, usual, frames - half_widths, frames + half_widths, spread=_PAIR_SPREAD,
+                                  found_before=found_before)
     # A window that straddles a boundary found already is that boundary's evidence.
     taken_before = np.concatenate([[0], np.cumsum(taken)])
     for row, h in enumerate(_HALF_WIDTHS):
@@ -391,7 +392,7 @@ def shot_boundaries(signals: SceneSignals, threshold: float) -> list[ShotBoundar
     # evidence may lie off its middle: around each peak, the frame whose frames either side are
     # best explained as blends is the middle.
     candidates = []
-    half_widths = np.asarray(_HALF_WIDTHS)
+    half_widths = half_widths[:, 0]
     for peak in _local_maxima(strongest, threshold, _PEAK_RADIUS):
         first_centre = max(0, peak - _PEAK_RADIUS)
         # every half-width (its row) and centre around the peak whose evidence stands out (the peak's, at least)

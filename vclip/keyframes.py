@@ -95,7 +95,7 @@ from .sampling import check_scaling_factor, scaled_size
 
 __all__ = [
     "KEYFRAME_METHODS", "THUMBNAIL_WIDTH", "Keyframes", "ProgressCallback", "ShotBoundary", "extract_keyframes",
-    "extract_keyframes_many", "find_shot_boundaries",
+    "extract_keyframes_many", "find_shot_boundaries", "find_shot_boundaries_many",
 ]
 
 KeyframeMethod = Literal["codec", "scene"]
@@ -312,8 +312,9 @@ def find_shot_boundaries(
         analysis_width: Width in pixels the frames are compared at.
         decode_processes: Decode the chunks in this many worker processes, shared by every video
             of this process (see :class:`~vclip.VideoDecoder`), instead of threads of this one,
-            whose Python work shares one interpreter lock: faster on long videos and on many
-            (``benchmarks/README.md``). Starting them takes seconds, once per process.
+            whose Python work shares one interpreter lock: faster on long videos in a process
+            that lives on (``benchmarks/README.md``). Starting them takes 1.5-2.5 s, once per
+            process, more than they save over a folder of short videos.
 
     Returns:
         The boundaries in order, frame 0 (the start of the first shot) not among them; each with
@@ -324,11 +325,71 @@ def find_shot_boundaries(
         VideoNotFoundError, NotAVideoError, CorruptVideoError, UnsupportedCodecError: The file.
     """
     _check_scene_options(scene_threshold, analysis_width)
+    return _boundaries_of(path, device=device, stream_index=stream_index, scene_threshold=scene_threshold,
+                          analysis_width=analysis_width, cache_dir=cache_dir, decode_processes=decode_processes,
+                          cpu_sessions=_cpu_sessions())
+
+
+def _boundaries_of(path: str | os.PathLike, *, device: str, stream_index: int | None, scene_threshold: float,
+                   analysis_width: int, cache_dir: str | os.PathLike | None, decode_processes: int,
+                   cpu_sessions: int) -> list[ShotBoundary]:
+    """:func:`find_shot_boundaries` with checked options; ``cpu_sessions`` as :func:`_keyframes_of`."""
     decoder = VideoDecoder(path, stream_index=stream_index, device=device, cache_dir=cache_dir,
                            decode_processes=decode_processes)
-    sessions = _sessions(decoder, decode_processes, _cpu_sessions())
-    return shot_boundaries(_scene_signals(decoder, analysis_width, sessions=sessions),
-                           scene_threshold)
+    sessions = _sessions(decoder, decode_processes, cpu_sessions)
+    return shot_boundaries(_scene_signals(decoder, analysis_width, sessions=sessions), scene_threshold)
+
+
+def find_shot_boundaries_many(
+    paths: Sequence[str | os.PathLike],
+    *,
+    device: str = "auto",
+    stream_index: int | None = None,
+    scene_threshold: float = 2.0,
+    analysis_width: int = 64,
+    cache_dir: str | os.PathLike | None = None,
+    decode_processes: int = 0,
+    workers: int | None = None,
+    ray: bool = False,
+    ray_address: str | None = None,
+    on_result: Callable[[list[ShotBoundary] | VideoError], None] | None = None,
+) -> Generator[list[ShotBoundary] | VideoError]:
+    """:func:`find_shot_boundaries` of many videos, several at once, as :func:`extract_keyframes_many`
+    runs them (threads on the GPU, processes on the CPU, or Ray tasks): one result per path, in the
+    order of ``paths``, each the video's boundaries or the :class:`~vclip.VideoError` that stopped it.
+
+    Every frame is decoded once, at ``analysis_width``; no frame is decoded at full size, so this is
+    the quicker way to split videos into shots (``extract_keyframes_many(..., method="scene")`` also
+    decodes each shot's first frame).
+
+    For example:
+
+    ```python
+    for path, found in zip(paths, find_shot_boundaries_many(paths)):
+        if not isinstance(found, vclip.VideoError):
+            print(path, [boundary.frame for boundary in found])
+    ```
+
+    Args:
+        paths: Video files.
+        device, stream_index, scene_threshold, analysis_width, cache_dir, decode_processes: As
+            :func:`find_shot_boundaries`, for every video.
+        workers, ray, ray_address, on_result: As :func:`extract_keyframes_many`.
+
+    Returns:
+        An iterator of one ``list[ShotBoundary] | VideoError`` per path (see :func:`extract_keyframes_many`).
+
+    Raises:
+        ArgumentError: A bad option (checked before any video is read).
+        ImportError: ``ray`` without Ray installed.
+    """
+    _check_scene_options(scene_threshold, analysis_width)
+    names, runner, decode_processes = _folder_job(paths, device, stream_index, decode_processes, workers, ray,
+                                                  ray_address)
+    find = partial(_boundaries_of, device=runner.device, stream_index=stream_index, scene_threshold=scene_threshold,
+                   analysis_width=analysis_width, cache_dir=cache_dir, decode_processes=decode_processes,
+                   cpu_sessions=_cpu_sessions_of(runner))
+    return _results_in_order(runner, find, names, on_result)
 
 
 def extract_keyframes_many(
@@ -342,7 +403,7 @@ def extract_keyframes_many(
     scene_threshold: float = 2.0,
     analysis_width: int = 64,
     cache_dir: str | os.PathLike | None = None,
-    decode_processes: int | None = None,
+    decode_processes: int = 0,
     workers: int | None = None,
     ray: bool = False,
     ray_address: str | None = None,
@@ -378,9 +439,10 @@ def extract_keyframes_many(
         device: As :func:`extract_keyframes` (default ``"auto"``); with ``ray``, a GPU request
             gives each task a share of a GPU when the cluster has GPUs. Frames are CuPy arrays
             from threads on the GPU, NumPy arrays otherwise (always from Ray and processes).
-        decode_processes: As :func:`find_shot_boundaries`; default: 4 for the scene method on
-            the GPU over more videos than ``workers`` (on the H200, 32 720p videos 8 at once:
-            3,202 frames/s against 2,646 with threads; they take 2.5 s to start), else 0.
+        decode_processes: As :func:`find_shot_boundaries` (default 0: threads of this process).
+            A fresh process over a folder is faster without them: on the H200, 16 720p videos
+            took 3.5 s with threads and 5.2 s with 4 processes, which take 1.5-2.5 s to start
+            (``benchmarks/README.md``); they pay in a long-lived process over long videos.
         workers: Videos at once; default: 8 on the GPU, one per usable CPU core on the CPU, what
             the Ray cluster runs at once with ``ray``; never more than the videos. On the CPU the
             scene method reads each video with 2 FFmpeg decoders, or 1 where the videos at once
@@ -406,30 +468,32 @@ def extract_keyframes_many(
     """
     max_frames, scene_threshold, scaling_factor, analysis_width = _check_keyframe_options(
         method, max_frames, scene_threshold, scaling_factor, analysis_width)
-    check_optional_integer("stream_index", stream_index, minimum=0)
-    decode_processes = check_optional_integer("decode_processes", decode_processes, minimum=0,
-                                              none_means="(4 for the scene method on the GPU over many videos)")
-    names = [os.fsdecode(path) for path in paths]
-    runner = choose_runner(device, workers=workers, items=len(names), gpu_workers=_GPU_WORKERS, ray=ray,
-                           ray_address=ray_address)
+    names, runner, decode_processes = _folder_job(paths, device, stream_index, decode_processes, workers, ray,
+                                                  ray_address)
     if on_progress is not None and not isinstance(runner, InThisThread):
         raise ArgumentError(f"on_progress follows videos read one after another in this thread, not {runner!r}: "
                             "pass workers=1, or follow whole videos with on_result")
-    on_gpu_here = runner.in_this_process and runner.device.startswith("cuda")
-    if decode_processes is None:
-        decode_processes = _default_decode_processes(on_gpu_here, method, len(names), runner.workers)
     options = dict(method=method, max_frames=max_frames, device=runner.device, stream_index=stream_index,
                    scaling_factor=scaling_factor, scene_threshold=scene_threshold, analysis_width=analysis_width,
-                   cache_dir=cache_dir, decode_processes=decode_processes,
-                   cpu_sessions=_cpu_sessions(runner.workers if isinstance(runner, Processes) else 1))
+                   cache_dir=cache_dir, decode_processes=decode_processes, cpu_sessions=_cpu_sessions_of(runner))
     extract = partial(_extract_one, options, not runner.in_this_process, on_progress)
     return _results_in_order(runner, extract, names, on_result)
 
 
-def _default_decode_processes(on_gpu: bool, method: str, files: int, workers: int) -> int:
-    """4 decode processes for the scene method on the GPU over more videos than run at once, else
-    none (see :func:`extract_keyframes_many`)."""
-    return 4 if on_gpu and method == "scene" and files > workers else 0
+def _folder_job(paths: Sequence[str | os.PathLike], device: str, stream_index: int | None, decode_processes: int,
+                workers: int | None, ray: bool, ray_address: str | None) -> tuple[list[str], Runner, int]:
+    """The names of ``paths``, the runner of a job over them, and ``decode_processes``, checked."""
+    check_optional_integer("stream_index", stream_index, minimum=0)
+    decode_processes = check_integer("decode_processes", decode_processes, minimum=0)
+    names = [os.fsdecode(path) for path in paths]
+    runner = choose_runner(device, workers=workers, items=len(names), gpu_workers=_GPU_WORKERS, ray=ray,
+                           ray_address=ray_address)
+    return names, runner, decode_processes
+
+
+def _cpu_sessions_of(runner: Runner) -> int:
+    """FFmpeg decoders per video of the scene method for the videos ``runner`` reads at once."""
+    return _cpu_sessions(runner.workers if isinstance(runner, Processes) else 1)
 
 
 def _cpu_sessions(videos_at_once: int = 1) -> int:
@@ -447,9 +511,10 @@ def _extract_one(options: dict, to_host: bool, on_progress: Callable[[str, int, 
     return dataclasses.replace(found, frames=to_numpy(found.frames)) if to_host else found
 
 
-def _results_in_order(runner: Runner, extract: Callable[[str], Keyframes], names: list[str],
-                      on_result) -> Generator[Keyframes | VideoError]:
-    finished: dict[int, Keyframes | VideoError] = {}
+def _results_in_order(runner: Runner, extract: Callable[[str], Any], names: list[str],
+                      on_result) -> Generator[Any]:
+    """``extract`` of each name on ``runner``: its value or the VideoError that stopped it, in order."""
+    finished: dict[int, Any] = {}
 
     def done(outcome: Outcome[Keyframes]) -> None:
         finished[outcome.position] = result = _result_of(outcome, names[outcome.position], runner.fell_back_to_cpu)
@@ -461,12 +526,14 @@ def _results_in_order(runner: Runner, extract: Callable[[str], Keyframes], names
             yield finished.pop(outcome.position)
 
 
-def _result_of(outcome: Outcome[Keyframes], path: str, fell_back_to_cpu: bool) -> Keyframes | VideoError:
-    """One video's result: its keyframes (flagged when the GPU request was served on the CPU),
-    or the VideoError that stopped it (a crashed worker, a failure of vclip itself included)."""
+def _result_of(outcome: Outcome[Any], path: str, fell_back_to_cpu: bool) -> Any:
+    """One video's result: its value (keyframes flagged when the GPU request was served on the
+    CPU), or the VideoError that stopped it (a crashed worker, a failure of vclip itself included)."""
     if outcome.value is not None:
         found = outcome.value
-        return dataclasses.replace(found, fell_back_to_cpu=True) if fell_back_to_cpu else found
+        if fell_back_to_cpu and isinstance(found, Keyframes):
+            return dataclasses.replace(found, fell_back_to_cpu=True)
+        return found
     if outcome.crashed:
         return CorruptVideoError(path, outcome.crash_problem())
     if isinstance(outcome.error, VideoError):

@@ -392,15 +392,6 @@ def test_many_videos_a_gpu_request_without_a_gpu_is_flagged(videos):
     assert all(found.fell_back_to_cpu and found.device == "cpu" for found in results)
 
 
-def test_many_videos_start_decode_processes_for_the_scene_method_over_many_videos_on_the_gpu():
-    from vclip.keyframes import _default_decode_processes
-
-    assert _default_decode_processes(True, "scene", files=9, workers=8) == 4
-    assert _default_decode_processes(True, "scene", files=8, workers=8) == 0  # all at once: no gain for 2.5 s
-    assert _default_decode_processes(True, "codec", files=100, workers=8) == 0
-    assert _default_decode_processes(False, "scene", files=100, workers=8) == 0
-
-
 @pytest.mark.parametrize("cores, workers, sessions", [(2, 2, 1), (2, 1, 2), (1, 1, 1), (16, 4, 2), (16, 12, 1)])
 def test_many_videos_on_the_cpu_take_no_more_decoders_than_cores(monkeypatch, cores, workers, sessions):
     """The scene method's FFmpeg decoders per video when worker processes read several videos at
@@ -411,14 +402,51 @@ def test_many_videos_on_the_cpu_take_no_more_decoders_than_cores(monkeypatch, co
 
 
 @pytest.mark.gpu
-def test_many_videos_on_the_gpu_are_the_videos_one_by_one(videos, shots_video, shared_decode_processes):
-    """Threads on the GPU (the scene method's decode processes started by default: more videos
-    than workers): the keyframes of each video as extract_keyframes gives them there, frames on the GPU."""
+@pytest.mark.parametrize("decode_processes", [0, 4])
+def test_many_videos_on_the_gpu_are_the_videos_one_by_one(videos, shots_video, shared_decode_processes,
+                                                          decode_processes):
+    """Threads on the GPU, the scene method's chunks decoded by threads of this process (the
+    default) or by decode processes: the keyframes of each video as extract_keyframes gives them
+    there, frames on the GPU."""
     paths = [shots_video, videos["h264"], videos["hevc"]]
-    results = list(keyframes_module.extract_keyframes_many(paths, method="scene", device="cuda", workers=2))
+    results = list(keyframes_module.extract_keyframes_many(paths, method="scene", device="cuda", workers=2,
+                                                            decode_processes=decode_processes))
     for path, found in zip(paths, results):
         expected = extract_keyframes(path, method="scene", device="cuda")
         assert found.device.startswith("cuda") and not found.fell_back_to_cpu
         assert found.frame_indices.tolist() == expected.frame_indices.tolist()
         assert barcodes(found.frames.get()) == found.frame_indices.tolist()
     assert results[0].frame_indices.tolist() == [0, 40, 75]
+
+
+# -- shot boundaries of many videos ----------------------------------------------------------------
+def test_shot_boundaries_of_many_videos_are_each_videos_in_order(videos, shots_video, tmp_path):
+    """In worker processes and one by one: each video's boundaries as find_shot_boundaries gives
+    them, a bad file's VideoError in its place, each result seen once as it is ready."""
+    (tmp_path / "notes.mp4").write_text("not a video\n" * 40)
+    paths = [shots_video, tmp_path / "missing.mp4", videos["h264"], tmp_path / "notes.mp4"]
+    for workers in (2, 1):
+        seen = []
+        results = list(keyframes_module.find_shot_boundaries_many(paths, device="cpu", workers=workers,
+                                                                   on_result=seen.append))
+        assert [boundary.frame for boundary in results[0]] == [40, 75]
+        assert results[2] == keyframes_module.find_shot_boundaries(videos["h264"], device="cpu")
+        assert isinstance(results[1], vclip.VideoNotFoundError) and results[1].path == str(tmp_path / "missing.mp4")
+        assert isinstance(results[3], vclip.NotAVideoError) and results[3].path == str(tmp_path / "notes.mp4")
+        assert {id(result) for result in seen} == {id(result) for result in results}
+
+
+def test_shot_boundaries_of_many_videos_check_options_before_any_video():
+    with pytest.raises(vclip.ArgumentError, match=r"scene_threshold \(1\) must be"):
+        keyframes_module.find_shot_boundaries_many(["nope.mp4"], scene_threshold=1)
+    with pytest.raises(vclip.ArgumentError, match=r"decode_processes \(-1\) must be an integer >= 0"):
+        keyframes_module.find_shot_boundaries_many(["nope.mp4"], decode_processes=-1)
+
+
+@pytest.mark.gpu
+def test_shot_boundaries_of_many_videos_on_the_gpu_are_the_cpus(videos, shots_video):
+    """Threads on the GPU find the boundaries the CPU finds, video by video."""
+    paths = [shots_video, videos["h264"], videos["hevc"]]
+    results = list(keyframes_module.find_shot_boundaries_many(paths, device="cuda", workers=2))
+    assert results == [keyframes_module.find_shot_boundaries(path, device="cpu") for path in paths]
+    assert [boundary.frame for boundary in results[0]] == [40, 75]

@@ -209,10 +209,10 @@ def add_parser(commands) -> None:
                            help="videos at once, each on its own decoder: threads on the GPU (default 8), "
                                 "processes on the CPU (default one per core), Ray tasks with --ray (default: what "
                                 "the cluster runs at once)")
-    keyframes.add_argument("--decode-processes", type=int, metavar="N",
+    keyframes.add_argument("--decode-processes", type=int, default=0, metavar="N",
                            help="GPU: decode in N worker processes shared by the run's videos, so that Python work "
-                                "does not hold back NVDEC (2.5 s to start; default: 4 for the scene method over "
-                                "more videos than --workers, else 0: threads of this process)")
+                                "does not hold back NVDEC (1.5-2.5 s to start; default 0: threads of this process, "
+                                "faster over a folder of short videos)")
     add_stream_option(keyframes)
     keyframes.add_argument("--overwrite", action="store_true",
                            help="replace an earlier run's outputs in DIR (default: refuse)")
