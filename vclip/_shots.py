@@ -295,9 +295,9 @@ def _boundary_evidence(tables: dict, usual: dict, first: np.ndarray, last: np.nd
 def _nearest_picture(table: np.ndarray, first: np.ndarray, last: np.ndarray) -> np.ndarray:
     """The least distance of frame ``last`` to the :data:`_NEW_LOOK` frames before ``first``, and
     of frame ``first`` to the :data:`_NEW_LOOK` after ``last`` (NaN where there are none)."""
-    pairs = ([_pair_distance(table, last - k, last) for k in range(2, _NEW_LOOK + 1)]
-             + [_pair_distance(table, first, first + k) for k in range(2, _NEW_LOOK + 1)])
-    return np.fmin.reduce(np.stack(pairs), axis=0)
+    offsets = np.arange(2, _NEW_LOOK + 1).reshape((-1,) + (1,) * np.ndim(first))  # one row per frame looked at
+    pairs = np.concatenate([_pair_distance(table, last - offsets, last), _pair_distance(table, first, first + offsets)])
+    return np.fmin.reduce(pairs, axis=0)
 
 
 def _at(table: np.ndarray, gap: np.ndarray, frame: np.ndarray) -> np.ndarray:

@@ -136,11 +136,12 @@ def test_every_exception_lives_in_vclip_errors_and_exported_ones_say_vclip():
 
 
 def test_job_modules_export_their_functions():
-    """One video and many: check_video/check_videos and extract_keyframes/extract_keyframes_many."""
+    """One video and many: check_video/check_videos, extract_keyframes/extract_keyframes_many and
+    find_shot_boundaries/find_shot_boundaries_many."""
     assert sorted(vclip.check.__all__) == ["CheckResult", "check_video", "check_videos"]
     assert sorted(vclip.keyframes.__all__) == [
         "KEYFRAME_METHODS", "Keyframes", "ProgressCallback", "ShotBoundary", "THUMBNAIL_WIDTH", "extract_keyframes",
-        "extract_keyframes_many", "find_shot_boundaries",
+        "extract_keyframes_many", "find_shot_boundaries", "find_shot_boundaries_many",
     ]
     assert vclip.keyframes.ShotBoundary.__module__ == "vclip.keyframes"  # made in a private module
 
