@@ -14,13 +14,15 @@ Per folder, each in a fresh process as a user's command starts:
   the images written: **warm**, with its defaults (threads of this process), then with
   ``decode_processes=4``, each with the time of its first result;
 - ``find_shot_boundaries_many(paths, device="cuda")``, the boundaries only (what PySceneDetect
-  gives: no frame decoded at full size), **warm**, with its defaults;
+  gives: no frame decoded at full size), **warm**, with its defaults, then with CPU decoders beside
+  the GPU's threads (``cpu_decoders="auto"``, then 6);
 - PySceneDetect (``AdaptiveDetector``, OpenCV backend, defaults), a spawn pool of one process per
   core over the files, pool start included.
 
-Rates are frames/s of the whole run (wall time, from the process's start).
+Rates are frames/s of the whole run (wall time, from the process's start). ``found`` holds each API
+run's frames found per video, and ``runs_differ`` the videos where they differ from the first run's.
 
-    python benchmarks/scenes_folder.py [--out DIR] [--sets 360p,720p]
+    python benchmarks/scenes_folder.py [--out DIR] [--sets 360p,720p] [--runs vclip_cli,vclip_boundaries_warm,...]
 """
 
 from __future__ import annotations
@@ -58,8 +60,12 @@ print(json.dumps({"seconds": time.perf_counter() - started, "first_result_second
 """
 API_RUNS = {"vclip_api_warm": ("extract_keyframes_many", {"method": "scene"}),
             "vclip_api_warm_4_processes": ("extract_keyframes_many", {"method": "scene", "decode_processes": 4}),
-            "vclip_boundaries_warm": ("find_shot_boundaries_many", {})}
-"""Runs of the API: extract_keyframes_many's defaults, then 4 decode processes; find_shot_boundaries_many's defaults."""
+            "vclip_boundaries_warm": ("find_shot_boundaries_many", {}),
+            "vclip_boundaries_warm_auto_cpu_decoders": ("find_shot_boundaries_many", {"cpu_decoders": "auto"}),
+            "vclip_boundaries_warm_6_cpu_decoders": ("find_shot_boundaries_many", {"cpu_decoders": 6})}
+"""Runs of the API: extract_keyframes_many's defaults, then 4 decode processes; find_shot_boundaries_many's
+defaults, then with CPU decoders beside the GPU's threads ("auto", and 6)."""
+RUNS = ("vclip_cli", *API_RUNS, "pyscenedetect")
 
 PYSCENEDETECT_CHILD = r"""
 import json, multiprocessing, os, sys, time
@@ -102,13 +108,13 @@ def run_child(command: list[str], environment: dict) -> tuple[float, str]:
     return seconds, done.stdout
 
 
-def measure_folder(name: str, videos: list[dict], scratch: Path) -> dict:
+def measure_folder(name: str, videos: list[dict], scratch: Path, runs: list[str]) -> dict:
     paths = [video["path"] for video in videos]
     frames = sum(video["frames"] for video in videos)
     cache = Path(tempfile.mkdtemp(prefix="cupy-", dir=scratch))
     environment = {**os.environ, "CUPY_CACHE_DIR": str(cache)}
     seconds: dict[str, float] = {}
-    for run in ("cold", "warm"):
+    for run in ("cold", "warm") if "vclip_cli" in runs else ():
         out = scratch / f"keyframes-{name}-{run}"
         spent, _ = run_child([sys.executable, "-m", "vclip", "keyframes", "--method", "scene", "--device", "cuda",
                               "--no-progress", "--out", str(out), *paths], environment)
@@ -117,15 +123,22 @@ def measure_folder(name: str, videos: list[dict], scratch: Path) -> dict:
         if manifest["errors"] or len(manifest["videos"]) != len(paths):
             raise RuntimeError(f"vclip keyframes failed: {manifest['errors'][:3]}")
     first_result: dict[str, float] = {}
+    found: dict[str, dict] = {}
     for run, (function, options) in API_RUNS.items():
+        if run not in runs:
+            continue
+        if "vclip_cli_warm" not in seconds and not first_result:  # fill the kernel cache: every API run is warm
+            run_child([sys.executable, "-c", API_CHILD, json.dumps(paths[:1]), function, json.dumps(options)],
+                      environment)
         spent, printed = run_child([sys.executable, "-c", API_CHILD, json.dumps(paths), function,
                                     json.dumps(options)], environment)
         seconds[run] = spent
         reported = json.loads(printed.strip().splitlines()[-1])
         first_result[run] = reported["first_result_seconds"]
-        if run == "vclip_api_warm":
-            found_vclip = reported["found"]
+        found[run] = reported["found"]
     try:
+        if "pyscenedetect" not in runs:
+            raise ImportError
         import scenedetect  # noqa: F401
     except ImportError:
         found_pyscenedetect = None
@@ -135,11 +148,15 @@ def measure_folder(name: str, videos: list[dict], scratch: Path) -> dict:
         seconds[f"pyscenedetect_adaptive_x{os.cpu_count()}_processes"] = spent
         found_pyscenedetect = json.loads(printed.strip().splitlines()[-1])["found"]
     rates = {tool: frames / spent for tool, spent in seconds.items()}
+    first_run = next(iter(found.values()), {})
     result = {"videos": len(paths), "frames": frames, "width": SETS[name][1], "height": SETS[name][2],
               "seconds": seconds, "frames_per_second": rates,
-              "cold_minus_warm_seconds": seconds["vclip_cli_cold"] - seconds["vclip_cli_warm"],
+              "cold_minus_warm_seconds": (seconds["vclip_cli_cold"] - seconds["vclip_cli_warm"]
+                                          if "vclip_cli_cold" in seconds else None),
               "first_result_seconds": first_result,
-              "found": {"vclip": found_vclip, "pyscenedetect_adaptive": found_pyscenedetect}}
+              "found": {**found, "pyscenedetect_adaptive": found_pyscenedetect},
+              "runs_differ": {run: [path for path in paths if run_found[path] != first_run[path]]
+                              for run, run_found in found.items()}}
     pyscenedetect = next((rate for tool, rate in rates.items() if tool.startswith("pyscenedetect")), None)
     if pyscenedetect:
         result["vclip_over_pyscenedetect"] = {tool: rate / pyscenedetect for tool, rate in rates.items()
@@ -151,12 +168,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", default=None, help="folder for scenes_folder.json (default: $OUT or results/)")
     parser.add_argument("--sets", default=",".join(SETS), help=f"folders to measure (default {','.join(SETS)})")
+    parser.add_argument("--runs", default=",".join(RUNS), help=f"what to run (default {','.join(RUNS)})")
     arguments = parser.parse_args()
+    runs = arguments.runs.split(",")
+    unknown = set(runs) - set(RUNS)
+    if unknown:
+        parser.error(f"unknown runs {sorted(unknown)}; choose from {', '.join(RUNS)}")
     results = {}
     with tempfile.TemporaryDirectory(prefix="vclip-scenes-folder-") as scratch:
         for name in arguments.sets.split(","):
             videos = make_folder(Path(scratch) / name, name)
-            results[name] = measure_folder(name, videos, Path(scratch))
+            results[name] = measure_folder(name, videos, Path(scratch), runs)
             results[name]["labels"] = {Path(video["path"]).name: video for video in videos}
             print(name, json.dumps({tool: round(rate) for tool, rate in results[name]["frames_per_second"].items()}),
                   flush=True)

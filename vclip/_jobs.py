@@ -144,6 +144,10 @@ class Runner(ABC):
     def _open(self, function: Callable, workers: int) -> _Pool:
         """Start ``workers`` workers that run tasks of ``function``."""
 
+    def _tasks_in_flight(self) -> int:
+        """Tasks kept submitted at once: the next one is there when a worker finishes."""
+        return _TASKS_PER_WORKER * self.workers
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}(workers={self.workers}, device={self.device!r})"
 
@@ -346,7 +350,7 @@ class _Run:
                     yield from self._run_alone(alone)
                 if pool is None:
                     pool = self.runner._open(self.function, workers)
-                while len(in_flight) < _TASKS_PER_WORKER * workers:
+                while len(in_flight) < self.runner._tasks_in_flight():
                     if retry:
                         task = retry.popleft()
                     else:

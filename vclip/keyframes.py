@@ -75,9 +75,10 @@ import numpy as np
 
 from . import _shots, _shots_cuda
 from ._ahead import SharedThreadPool, submitted_ahead
+from ._cpu_beside_gpu import BesideCpuDecoders, resolve_cpu_decoders
 from ._engine.processes import THREADS_PER_PROCESS
 from ._images import IMAGE_FORMATS, columns_for, contact_sheet, to_numpy, write_image
-from ._jobs import InThisThread, Outcome, Processes, Runner, choose_runner
+from ._jobs import InThisThread, Outcome, Processes, Runner, Threads, choose_runner
 from ._machine import usable_cores
 from ._shots import SceneSignals, ShotBoundary, shot_boundaries
 from .decoder import VideoDecoder
@@ -350,6 +351,7 @@ def find_shot_boundaries_many(
     cache_dir: str | os.PathLike | None = None,
     decode_processes: int = 0,
     workers: int | None = None,
+    cpu_decoders: int | str = 0,
     ray: bool = False,
     ray_address: str | None = None,
     on_result: Callable[[list[ShotBoundary] | VideoError], None] | None = None,
@@ -375,6 +377,13 @@ def find_shot_boundaries_many(
         device, stream_index, scene_threshold, analysis_width, cache_dir, decode_processes: As
             :func:`find_shot_boundaries`, for every video.
         workers, ray, ray_address, on_result: As :func:`extract_keyframes_many`.
+        cpu_decoders: On the GPU, CPU processes that read videos beside its threads, for the
+            cores the GPU's feeders leave idle: each reads one video at a time with FFmpeg (the
+            CPU path, whose boundaries are the GPU's on the labelled test set), taking the next
+            whenever every GPU thread has one. 0 (default): none; a count: that many; ``"auto"``:
+            one per usable core beside 2 (and the decode processes) on machines of 8 cores or
+            more, no more than the videos beyond the GPU's threads. None on the CPU (processes
+            already read a video per core), on Ray, or for one video.
 
     Returns:
         An iterator of one ``list[ShotBoundary] | VideoError`` per path (see :func:`extract_keyframes_many`).
@@ -386,9 +395,14 @@ def find_shot_boundaries_many(
     _check_scene_options(scene_threshold, analysis_width)
     names, runner, decode_processes = _folder_job(paths, device, stream_index, decode_processes, workers, ray,
                                                   ray_address)
-    find = partial(_boundaries_of, device=runner.device, stream_index=stream_index, scene_threshold=scene_threshold,
-                   analysis_width=analysis_width, cache_dir=cache_dir, decode_processes=decode_processes,
+    of_video = partial(_boundaries_of, stream_index=stream_index, scene_threshold=scene_threshold,
+                       analysis_width=analysis_width, cache_dir=cache_dir)
+    find = partial(of_video, device=runner.device, decode_processes=decode_processes,
                    cpu_sessions=_cpu_sessions_of(runner))
+    helpers = resolve_cpu_decoders(cpu_decoders, runner, len(names), decode_processes)
+    if helpers:
+        assert isinstance(runner, Threads)
+        runner = BesideCpuDecoders(runner, helpers, partial(of_video, device="cpu", decode_processes=0, cpu_sessions=1))
     return _results_in_order(runner, find, names, on_result)
 
 

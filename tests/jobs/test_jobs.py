@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import require_extra
+from helpers import require_extra, worker_pids
 
 from vclip._device import gpu_unavailable_reason
 from vclip._jobs import InThisThread, Outcome, Processes, RayTasks, Threads, choose_runner
@@ -120,18 +120,7 @@ def slow_first(number):
 
 def spawned_workers() -> set[int]:
     """Pids of this process's children that run a spawned multiprocessing worker."""
-    found = set()
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            command = (entry / "cmdline").read_bytes()
-        except (OSError, IndexError, ValueError):
-            continue
-        if parent == os.getpid() and b"spawn_main" in command:
-            found.add(int(entry.name))
-    return found
+    return set(worker_pids("spawn_main"))
 
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads child processes from /proc")

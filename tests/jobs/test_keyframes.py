@@ -441,12 +441,19 @@ def test_shot_boundaries_of_many_videos_check_options_before_any_video():
         keyframes_module.find_shot_boundaries_many(["nope.mp4"], scene_threshold=1)
     with pytest.raises(vclip.ArgumentError, match=r"decode_processes \(-1\) must be an integer >= 0"):
         keyframes_module.find_shot_boundaries_many(["nope.mp4"], decode_processes=-1)
+    with pytest.raises(vclip.ArgumentError, match=r"cpu_decoders \('many'\) must be \"auto\" or a count"):
+        keyframes_module.find_shot_boundaries_many(["nope.mp4"], cpu_decoders="many")
+    with pytest.raises(vclip.ArgumentError, match=r"cpu_decoders \(-1\) must be an integer >= 0"):
+        keyframes_module.find_shot_boundaries_many(["nope.mp4"], cpu_decoders=-1)
 
 
 @pytest.mark.gpu
-def test_shot_boundaries_of_many_videos_on_the_gpu_are_the_cpus(videos, shots_video):
-    """Threads on the GPU find the boundaries the CPU finds, video by video."""
-    paths = [shots_video, videos["h264"], videos["hevc"]]
-    results = list(keyframes_module.find_shot_boundaries_many(paths, device="cuda", workers=2))
+@pytest.mark.parametrize("cpu_decoders", [0, 2])
+def test_shot_boundaries_of_many_videos_on_the_gpu_are_the_cpus(videos, shots_video, cpu_decoders):
+    """Threads on the GPU find the boundaries the CPU finds, video by video, with CPU decoders
+    beside them too (they take the videos beyond the two threads' first)."""
+    paths = [shots_video, videos["h264"], videos["hevc"], shots_video, videos["h264"], videos["hevc"]]
+    results = list(keyframes_module.find_shot_boundaries_many(paths, device="cuda", workers=2,
+                                                              cpu_decoders=cpu_decoders))
     assert results == [keyframes_module.find_shot_boundaries(path, device="cpu") for path in paths]
     assert [boundary.frame for boundary in results[0]] == [40, 75]
