@@ -78,14 +78,14 @@ def test_an_item_that_kills_its_cpu_decoder_fails_alone_and_a_new_decoder_takes_
 def test_a_cpu_decoder_killed_between_items_costs_no_item():
     """The out-of-memory killer takes an idle CPU decoder: the next item it would have had gets a new one."""
     seen, killed = [], set()
-    for outcome in BesideCpuDecoders(gpu_threads(1), 1, square_on_the_cpu).run(square_on_the_gpu, range(16),
+    for outcome in BesideCpuDecoders(gpu_threads(1), 1, square_on_the_cpu).run(square_on_the_gpu, range(30),
                                                                                ordered=False):
         seen.append(outcome)
         if outcome.ok and outcome.value[0] == "cpu":  # its decoder is idle until the loop asks for more
             os.kill(outcome.value[2], signal.SIGKILL)
             killed.add(outcome.value[2])
             time.sleep(0.5)
-    assert all(o.ok for o in seen) and sorted(o.value[1] for o in seen) == [n * n for n in range(16)]
+    assert all(o.ok for o in seen) and sorted(o.value[1] for o in seen) == [n * n for n in range(30)]
     assert len(killed) >= 2  # a CPU item after a kill, on a new decoder
 
 
