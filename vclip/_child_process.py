@@ -33,7 +33,11 @@ from multiprocessing.connection import Connection
 
 from .errors import warning_class
 
-__all__ = ["ChildProcess", "RaisedWarnings", "child_pipes", "watch_parent"]
+__all__ = ["ChildDied", "ChildProcess", "RaisedWarnings", "child_pipes", "watch_parent"]
+
+
+class ChildDied(Exception):
+    """A child died before it replied; ``args[0]`` is its exit code."""
 
 
 class ChildProcess:
@@ -86,6 +90,27 @@ class ChildProcess:
             self._popen.wait(timeout)
         except subprocess.TimeoutExpired:
             pass
+
+    def ask(self, request: object) -> object:
+        """Send ``request`` and wait for the reply, for a child that answers each request in turn.
+
+        Raises:
+            ChildDied: The child died first.
+        """
+        try:
+            self.requests.send(request)
+            return self.replies.recv()
+        except (EOFError, OSError):
+            self.join()
+            raise ChildDied(self.exitcode) from None
+
+    def stop(self, timeout: float) -> None:
+        """Close its request pipe (the child exits when it reads the end of it), and kill it if it
+        is still running ``timeout`` seconds later."""
+        self.requests.close()
+        self.join(timeout)
+        self.kill()
+        self.join()
 
 
 def run() -> None:

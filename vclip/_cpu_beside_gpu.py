@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
-from ._child_process import ChildProcess, child_pipes, watch_parent
+from ._child_process import ChildDied, ChildProcess, child_pipes, watch_parent
 from ._jobs import _TASKS_PER_WORKER, Runner, Threads, _failed_task, _Pool, _run_task, _ThreadPool, _WorkerDied
 from ._machine import usable_cores
 from .errors import check_integer, fail
@@ -35,11 +35,15 @@ CORES_KEPT = 2
 _CLOSE_SECONDS = 5.0  # for a CPU decoder to exit once its pipe is closed
 
 
+def _on_gpu_threads(runner: Runner) -> bool:
+    return isinstance(runner, Threads) and runner.device.startswith("cuda")
+
+
 def auto_cpu_decoders(runner: Runner, items: int, decode_processes: int = 0, cores: int | None = None) -> int:
     """CPU decoders for ``cpu_decoders="auto"``: on a GPU's threads, the cores beside
     :data:`CORES_KEPT` and the decode processes, on machines of :data:`MIN_CORES` or more, and no
     more than the videos left once every GPU thread has one; none on the CPU, on Ray or for one video."""
-    if not isinstance(runner, Threads) or not runner.device.startswith("cuda"):
+    if not _on_gpu_threads(runner):
         return 0
     cores = usable_cores() if cores is None else cores
     if cores < MIN_CORES:
@@ -59,7 +63,7 @@ def resolve_cpu_decoders(cpu_decoders: int | str, runner: Runner, items: int, de
     if isinstance(cpu_decoders, str):
         raise fail("cpu_decoders", cpu_decoders, '"auto" or a count of at least 0')
     count = check_integer("cpu_decoders", cpu_decoders, minimum=0)
-    return count if isinstance(runner, Threads) and runner.device.startswith("cuda") else 0
+    return count if _on_gpu_threads(runner) else 0
 
 
 class BesideCpuDecoders(Runner):
@@ -126,14 +130,14 @@ class _CpuDecoders:
     def __init__(self, function: Callable, count: int):
         self.function = function
         self.closing = False
-        self.started: list[_CpuDecoder] = []
-        self.idle: queue.SimpleQueue[_CpuDecoder] = queue.SimpleQueue()
+        self.started: list[ChildProcess] = []
+        self.idle: queue.SimpleQueue[ChildProcess] = queue.SimpleQueue()
         for _ in range(count):
             self.idle.put(self._start())
         self.threads = ThreadPoolExecutor(count, thread_name_prefix="vclip-cpu-decoder")
 
-    def _start(self) -> _CpuDecoder:
-        decoder = _CpuDecoder()
+    def _start(self) -> ChildProcess:
+        decoder = ChildProcess(f"{__name__}:serve_cpu_decoder")
         self.started.append(decoder)
         return decoder
 
@@ -142,49 +146,29 @@ class _CpuDecoders:
 
     def _run(self, task: list) -> list[tuple[int, bool, Any]]:
         decoder = self.idle.get()
-        if not decoder.process.is_alive():  # it died between tasks (killed from outside): not this task's doing
+        if not decoder.is_alive():  # it died between tasks (killed from outside): not this task's doing
             decoder = self._start()
         try:
-            return decoder.run(self.function, task)
-        except _WorkerDied:
+            reply = decoder.ask((self.function, task))
+        except ChildDied as died:
             if not self.closing:
                 decoder = self._start()  # in its place
-            raise
+            raise _WorkerDied(died.args[0]) from None
         finally:
             self.idle.put(decoder)
+        if isinstance(reply, Exception):  # the task did not reach the function, or its results did not pickle
+            return _failed_task(reply, [position for position, _ in task])
+        assert isinstance(reply, list)
+        return reply
 
     def close(self, *, abandon: bool) -> None:
         self.closing = True
         if abandon:
             for decoder in self.started:
-                decoder.process.kill()  # the threads waiting on them see their pipes close
+                decoder.kill()  # the threads waiting on them see their pipes close
         self.threads.shutdown(wait=True, cancel_futures=True)
         for decoder in self.started:
-            decoder.close()
-
-
-class _CpuDecoder:
-    """One CPU decoder process seen from this one."""
-
-    def __init__(self):
-        self.process = ChildProcess(f"{__name__}:serve_cpu_decoder")
-
-    def run(self, function: Callable, task: list) -> list[tuple[int, bool, Any]]:
-        try:
-            self.process.requests.send_bytes(pickle.dumps((function, task)))
-            reply = self.process.replies.recv()
-        except (EOFError, OSError):
-            self.process.join()
-            raise _WorkerDied(self.process.exitcode) from None
-        if isinstance(reply, Exception):  # the task did not reach the function, or its results did not pickle
-            return _failed_task(reply, [position for position, _ in task])
-        return reply
-
-    def close(self) -> None:
-        self.process.requests.close()  # it exits when it reads the end of its pipe
-        self.process.join(_CLOSE_SECONDS)
-        self.process.kill()
-        self.process.join()
+            decoder.stop(_CLOSE_SECONDS)
 
 
 def serve_cpu_decoder() -> None:

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .._audio_spans import ClipSpans
-from .._child_process import ChildProcess, RaisedWarnings, child_pipes, watch_parent
+from .._child_process import ChildDied, ChildProcess, RaisedWarnings, child_pipes, watch_parent
 from .._remote import add_remote_reads, take_remote_reads
 from ..audio import AudioSpec, audio_index_for, clips_audio, empty_audio
 from ..errors import CorruptVideoError, VideoError
@@ -106,10 +106,6 @@ def serve_helper() -> None:
 
 
 # -- the parent's side --------------------------------------------------------------------------
-class _HelperDied(Exception):
-    pass
-
-
 class _Helper:
     """One helper process seen from the parent."""
 
@@ -117,18 +113,12 @@ class _Helper:
         self.process = ChildProcess(f"{__name__}:serve_helper")
 
     def ask(self, request: AudioRequest) -> _Reply:
-        try:
-            self.process.requests.send(request)
-            return self.process.replies.recv()
-        except (EOFError, OSError):
-            self.process.join()
-            raise _HelperDied(self.process.exitcode) from None
+        reply = self.process.ask(request)
+        assert isinstance(reply, _Reply)
+        return reply
 
     def close(self) -> None:
-        self.process.requests.close()  # the helper exits when it reads the end of its pipe
-        self.process.join(_CLOSE_SECONDS)
-        self.process.kill()
-        self.process.join()
+        self.process.stop(_CLOSE_SECONDS)
 
 
 class AudioHelpers:
@@ -155,7 +145,7 @@ class AudioHelpers:
                 try:
                     reply = helper.ask(request)
                     break
-                except _HelperDied as died:
+                except ChildDied as died:
                     exit_codes.append(died.args[0])
                     helper.close()
                     helper = _Helper()
