@@ -33,16 +33,15 @@ from multiprocessing.connection import Connection
 
 from .errors import warning_class
 
-__all__ = ["ChildDied", "ChildProcess", "RaisedWarnings", "child_pipes", "watch_parent"]
-
-
-class ChildDied(Exception):
-    """A child died before it replied; ``args[0]`` is its exit code."""
+__all__ = ["ChildProcess", "RaisedWarnings", "child_pipes", "watch_parent"]
 
 
 class ChildProcess:
     """``main`` (``"module:function"``, a function of vclip's) run in a fresh interpreter;
     ``requests`` (write) and ``replies`` (read) are its pipes."""
+
+    class Died(Exception):
+        """The child died before it replied; ``args[0]`` is its exit code."""
 
     def __init__(self, main: str):
         requests_read, requests_write = os.pipe()
@@ -95,14 +94,14 @@ class ChildProcess:
         """Send ``request`` and wait for the reply, for a child that answers each request in turn.
 
         Raises:
-            ChildDied: The child died first.
+            ChildProcess.Died: The child died first.
         """
         try:
             self.requests.send(request)
             return self.replies.recv()
         except (EOFError, OSError):
             self.join()
-            raise ChildDied(self.exitcode) from None
+            raise ChildProcess.Died(self.exitcode) from None
 
     def stop(self, timeout: float) -> None:
         """Close its request pipe (the child exits when it reads the end of it), and kill it if it

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
-from ._child_process import ChildDied, ChildProcess, child_pipes, watch_parent
+from ._child_process import ChildProcess, child_pipes, watch_parent
 from ._jobs import _TASKS_PER_WORKER, Runner, Threads, _failed_task, _Pool, _run_task, _ThreadPool, _WorkerDied
 from ._machine import usable_cores
 from .errors import check_integer, fail
@@ -150,7 +150,7 @@ class _CpuDecoders:
             decoder = self._start()
         try:
             reply = decoder.ask((self.function, task))
-        except ChildDied as died:
+        except ChildProcess.Died as died:
             if not self.closing:
                 decoder = self._start()  # in its place
             raise _WorkerDied(died.args[0]) from None

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .._audio_spans import ClipSpans
-from .._child_process import ChildDied, ChildProcess, RaisedWarnings, child_pipes, watch_parent
+from .._child_process import ChildProcess, RaisedWarnings, child_pipes, watch_parent
 from .._remote import add_remote_reads, take_remote_reads
 from ..audio import AudioSpec, audio_index_for, clips_audio, empty_audio
 from ..errors import CorruptVideoError, VideoError
@@ -145,7 +145,7 @@ class AudioHelpers:
                 try:
                     reply = helper.ask(request)
                     break
-                except ChildDied as died:
+                except ChildProcess.Died as died:
                     exit_codes.append(died.args[0])
                     helper.close()
                     helper = _Helper()
