@@ -29,7 +29,7 @@ import warnings
 from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Callable, Generator, Iterable, Iterator
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, ThreadPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, ThreadPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -550,7 +550,11 @@ class _ProcessPool(_Pool):
             raise
 
     def submit(self, task):
-        future = self.executor.submit(_run_task, self.function, task, True)
+        try:
+            future = self.executor.submit(_run_task, self.function, task, True)
+        except BrokenProcessPool as broken:  # a worker died since the last wait: this task goes with those in flight
+            future = Future()
+            future.set_exception(broken)
         self.tasks[future] = [position for position, _ in task]
         return future
 

@@ -12,7 +12,7 @@ import pytest
 from helpers import require_extra, worker_pids
 
 from vclip._device import gpu_unavailable_reason
-from vclip._jobs import InThisThread, Outcome, Processes, RayTasks, Threads, choose_runner
+from vclip._jobs import InThisThread, Outcome, Processes, RayTasks, Threads, _ProcessPool, _WorkerDied, choose_runner
 from vclip._machine import usable_cores
 from vclip.errors import CorruptVideoError, FallbackWarning, VideoError
 
@@ -243,3 +243,18 @@ def test_ray_tasks_give_the_same_outcomes_and_a_crash_is_the_tasks_own(local_ray
     assert [o.value for o in crashing] == [10, None, 20, 30]
     assert crashing[1].crashed and "crashed" in crashing[1].crash_problem()
     assert isinstance(choose_runner("auto", items=4, gpu_workers=4, ray=True), RayTasks)
+
+
+def test_a_task_sent_to_a_pool_broken_meanwhile_fails_as_a_dead_worker():
+    """A worker may die between the pool's wait and the next submit (the pool is then broken):
+    that task is one more cut short by the death, run again like the others, not an error of the run."""
+    pool = _ProcessPool(square_slowly, 1)
+    try:
+        crashed = pool.submit([(0, CRASH)])
+        with pytest.raises(_WorkerDied):
+            pool.results(crashed)
+        late = pool.submit([(1, 2)])
+        with pytest.raises(_WorkerDied):
+            pool.results(late)
+    finally:
+        pool.close((), abandon=True)
