@@ -23,8 +23,9 @@ frame t and every gap g up to 40 frames, two distances to frame t - g:
 - ``B``: how much the typical block changed (the median over blocks), so a caption, a logo or one
   moving object does not count; it tells apart two shots of the same place.
 
-Only these tables ([gap, frame], a few hundred bytes per frame) come back to the host, where the
-decision is made, the same for both devices:
+Only these tables ([gap, frame], a few hundred bytes per frame) come back to the host, with a
+thumbnail of each frame (its 2x2-pixel means: 32 x 18 pixels, 1.7 KB), where the decision is made,
+the same for both devices:
 
 1. **Flashes** (a few overexposed frames, a brief occlusion): a run of up to 4 frames that differs
    from both sides while the frames either side of it are alike is left out of everything below.
@@ -52,7 +53,10 @@ decision is made, the same for both devices:
    boundary is the first frame 75% of the way to the new shot. A blend also goes straight from the
    old shot to the new: over the transition, the block changes of the frame pairs add up to at
    most 1.4 times the change across it, where a whip pan or a crash zoom sweeps through other
-   pictures on the way.
+   pictures on the way. And the new picture is no mosaic of the old one: the first new frame's
+   thumbnail, in 4x4-pixel blocks each matched with the best place of the last old frame's within
+   5 pixels, must still differ by at least 40% of its plain difference; a tilt or a zoom under
+   motion blur, whose frames pass for blends, is the old picture moved.
 
 The thresholds were set on synthetic labelled videos (:func:`vclip.synthetic.make_scene_video`)
 and checked on held-out ones and on real footage; ``benchmarks/scenes.py`` measures precision and
@@ -609,11 +613,13 @@ def _scene_signals(decoder: VideoDecoder, analysis_width: int,
     def features_of(chunk: tuple[int, int]) -> list[dict]:
         frames = decoder.get_frames(np.arange(*chunk), scaling_factor=scaling_factor).data
         if isinstance(frames, np.ndarray):  # in blocks: float32 copies of bounded size
-            return [_shots.frame_features(frames[first:first + _CHUNK_FRAMES])
-                    for first in range(0, frames.shape[0], _CHUNK_FRAMES)]
-        return [_shots_cuda.frame_features(frames, synchronize=True)]  # ready for the caller's stream
+            return [{**_shots.frame_features(block), "thumbnails": _shots.thumbnails(block)}
+                    for block in (frames[first:first + _CHUNK_FRAMES] for first in range(0, frames.shape[0],
+                                                                                       _CHUNK_FRAMES))]
+        features = _shots_cuda.frame_features(frames, synchronize=True)  # ready for the caller's stream
+        return [{**features, "thumbnails": _shots.thumbnails(to_numpy(frames))}]
 
-    parts: dict[str, list] = {"H": [], "B": [], "mean": [], "dark": []}
+    parts: dict[str, list] = {"H": [], "B": [], "mean": [], "dark": [], "thumbnails": []}
     previous = None
     ahead = submitted_ahead(_session_pool(sessions), features_of, chunks, 2 * sessions) if sessions else None
     chunk_features = (future.result() for future in ahead) if ahead else (features_of(chunk) for chunk in chunks)
@@ -626,6 +632,7 @@ def _scene_signals(decoder: VideoDecoder, analysis_width: int,
                     parts[name].append(to_numpy(tables[name]))
                 parts["mean"].append(to_numpy(features["mean"]))
                 parts["dark"].append(to_numpy(features["dark"]))
+                parts["thumbnails"].append(features["thumbnails"])
                 previous = shots.recent_features(previous, features)
             if on_progress is not None:
                 on_progress(stop, index.num_frames)
@@ -636,6 +643,7 @@ def _scene_signals(decoder: VideoDecoder, analysis_width: int,
         distances={name: np.concatenate(parts[name], axis=1) for name in ("H", "B")},
         luma_mean=np.concatenate(parts["mean"]).astype(np.float32),
         dark_share=np.concatenate(parts["dark"]).astype(np.float32),
+        thumbnails=np.concatenate(parts["thumbnails"]),
     )
 
 

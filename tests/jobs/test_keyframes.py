@@ -100,6 +100,7 @@ def test_scene_signal_is_the_same_in_chunks(shots_video, monkeypatch):
     for name in ("H", "B"):
         assert np.allclose(chunked.distances[name], whole.distances[name], equal_nan=True, atol=1e-6)
     assert np.allclose(chunked.luma_mean, whole.luma_mean) and np.array_equal(chunked.dark_share, whole.dark_share)
+    assert np.array_equal(chunked.thumbnails, whole.thumbnails)
     cut_changes = whole.distances["H"][1]
     assert np.isnan(cut_changes[0]) and sorted(np.argsort(np.nan_to_num(cut_changes))[-2:].tolist()) == [40, 75]
 
@@ -181,6 +182,7 @@ def test_chunks_on_the_session_threads_give_the_signal_of_one_pass(videos, monke
     for name in ("H", "B"):
         assert np.array_equal(chunked.distances[name], whole.distances[name], equal_nan=True)
     assert np.array_equal(chunked.luma_mean, whole.luma_mean)
+    assert np.array_equal(chunked.thumbnails, whole.thumbnails)
 
     decoded = []
     get_frames = decoder.get_frames
@@ -211,6 +213,7 @@ def test_gpu_chunks_decoded_at_once_give_the_signal_of_one_pass(videos, monkeypa
     for name in ("H", "B"):
         assert np.allclose(chunked.distances[name], whole.distances[name], equal_nan=True, atol=1e-6)
     assert np.allclose(chunked.luma_mean, whole.luma_mean) and np.array_equal(chunked.dark_share, whole.dark_share)
+    assert np.array_equal(chunked.thumbnails, whole.thumbnails)
 
 
 def test_save_refuses_tiny_thumbnails(videos, tmp_path):
@@ -310,6 +313,7 @@ def test_decode_processes_give_the_signal_of_one_pass(videos, monkeypatch, devic
     for name in ("H", "B"):
         assert np.allclose(chunked.distances[name], whole.distances[name], equal_nan=True, atol=1e-6)
     assert np.allclose(chunked.luma_mean, whole.luma_mean) and np.array_equal(chunked.dark_share, whole.dark_share)
+    assert np.array_equal(chunked.thumbnails, whole.thumbnails)
     assert (keyframes_module.find_shot_boundaries(videos["h264"], device=device, decode_processes=2)
             == keyframes_module.find_shot_boundaries(videos["h264"], device=device))
 

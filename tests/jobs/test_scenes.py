@@ -13,6 +13,8 @@ import pytest
 from helpers import SHARED_VIDEOS
 
 import vclip
+from vclip import _shots
+from vclip import keyframes as keyframes_module
 from vclip.keyframes import ShotBoundary, extract_keyframes, find_shot_boundaries
 from vclip.synthetic import SCENE_VIDEO_CLASSES, make_scene_video, read_barcode
 
@@ -177,6 +179,44 @@ def test_median_of_numbers_is_numpys_nanmedian():
     assert result.dtype == np.float32 and np.isnan(result[0, :3]).all()
     assert np.array_equal(result, expected, equal_nan=True)
 
+
+def test_thumbnails_are_the_means_of_2x2_pixels():
+    """Rounded means of 2x2 pixels, an odd last row and column left out."""
+    frames = np.random.default_rng(1).integers(0, 256, (3, 7, 9, 3), dtype=np.uint8)
+    small = _shots.thumbnails(frames)
+    assert small.shape == (3, 3, 4, 3) and small.dtype == np.uint8
+    means = frames[:, :6, :8].astype(np.float64).reshape(3, 3, 2, 4, 2, 3).mean(axis=(2, 4))
+    assert np.array_equal(small, np.floor(means + 0.5))
+
+
+def _picture(seed: int, height: int = 18, width: int = 32) -> np.ndarray:
+    """Random colours in 6x6-pixel cells: a picture whose blocks can be matched elsewhere."""
+    cells = np.random.default_rng(seed).integers(0, 256, (height // 6 + 1, width // 6 + 1, 3), dtype=np.uint8)
+    return np.kron(cells, np.ones((6, 6, 1), dtype=np.uint8))[:height, :width]
+
+
+def test_a_picture_moved_is_a_mosaic_of_itself_and_a_blend_is_not():
+    """The dissolve test of _shots._moved_share: the old picture moved 3 pixels rebuilds the new
+    one; another picture, or a blend of the old one with another (a dissolve's frame), does not."""
+    scene = _picture(2, 40, 64)
+    old, moved = scene[5:23, 10:42], scene[8:26, 13:45]
+    other = _picture(3)
+    blend = ((old.astype(np.uint16) + other) // 2).astype(np.uint8)
+    assert _shots._moved_share(old, moved) < 0.05
+    assert _shots._moved_share(old, other) > _shots._MOVED_SHARE
+    assert _shots._moved_share(old, blend) > _shots._MOVED_SHARE
+    assert _shots._moved_share(old[:3, :3], moved[:3, :3]) == 1.0  # smaller than one block: no test
+
+
+@pytest.mark.slow
+def test_a_dissolve_to_the_old_picture_moved_is_refused(labelled):
+    """A dissolve found stays found with the video's own thumbnails; once the first new frame's
+    thumbnail is the last old frame's moved 2 pixels (what a camera move gives), it is refused."""
+    video = labelled["dissolves"][0]
+    signals = keyframes_module._scene_signals(vclip.VideoDecoder(video.path, device="cpu"), 64)
+    dissolve = next(b for b in _shots.shot_boundaries(signals, 2.0) if b.kind == "dissolve")
+    signals.thumbnails[dissolve.frame] = np.roll(signals.thumbnails[dissolve.start - 1], 2, axis=1)
+    assert dissolve not in _shots.shot_boundaries(signals, 2.0)
 
 
 def test_a_still_video_and_a_very_short_one_have_no_boundary(videos):
