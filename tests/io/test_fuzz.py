@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 from fractions import Fraction
+from pathlib import Path
 
 import av
 import fuzzing
@@ -148,12 +149,35 @@ def test_picture_size_changing_mid_stream_is_corrupt_video_error(tmp_path):
         decoder.get_frames([12])
 
 
+def _h264_ts(path: Path, streams: int, frames: int, **options: str) -> bytes:
+    """An MPEG-TS file of ``streams`` 64x48 H.264 streams of ``frames`` frames each (its bytes)."""
+    with av.open(str(path), "w", format="mpegts", options=options) as container:
+        added = []
+        for _ in range(streams):
+            stream = container.add_stream("libx264", rate=30)
+            stream.width, stream.height, stream.pix_fmt = 64, 48, "yuv420p"
+            stream.options = {"bf": "0", "g": "10"}
+            added.append(stream)
+        for i in range(frames):
+            for stream in added:
+                frame = av.VideoFrame.from_ndarray(np.full((48, 64, 3), 4 * i, np.uint8), format="rgb24")
+                frame.pts = i
+                container.mux(stream.encode(frame))
+        for stream in added:
+            container.mux(stream.encode(None))
+    return path.read_bytes()
+
+
 def test_a_stream_appearing_mid_file_is_corrupt_video_error(tmp_path):
-    """Mutant 10743 of the default campaign (an MPEG-TS file whose damage makes a new stream appear
-    after 19 video packets): PyAV raised a bare IndexError from its demuxer."""
-    mutant = next(fuzzing.mutants(fuzzing.make_seeds(tmp_path / "seeds"), 1, seed=0, start=10743))
-    path = tmp_path / mutant.name
-    path.write_bytes(mutant.data)
-    with pytest.raises(vclip.CorruptVideoError, match=r"demuxing failed after 19 packets \(a packet of a stream that "
-                                                      r"appears in the middle of the file\)"):
+    """Damage that makes a new stream appear after 60 video packets (the fuzzer found it in an
+    MPEG-TS file: PyAV raised a bare IndexError from its demuxer). Here a second program, of two
+    streams, follows a file of one: FFmpeg has read the header by then, and finds its streams as
+    their packets come."""
+    first = _h264_ts(tmp_path / "first.ts", 1, 60)
+    second = _h264_ts(tmp_path / "second.ts", 2, 10, mpegts_service_id="2", mpegts_pmt_start_pid="0x1100",
+                      mpegts_start_pid="0x0300")
+    path = tmp_path / "joined.ts"
+    path.write_bytes(first + second)
+    with pytest.raises(vclip.CorruptVideoError, match=r"joined\.ts: demuxing failed after 60 packets \(a packet of "
+                                                      r"a stream that appears in the middle of the file\)"):
         vclip.index_video(path)
