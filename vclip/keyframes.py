@@ -613,9 +613,8 @@ def _scene_signals(decoder: VideoDecoder, analysis_width: int,
     def features_of(chunk: tuple[int, int]) -> list[dict]:
         frames = decoder.get_frames(np.arange(*chunk), scaling_factor=scaling_factor).data
         if isinstance(frames, np.ndarray):  # in blocks: float32 copies of bounded size
-            return [{**_shots.frame_features(block), "thumbnails": _shots.thumbnails(block)}
-                    for block in (frames[first:first + _CHUNK_FRAMES] for first in range(0, frames.shape[0],
-                                                                                       _CHUNK_FRAMES))]
+            blocks = (frames[first:first + _CHUNK_FRAMES] for first in range(0, frames.shape[0], _CHUNK_FRAMES))
+            return [{**_shots.frame_features(block), "thumbnails": _shots.thumbnails(block)} for block in blocks]
         features = _shots_cuda.frame_features(frames, synchronize=True)  # ready for the caller's stream
         return [{**features, "thumbnails": _shots.thumbnails(to_numpy(frames))}]
 
