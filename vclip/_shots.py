@@ -49,6 +49,10 @@ _ABRUPT_SPAN, _ABRUPT_SHARE, _LASTING_SHARE = 8, 0.5, 0.6
 # A cut's change is also this many times the change of each frame pair beside it: fast motion (a
 # whip pan, a crash zoom, hand-held shake, an object crossing the frame) changes every pair about alike.
 _ABOVE_NEIGHBOURS = 2.0
+# And whichever feature passes that test, the other changes at least this many times as much as at
+# the pairs beside it: a whip pan sweeps new colours in while every block keeps changing alike, an
+# object crossing the frame back and forth moves the blocks while the colours change alike.
+_EACH_ABOVE_NEIGHBOURS = 1.15
 # And the new picture is new: none of the _NEW_LOOK frames before the cut comes within
 # _NEW_SHARE of the cut's change of its first frame, nor does any of the _NEW_LOOK frames after it
 # of its last old frame; nor within _NEW_SHARE_WITH_FLASHES, counting the frames left out as flashes.
@@ -62,8 +66,16 @@ _NEW_LOOK, _NEW_SHARE, _NEW_SHARE_WITH_FLASHES = 8, 0.7, 0.5
 # two shots is no such mosaic (over 432 labelled videos: 0.43 and more at the 494 dissolves of the
 # dissolve videos, 0.21-0.38 at the camera moves that passed the other tests).
 _MOVED_BLOCK, _MOVED_REACH, _MOVED_SHARE = 4, 5, 0.4
+# Nor is each of its middle frames a mosaic of the frame before (a crash zoom's frames are): at a
+# quarter, half and three quarters of a transition of at least _MOVING_FRAMES frames, the median
+# of the three shares is at least _MOVING_SHARE (0.76 and more at the labelled dissolves; the crash
+# zooms that pass every other test, 0.33-0.53).
+_MOVING_FRAMES, _MOVING_SHARE = 3, 0.55
 _HALF_WIDTHS = (2, 3, 4, 6, 8, 11, 14, 17)  # half-lengths of the gradual transitions looked for
 _BASE_WINDOW = 12  # frame pairs each side whose median distance is the usual change at that gap
+# The gaps at which the usual change is read: a cut's pair, and the pairs (a - j, z + j) of every
+# gradual window.
+_COMPARED_GAPS = np.array(sorted({1} | {2 * (h + j) for h in _HALF_WIDTHS for j in range(_PAIR_SPREAD + 1)}))
 _TRANSIENT_FRAMES = 4  # the longest flash (or brief occlusion) bridged over
 # Distances below these (histogram, blocks) are never boundaries, whatever the change around them;
 # the same values are the unit of the combined distance used to find flashes.
@@ -155,13 +167,24 @@ def _moved_share(old: np.ndarray, new: np.ndarray) -> float:
     if not rows or not columns:
         return 1.0
     reach = _MOVED_REACH
-    padded = np.pad(old[:rows, :columns].astype(np.float32), ((reach, reach), (reach, reach), (0, 0)), mode="edge")
+    # int16: a block's sum of absolute differences is at most 16 x 3 x 255, exact and quicker than floats
+    padded = np.pad(old[:rows, :columns].astype(np.int16), ((reach, reach), (reach, reach), (0, 0)), mode="edge")
     moves = np.lib.stride_tricks.sliding_window_view(padded, (rows, columns), axis=(0, 1))  # [dy, dx, ch, r, c]
-    difference = np.abs(moves - np.moveaxis(new[:rows, :columns].astype(np.float32), 2, 0))
+    difference = np.abs(moves - np.moveaxis(new[:rows, :columns].astype(np.int16), 2, 0))
     blocks = _sum_of_last(difference[:, :, 0] + difference[:, :, 1] + difference[:, :, 2], _MOVED_BLOCK)
     blocks = _sum_of_last(blocks.swapaxes(2, 3), _MOVED_BLOCK)  # [dy, dx, block column, block row]
     typical = float(np.median(blocks[reach, reach]))
     return float(np.median(blocks.min(axis=(0, 1)))) / typical if typical > 0 else 1.0
+
+
+def _moving_inside(thumbnails: np.ndarray, start: int, end: int) -> bool:
+    """Whether the frames of the transition from ``start`` to ``end`` are moved copies of the
+    frame before each: the median :func:`_moved_share` at a quarter, half and three quarters of the
+    way below :data:`_MOVING_SHARE`; False for a transition of fewer than :data:`_MOVING_FRAMES` frames."""
+    if end - start < _MOVING_FRAMES or start < 1:
+        return False
+    middles = sorted({start + (end - start) // 4, (start + end) // 2, start + 3 * (end - start) // 4})
+    return float(np.median([_moved_share(thumbnails[k - 1], thumbnails[k]) for k in middles])) < _MOVING_SHARE
 
 
 def _sum_of_last(values: np.ndarray, size: int) -> np.ndarray:
@@ -262,14 +285,17 @@ def _without_transients(table: np.ndarray, transient: np.ndarray) -> np.ndarray:
 
 def _usual_change(table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Median distance at each gap of the ``_BASE_WINDOW`` pairs ending at frame t (``before``)
-    and of those starting at frame t (``after``: pairs whose earlier frame is t), [gap, frame]."""
+    and of those starting at frame t (``after``: pairs whose earlier frame is t), [gap, frame]; for
+    the gaps :data:`_COMPARED_GAPS` only (NaN at the others, which no test reads)."""
     gaps, num_frames = table.shape
     window = _BASE_WINDOW
-    padded = np.concatenate([np.full((gaps, window - 1), np.nan, np.float32), table,
-                             np.full((gaps, window - 1 + MAX_GAP), np.nan, np.float32)], axis=1)
+    padded = np.concatenate([np.full((_COMPARED_GAPS.size, window - 1), np.nan, np.float32), table[_COMPARED_GAPS],
+                             np.full((_COMPARED_GAPS.size, window - 1 + MAX_GAP), np.nan, np.float32)], axis=1)
     medians = median_of_numbers(np.lib.stride_tricks.sliding_window_view(padded, window, axis=1))
-    before = medians[:, :num_frames]  # windows ending at t
-    after = np.stack([medians[g, window - 1 + g:window - 1 + g + num_frames] for g in range(gaps)])
+    before, after = (np.full((gaps, num_frames), np.nan, np.float32) for _ in range(2))
+    before[_COMPARED_GAPS] = medians[:, :num_frames]  # windows ending at t
+    for row, g in enumerate(_COMPARED_GAPS):
+        after[g] = medians[row, window - 1 + g:window - 1 + g + num_frames]
     return before, after
 
 
@@ -342,6 +368,18 @@ def _boundary_evidence(tables: dict, usual: dict, first: np.ndarray, last: np.nd
                              ratio, 0.0)
         best = np.fmax(best, np.nan_to_num(ratio))
     return best
+
+
+def _changes_alike(tables: dict, frames: np.ndarray) -> np.ndarray:
+    """Where the change from frame t - 1 to t of either feature is less than
+    :data:`_EACH_ABOVE_NEIGHBOURS` times that of a frame pair beside it (bool; False where a pair is
+    missing or over a flash)."""
+    alike = np.zeros(frames.shape, dtype=bool)
+    for table in tables.values():
+        jump = _pair_distance(table, frames - 1, frames)
+        beside = np.fmax(_pair_distance(table, frames - 2, frames - 1), _pair_distance(table, frames, frames + 1))
+        alike |= jump < _EACH_ABOVE_NEIGHBOURS * beside
+    return alike
 
 
 def _nearest_picture(table: np.ndarray, first: np.ndarray, last: np.ndarray) -> np.ndarray:
@@ -422,7 +460,10 @@ def shot_boundaries(signals: SceneSignals, threshold: float) -> list[ShotBoundar
     # Flashes are out of the tables already, so a cut is one pair: the frame before and the frame.
     cut_evidence = _boundary_evidence(tables, usual, frames - 1, frames, spread=0, with_flashes=signals.distances)
     cut_evidence[0] = 0.0
-    cuts = [ShotBoundary(b, b, "cut") for b in _local_maxima(cut_evidence, threshold, 2) if not taken[b]]
+    cut_evidence[_changes_alike(tables, frames)] = 0.0
+    # A shot lasts longer than a flash: of cuts closer than that, the strongest.
+    peaks = _local_maxima(cut_evidence, threshold, _TRANSIENT_FRAMES)
+    cuts = [ShotBoundary(b, b, "cut") for b in peaks if not taken[b]]
     for cut in cuts:
         taken[cut.frame] = True
     starts = np.zeros(num_frames, dtype=bool)  # first frames of the shots found so far (cuts, fade ends)
@@ -457,7 +498,8 @@ def shot_boundaries(signals: SceneSignals, threshold: float) -> list[ShotBoundar
             start, end = _transition_span(tables["B"], centre, h + _PAIR_SPREAD)
             if (_path_length(tables["B"], start - 1, end) <= _STRAIGHT
                     and (start == 0 or _moved_share(signals.thumbnails[start - 1], signals.thumbnails[end])
-                         >= _MOVED_SHARE)):
+                         >= _MOVED_SHARE)
+                    and not _moving_inside(signals.thumbnails, start, end)):
                 candidates.append((between, ShotBoundary(end, start, "dissolve")))
     dissolves: list[ShotBoundary] = []
     for _, boundary in sorted(candidates, key=lambda c: c[0]):  # the clearest first; no overlaps

@@ -38,10 +38,12 @@ the same for both devices:
    above a minimum, makes at least half of the change over 8 more frames each side at once, and
    that wider change is at least 60% of it (the picture does not come back). The change is also
    twice that of each frame pair beside it (a whip pan or a crash zoom changes every pair about
-   alike), and the new picture is new: none of the 8 frames before comes within 70% of the change
+   alike), the other feature's change at least 1.15 times that of each pair beside it (a whip pan
+   sweeps new colours in while every block keeps changing alike), and the new picture is new: none of the 8 frames before comes within 70% of the change
    of the first new frame, nor any of the 8 after of the last old frame, nor within 50% counting
    the frames left out as flashes (shake and an object passing back and forth bring earlier
    pictures back; an object crossing the frame in a few frames, again and again, looks like flashes).
+   Of cuts up to 4 frames apart (no longer than a flash), the one of most evidence is kept.
 4. **Fades**: a run of black frames (85% of pixels darker than luma 24, and at most 30% as bright
    as both sides) between two shots; the fade starts where the frames start to dim and ends at the
    first frame with 80% of the brightness of the frames after it.
@@ -56,7 +58,10 @@ the same for both devices:
    pictures on the way. And the new picture is no mosaic of the old one: the first new frame's
    thumbnail, in 4x4-pixel blocks each matched with the best place of the last old frame's within
    5 pixels, must still differ by at least 40% of its plain difference; a tilt or a zoom under
-   motion blur, whose frames pass for blends, is the old picture moved.
+   motion blur, whose frames pass for blends, is the old picture moved. Nor are the middle frames
+   moved copies of the frames before them (a crash zoom's are): at a quarter, half and three
+   quarters of the way, the same matching of each frame against the one before must leave at least
+   55% of the plain difference (the median of the three).
 
 The thresholds were set on synthetic labelled videos (:func:`vclip.synthetic.make_scene_video`)
 and checked on held-out ones and on real footage; ``benchmarks/scenes.py`` measures precision and
