@@ -39,10 +39,11 @@ the same for both devices:
    that wider change is at least 60% of it (the picture does not come back). The change is also
    twice that of each frame pair beside it (a whip pan or a crash zoom changes every pair about
    alike), the other feature's change at least 1.15 times that of each pair beside it (a whip pan
-   sweeps new colours in while every block keeps changing alike), and the new picture is new: none of the 8 frames before comes within 70% of the change
-   of the first new frame, nor any of the 8 after of the last old frame, nor within 50% counting
-   the frames left out as flashes (shake and an object passing back and forth bring earlier
-   pictures back; an object crossing the frame in a few frames, again and again, looks like flashes).
+   sweeps new colours in while every block keeps changing alike), and the new picture is new:
+   none of the 8 frames before comes within 70% of the change of the first new frame, nor any of
+   the 8 after of the last old frame, nor within 50% counting the frames left out as flashes
+   (shake and an object passing back and forth bring earlier pictures back; an object crossing the
+   frame in a few frames, again and again, looks like flashes).
    Of cuts up to 4 frames apart (no longer than a flash), the one of most evidence is kept.
 4. **Fades**: a run of black frames (85% of pixels darker than luma 24, and at most 30% as bright
    as both sides) between two shots; the fade starts where the frames start to dim and ends at the
