@@ -29,6 +29,7 @@ GPU, processes on the CPU), PySceneDetect one file at a time (its command line) 
 process per core.
 
     python benchmarks/scenes.py [--device cpu|cuda] [--out DIR] [--videos DIR] [--seeds 6]
+                                [--classes hard_motion,motion] [--accuracy-only]
 
 PySceneDetect is not a dependency of vclip: ``pip install scenedetect opencv-python-headless``
 (or the ``bench`` extra); without it only vclip is measured.
@@ -93,10 +94,10 @@ def _scenedetect_version() -> str | None:
     return scenedetect.__version__
 
 
-def make_labelled_set(folder: Path, seeds: range) -> dict[str, list[LabelledVideo]]:
+def make_labelled_set(folder: Path, seeds: range, kinds=SCENE_VIDEO_CLASSES) -> dict[str, list[LabelledVideo]]:
     return {
         kind: [make_scene_video(folder / f"{kind}_{seed}.mp4", kind, seed=seed) for seed in seeds]
-        for kind in SCENE_VIDEO_CLASSES
+        for kind in kinds
     }
 
 
@@ -198,18 +199,28 @@ def main() -> None:
     parser.add_argument("--decode-processes", default="0",
                         help="vclip's decode_processes, one detector each (default 0; e.g. 0,4 on the GPU)")
     parser.add_argument("--long-frames", type=int, default=3000, help="frames of the long 720p video (default 3000)")
+    parser.add_argument("--classes", default=",".join(SCENE_VIDEO_CLASSES),
+                        help="classes of the labelled set (default: all)")
+    parser.add_argument("--accuracy-only", action="store_true",
+                        help="precision and recall only: one timed run per video, no 720p, long-video or folder runs")
     args = parser.parse_args()
+    kinds = args.classes.split(",")
+    unknown = sorted(set(kinds) - set(SCENE_VIDEO_CLASSES))
+    if unknown:
+        parser.error(f"unknown classes {unknown}: the classes are {', '.join(SCENE_VIDEO_CLASSES)}")
+    repeats = 1 if args.accuracy_only else args.repeats
     out = args.out or os.environ.get("OUT") or Path(__file__).resolve().parent / "results"
     ways = detectors(args.device, [int(count) for count in args.decode_processes.split(",")])
     with tempfile.TemporaryDirectory() as scratch:
         folder = Path(args.videos or scratch)
         folder.mkdir(parents=True, exist_ok=True)
-        videos = make_labelled_set(folder, range(args.first_seed, args.first_seed + args.seeds))
+        videos = make_labelled_set(folder, range(args.first_seed, args.first_seed + args.seeds), kinds)
+        first_video = videos[kinds[0]][0].path
         start_seconds = {}  # a first video with decode processes starts them
         for name, detect in ways.items():
             if name.endswith("_processes"):
                 started = time.perf_counter()
-                detect(videos["cuts"][0].path)
+                detect(first_video)
                 start_seconds[name] = time.perf_counter() - started
         results = {
             "decode_processes_first_video_seconds": start_seconds,
@@ -227,11 +238,15 @@ def main() -> None:
             "cut_tolerance_frames": CUT_TOLERANCE,
             "device": args.device,
             "scenedetect": _scenedetect_version(),
-            "vclip_device": vclip.VideoDecoder(videos["cuts"][0].path, device=args.device).device,
-            "detectors": measure(videos, ways, args.repeats),
-            "speed_large_video": speed_on_large_video(folder, ways, args.repeats),
-            "speed_long_video": speed_on_long_video(folder, ways, args.repeats, args.long_frames),
+            "vclip_device": vclip.VideoDecoder(first_video, device=args.device).device,
+            "detectors": measure(videos, ways, repeats),
         }
+        if args.accuracy_only:
+            print_table(results, kinds)
+            print(f"saved {save_results('scenes', results, out)}")
+            return
+        results["speed_large_video"] = speed_on_large_video(folder, ways, args.repeats)
+        results["speed_long_video"] = speed_on_long_video(folder, ways, args.repeats, args.long_frames)
         save_results("scenes", results, out)  # kept if the folder runs below are cut short
         jobs = [int(count) for count in args.jobs.split(",")]
         labelled = [video for group in videos.values() for video in group]
@@ -251,17 +266,22 @@ def main() -> None:
         }
         for name, folder_result in results["folders"].items():
             print(name, {way: round(rate) for way, rate in folder_result["frames_per_second"].items()})
-    kinds = list(SCENE_VIDEO_CLASSES)
-    print(f"{'detector':<24}" + "".join(f"{kind:>18}" for kind in kinds)
-          + f"{'frames/s':>10}{'720p f/s':>10}{'long f/s':>10}")
+    print_table(results, kinds)
+    print(f"saved {save_results('scenes', results, out)}")
+    print(f"machine: {environment().get('gpu') or 'no GPU'}")
+
+
+def print_table(results: dict, kinds: list[str]) -> None:
+    """Precision and recall per class and detector, with the speeds that were measured."""
+    speeds = [(title, results[key]["frames_per_second"]) for title, key in
+              (("720p f/s", "speed_large_video"), ("long f/s", "speed_long_video")) if key in results]
+    print(f"{'detector':<24}" + "".join(f"{kind:>18}" for kind in kinds) + f"{'frames/s':>10}"
+          + "".join(f"{title:>10}" for title, _ in speeds))
     print(f"{'':<24}" + "".join(f"{'precision recall':>18}" for _ in kinds))
     for name, measured in results["detectors"].items():
         cells = "".join(f"{c['precision']:>10.2f}{c['recall']:>8.2f}" for c in measured["classes"].values())
-        large = results["speed_large_video"]["frames_per_second"][name]
-        long = results["speed_long_video"]["frames_per_second"][name]
-        print(f"{name:<24}{cells}{measured['frames_per_second']:>10.0f}{large:>10.0f}{long:>10.0f}")
-    print(f"saved {save_results('scenes', results, out)}")
-    print(f"machine: {environment().get('gpu') or 'no GPU'}")
+        print(f"{name:<24}{cells}{measured['frames_per_second']:>10.0f}"
+              + "".join(f"{rates[name]:>10.0f}" for _, rates in speeds))
 
 
 if __name__ == "__main__":
