@@ -69,7 +69,7 @@ _MOVED_BLOCK, _MOVED_REACH, _MOVED_SHARE = 4, 5, 0.4
 # Nor is each of its middle frames a mosaic of the frame before (a crash zoom's frames are): at a
 # quarter, half and three quarters of a transition of at least _MOVING_FRAMES frames, the median
 # of the three shares is at least _MOVING_SHARE (0.57 and more at the 322 labelled dissolves found
-# over 486 videos; the crash zooms that pass every other test, 0.30-0.53).
+# over 504 videos; the crash zooms that pass every other test, 0.30-0.53).
 _MOVING_FRAMES, _MOVING_SHARE = 3, 0.55
 _HALF_WIDTHS = (2, 3, 4, 6, 8, 11, 14, 17)  # half-lengths of the gradual transitions looked for
 _BASE_WINDOW = 12  # frame pairs each side whose median distance is the usual change at that gap
