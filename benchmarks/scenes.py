@@ -94,7 +94,8 @@ def _scenedetect_version() -> str | None:
     return scenedetect.__version__
 
 
-def make_labelled_set(folder: Path, seeds: range, kinds=SCENE_VIDEO_CLASSES) -> dict[str, list[LabelledVideo]]:
+def make_labelled_set(folder: Path, seeds: range,
+                      kinds: tuple[str, ...] | list[str] = SCENE_VIDEO_CLASSES) -> dict[str, list[LabelledVideo]]:
     return {
         kind: [make_scene_video(folder / f"{kind}_{seed}.mp4", kind, seed=seed) for seed in seeds]
         for kind in kinds

@@ -183,8 +183,13 @@ def _moving_inside(thumbnails: np.ndarray, start: int, end: int) -> bool:
     way below :data:`_MOVING_SHARE`; False for a transition of fewer than :data:`_MOVING_FRAMES` frames."""
     if end - start < _MOVING_FRAMES or start < 1:
         return False
-    middles = sorted({start + (end - start) // 4, (start + end) // 2, start + 3 * (end - start) // 4})
-    return float(np.median([_moved_share(thumbnails[k - 1], thumbnails[k]) for k in middles])) < _MOVING_SHARE
+    shares = [_moved_share(thumbnails[k - 1], thumbnails[k]) for k in _transition_middles(start, end)]
+    return float(np.median(shares)) < _MOVING_SHARE
+
+
+def _transition_middles(start: int, end: int) -> list[int]:
+    """The frames a quarter, half and three quarters of the way from ``start`` to ``end`` (in order, once each)."""
+    return sorted({start + (end - start) // 4, (start + end) // 2, start + 3 * (end - start) // 4})
 
 
 def _sum_of_last(values: np.ndarray, size: int) -> np.ndarray:
@@ -331,8 +336,11 @@ def _boundary_evidence(tables: dict, usual: dict, first: np.ndarray, last: np.nd
     :data:`_ABRUPT_SPAN` more frames each side (a gradual change, not a cut), and where it looks
     like motion: less than :data:`_ABOVE_NEIGHBOURS` times the change of a frame pair beside it, or
     a frame of the :data:`_NEW_LOOK` before (after) within :data:`_NEW_SHARE` of it of the first new
-    (last old) frame, or within :data:`_NEW_SHARE_WITH_FLASHES` counting the frames left out as flashes."""
+    (last old) frame, or within :data:`_NEW_SHARE_WITH_FLASHES` counting the frames left out as flashes;
+    and 0 in both features where either changes less than :data:`_EACH_ABOVE_NEIGHBOURS` times a
+    frame pair beside it."""
     best = np.zeros(first.shape, dtype=np.float32)
+    alike = np.zeros(first.shape, dtype=bool)  # a feature changing at the cut about as beside it
     for name, table in tables.items():
         before, after = usual[name]
         ratios, distances = [], []
@@ -366,20 +374,9 @@ def _boundary_evidence(tables: dict, usual: dict, first: np.ndarray, last: np.nd
                       | (_nearest_picture(with_flashes[name], first, last) < _NEW_SHARE_WITH_FLASHES * jump))
             ratio = np.where((jump >= _ABRUPT_SHARE * across) & (across >= _LASTING_SHARE * jump) & ~motion,
                              ratio, 0.0)
+            alike |= jump < _EACH_ABOVE_NEIGHBOURS * beside
         best = np.fmax(best, np.nan_to_num(ratio))
-    return best
-
-
-def _changes_alike(tables: dict, frames: np.ndarray) -> np.ndarray:
-    """Where the change from frame t - 1 to t of either feature is less than
-    :data:`_EACH_ABOVE_NEIGHBOURS` times that of a frame pair beside it (bool; False where a pair is
-    missing or over a flash)."""
-    alike = np.zeros(frames.shape, dtype=bool)
-    for table in tables.values():
-        jump = _pair_distance(table, frames - 1, frames)
-        beside = np.fmax(_pair_distance(table, frames - 2, frames - 1), _pair_distance(table, frames, frames + 1))
-        alike |= jump < _EACH_ABOVE_NEIGHBOURS * beside
-    return alike
+    return np.where(alike, np.float32(0.0), best)
 
 
 def _nearest_picture(table: np.ndarray, first: np.ndarray, last: np.ndarray) -> np.ndarray:
@@ -460,7 +457,6 @@ def shot_boundaries(signals: SceneSignals, threshold: float) -> list[ShotBoundar
     # Flashes are out of the tables already, so a cut is one pair: the frame before and the frame.
     cut_evidence = _boundary_evidence(tables, usual, frames - 1, frames, spread=0, with_flashes=signals.distances)
     cut_evidence[0] = 0.0
-    cut_evidence[_changes_alike(tables, frames)] = 0.0
     # A shot lasts longer than a flash: of cuts closer than that, the strongest.
     peaks = _local_maxima(cut_evidence, threshold, _TRANSIENT_FRAMES)
     cuts = [ShotBoundary(b, b, "cut") for b in peaks if not taken[b]]

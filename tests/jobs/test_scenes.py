@@ -230,7 +230,7 @@ def test_the_middle_frames_of_a_dissolve_moved_copies_of_those_before_are_refuse
     dissolve = next(b for b in _shots.shot_boundaries(signals, 2.0) if b.kind == "dissolve")
     start, end = dissolve.start, dissolve.frame
     assert not _shots._moving_inside(signals.thumbnails, start, end)
-    for k in (start + (end - start) // 4, (start + end) // 2, start + 3 * (end - start) // 4):
+    for k in _shots._transition_middles(start, end):
         signals.thumbnails[k] = np.roll(signals.thumbnails[k - 1], 2, axis=1)
     assert _shots._moving_inside(signals.thumbnails, start, end)
     assert dissolve not in _shots.shot_boundaries(signals, 2.0)
