@@ -1,7 +1,8 @@
 """The one demux pass that gives a video stream's facts and per-packet arrays (only the first
-picture is decoded, for the display matrix FFmpeg attaches to decoded frames), over a container
-:func:`vclip._sources.open_container` opened. :func:`vclip.index.index_video` turns what it finds
-into a :class:`~vclip.index.VideoIndex`."""
+picture is decoded, for the display matrix FFmpeg attaches to decoded frames and the pixel format),
+over a container :func:`vclip._sources.open_container` opened, where it can without FFmpeg's
+decoding probe. :func:`vclip.index.index_video` turns what it finds into a
+:class:`~vclip.index.VideoIndex`."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import numpy as np
 from ._bitstream import is_random_access_packet, is_reference_packet, nal_length_size
 from ._index_record import LARGEST_SAMPLE_ASPECT_RATIO
 from ._orientation import Orientation
-from ._sources import DEMUX_ERRORS, demux_failure, open_binary, open_container
+from ._sources import DEMUX_ERRORS, demux_failure, is_local, open_binary, open_container
 from .errors import (
     CorruptVideoError,
     NotAVideoError,
@@ -31,6 +32,7 @@ __all__ = ["demux_stream"]
 # AVColorSpace values. Unspecified and unknown matrices fall back to BT.601, as FFmpeg's swscale does.
 _MATRIX_BY_AVCOL_SPC = {1: "bt709", 5: "bt601", 6: "bt601", 7: "smpte240m", 9: "bt2020", 10: "bt2020"}
 _ADDRESSABLE_FORMATS = ("mov", "mp4", "matroska", "webm")
+_STREAMS_IN_HEADER_FORMATS = ("mov", "matroska")  # FFmpeg's names: every stream and its codec in the header
 
 def _select_video_stream(container, path: str, stream_index: int | None):
     video_streams = [s for s in container.streams if s.type == "video"]
@@ -59,9 +61,25 @@ def demux_stream(path: str, stream_index: int | None, file_size: int) -> dict[st
     Raises:
         VideoError: Any problem of the file, naming it (see :func:`vclip.index.index_video`).
     """
-    container = open_container(path)
+    # A local MP4 or Matroska file first without FFmpeg's decoding probe (for H.264 it costs most
+    # of the pass): the first picture, decoded anyway, gives the facts the probe would. Read again
+    # with the probe: any other container (streams may appear as the probe reads on), a stream
+    # whose first picture does not give them, or whose missing timestamps need the reordering
+    # depth the probe guesses. Not a URL: the probe that decodes nothing reads further in some formats.
+    if is_local(path):
+        fields = _demux_stream(path, stream_index, file_size, probe_pictures=False)
+        if fields is not None:
+            return fields
+    fields = _demux_stream(path, stream_index, file_size, probe_pictures=True)
+    assert fields is not None  # with the probe, a stream gives its fields or raises
+    return fields
+
+
+def _demux_stream(path: str, stream_index: int | None, file_size: int, *,
+                  probe_pictures: bool) -> dict[str, Any] | None:
+    container = open_container(path, probe_pictures=probe_pictures)
     try:
-        return _stream_fields(container, path, stream_index, file_size)
+        return _stream_fields(container, path, stream_index, file_size, probe_pictures)
     except VideoError:
         raise
     except av.error.FFmpegError as error:
@@ -74,14 +92,22 @@ def demux_stream(path: str, stream_index: int | None, file_size: int) -> dict[st
         container.close()
 
 
-def _stream_fields(container, path: str, stream_index: int | None, file_size: int) -> dict[str, Any]:
+def _stream_fields(container, path: str, stream_index: int | None, file_size: int,
+                   probed: bool) -> dict[str, Any] | None:
+    """The fields of :func:`demux_stream` from ``container``; None where it was opened without the
+    decoding probe (``probed`` False) and the stream needs it."""
+    if not probed and container.format.name.split(",")[0] not in _STREAMS_IN_HEADER_FORMATS:
+        return None
     stream = _select_video_stream(container, path, stream_index)
     context = stream.codec_context
     if context is None:
         raise CorruptVideoError(path, f"video stream #{stream.index} has no codec parameters (damaged header)")
     if context.codec is None:
         raise UnsupportedCodecError(path, "this FFmpeg build has no decoder for the video stream's codec")
-    if not context.width or not context.height or context.width < 0 or context.height < 0:
+    sized = context.width and context.height and context.width > 0 and context.height > 0
+    if not sized and not probed:
+        return None
+    if not sized:
         raise CorruptVideoError(path, f"video stream #{stream.index} has no picture size "
                                       f"({context.width}x{context.height}; damaged header)")
     if not stream.time_base or stream.time_base <= 0:
@@ -89,7 +115,6 @@ def _stream_fields(container, path: str, stream_index: int | None, file_size: in
     codec = context.codec.canonical_name
     extradata = bytes(context.extradata or b"")
     length_size = nal_length_size(codec, extradata)
-    pixel_format = context.pix_fmt or "unknown"
     pts, dts, pos, size, key, ref, discard, corrupt, durations = ([] for _ in range(9))
     samples: list[tuple[int, bytes]] = []  # (position, data) of the first packets
     container_format = container.format.name.split(",")[0]
@@ -116,6 +141,10 @@ def _stream_fields(container, path: str, stream_index: int | None, file_size: in
                 group = [data] if key[-1] else [*group, data]
     except DEMUX_ERRORS as error:
         raise CorruptVideoError(path, f"demuxing failed after {len(pts)} packets ({demux_failure(error)})") from None
+    orientation = _display_orientation(context, samples[0][1] if samples else b"")  # sets the pixel format
+    if not probed and (context.pix_fmt is None or None in pts):
+        return None
+    pixel_format = context.pix_fmt or "unknown"
     lists = (pts, dts, pos, size, key, ref, discard, corrupt, durations)
     if container_format == "mpegts" and pos and _ts_last_packet_is_cut(path, file_size, stream, pos[-1], group):
         warnings.warn(
@@ -169,7 +198,6 @@ def _stream_fields(container, path: str, stream_index: int | None, file_size: in
     span = (frame_pts[-1] - frame_pts[0] + last_duration) * time_base
     average_fps = float(stream.average_rate) if stream.average_rate else (float(frame_pts.size / span) if span else 0.0)
     matrix, color_range = _color_of(context, pixel_format)
-    orientation = _display_orientation(context, samples[0][1] if samples else b"")
     try:
         bit_depth = av.VideoFormat(pixel_format).components[0].bits if pixel_format != "unknown" else 8
     except (ValueError, IndexError):

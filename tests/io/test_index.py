@@ -212,6 +212,7 @@ import builtins  # noqa: E402
 import os  # noqa: E402
 
 import vclip._cached_index as cached_index_module  # noqa: E402
+import vclip._demux as demux_module  # noqa: E402
 import vclip._index_cache as index_cache_module  # noqa: E402
 import vclip.cli  # noqa: E402
 import vclip.index as index_module  # noqa: E402
@@ -498,6 +499,50 @@ def test_truncated_mpeg_ts_leaves_out_the_cut_frame(tmp_path, clean_cache):
         warnings.simplefilter("error")
         vclip.clear_index_cache()
         assert vclip.index_video(source).num_frames == 20  # a whole file: no warning
+
+
+# -- FFmpeg's decoding probe ----------------------------------------------------------------------
+def _fields_with_and_without_the_decoding_probe(path, stream_index=None):
+    size = os.path.getsize(path)
+    return tuple(demux_module._demux_stream(str(path), stream_index, size, probe_pictures=probe)
+                 for probe in (False, True))
+
+
+def _assert_same_fields(fields, expected):
+    assert fields.keys() == expected.keys()
+    for name, value in expected.items():
+        same = np.array_equal(fields[name], value) if isinstance(value, np.ndarray) else fields[name] == value
+        assert same, (name, fields[name], value)
+
+
+@pytest.mark.parametrize("name", ["h264", "hevc", "vfr", "odd", "offset", "long_gop", "h264_10bit"])
+def test_mp4_and_matroska_are_indexed_without_ffmpegs_decoding_probe(videos, name):
+    """A local MP4 or Matroska file is read without the stream probe that decodes pictures (for
+    H.264 most of the index's time): its first picture gives the same facts."""
+    fast, probed = _fields_with_and_without_the_decoding_probe(videos[name])
+    assert fast is not None
+    _assert_same_fields(fast, probed)
+
+
+@pytest.mark.parametrize("name, stream_index", [("nasa_13013.mp4", 0), ("nasa_13013.mp4", 3), ("h265_video.mp4", 0),
+                                                ("bt709_full_range.mp4", 0), ("h264_10bits.mp4", 0),
+                                                ("h265_10bits.mp4", 0), ("av1_video.mkv", 0)])
+def test_real_videos_are_indexed_without_ffmpegs_decoding_probe(shared_videos, name, stream_index):
+    """Colours, pixel formats and pixel aspect ratios from the first picture are the probe's on
+    videos made elsewhere (BT.709 full range among them)."""
+    fast, probed = _fields_with_and_without_the_decoding_probe(shared_videos / name, stream_index)
+    assert fast is not None
+    _assert_same_fields(fast, probed)
+
+
+def test_what_needs_the_decoding_probe_is_read_with_it(tmp_path, clean_cache):
+    """An MPEG-TS file (streams may appear as the probe reads on) and a Matroska file whose packets
+    lack timestamps (placing them needs the reordering depth the probe guesses) are read with it."""
+    transport = tiny(tmp_path / "a.ts")
+    assert _fields_with_and_without_the_decoding_probe(transport)[0] is None
+    assert vclip.index_video(transport).num_frames == 20
+    untimed = _negative_timestamp_mkv(tmp_path / "negative.mkv", 2, first_pts=-5)
+    assert _fields_with_and_without_the_decoding_probe(untimed)[0] is None
 
 
 # -- caches ---------------------------------------------------------------------------------------
