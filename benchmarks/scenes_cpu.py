@@ -1,6 +1,8 @@
 """Shot boundaries on the CPU: vclip's scene method against PySceneDetect on the same cores.
 
-``--count`` videos (12 by default) of :func:`vclip.synthetic.make_scene_video` at 640x360, 25 fps,
+``--count`` videos (12 by default) of :func:`vclip.synthetic.make_scene_video` at ``--size``
+(640x360 by default; a size whose width is no whole multiple of the analysis width, 64, takes the
+twin's general resampling instead of whole blocks: 854x480, 720x480, 480x270), 25 fps,
 H.264, 7 shots each (7-20 s; the classes of SCENE_VIDEO_CLASSES in turn, six since 2026-12-02, seeds
 from 200), generated here. Detectors:
 ``find_shot_boundaries(path, device="cpu")`` with its defaults, and PySceneDetect's
@@ -22,6 +24,7 @@ as PySceneDetect opens them anew. Precision and recall of each detector on these
 with the speeds (a cut found within 2 frames, a gradual transition within its span).
 
     python benchmarks/scenes_cpu.py [--out DIR] [--videos DIR] [--count 12] [--repeats 3] [--workers N]
+                                    [--size 640x360] [--name scenes_cpu]
 
 PySceneDetect is not a dependency of vclip: ``pip install scenedetect opencv-python-headless``
 (or the ``bench`` extra).
@@ -46,7 +49,6 @@ from vclip._machine import usable_cores
 from vclip.keyframes import extract_keyframes_many, find_shot_boundaries, find_shot_boundaries_many
 from vclip.synthetic import SCENE_VIDEO_CLASSES, LabelledVideo, make_scene_video
 
-SIZE = (640, 360)
 SHOTS = 7
 FIRST_SEED = 200
 
@@ -68,16 +70,16 @@ DETECTORS = {"vclip_cpu": detect_vclip, "pyscenedetect_content": detect_content,
              "pyscenedetect_adaptive": detect_adaptive}
 
 
-def _make_one(arguments: tuple[str, int]) -> LabelledVideo:
-    path, number = arguments
+def _make_one(arguments: tuple[str, int, tuple[int, int]]) -> LabelledVideo:
+    path, number, (width, height) = arguments
     kind = SCENE_VIDEO_CLASSES[number % len(SCENE_VIDEO_CLASSES)]
-    return make_scene_video(path, kind, num_shots=SHOTS, width=SIZE[0], height=SIZE[1], seed=FIRST_SEED + number)
+    return make_scene_video(path, kind, num_shots=SHOTS, width=width, height=height, seed=FIRST_SEED + number)
 
 
-def make_folder(folder: Path, count: int) -> list[LabelledVideo]:
+def make_folder(folder: Path, count: int, size: tuple[int, int]) -> list[LabelledVideo]:
     """The benchmark's videos, made in parallel (each is rendered again: its labels come with it)."""
-    jobs = [(str(folder / f"{number:02d}_{SCENE_VIDEO_CLASSES[number % len(SCENE_VIDEO_CLASSES)]}.mp4"), number)
-            for number in range(count)]
+    jobs = [(str(folder / f"{number:02d}_{SCENE_VIDEO_CLASSES[number % len(SCENE_VIDEO_CLASSES)]}_{size[0]}x{size[1]}"
+                          ".mp4"), number, size) for number in range(count)]
     with ProcessPoolExecutor(usable_cores(), mp_context=multiprocessing.get_context("spawn")) as pool:
         return list(pool.map(_make_one, jobs))
 
@@ -123,12 +125,15 @@ def main() -> None:
     parser.add_argument("--count", type=int, default=12, help="videos (default 12)")
     parser.add_argument("--repeats", type=int, default=3, help="timed passes (default 3)")
     parser.add_argument("--workers", type=int, default=usable_cores(), help="videos at once (default: usable cores)")
+    parser.add_argument("--size", default="640x360", help="width x height of the videos (default 640x360)")
+    parser.add_argument("--name", default="scenes_cpu", help="name of the JSON file (default scenes_cpu)")
     args = parser.parse_args()
+    size = tuple(int(side) for side in args.size.split("x"))
     out = args.out or os.environ.get("OUT") or Path(__file__).resolve().parent / "results"
     with tempfile.TemporaryDirectory() as scratch:
         folder = Path(args.videos or scratch)
         folder.mkdir(parents=True, exist_ok=True)
-        videos = make_folder(folder, args.count)
+        videos = make_folder(folder, args.count, size)
         paths = [video.path for video in videos]
         frames = sum(video.num_frames for video in videos)
         found: dict[str, list[list[int]]] = {}
@@ -154,7 +159,7 @@ def main() -> None:
             for pool in pools.values():
                 pool.shutdown()
     results = {
-        "videos": {"count": len(videos), "width": SIZE[0], "height": SIZE[1], "fps": 25, "frames": frames,
+        "videos": {"count": len(videos), "width": size[0], "height": size[1], "fps": 25, "frames": frames,
                    "shots_per_video": SHOTS, "seeds": [FIRST_SEED, FIRST_SEED + len(videos) - 1],
                    "events": [[(e.kind, e.start, e.end) for e in video.events] for video in videos]},
         "cut_tolerance_frames": CUT_TOLERANCE,
@@ -164,13 +169,13 @@ def main() -> None:
         "one_video_at_a_time": rates(frames, single),
         "folder": rates(frames, together),
     }
-    print(f"{len(videos)} videos, {frames} frames at {SIZE[0]}x{SIZE[1]}; frames/s (median of {args.repeats}):")
+    print(f"{len(videos)} videos, {frames} frames at {size[0]}x{size[1]}; frames/s (median of {args.repeats}):")
     for part in ("one_video_at_a_time", "folder"):
         for name, measured in results[part].items():
             print(f"  {part:<20} {name:<72} {measured['frames_per_second']:>7.0f}")
     for name, measured in results["accuracy"].items():
         print(f"  accuracy {name:<24} precision {measured['precision']:.2f} recall {measured['recall']:.2f}")
-    print(f"saved {save_results('scenes_cpu', results, out)}")
+    print(f"saved {save_results(args.name, results, out)}")
 
 
 if __name__ == "__main__":
