@@ -79,7 +79,7 @@ def _demux_stream(path: str, stream_index: int | None, file_size: int, *,
                   probe_pictures: bool) -> dict[str, Any] | None:
     container = open_container(path, probe_pictures=probe_pictures)
     try:
-        return _stream_fields(container, path, stream_index, file_size, probe_pictures)
+        return _stream_fields(container, path, stream_index, file_size, probe_pictures=probe_pictures)
     except VideoError:
         raise
     except av.error.FFmpegError as error:
@@ -92,11 +92,12 @@ def _demux_stream(path: str, stream_index: int | None, file_size: int, *,
         container.close()
 
 
-def _stream_fields(container, path: str, stream_index: int | None, file_size: int,
-                   probed: bool) -> dict[str, Any] | None:
+def _stream_fields(container, path: str, stream_index: int | None, file_size: int, *,
+                   probe_pictures: bool) -> dict[str, Any] | None:
     """The fields of :func:`demux_stream` from ``container``; None where it was opened without the
-    decoding probe (``probed`` False) and the stream needs it."""
-    if not probed and container.format.name.split(",")[0] not in _STREAMS_IN_HEADER_FORMATS:
+    decoding probe (``probe_pictures`` False) and the stream needs it."""
+    container_format = container.format.name.split(",")[0]
+    if not probe_pictures and container_format not in _STREAMS_IN_HEADER_FORMATS:
         return None
     stream = _select_video_stream(container, path, stream_index)
     context = stream.codec_context
@@ -104,10 +105,9 @@ def _stream_fields(container, path: str, stream_index: int | None, file_size: in
         raise CorruptVideoError(path, f"video stream #{stream.index} has no codec parameters (damaged header)")
     if context.codec is None:
         raise UnsupportedCodecError(path, "this FFmpeg build has no decoder for the video stream's codec")
-    sized = context.width and context.height and context.width > 0 and context.height > 0
-    if not sized and not probed:
-        return None
-    if not sized:
+    if not context.width or not context.height or context.width < 0 or context.height < 0:
+        if not probe_pictures:
+            return None
         raise CorruptVideoError(path, f"video stream #{stream.index} has no picture size "
                                       f"({context.width}x{context.height}; damaged header)")
     if not stream.time_base or stream.time_base <= 0:
@@ -117,7 +117,6 @@ def _stream_fields(container, path: str, stream_index: int | None, file_size: in
     length_size = nal_length_size(codec, extradata)
     pts, dts, pos, size, key, ref, discard, corrupt, durations = ([] for _ in range(9))
     samples: list[tuple[int, bytes]] = []  # (position, data) of the first packets
-    container_format = container.format.name.split(",")[0]
     group: list[bytes] = []  # MPEG-TS: the packets since the last keyframe, to check the last one
     try:
         for packet in container.demux(stream):
@@ -142,7 +141,7 @@ def _stream_fields(container, path: str, stream_index: int | None, file_size: in
     except DEMUX_ERRORS as error:
         raise CorruptVideoError(path, f"demuxing failed after {len(pts)} packets ({demux_failure(error)})") from None
     orientation = _display_orientation(context, samples[0][1] if samples else b"")  # sets the pixel format
-    if not probed and (context.pix_fmt is None or None in pts):
+    if not probe_pictures and (context.pix_fmt is None or None in pts):
         return None
     pixel_format = context.pix_fmt or "unknown"
     lists = (pts, dts, pos, size, key, ref, discard, corrupt, durations)
