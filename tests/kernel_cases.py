@@ -73,6 +73,12 @@ CASES = {
     "p016_10bit_bt2020": (64, 48, 10, "bt2020", "limited", TransformSpec(resize=(20, 28), dtype="float32"), None),
     "p016_10bit_native": (50, 36, 10, "bt601", "limited", TransformSpec(), None),
     "mixed_scale_axes": (200, 40, 8, "bt601", "limited", TransformSpec(resize=(70, 50)), None),
+    # downscales by fractional steps of 3 rows or more: the twin sums runs of rows (issue 22)
+    "area_downscale_row_runs": (427, 241, 8, "bt601", "limited", TransformSpec(resize=(36, 64)), None),
+    "resized_crop_row_runs_10bit": (
+        300, 200, 10, "bt709", "full",
+        TransformSpec(crop=RandomResizedCrop(24, scale=(0.5, 1.0)), flip_probability=0.5, dtype="float32"), None,
+    ),
     "native_crop_flip_planar": (
         100,
         60,

@@ -8,7 +8,7 @@ from kernel_cases import random_planes
 import vclip
 from vclip._engine import cpu, reference
 from vclip.sampling import scaled_size
-from vclip.transforms import Orientation, TransformSpec
+from vclip.transforms import Orientation, RandomResizedCrop, TransformSpec
 
 SYNTHETIC = ["h264", "hevc", "vfr", "odd", "offset", "long_gop", "h264_10bit"]
 
@@ -225,6 +225,63 @@ def test_whole_factor_downscale_weighs_samples_as_the_taps_do(monkeypatch, width
         assert np.abs(blocks.astype(int) - taps).max() <= 1 and np.mean(blocks != taps) < 1e-3
     else:
         assert np.allclose(blocks, taps, rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize("width, height, base_size, crop, bit_depth", [
+    (854, 480, (64, 36), None, 8), (480, 270, (64, 36), None, 8), (721, 483, (50, 41), None, 10),
+    (300, 200, None, RandomResizedCrop(24, scale=(0.5, 1.0)), 8),
+])
+@pytest.mark.parametrize("orientation", [Orientation(), Orientation(transpose=True, mirror_x=True),
+                                         Orientation(mirror_y=True)])
+@pytest.mark.parametrize("dtype", ["uint8", "float32"])
+def test_fractional_downscale_sums_runs_of_rows_weighed_as_the_taps_do(monkeypatch, width, height, base_size, crop,
+                                                                       bit_depth, orientation, dtype):
+    """A downscale by 3 rows or more that no whole factor serves sums each output row's run of
+    equally weighed rows exactly, then adds its edge rows: the taps' weights, summed otherwise."""
+    spec = TransformSpec(crop=crop, flip_probability=0.5, dtype=dtype)
+    geometry = spec.geometry(width, height, np.random.default_rng(5), base_size=base_size, orientation=orientation)
+    assert reference.frame_blocks(geometry, reference.RESAMPLE_AREA) is None
+    assert reference._frame_row_runs(height, width, geometry, reference.RESAMPLE_AREA, 2) is not None
+    planes = random_planes(width, height, bit_depth, seed=4)
+    if bit_depth == 8:
+        planes = tuple(plane.astype(np.uint8) for plane in planes)
+    scale, bias = spec.value_scale_bias()
+
+    def convert():
+        return reference.yuv420_to_rgb_tensor(*planes, bit_depth=bit_depth, matrix="bt709", color_range="limited",
+                                              geometry=geometry, scale=scale, bias=bias, dtype=dtype)
+
+    runs = convert()
+    monkeypatch.setattr(reference, "_frame_row_runs", lambda *args: None)
+    taps = convert()
+    assert runs.shape == taps.shape
+    if dtype == "uint8":  # apart from rounding ties, where the exact sums and the taps' may round apart
+        assert np.abs(runs.astype(int) - taps).max() <= 1 and np.mean(runs != taps) < 1e-3
+    else:
+        assert np.allclose(runs, taps, rtol=0, atol=1e-6)
+
+
+def test_rows_sum_in_runs_only_where_the_runs_pay():
+    """Runs of rows where the step is 3 rows or more of the plane; every tap gathered below that
+    (a 360-row picture to 224) and for other resampling."""
+    def runs(height: int, output_height: int, subsampling: int, interpolation: str = "area"):
+        spec = TransformSpec(resize=(output_height, 64), interpolation=interpolation)
+        geometry = spec.geometry(640, height)
+        mode = reference.resample_mode(spec.antialias, spec.interpolation)
+        return reference._frame_row_runs(height, 640, geometry, mode, subsampling)
+
+    assert runs(480, 36, 1) is not None and runs(480, 36, 2) is not None
+    assert runs(360, 224, 1) is None
+    assert runs(480, 36, 1, interpolation="bilinear") is None
+    found, geometry = runs(480, 36, 2), TransformSpec(resize=(36, 64)).geometry(640, 480)
+    weights = np.zeros((36, 240))  # each output row's weight on each chroma row, from the runs
+    for outputs, rows in found.groups:
+        np.add.at(weights, (outputs[:, None], rows), found.weight[outputs, None])
+    np.add.at(weights, (np.arange(36)[:, None], found.edge_index), found.edge_weight)
+    taps = np.zeros((36, 240))
+    (index, weight), _ = reference._frame_taps(480, 640, geometry, reference.RESAMPLE_AREA)
+    np.add.at(taps, (np.arange(36)[:, None], index // 2), weight)
+    assert np.allclose(weights, taps, rtol=0, atol=1e-15)
 
 
 @pytest.mark.parametrize("layout", ["THWC", "TCHW"])

@@ -144,13 +144,85 @@ def window_taps(window: AxisWindow, mode: int) -> tuple[np.ndarray, np.ndarray]:
     return np.clip(index, low_bound, high_bound - 1).astype(np.int64), weight
 
 
-def _resample(plane: np.ndarray, rows, columns, subsampling: int = 1) -> np.ndarray:
+def _resample(plane: np.ndarray, rows, columns, subsampling: int = 1, runs: RowRuns | None = None) -> np.ndarray:
     """Resample ``plane`` at full-resolution taps; a plane ``subsampling`` times smaller is read at
-    ``index // subsampling`` (each of its samples stands for a square of full-resolution pixels)."""
-    row_index, row_weight = rows
+    ``index // subsampling`` (each of its samples stands for a square of full-resolution pixels).
+    With ``runs`` (:func:`_row_runs` of ``rows``) the vertical pass sums runs of rows."""
     column_index, column_weight = columns
-    vertical = np.einsum("ok,okw->ow", row_weight, plane[row_index // subsampling].astype(np.float64))
+    if runs is None:
+        row_index, row_weight = rows
+        vertical = np.einsum("ok,okw->ow", row_weight, plane[row_index // subsampling].astype(np.float64))
+    else:
+        vertical = _sum_row_runs(plane, runs)
     return np.einsum("pk,opk->op", column_weight, vertical[:, column_index // subsampling])
+
+
+class RowRuns(NamedTuple):
+    """The vertical pass of a downscale, in a plane's own rows: output row ``k`` is ``weight[k]``
+    times the exact sum of a run of plane rows that its taps weigh alike, plus its other rows
+    ``edge_index[k]`` times ``edge_weight[k]`` (zero weights pad). The runs are gathered by length:
+    each of ``groups`` is ``(outputs, rows)``, the rows ``[outputs, length]`` of those outputs' runs."""
+
+    groups: tuple[tuple[np.ndarray, np.ndarray], ...]
+    weight: np.ndarray
+    edge_index: np.ndarray
+    edge_weight: np.ndarray
+
+
+_MIN_MEAN_RUN = 3  # rows per run below which gathering every tap is as quick
+
+
+def _row_runs(rows: tuple[np.ndarray, np.ndarray], subsampling: int) -> RowRuns | None:
+    """The :class:`RowRuns` of the row taps ``rows`` in a plane ``subsampling`` times smaller (the
+    taps that read one of its rows merged), or None when its runs are too short to pay."""
+    spans, weights, edges = [], [], []
+    for indices, tap_weights in zip(*rows):
+        merged: dict[int, float] = {}
+        for index, weight in zip(indices.tolist(), tap_weights.tolist()):
+            if weight > 0.0:
+                merged[index // subsampling] = merged.get(index // subsampling, 0.0) + weight
+        start, end = _longest_run(merged)
+        spans.append((start, end))
+        weights.append(merged[start] if end > start else 0.0)
+        edges.append([(row, weight) for row, weight in merged.items() if not start <= row < end])
+    lengths = np.array([end - start for start, end in spans])
+    if lengths.sum() < _MIN_MEAN_RUN * len(spans):
+        return None
+    starts = np.array([start for start, _ in spans])
+    groups = tuple((np.flatnonzero(lengths == length), starts[lengths == length, None] + np.arange(length))
+                   for length in np.unique(lengths[lengths > 0]).tolist())
+    edge_index = np.zeros((len(edges), max(map(len, edges), default=0)), np.int64)
+    edge_weight = np.zeros(edge_index.shape)
+    for output, taps in enumerate(edges):
+        for slot, (row, weight) in enumerate(taps):
+            edge_index[output, slot], edge_weight[output, slot] = row, weight
+    return RowRuns(groups, np.asarray(weights), edge_index, edge_weight)
+
+
+def _longest_run(weights: dict[int, float]) -> tuple[int, int]:
+    """``start, end`` of the longest run of consecutive rows of equal weight (at least 2), else ``0, 0``."""
+    best = (0, 0)
+    rows = sorted(weights)
+    first = 0
+    for position in range(1, len(rows) + 1):
+        if (position == len(rows) or rows[position] != rows[position - 1] + 1
+                or weights[rows[position]] != weights[rows[first]]):
+            if position - first >= 2 and position - first > best[1] - best[0]:
+                best = (rows[first], rows[position - 1] + 1)
+            first = position
+    return best
+
+
+def _sum_row_runs(plane: np.ndarray, runs: RowRuns) -> np.ndarray:
+    """The vertical pass of :class:`RowRuns` over ``plane`` (float64 ``[outputs, width]``)."""
+    vertical = np.zeros((runs.weight.size, plane.shape[1]))
+    for outputs, rows in runs.groups:
+        exact = np.float64 if plane.dtype.kind == "f" else (
+            np.uint16 if rows.shape[1] * np.iinfo(plane.dtype).max < 1 << 16 else np.int64)
+        vertical[outputs] = plane[rows].sum(axis=1, dtype=exact)
+    vertical *= runs.weight[:, None]
+    vertical += np.einsum("ok,okw->ow", runs.edge_weight, plane[runs.edge_index].astype(np.float64))
+    return vertical
 
 
 class Blocks(NamedTuple):
@@ -290,7 +362,8 @@ def yuv420_to_rgb_tensor(
                   for plane, subsampling in ((y, 1), (u, 2), (v, 2))]
     else:
         row_taps, column_taps = _frame_taps(height, width, geometry, mode)
-        planes = [_resample(plane, row_taps, column_taps, subsampling)
+        planes = [_resample(plane, row_taps, column_taps, subsampling, _frame_row_runs(height, width, geometry, mode,
+                                                                                       subsampling))
                   for plane, subsampling in ((y, 1), (u, 2), (v, 2))]
     return planes_to_rgb_tensor(planes, bit_depth=bit_depth, matrix=matrix, color_range=color_range,
                                 transpose=geometry.orientation.transpose, scale=scale, bias=bias, dtype=dtype,
@@ -336,6 +409,19 @@ def _frame_taps(height: int, width: int, geometry: FrameGeometry, mode: int) -> 
     for array in (*row_taps, *column_taps):
         array.setflags(write=False)  # shared by the cache
     return row_taps, column_taps
+
+
+@functools.lru_cache(maxsize=64)
+def _frame_row_runs(height: int, width: int, geometry: FrameGeometry, mode: int, subsampling: int) -> RowRuns | None:
+    """The :class:`RowRuns` of an area downscale of a ``height x width`` picture's rows for
+    ``geometry``, in a plane ``subsampling`` times smaller; None for other resampling."""
+    if mode != RESAMPLE_AREA:
+        return None
+    runs = _row_runs(_frame_taps(height, width, geometry, mode)[0], subsampling)
+    if runs is not None:
+        for array in (*runs[1:], *(array for group in runs.groups for array in group)):
+            array.setflags(write=False)  # shared by the cache
+    return runs
 
 
 @functools.lru_cache(maxsize=64)
