@@ -2,13 +2,14 @@
 (each with its own CUDA context and NVDEC sessions) feed NVDEC faster than one?
 
 Over a folder of ``scenes_folder.py`` (largest videos first, each process taking every N-th),
-each run starts N fresh processes at once and is timed until the last one ends:
+each vclip run starts N fresh processes at once and is timed until the last one ends:
 
 - ``boundaries_<N>x<T>``: ``find_shot_boundaries_many(share, device="cuda", workers=T)`` in each
   of N processes (each child's own seconds and first result are kept);
 - ``decode_<N>x<T>``: ``VideoDecoder.get_frames`` of every frame of each video at 64 pixels
   across in T threads, no analysis: the most those processes feed NVDEC;
-- ``pyscenedetect``: PySceneDetect's adaptive detector in a spawn pool of one process per core.
+- ``pyscenedetect`` (run first): PySceneDetect's adaptive detector in a spawn pool of one process
+  per core.
 
 During each run the NVDEC utilisation (NVML, every 0.2 s) and the share of the machine's CPU time
 that was busy (``/proc/stat``) are sampled. Last, ``timeline``: one fresh process over the folder,
@@ -129,6 +130,16 @@ def run_processes(child: str, paths: list[str], processes: int, threads: int, en
     return time.perf_counter() - started, printed
 
 
+def _compare(results: dict, found: dict[str, dict], paths: list[str]) -> None:
+    """Each run's speed over PySceneDetect's, and the videos where a run's boundaries differ from the first's."""
+    pyscenedetect = results["runs"]["pyscenedetect"]["frames_per_second"]
+    results["over_pyscenedetect"] = {name: run["frames_per_second"] / pyscenedetect
+                                     for name, run in results["runs"].items()}
+    first = next(iter(found.values()))
+    results["runs_differ"] = {name: [path for path in paths if run[path] != first[path]]
+                              for name, run in found.items()}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", default=None, help="folder for scenes_processes.json (default: $OUT or results/)")
@@ -141,6 +152,13 @@ def main() -> None:
         environment = {**os.environ, "CUPY_CACHE_DIR": str(Path(scratch) / "kernel-cache")}
         run_processes(BOUNDARIES_CHILD, paths[:1], 1, 1, environment)  # fill the kernel cache
         results: dict = {"set": arguments.set, "videos": len(paths), "frames": frames, "runs": {}}
+        sampler = UseSampler()  # first: the runs below are compared with it as they come
+        began = time.perf_counter()
+        subprocess.run([sys.executable, "-c", PYSCENEDETECT_CHILD, json.dumps(paths),
+                        str(Path(__file__).resolve().parent)], capture_output=True, text=True, check=True)
+        seconds = time.perf_counter() - began
+        results["runs"]["pyscenedetect"] = {"seconds": seconds, "frames_per_second": frames / seconds,
+                                            **sampler.stop()}
         found: dict[str, dict] = {}
         for kind, processes, threads in RUNS:
             sampler = UseSampler()
@@ -151,25 +169,12 @@ def main() -> None:
                                      "children": [child["marks"] for child in printed], **sampler.stop()}
             if kind == "boundaries":
                 found[name] = {path: boundaries for child in printed for path, boundaries in child["found"].items()}
+            _compare(results, found, paths)
             print(name, json.dumps({key: value for key, value in results["runs"][name].items() if key != "children"}),
                   flush=True)
-            save_results("scenes_processes", results, arguments.out)
-        sampler = UseSampler()
-        began = time.perf_counter()
-        done = subprocess.run([sys.executable, "-c", PYSCENEDETECT_CHILD, json.dumps(paths),
-                               str(Path(__file__).resolve().parent)], capture_output=True, text=True, check=True)
-        seconds = time.perf_counter() - began
-        json.loads(done.stdout.strip().splitlines()[-1])
-        results["runs"]["pyscenedetect"] = {"seconds": seconds, "frames_per_second": frames / seconds,
-                                            **sampler.stop()}
+            save_results("scenes_processes", results, arguments.out)  # kept if a later run fails
         seconds, printed = run_processes(BOUNDARIES_CHILD, paths, 1, 8, environment, again=True)
         results["timeline"] = {"seconds": seconds, "marks": printed[0]["marks"]}
-        pyscenedetect = results["runs"]["pyscenedetect"]["frames_per_second"]
-        results["over_pyscenedetect"] = {name: run["frames_per_second"] / pyscenedetect
-                                         for name, run in results["runs"].items()}
-        first = found["boundaries_1x8"]
-        results["runs_differ"] = {name: [path for path in paths if run[path] != first[path]]
-                                  for name, run in found.items()}
         print(json.dumps(results["over_pyscenedetect"]), json.dumps(results["timeline"]), flush=True)
         print(f"saved {save_results('scenes_processes', results, arguments.out)}")
 
