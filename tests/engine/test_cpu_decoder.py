@@ -211,20 +211,7 @@ def test_whole_factor_downscale_weighs_samples_as_the_taps_do(monkeypatch, width
                              orientation=orientation)
     assert reference.frame_blocks(geometry, reference.RESAMPLE_AREA) is not None
     planes = [plane.astype(np.uint8) for plane in random_planes(width, height, 8, seed=3)]
-    scale, bias = spec.value_scale_bias()
-
-    def convert():
-        return reference.yuv420_to_rgb_tensor(*planes, bit_depth=8, matrix="bt709", color_range="limited",
-                                              geometry=geometry, scale=scale, bias=bias, dtype=dtype)
-
-    blocks = convert()
-    monkeypatch.setattr(reference, "frame_blocks", lambda *args: None)
-    taps = convert()
-    assert blocks.shape == taps.shape
-    if dtype == "uint8":  # apart from rounding ties, where the exact sums and the taps' may round apart
-        assert np.abs(blocks.astype(int) - taps).max() <= 1 and np.mean(blocks != taps) < 1e-3
-    else:
-        assert np.allclose(blocks, taps, rtol=0, atol=1e-6)
+    assert_converted_as_with_every_tap(monkeypatch, "frame_blocks", planes, 8, geometry, spec)
 
 
 @pytest.mark.parametrize("width, height, base_size, crop, bit_depth", [
@@ -245,20 +232,27 @@ def test_fractional_downscale_sums_runs_of_rows_weighed_as_the_taps_do(monkeypat
     planes = random_planes(width, height, bit_depth, seed=4)
     if bit_depth == 8:
         planes = tuple(plane.astype(np.uint8) for plane in planes)
+    assert_converted_as_with_every_tap(monkeypatch, "_frame_row_runs", planes, bit_depth, geometry, spec)
+
+
+def assert_converted_as_with_every_tap(monkeypatch, shortcut: str, planes, bit_depth: int, geometry,
+                                       spec: TransformSpec) -> None:
+    """The twin's conversion of ``planes`` with its ``shortcut`` (a function of ``reference`` that
+    finds the quicker form of a geometry) against the same with the shortcut found for none."""
     scale, bias = spec.value_scale_bias()
 
     def convert():
         return reference.yuv420_to_rgb_tensor(*planes, bit_depth=bit_depth, matrix="bt709", color_range="limited",
-                                              geometry=geometry, scale=scale, bias=bias, dtype=dtype)
+                                              geometry=geometry, scale=scale, bias=bias, dtype=spec.dtype)
 
-    runs = convert()
-    monkeypatch.setattr(reference, "_frame_row_runs", lambda *args: None)
+    quicker = convert()
+    monkeypatch.setattr(reference, shortcut, lambda *args: None)
     taps = convert()
-    assert runs.shape == taps.shape
-    if dtype == "uint8":  # apart from rounding ties, where the exact sums and the taps' may round apart
-        assert np.abs(runs.astype(int) - taps).max() <= 1 and np.mean(runs != taps) < 1e-3
+    assert quicker.shape == taps.shape
+    if spec.dtype == "uint8":  # apart from rounding ties, where the exact sums and the taps' may round apart
+        assert np.abs(quicker.astype(int) - taps).max() <= 1 and np.mean(quicker != taps) < 1e-3
     else:
-        assert np.allclose(runs, taps, rtol=0, atol=1e-6)
+        assert np.allclose(quicker, taps, rtol=0, atol=1e-6)
 
 
 def test_rows_sum_in_runs_only_where_the_runs_pay():
