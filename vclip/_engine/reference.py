@@ -378,25 +378,33 @@ def planes_to_rgb_tensor(planes: list[np.ndarray], *, bit_depth: int, matrix: st
     if transpose:  # [displayed column, displayed row] -> [row, column]
         planes = [np.swapaxes(plane, -1, -2) for plane in planes]
     y_offset, y_scale, c_offset, c_scale, r_cr, g_cb, g_cr, b_cb = color_coefficients(matrix, color_range, bit_depth)
-    # In place where the operands allow: the same operations in the same order, fewer arrays.
-    luma, cb, cr = (plane - offset for plane, offset in zip(planes, (y_offset, c_offset, c_offset)))
-    luma *= y_scale
-    cb *= c_scale
-    cr *= c_scale
-    rgb = np.empty(luma.shape + (3,))
-    red, green, blue = (rgb[..., channel] for channel in range(3))
+    # One plane per channel [3, ...], worked on in place: every value takes the kernel's operations in its order.
+    ycc = np.empty((3,) + planes[0].shape)
+    for channel, (plane, offset) in enumerate(zip(planes, (y_offset, c_offset, c_offset))):
+        np.subtract(plane, offset, out=ycc[channel])
+    ycc[0] *= y_scale
+    ycc[1:] *= c_scale
+    luma, cb, cr = ycc
+    rgb = np.empty_like(ycc)
+    red, green, blue = rgb
     np.add(luma, np.multiply(r_cr, cr, out=red), out=red)
-    np.add(np.add(luma, np.multiply(g_cb, cb, out=green), out=green), g_cr * cr, out=green)
+    np.add(luma, np.multiply(g_cb, cb, out=green), out=green)
+    green += np.multiply(g_cr, cr, out=cr)
     np.add(luma, np.multiply(b_cb, cb, out=blue), out=blue)
-    rgb = adjust_colors(np.clip(rgb, 0.0, 1.0, out=rgb), color)
-    values = np.multiply(rgb, np.asarray(scale, np.float64), out=rgb)
-    values += np.asarray(bias, np.float64)
+    np.clip(rgb, 0.0, 1.0, out=rgb)
+    if color.operations:  # the adjustments of one frame, on its [H, W, 3] pixels
+        rgb = np.moveaxis(adjust_colors(np.ascontiguousarray(np.moveaxis(rgb, 0, -1)), color), -1, 0)
+    per_channel = (3,) + (1,) * (rgb.ndim - 1)
+    values = np.multiply(rgb, np.asarray(scale, np.float64).reshape(per_channel), out=rgb)
+    values += np.asarray(bias, np.float64).reshape(per_channel)
     if dtype == "uint8":
         values += 0.5
-        return np.floor(values, out=values).astype(np.uint8)
-    if dtype == "bfloat16":
-        return bfloat16_bits(values)
-    return values.astype(dtype)
+        np.floor(values, out=values)
+    elif dtype == "bfloat16":
+        values = bfloat16_bits(values)
+    converted = np.empty(values.shape[1:] + (3,), np.uint16 if dtype == "bfloat16" else dtype)
+    converted[...] = np.moveaxis(values, 0, -1)  # cast and interleaved in one pass
+    return converted
 
 
 @functools.lru_cache(maxsize=64)
