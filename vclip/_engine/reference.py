@@ -217,11 +217,10 @@ def _sum_row_runs(plane: np.ndarray, runs: RowRuns) -> np.ndarray:
     """The vertical pass of :class:`RowRuns` over ``plane`` (float64 ``[outputs, width]``)."""
     vertical = np.zeros((runs.weight.size, plane.shape[1]))
     for outputs, rows in runs.groups:
-        exact = np.float64 if plane.dtype.kind == "f" else (
-            np.uint16 if rows.shape[1] * np.iinfo(plane.dtype).max < 1 << 16 else np.int64)
+        exact = np.uint16 if plane.dtype == np.uint8 and rows.shape[1] <= 257 else None  # else the default sum's
         vertical[outputs] = plane[rows].sum(axis=1, dtype=exact)
     vertical *= runs.weight[:, None]
-    vertical += np.einsum("ok,okw->ow", runs.edge_weight, plane[runs.edge_index].astype(np.float64))
+    vertical += np.einsum("ok,okw->ow", runs.edge_weight, plane[runs.edge_index])  # gathered codes taken as float64
     return vertical
 
 
