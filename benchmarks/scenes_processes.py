@@ -11,10 +11,10 @@ each vclip run starts N fresh processes at once and is timed until the last one 
 - ``pyscenedetect`` (run first): PySceneDetect's adaptive detector in a spawn pool of one process
   per core.
 
-During each run the NVDEC utilisation (NVML, every 0.2 s) and the share of the machine's CPU time
-that was busy (``/proc/stat``) are sampled. Last, ``timeline``: one fresh process over the folder,
-with the time at which its imports, CUDA context and each result came, then the same call again
-in that process (the rate once everything is started).
+During each run the NVDEC utilisation (NVML, every 0.2 s, through ``common.GpuSampler``) and the
+share of the machine's CPU time that was busy (``/proc/stat``) are sampled. Last, ``timeline``: one
+fresh process over the folder, with the time at which its imports, CUDA context and each result
+came, then the same call again in that process (the rate once everything is started).
 
     python benchmarks/scenes_processes.py [--out DIR] [--set 360p]
 """
@@ -27,11 +27,10 @@ import os
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
-from common import save_results
+from common import GpuSampler, save_results
 from scenes_folder import PYSCENEDETECT_CHILD, make_folder
 
 BOUNDARIES_CHILD = r"""
@@ -77,32 +76,17 @@ print(json.dumps({"marks": {"seconds": time.perf_counter() - started}, "found": 
 RUNS = [("boundaries", 1, 8), ("boundaries", 2, 8), ("boundaries", 4, 4), ("decode", 1, 8), ("decode", 4, 4)]
 
 
-class UseSampler:
-    """NVDEC utilisation (NVML) and the machine's busy CPU share while it runs."""
-
-    def __init__(self) -> None:
-        import pynvml
-
-        pynvml.nvmlInit()
-        self._gpu = pynvml.nvmlDeviceGetHandleByIndex(0)
-        self._decoder_use = pynvml.nvmlDeviceGetDecoderUtilization
-        self._samples: list[int] = []
-        self._stopped = threading.Event()
-        self._cpu_at_start = _cpu_times()
-        self._thread = threading.Thread(target=self._sample, daemon=True)
-        self._thread.start()
-
-    def _sample(self) -> None:
-        while not self._stopped.wait(0.2):
-            self._samples.append(self._decoder_use(self._gpu)[0])
-
-    def stop(self) -> dict:
-        self._stopped.set()
-        self._thread.join()
-        total, idle = (end - start for end, start in zip(_cpu_times(), self._cpu_at_start))
-        return {"cpu_busy_share": 1 - idle / max(total, 1),
-                "nvdec_utilization_mean": sum(self._samples) / max(len(self._samples), 1),
-                "nvdec_utilization_max": max(self._samples, default=0)}
+def measured(run, *args, **options):
+    """``run(*args, **options)``'s value, and NVDEC's utilisation (:class:`common.GpuSampler`, every 0.2 s) and the
+    machine's busy CPU share while it ran."""
+    cpu_at_start = _cpu_times()
+    with GpuSampler([0], period=0.2, decoder=True) as gpu:
+        value = run(*args, **options)
+    total, idle = (end - start for end, start in zip(_cpu_times(), cpu_at_start))
+    samples = gpu.decoder[0]
+    return value, {"cpu_busy_share": 1 - idle / max(total, 1),
+                   "nvdec_utilization_mean": sum(samples) / max(len(samples), 1),
+                   "nvdec_utilization_max": max(samples, default=0)}
 
 
 def _cpu_times() -> tuple[int, int]:
@@ -152,23 +136,21 @@ def main() -> None:
         environment = {**os.environ, "CUPY_CACHE_DIR": str(Path(scratch) / "kernel-cache")}
         run_processes(BOUNDARIES_CHILD, paths[:1], 1, 1, environment)  # fill the kernel cache
         results: dict = {"set": arguments.set, "videos": len(paths), "frames": frames, "runs": {}}
-        sampler = UseSampler()  # first: the runs below are compared with it as they come
-        began = time.perf_counter()
-        subprocess.run([sys.executable, "-c", PYSCENEDETECT_CHILD, json.dumps(paths),
-                        str(Path(__file__).resolve().parent)], capture_output=True, text=True, check=True)
+        began = time.perf_counter()  # first: the runs below are compared with it as they come
+        _, use = measured(subprocess.run, [sys.executable, "-c", PYSCENEDETECT_CHILD, json.dumps(paths),
+                                           str(Path(__file__).resolve().parent)], capture_output=True, text=True,
+                          check=True)
         seconds = time.perf_counter() - began
-        results["runs"]["pyscenedetect"] = {"seconds": seconds, "frames_per_second": frames / seconds,
-                                            **sampler.stop()}
+        results["runs"]["pyscenedetect"] = {"seconds": seconds, "frames_per_second": frames / seconds, **use}
         found: dict[str, dict] = {}
         for kind, processes, threads in RUNS:
-            sampler = UseSampler()
-            seconds, printed = run_processes(BOUNDARIES_CHILD if kind == "boundaries" else DECODE_CHILD, paths,
-                                             processes, threads, environment)
+            child = BOUNDARIES_CHILD if kind == "boundaries" else DECODE_CHILD
+            (seconds, printed), use = measured(run_processes, child, paths, processes, threads, environment)
             name = f"{kind}_{processes}x{threads}"
             results["runs"][name] = {"seconds": seconds, "frames_per_second": frames / seconds,
-                                     "children": [child["marks"] for child in printed], **sampler.stop()}
+                                     "children": [output["marks"] for output in printed], **use}
             if kind == "boundaries":
-                found[name] = {path: boundaries for child in printed for path, boundaries in child["found"].items()}
+                found[name] = {path: boundaries for output in printed for path, boundaries in output["found"].items()}
             _compare(results, found, paths)
             print(name, json.dumps({key: value for key, value in results["runs"][name].items() if key != "children"}),
                   flush=True)
