@@ -86,7 +86,7 @@ _NOISE_FLOOR = {"H": 0.045, "B": 0.015}
 # A frame is black (in a fade) when this share of its pixels is darker than this luma: not all
 # of them, so a logo or a caption kept over the black does not count.
 _DARK_LUMA, _DARK_SHARE = 24, 0.85
-_LUMA_WEIGHTS = np.array([299, 587, 114], dtype=np.int32)  # 1000 x BT.601 luma: exact integer sums
+_LUMA_WEIGHTS = np.array([299, 587, 114], dtype=np.float32)  # 1000 x BT.601 luma: exact integer sums
 _FADE_SETTLED, _FADE_LOOK = 0.8, 8  # a fade ends at the first frame with 80% of the brightest luma of the next 8
 _FADE_DEPTH = 0.3  # and its mean luma is at most this share of the brightest frames either side
 
@@ -126,8 +126,8 @@ def frame_features(frames: np.ndarray) -> dict:
     """Features of RGB uint8 frames ``[n, h, w, 3]``: ``H`` [n, 64] and ``B`` [n, blocks, 3],
     ``mean`` and ``dark`` [n], all float32 (the twin of ``kernels/shot_features.cu``)."""
     n, height, width, _ = frames.shape
-    levels = (frames >> _LEVEL_SHIFT).astype(np.int32)
-    codes = (levels[..., 0] * _HIST_LEVELS + levels[..., 1]) * _HIST_LEVELS + levels[..., 2]
+    levels = frames >> _LEVEL_SHIFT  # each channel's level, 0 .. _HIST_LEVELS - 1: the bin fits in uint8
+    codes = (levels[..., 0] * np.uint8(_HIST_LEVELS) + levels[..., 1]) * np.uint8(_HIST_LEVELS) + levels[..., 2]
     codes = codes.reshape(n, -1) + (np.arange(n, dtype=np.int32) * BINS)[:, None]
     hist = np.bincount(codes.reshape(-1), minlength=n * BINS).reshape(n, BINS).astype(np.float32)
     pixels = height * width
@@ -136,10 +136,12 @@ def frame_features(frames: np.ndarray) -> dict:
     cropped = frames[:, :rows * block_h, :columns * block_w].astype(np.float32)  # sums of integers: exact
     # Sum the rows of each block (contiguous lines), then the columns: quicker than one mean over both.
     lines = cropped.reshape(n, rows, block_h, columns * block_w * 3).sum(axis=2)
-    blocks = lines.reshape(n, rows, columns, block_w, 3).sum(axis=3).reshape(n, rows * columns, 3)
+    blocks = _sum_of_neighbours(lines.reshape(n, rows, columns * block_w, 3), block_w, axis=2)
+    blocks = blocks.reshape(n, rows * columns, 3)
     blocks /= np.float32(block_h * block_w)
-    weighted = (frames.astype(np.int32) @ _LUMA_WEIGHTS).reshape(n, -1)  # 1000 x luma, exact
-    mean = (weighted.sum(axis=1, dtype=np.int64) / (1000.0 * pixels)).astype(np.float32)
+    # 1000 x luma: integers below 2^24, exact in float32 (whose product BLAS computes)
+    weighted = (frames.astype(np.float32) @ _LUMA_WEIGHTS).reshape(n, -1)
+    mean = (weighted.sum(axis=1, dtype=np.float64) / (1000.0 * pixels)).astype(np.float32)
     dark = np.count_nonzero(weighted < _DARK_LUMA * 1000, axis=1).astype(np.float32) / np.float32(pixels)
     return {"H": hist, "B": blocks, "mean": mean, "dark": dark}
 
@@ -171,8 +173,8 @@ def _moved_share(old: np.ndarray, new: np.ndarray) -> float:
     padded = np.pad(old[:rows, :columns].astype(np.int16), ((reach, reach), (reach, reach), (0, 0)), mode="edge")
     moves = np.lib.stride_tricks.sliding_window_view(padded, (rows, columns), axis=(0, 1))  # [dy, dx, ch, r, c]
     difference = np.abs(moves - np.moveaxis(new[:rows, :columns].astype(np.int16), 2, 0))
-    blocks = _sum_of_last(difference[:, :, 0] + difference[:, :, 1] + difference[:, :, 2], _MOVED_BLOCK)
-    blocks = _sum_of_last(blocks.swapaxes(2, 3), _MOVED_BLOCK)  # [dy, dx, block column, block row]
+    blocks = _sum_of_neighbours(difference[:, :, 0] + difference[:, :, 1] + difference[:, :, 2], _MOVED_BLOCK)
+    blocks = _sum_of_neighbours(blocks.swapaxes(2, 3), _MOVED_BLOCK)  # [dy, dx, block column, block row]
     typical = float(np.median(blocks[reach, reach]))
     return float(np.median(blocks.min(axis=(0, 1)))) / typical if typical > 0 else 1.0
 
@@ -192,13 +194,15 @@ def _transition_middles(start: int, end: int) -> list[int]:
     return sorted({start + (end - start) // 4, (start + end) // 2, start + 3 * (end - start) // 4})
 
 
-def _sum_of_last(values: np.ndarray, size: int) -> np.ndarray:
-    """Sums of each ``size`` neighbours along the last axis (its length a multiple of ``size``), by
+def _sum_of_neighbours(values: np.ndarray, size: int, axis: int = -1) -> np.ndarray:
+    """Sums of each ``size`` neighbours along ``axis`` (its length a multiple of ``size``), by
     additions: NumPy's reductions over short axes are several times slower."""
-    grouped = values.reshape(*values.shape[:-1], values.shape[-1] // size, size)
-    total = grouped[..., 0].copy()
-    for k in range(1, size):
-        total += grouped[..., k]
+    axis %= values.ndim
+    grouped = values.reshape(*values.shape[:axis], values.shape[axis] // size, size, *values.shape[axis + 1:])
+    neighbours = np.moveaxis(grouped, axis + 1, 0)  # a view: neighbours[k] is each group's k-th
+    total = neighbours[0].copy()
+    for neighbour in neighbours[1:]:
+        total += neighbour
     return total
 
 
