@@ -538,7 +538,10 @@ class _ProcessPool(_Pool):
         self.executor = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
                                             initializer=_ignore_interrupts)
         try:
-            self.executor.submit(_ready).result()
+            # The executor spawns a worker for each task sent while none is idle: one task each starts
+            # them all at once, not one per task of the run; the first answer shows that they start.
+            starts = [self.executor.submit(_ready) for _ in range(workers)]
+            starts[0].result()
         except BrokenProcessPool:
             self.close((), abandon=True)
             raise RuntimeError(

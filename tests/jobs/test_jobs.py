@@ -245,6 +245,17 @@ def test_ray_tasks_give_the_same_outcomes_and_a_crash_is_the_tasks_own(local_ray
     assert isinstance(choose_runner("auto", items=4, gpu_workers=4, ray=True), RayTasks)
 
 
+def test_a_process_pool_starts_all_its_workers_at_once():
+    """Every worker is spawned when the pool opens, not when a task finds none idle (the second
+    worker of a 2-core folder job then started 0.3 s late)."""
+    pool = _ProcessPool(square_slowly, 3)
+    try:
+        assert len(pool.executor._processes) == 3
+        assert [pool.results(pool.submit([(k, k)])) for k in range(2)] == [[(0, True, 0)], [(1, True, 1)]]
+    finally:
+        pool.close((), abandon=False)
+
+
 def test_a_task_sent_to_a_pool_broken_meanwhile_fails_as_a_dead_worker():
     """A worker may die between the pool's wait and the next submit (the pool is then broken):
     that task is one more cut short by the death, run again like the others, not an error of the run."""
