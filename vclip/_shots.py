@@ -174,7 +174,7 @@ def _moved_share(old: np.ndarray, new: np.ndarray) -> float:
     moves = np.lib.stride_tricks.sliding_window_view(padded, (rows, columns), axis=(0, 1))  # [dy, dx, ch, r, c]
     difference = np.abs(moves - np.moveaxis(new[:rows, :columns].astype(np.int16), 2, 0))
     blocks = _sum_of_neighbours(difference[:, :, 0] + difference[:, :, 1] + difference[:, :, 2], _MOVED_BLOCK)
-    blocks = _sum_of_neighbours(blocks.swapaxes(2, 3), _MOVED_BLOCK)  # [dy, dx, block column, block row]
+    blocks = _sum_of_neighbours(blocks, _MOVED_BLOCK, axis=2)  # [dy, dx, block row, block column]
     typical = float(np.median(blocks[reach, reach]))
     return float(np.median(blocks.min(axis=(0, 1)))) / typical if typical > 0 else 1.0
 
