@@ -89,7 +89,7 @@ def ffmpeg_rgb24(path, stream_index=None):
     return nearest
 
 
-def worker_pids(main: str = "vclip._child_process") -> list[int]:
+def worker_pids(main: str = "vclip._jobs.child_process") -> list[int]:
     """Running children of this process whose command line holds ``main`` (vclip's worker processes
     by default, or one kind of them: ``"vclip._loader.audio_processes:serve_helper"``), from /proc."""
     found = []

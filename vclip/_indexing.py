@@ -2,7 +2,7 @@
 
 A job names a video and, when an earlier catalog holds it, the fingerprint stored there; the
 worker returns the video's catalog row, or only ``unchanged`` when the file still has that
-fingerprint. The jobs run on any runner of :mod:`vclip._jobs` (processes, Ray, this thread). No
+fingerprint. The jobs run on any runner of :mod:`vclip._jobs.runner` (processes, Ray, this thread). No
 file's problem stops the others: a bad video becomes a row that says why, and a file that crashes
 its worker process (FFmpeg can) is listed as unusable too.
 """
@@ -16,7 +16,7 @@ from contextlib import closing
 from dataclasses import dataclass
 
 from ._fingerprint import content_fingerprint
-from ._jobs import Outcome, Runner
+from ._jobs.runner import Outcome, Runner
 from ._sources import is_local, open_reader, source_fingerprint
 from .errors import VideoError, VideoNotFoundError
 from .index import VideoIndex, index_video

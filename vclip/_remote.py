@@ -29,7 +29,7 @@ from dataclasses import dataclass, fields
 from email.utils import parsedate_to_datetime
 from typing import Any
 
-from ._ahead import SharedThreadPool
+from ._jobs.thread_pools import SharedThreadPool
 from ._range_reader import RangeReader
 from .errors import (
     ArgumentError,

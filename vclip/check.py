@@ -27,7 +27,7 @@ import av
 import numpy as np
 
 from ._device import resolve_device
-from ._jobs import Outcome, choose_runner
+from ._jobs.runner import Outcome, choose_runner
 from ._sources import open_container
 from .errors import CorruptVideoError, VideoError, check_optional_integer
 from .gop import keyframe_chunks

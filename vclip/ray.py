@@ -42,7 +42,7 @@ import pyarrow as pa
 
 from ._catalog_build import rows_table
 from ._indexing import IndexJob, index_row
-from ._jobs import connect_ray, gpu_share
+from ._jobs.runner import connect_ray, gpu_share
 from .catalog import Catalog, resolve_sources
 from .check import check_video
 from .errors import VideoError, fail

@@ -365,7 +365,7 @@ def test_a_stuck_video_times_out_and_the_others_are_sent_again(clips_videos, tmp
 
 
 def test_warnings_of_worker_processes_are_raised_once_each_with_their_class():
-    from vclip._child_process import RaisedWarnings
+    from vclip._jobs.child_process import RaisedWarnings
 
     raised = RaisedWarnings()
     sent = [("RemoteReadWarning", "server ignores Range"), ("RemoteReadWarning", "server ignores Range"),

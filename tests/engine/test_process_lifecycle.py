@@ -31,7 +31,7 @@ def children():  # this process's children that run vclip's worker entry point
             with open(f"/proc/{entry}/stat") as stat:
                 parent = int(stat.read().rsplit(")", 1)[1].split()[1])
             with open(f"/proc/{entry}/cmdline", "rb") as command:
-                is_worker = b"vclip._child_process" in command.read()
+                is_worker = b"vclip._jobs.child_process" in command.read()
         except (OSError, ValueError):
             continue
         if parent == os.getpid() and is_worker:

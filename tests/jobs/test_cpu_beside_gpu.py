@@ -1,4 +1,4 @@
-"""CPU decoders beside a GPU job's threads (vclip._cpu_beside_gpu): one queue, input order, and a
+"""CPU decoders beside a GPU job's threads (vclip._jobs.cpu_beside_gpu): one queue, input order, and a
 CPU decoder's crash costing only its video. The GPU side here is plain threads running a slow
 function, so that the CPU decoders (real fresh processes) get work."""
 
@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from helpers import worker_pids
 
-from vclip._cpu_beside_gpu import BesideCpuDecoders, auto_cpu_decoders, resolve_cpu_decoders
-from vclip._jobs import InThisThread, Processes, Threads
+from vclip._jobs.cpu_beside_gpu import BesideCpuDecoders, auto_cpu_decoders, resolve_cpu_decoders
+from vclip._jobs.runner import InThisThread, Processes, Threads
 from vclip.errors import ArgumentError, CorruptVideoError
 
 CRASH = "crash"
@@ -40,7 +40,7 @@ def gpu_threads(workers: int) -> Threads:
 
 def cpu_decoder_processes() -> set[int]:
     """Pids of this process's children that serve as CPU decoders."""
-    return set(worker_pids("vclip._cpu_beside_gpu:serve_cpu_decoder"))
+    return set(worker_pids("vclip._jobs.cpu_beside_gpu:serve_cpu_decoder"))
 
 
 def test_the_cpu_decoders_take_items_only_while_every_thread_holds_one():

@@ -12,7 +12,16 @@ import pytest
 from helpers import require_extra, worker_pids
 
 from vclip._device import gpu_unavailable_reason
-from vclip._jobs import InThisThread, Outcome, Processes, RayTasks, Threads, _ProcessPool, _WorkerDied, choose_runner
+from vclip._jobs.runner import (
+    InThisThread,
+    Outcome,
+    Processes,
+    RayTasks,
+    Threads,
+    _ProcessPool,
+    _WorkerDied,
+    choose_runner,
+)
 from vclip._machine import usable_cores
 from vclip.errors import CorruptVideoError, FallbackWarning, VideoError
 

@@ -17,7 +17,7 @@ error policy applies): only a video that kills workers repeatedly is lost. A vid
 longer than ``decode_timeout`` seconds gets its worker killed and replaced, the other videos that
 worker held are sent again.
 
-Workers are fresh interpreters that run :func:`serve_worker` (:mod:`vclip._child_process`), not
+Workers are fresh interpreters that run :func:`serve_worker` (:mod:`vclip._jobs.child_process`), not
 through multiprocessing's spawn: they import no module of the user's, so a script needs no
 ``if __name__ == "__main__":`` guard for them. Workers never outlive their parent: they ignore
 Ctrl-C (the parent shuts them down), exit quietly when the parent's pipe closes, and watch the
@@ -45,9 +45,9 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import wait as wait_for_connections
 from typing import Any
 
-from .._child_process import ChildProcess, RaisedWarnings, child_pipes, watch_parent
 from .._device import Device
 from .._index_record import VideoIndex
+from .._jobs.child_process import ChildProcess, RaisedWarnings, child_pipes, watch_parent
 from .._remote import add_remote_reads, take_remote_reads
 from .._sources import is_shareable
 from ..errors import CorruptVideoError, VideoError

@@ -4,7 +4,7 @@ The loader's process feeds NVDEC from many threads under one interpreter lock, a
 releases that lock several times per audio packet: beside busy decode threads one clip's audio
 took 6-17 ms instead of 2 ms, and the audio bounded the loader at a third of its speed. Each
 helper is an interpreter of its own that never touches CUDA, started by
-:mod:`vclip._child_process` rather than through :mod:`multiprocessing`: it imports no module of
+:mod:`vclip._jobs.child_process` rather than through :mod:`multiprocessing`: it imports no module of
 the user's, so a script needs no main guard for audio.
 
 A helper answers one request at a time: the audio of one clip (its video, spans and spec), with
@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .._audio_spans import ClipSpans
-from .._child_process import ChildProcess, RaisedWarnings, child_pipes, watch_parent
+from .._jobs.child_process import ChildProcess, RaisedWarnings, child_pipes, watch_parent
 from .._remote import add_remote_reads, take_remote_reads
 from ..audio import AudioSpec, audio_index_for, clips_audio, empty_audio
 from ..errors import CorruptVideoError, VideoError

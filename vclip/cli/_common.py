@@ -14,7 +14,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from .._dataset import VIDEO_EXTENSIONS, list_file_paths, video_files
-from .._jobs import import_ray
+from .._jobs.runner import import_ray
 from .._outputs import (
     printable,
 )

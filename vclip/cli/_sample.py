@@ -22,7 +22,7 @@ from .._images import (
     write_image,
     write_video,
 )
-from .._jobs import Outcome, choose_runner
+from .._jobs.runner import Outcome, choose_runner
 from .._outputs import check_output_file, check_output_folder, unique_names, written_whole
 from ..audio import AudioClips, AudioSpec
 from ..decoder import Frames, VideoDecoder

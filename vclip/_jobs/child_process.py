@@ -31,7 +31,7 @@ import warnings
 from multiprocessing import resource_tracker
 from multiprocessing.connection import Connection
 
-from .errors import warning_class
+from ..errors import warning_class
 
 __all__ = ["ChildProcess", "RaisedWarnings", "child_pipes", "watch_parent"]
 
@@ -54,7 +54,7 @@ class ChildProcess:
         environment["PYTHONPATH"] = os.pathsep.join(path for path in sys.path if path)
         try:
             self._popen = subprocess.Popen(
-                [sys.executable, "-c", "from vclip._child_process import run; run()", main,
+                [sys.executable, "-c", "from vclip._jobs.child_process import run; run()", main,
                  *map(str, child_ends), str(tracker), str(os.getpid())],
                 pass_fds=(*child_ends, tracker), stdin=subprocess.DEVNULL, env=environment)
         except BaseException:

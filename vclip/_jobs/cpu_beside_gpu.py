@@ -3,7 +3,7 @@ queue of the GPU's threads whenever all those threads have one.
 
 On a GPU, a job over many videos (:func:`vclip.keyframes.find_shot_boundaries_many`) runs on threads
 of this process, whose Python work shares one interpreter lock, and leaves the machine's other
-cores idle. A CPU decoder is a fresh interpreter (:mod:`vclip._child_process`: it imports no module
+cores idle. A CPU decoder is a fresh interpreter (:mod:`vclip._jobs.child_process`: it imports no module
 of the user's, so a script needs no ``if __name__ == "__main__":`` guard) that reads one video at a
 time with the job's CPU function: the same operation on the CPU, whose results are the GPU's. A
 video that kills its CPU decoder is reported as crashed, as in worker processes, and a new decoder
@@ -19,10 +19,10 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
-from ._child_process import ChildProcess, child_pipes, watch_parent
-from ._jobs import _TASKS_PER_WORKER, Runner, Threads, _failed_task, _Pool, _run_task, _ThreadPool, _WorkerDied
-from ._machine import usable_cores
-from .errors import check_integer, fail
+from .._machine import usable_cores
+from ..errors import check_integer, fail
+from .child_process import ChildProcess, child_pipes, watch_parent
+from .runner import _TASKS_PER_WORKER, Runner, Threads, _failed_task, _Pool, _run_task, _ThreadPool, _WorkerDied
 
 __all__ = ["BesideCpuDecoders", "auto_cpu_decoders", "resolve_cpu_decoders"]
 

@@ -34,8 +34,8 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from ._machine import usable_cores
-from .errors import FallbackWarning, check_integer, check_optional_integer, fail
+from .._machine import usable_cores
+from ..errors import FallbackWarning, check_integer, check_optional_integer, fail
 
 __all__ = [
     "GPU_SHARE_PER_TASK", "InThisThread", "Outcome", "Processes", "RayTasks", "Runner", "Threads", "choose_runner",
@@ -245,7 +245,7 @@ def choose_runner(
         raise fail("ray", ray, "True or False (name the cluster with ray_address=)")
     if ray or ray_address is not None:
         return RayTasks(address=ray_address, workers=workers, device=device)
-    from ._device import resolve_device
+    from .._device import resolve_device
 
     resolved = resolve_device(device, warn=False)
     if resolved.fell_back_to_cpu:
