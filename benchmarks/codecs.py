@@ -28,7 +28,7 @@ import numpy as np
 from common import median_rate, save_results
 
 import vclip
-from vclip._images import to_numpy
+from vclip._outputs.images import to_numpy
 from vclip.synthetic import make_video, read_barcode
 
 LENGTH, STRIDE, BATCH, SIZE = 16, 2, 8, 224

@@ -36,7 +36,7 @@ from common import median_rate, save_results
 
 import vclip
 from vclip._device import gpu_unavailable_reason
-from vclip._images import to_numpy
+from vclip._outputs.images import to_numpy
 from vclip.keyframes import extract_keyframes
 from vclip.synthetic import make_video, read_barcode
 

@@ -31,7 +31,7 @@ import numpy as np
 from common import make_video_set, save_results
 
 import vclip
-from vclip._images import to_numpy
+from vclip._outputs.images import to_numpy
 from vclip.synthetic import BARCODE_BITS, make_video, read_barcode
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))

@@ -38,7 +38,7 @@ from remote import _clips_per_second, _loader, _long_video
 
 import vclip
 from vclip import _sources
-from vclip._images import to_numpy
+from vclip._outputs.images import to_numpy
 from vclip.synthetic import BARCODE_BITS, make_video, read_barcode
 from vclip.webdataset import WebDatasetSource, write_shards
 

@@ -37,7 +37,7 @@ from ._dataset import VIDEO_EXTENSIONS, load_videos, video_files
 from ._index_record import VideoIndex
 from ._indexing import IndexJob, index_rows
 from ._jobs.runner import RayTasks, choose_runner
-from ._outputs import check_output_file, written_whole
+from ._outputs.files import check_output_file, written_whole
 from ._shard_source import WebDatasetSource
 from ._sources import is_local, split_slice_name
 from ._version import __version__

@@ -27,7 +27,7 @@ from pathlib import Path
 import av
 
 from ._dataset import LabeledVideo
-from ._outputs import written_whole
+from ._outputs.files import written_whole
 from ._sources import is_local, open_binary, open_container, open_reader, split_slice_name
 from ._tar import TarMember, format_member_index
 from ._webdataset import DESCRIPTION_NAME

@@ -85,11 +85,11 @@ import numpy as np
 
 from . import _shots, _shots_cuda
 from ._engine.processes import THREADS_PER_PROCESS
-from ._images import IMAGE_FORMATS, columns_for, contact_sheet, to_numpy, write_image
 from ._jobs.cpu_beside_gpu import BesideCpuDecoders, resolve_cpu_decoders
 from ._jobs.runner import InThisThread, Outcome, Processes, Runner, Threads, choose_runner
 from ._jobs.thread_pools import SharedThreadPool, submitted_ahead
 from ._machine import usable_cores
+from ._outputs.images import IMAGE_FORMATS, columns_for, contact_sheet, to_numpy, write_image
 from ._shots import SceneSignals, ShotBoundary, shot_boundaries
 from .decoder import VideoDecoder
 from .errors import (

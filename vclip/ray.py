@@ -235,7 +235,7 @@ class ExtractKeyframes:
         self.device = _start_backend(device)
 
     def __call__(self, batch: dict) -> dict:
-        from ._images import to_numpy
+        from ._outputs.images import to_numpy
         from .keyframes import extract_keyframes
 
         count = len(batch["path"])
@@ -298,7 +298,7 @@ class DecodeClips:
         self.device = _start_backend(device)
 
     def __call__(self, batch: dict) -> dict:
-        from ._images import to_numpy
+        from ._outputs.images import to_numpy
         from .decoder import VideoDecoder
 
         count = len(batch["path"])

@@ -713,7 +713,7 @@ def test_budget_chart_without_matplotlib_names_the_extra(tmp_path):
     prelude = "\n".join(
         [
             "sys.modules['matplotlib'] = None",
-            "from vclip._images import ChartSeries, memory_chart",
+            "from vclip._outputs.images import ChartSeries, memory_chart",
             "try:",
             "    memory_chart('unused.png', [1], [ChartSeries('formula', [1])], title='t')",
             "except ImportError as error:",

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from vclip._images import (
+from vclip._outputs.images import (
     ChartSeries,
     columns_for,
     contact_sheet,

@@ -1,4 +1,4 @@
-"""Safe output names and --out checks (vclip._outputs)."""
+"""Safe output names and --out checks (vclip._outputs.files)."""
 
 import io
 import os
@@ -7,7 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from vclip._outputs import check_output_file, check_output_folder, printable, safe_name, unique_names, written_whole
+from vclip._outputs.files import (
+    check_output_file,
+    check_output_folder,
+    printable,
+    safe_name,
+    unique_names,
+    written_whole,
+)
 from vclip.errors import OutputError
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from .._engine.scheduler import resolve_decode_processes
-from .._images import (
+from .._outputs.images import (
     CHART_FORMATS,
     ChartSeries,
     memory_chart,

@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from .._outputs import (
+from .._outputs.files import (
     printable,
 )
 from ..check import CheckResult, check_videos

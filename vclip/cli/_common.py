@@ -15,7 +15,7 @@ from tqdm import tqdm
 
 from .._dataset import VIDEO_EXTENSIONS, list_file_paths, video_files
 from .._jobs.runner import import_ray
-from .._outputs import (
+from .._outputs.files import (
     printable,
 )
 from .._webdataset import video_names

@@ -12,7 +12,7 @@ from typing import TextIO
 
 import numpy as np
 
-from .._images import contact_sheet, to_numpy, write_image
+from .._outputs.images import contact_sheet, to_numpy, write_image
 from ..decoder import VideoDecoder
 from ..keyframes import extract_keyframes, find_shot_boundaries
 from ..memory import estimate_memory

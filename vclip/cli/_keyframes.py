@@ -11,7 +11,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from .._device import resolve_device
-from .._outputs import check_output_folder, inside, unique_names, written_whole
+from .._outputs.files import check_output_folder, inside, unique_names, written_whole
 from ..errors import OutputError, VideoError, check_integer, check_number, check_optional_integer
 from ..keyframes import (
     KEYFRAME_METHODS,

@@ -17,13 +17,13 @@ from pathlib import Path
 
 import numpy as np
 
-from .._images import (
+from .._jobs.runner import Outcome, choose_runner
+from .._outputs.files import check_output_file, check_output_folder, unique_names, written_whole
+from .._outputs.images import (
     to_numpy,
     write_image,
     write_video,
 )
-from .._jobs.runner import Outcome, choose_runner
-from .._outputs import check_output_file, check_output_folder, unique_names, written_whole
 from ..audio import AudioClips, AudioSpec
 from ..decoder import Frames, VideoDecoder
 from ..errors import CorruptVideoError, OutputError, VideoError, check_optional_integer

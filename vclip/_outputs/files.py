@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TextIO
 
-from .errors import OutputError
+from ..errors import OutputError
 
 __all__ = ["OutputError", "printable", "safe_name", "unique_names", "check_output_file", "check_output_folder",
            "inside", "written_whole"]

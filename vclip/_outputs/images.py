@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import av
 import numpy as np
 
-from ._outputs import written_whole
+from .files import written_whole
 
 if TYPE_CHECKING:
     from PIL import ImageFont

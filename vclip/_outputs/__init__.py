@@ -1,0 +1,2 @@
+"""What vclip writes: safe output names and whole-or-nothing files, images, contact sheets and charts.
+(Private.)"""
