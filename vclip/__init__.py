@@ -72,9 +72,9 @@ from . import (  # noqa: F401
     transforms,
     webdataset,
 )
+from ._bytes.remote import RemoteOptions, RemoteReads, set_remote_options
 from ._dataset import LabeledVideo
 from ._loader.stats import LoaderStats
-from ._remote import RemoteOptions, RemoteReads, set_remote_options
 from ._version import __version__
 from .audio import AudioClips, AudioIndex, AudioSpec, index_audio
 from .decoder import Frames, VideoDecoder

@@ -24,7 +24,7 @@ from typing import Any
 import av
 import numpy as np
 
-from ._sources import open_binary, open_container
+from ._bytes.sources import open_binary, open_container
 from .errors import (
     CorruptVideoError,
     NoAudioError,

@@ -13,9 +13,9 @@ from dataclasses import dataclass, replace
 from stat import S_ISDIR, S_ISREG
 from typing import Any
 
-from ._fingerprint import content_fingerprint
+from ._bytes.fingerprint import content_fingerprint
+from ._bytes.sources import VideoInput, hold_video, is_local, open_reader, source_fingerprint
 from ._index_cache import DiskCache, MemoryCache, MemoryEntry
-from ._sources import VideoInput, hold_video, is_local, open_reader, source_fingerprint
 from .errors import CorruptVideoError, NotAVideoError, VideoNotFoundError, parse_bytes, video_error_from_os_error
 
 __all__ = ["IndexKind", "cached_index", "memory_cache"]
@@ -62,7 +62,7 @@ def cached_index(path: VideoInput, stream_index: int | None, cache_dir: str | os
     """The index of ``kind`` of ``path``: from the caches when the content is unchanged, else built
     (and cached); the rules of :func:`vclip.index.index_video`, which raises what this raises.
     ``path`` names the video itself: a member of a shard by its slice name (its callers resolve
-    ``SHARD.tar#MEMBER`` first, :func:`vclip._webdataset.resolve_video_name`)."""
+    ``SHARD.tar#MEMBER`` first, :func:`vclip._bytes.shards.resolve_video_name`)."""
     if not (isinstance(path, (str, os.PathLike)) and is_local(path)):  # only paths are local
         name, _holder = hold_video(path)  # the holder keeps bytes or a file object readable meanwhile
         return _index_source(name, stream_index, cache_dir, kind)

@@ -22,6 +22,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from . import errors
+from ._bytes.shards import is_shard_source
+from ._bytes.sources import is_local, split_slice_name
 from ._catalog_schema import (
     ARRAY_TYPES,
     FACT_TYPES,
@@ -39,9 +41,7 @@ from ._indexing import IndexJob, index_rows
 from ._jobs.runner import RayTasks, choose_runner
 from ._outputs.files import check_output_file, written_whole
 from ._shard_source import WebDatasetSource
-from ._sources import is_local, split_slice_name
 from ._version import __version__
-from ._webdataset import is_shard_source
 from .errors import CatalogWarning, OutputError
 from .huggingface import HuggingFaceSource, is_hf_dataset
 

@@ -23,11 +23,11 @@ except ImportError as _error:  # pragma: no cover - depends on the environment
     raise ImportError("vclip.catalog needs pyarrow: pip install 'vclip-nvdec[catalog]'") from _error
 
 from . import errors
+from ._bytes.fingerprint import content_fingerprint
+from ._bytes.sources import is_local, source_fingerprint
 from ._catalog_schema import ARRAY_TYPES, FORMAT_VERSION, INDEX_FACTS, SCALAR_COLUMNS, SCHEMA, catalog_metadata
 from ._dataset import UNLABELLED
-from ._fingerprint import content_fingerprint
 from ._index_record import VideoIndex, check_facts, parse_stored_facts
-from ._sources import is_local, source_fingerprint
 from .errors import CatalogWarning, VideoError, VideoNotFoundError, os_reason
 from .index import index_video
 

@@ -41,7 +41,7 @@ ARRAY_TYPES = {
 TIMING_TYPES = {"index_seconds": pa.float64()}
 # Where a member of a WebDataset shard lies (null for a file of its own): written after the other
 # columns, read by queries (``to_table(["path", "shard", "member", "offset_bytes", "size_bytes"])``);
-# the path names the same place (vclip._sources.slice_name).
+# the path names the same place (vclip._bytes.sources.slice_name).
 LOCATION_TYPES = {"shard": pa.string(), "member": pa.string(), "offset_bytes": pa.int64()}
 SCHEMA = pa.schema([pa.field(name, kind) for name, kind in {**FACT_TYPES, **ARRAY_TYPES, **TIMING_TYPES}.items()])
 INDEX_FACTS = tuple(name for name in VideoIndex.__dataclass_fields__

@@ -1,6 +1,6 @@
 """The one demux pass that gives a video stream's facts and per-packet arrays (only the first
 picture is decoded, for the display matrix FFmpeg attaches to decoded frames and the pixel format),
-over a container :func:`vclip._sources.open_container` opened, where it can without FFmpeg's
+over a container :func:`vclip._bytes.sources.open_container` opened, where it can without FFmpeg's
 decoding probe. :func:`vclip.index.index_video` turns what it finds into a
 :class:`~vclip.index.VideoIndex`."""
 
@@ -14,9 +14,9 @@ import av
 import numpy as np
 
 from ._bitstream import is_random_access_packet, is_reference_packet, nal_length_size
+from ._bytes.sources import DEMUX_ERRORS, demux_failure, is_local, open_binary, open_container
 from ._index_record import LARGEST_SAMPLE_ASPECT_RATIO
 from ._orientation import Orientation
-from ._sources import DEMUX_ERRORS, demux_failure, is_local, open_binary, open_container
 from .errors import (
     CorruptVideoError,
     NotAVideoError,

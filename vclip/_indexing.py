@@ -15,9 +15,9 @@ from collections.abc import Callable, Iterator
 from contextlib import closing
 from dataclasses import dataclass
 
-from ._fingerprint import content_fingerprint
+from ._bytes.fingerprint import content_fingerprint
+from ._bytes.sources import is_local, open_reader, source_fingerprint
 from ._jobs.runner import Outcome, Runner
-from ._sources import is_local, open_reader, source_fingerprint
 from .errors import VideoError, VideoNotFoundError
 from .index import VideoIndex, index_video
 
@@ -64,7 +64,7 @@ def index_row(job: IndexJob) -> dict:
                 # changes the hash of sampled bytes.
                 fingerprint = content_fingerprint(job.path, stat) if os.path.isfile(job.path) else None
                 size = stat.st_size
-            else:  # a URL, or a member of a shard: its source's fingerprint (vclip._sources)
+            else:  # a URL, or a member of a shard: its source's fingerprint (vclip._bytes.sources)
                 fingerprint = source_fingerprint(job.path)
                 size = open_reader(job.path).size()
         except FileNotFoundError:

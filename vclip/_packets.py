@@ -3,7 +3,7 @@
 MP4/Matroska packets are read straight from the file at the offsets the index recorded (one read
 per segment, no demuxer). Other containers are demuxed with PyAV after a seek to the segment's
 keyframe, or from the start of the file when that seek fails or misses packets. For a URL or an
-in-memory video, the packets' byte ranges are read through :mod:`vclip._sources` (nearby ranges
+in-memory video, the packets' byte ranges are read through :mod:`vclip._bytes.sources` (nearby ranges
 coalesced, remote requests concurrent and retried), so a clip transfers only what its plan needs.
 
 Every failure is a :class:`~vclip.errors.VideoError` naming the file: a file that went missing or
@@ -17,7 +17,7 @@ from typing import Protocol
 
 import numpy as np
 
-from ._sources import DEMUX_ERRORS, demux_failure, is_local, open_container, read_ranges
+from ._bytes.sources import DEMUX_ERRORS, demux_failure, is_local, open_container, read_ranges
 from .errors import CorruptVideoError, video_error_from_os_error
 
 _MAX_SPAN_BYTES = 256 << 20  # one read per segment up to this; larger spans are read packet by packet

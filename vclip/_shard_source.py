@@ -7,9 +7,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from ._dataset import LabeledVideo
-from ._sources import open_reader
-from ._webdataset import (
+from ._bytes.shards import (
     DEFAULT_VIDEO_EXTENSIONS,
     LABEL_PAYLOAD_LIMIT,
     LabelRule,
@@ -18,6 +16,8 @@ from ._webdataset import (
     list_shards,
     shard_names,
 )
+from ._bytes.sources import open_reader
+from ._dataset import LabeledVideo
 from .errors import ArgumentError, check_integer, fail
 from .index import VideoIndex, index_video
 
@@ -54,7 +54,7 @@ class WebDatasetSource:
 
     Attributes:
         shards: The shards, in order (local ones as absolute paths).
-        samples: One :class:`~vclip._webdataset.ShardSample` per video, in order.
+        samples: One :class:`~vclip._bytes.shards.ShardSample` per video, in order.
         videos: ``LabeledVideo(name, label)`` per video, in the same order.
         class_names: As above.
         label_rule: The rule the labels came from (None: no labels).

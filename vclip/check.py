@@ -26,9 +26,9 @@ from typing import Literal
 import av
 import numpy as np
 
+from ._bytes.sources import open_container
 from ._device import resolve_device
 from ._jobs.runner import Outcome, choose_runner
-from ._sources import open_container
 from .errors import CorruptVideoError, VideoError, check_optional_integer
 from .gop import keyframe_chunks
 from .index import VideoIndex, index_video

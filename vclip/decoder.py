@@ -10,11 +10,11 @@ from typing import Any, NoReturn
 import numpy as np
 
 from ._audio_spans import ClipSpans, clip_spans
+from ._bytes.sources import VideoInput, hold_video
 from ._device import resolve_device
 from ._engine.backends import make_backend, shared_process_backend
 from ._engine.pipeline import ClipTarget, DecodeStats, VideoJob, resolve_transform
 from ._engine.runner import JobRunner
-from ._sources import VideoInput, hold_video
 from .audio import AudioClips, AudioIndex, AudioSpec, audio_index_for, clips_audio
 from .errors import check_flag, check_integer, check_number, check_optional_integer, fail
 from .index import VideoIndex, index_video

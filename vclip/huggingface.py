@@ -15,8 +15,8 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
+from ._bytes.sources import RangeReader, hold_video
 from ._dataset import LabeledVideo
-from ._sources import RangeReader, hold_video
 from .errors import ArgumentError, fail
 from .index import VideoIndex, index_video
 

@@ -9,6 +9,8 @@ import os
 
 import numpy as np
 
+from ._bytes.shards import resolve_video_name
+from ._bytes.sources import VideoInput
 from ._cached_index import IndexKind, cached_index, memory_cache
 from ._demux import demux_stream
 from ._index_record import (
@@ -19,8 +21,6 @@ from ._index_record import (
     index_record,
     record_fields,
 )
-from ._sources import VideoInput
-from ._webdataset import resolve_video_name
 from .errors import parse_bytes
 
 __all__ = [
@@ -96,7 +96,7 @@ def index_video(
 
     Results are cached in memory (bounded in bytes, see :func:`set_index_cache_limit`) and, with
     ``cache_dir``, on disk as ``.npz`` files. A cached index is served only for the same content:
-    each entry keeps a fingerprint of the file (:func:`vclip._fingerprint.content_fingerprint`:
+    each entry keeps a fingerprint of the file (:func:`vclip._bytes.fingerprint.content_fingerprint`:
     size, mtime and a digest of about 200 KB of sampled bytes). In memory, a file whose device,
     inode, size, mtime and ctime are unchanged is served without reading it (a replacement, even
     ``cp -p`` or ``rsync -t``, changes the inode or ctime); otherwise, and while the file was changed
@@ -109,7 +109,7 @@ def index_video(
     A URL (``s3://``, ``gs://``, ``https://``: anything fsspec opens), a member of a WebDataset
     shard (``SHARD.tar#MEMBER``, or the shard of a single video: named by its byte range in the
     index, see :mod:`vclip.webdataset`), ``bytes`` or a binary file object is read through
-    :mod:`vclip._sources` (the indexing pass reads the whole file once).
+    :mod:`vclip._bytes.sources` (the indexing pass reads the whole file once).
     Remote indexes are cached by URL and a metadata fingerprint (size, ETag, last-modified: one
     HEAD/stat request, made again when the entry was last checked over 30 seconds ago), bytes by
     their digest; file objects are not cached. The index of

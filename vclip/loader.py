@@ -28,6 +28,8 @@ import torch
 from torch.utils.data import IterableDataset, get_worker_info
 
 from ._audio_decode import span_samples
+from ._bytes.remote import remote_reads
+from ._bytes.sources import is_url
 from ._dataset import LabeledVideo, VideoSource
 from ._device import Device, resolve_device
 from ._engine.backends import make_backend
@@ -40,8 +42,6 @@ from ._loader.runtime import LoaderRuntime
 from ._loader.source import DatasetSource, MixedSizes, open_source, scan
 from ._loader.state import LoaderState, dataset_fingerprint
 from ._loader.stats import Choice, LoaderCounters, LoaderStats, epoch_summary, make_stats
-from ._remote import remote_reads
-from ._sources import is_url
 from .audio import AudioSpec, audio_samples
 from .errors import ArgumentError, check_choice, check_count_or_auto, check_integer, fail, format_bytes, parse_bytes
 from .memory import LoaderMemoryEstimate, plan_loader_memory

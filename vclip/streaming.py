@@ -33,11 +33,11 @@ import numpy as np
 import torch
 from torch.utils.data import IterableDataset, get_worker_info
 
+from ._bytes.shards import DEFAULT_VIDEO_EXTENSIONS, LabelRule, shard_names
 from ._device import resolve_device
 from ._loader.epoch import process_shard
 from ._machine import usable_cores
 from ._shard_stream import StreamedSample, epoch_shards, read_samples, shuffled
-from ._webdataset import DEFAULT_VIDEO_EXTENSIONS, LabelRule, shard_names
 from .decoder import Frames, VideoDecoder
 from .errors import ArgumentError, VideoError, check_choice, check_integer, fail
 from .sampling import ClipSampler

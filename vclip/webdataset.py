@@ -3,7 +3,7 @@ disk, behind HTTP or on S3 without extracting them, for :class:`~vclip.ClipLoade
 (``vclip index``) and the command line; :func:`write_shards` (``vclip shard``) writes them.
 
 A member is read from its byte range inside the shard through the same range-read layer as a
-remote file (:mod:`vclip._sources`: coalesced, concurrent, retried requests), so a clip of a video
+remote file (:mod:`vclip._bytes.sources`: coalesced, concurrent, retried requests), so a clip of a video
 in a shard on S3 transfers only the packets its decode plan needs, as a clip of a separate file
 does. Each video is named by its shard, member name and byte range
 (``s3://bucket/shard-000003.tar#000123.mp4@1536+2300000``); that name works wherever a path is
@@ -25,13 +25,13 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from ._dataset import LabeledVideo, list_file_paths, load_videos, video_files
-from ._shard_source import WebDatasetSource
-from ._shard_writer import ShardWriteResult, SourceVideo, write_video_shards
-from ._webdataset import (
+from ._bytes.shards import (
     DEFAULT_VIDEO_EXTENSIONS,
     is_shard_source,
 )
+from ._dataset import LabeledVideo, list_file_paths, load_videos, video_files
+from ._shard_source import WebDatasetSource
+from ._shard_writer import ShardWriteResult, SourceVideo, write_video_shards
 from .errors import ArgumentError, check_integer, fail, parse_bytes
 from .huggingface import HuggingFaceSource, is_hf_dataset
 

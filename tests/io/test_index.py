@@ -216,8 +216,8 @@ import vclip._demux as demux_module  # noqa: E402
 import vclip._index_cache as index_cache_module  # noqa: E402
 import vclip.cli  # noqa: E402
 import vclip.index as index_module  # noqa: E402
+from vclip._bytes.sources import open_container  # noqa: E402
 from vclip._index_record import ARRAY_DTYPES  # noqa: E402
-from vclip._sources import open_container  # noqa: E402
 from vclip.errors import IndexCacheWarning, TruncatedVideoWarning, UnreadableVideoError  # noqa: E402
 from vclip.synthetic import _texture as synthetic_texture  # noqa: E402
 from vclip.synthetic import render_frame  # noqa: E402

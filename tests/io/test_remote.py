@@ -14,7 +14,7 @@ import pytest
 from range_server import free_port, range_server, s3_bucket
 
 import vclip
-from vclip._remote import RemoteReads, coalesce, remote_reads
+from vclip._bytes.remote import RemoteReads, coalesce, remote_reads
 from vclip.cli import main
 from vclip.errors import NotAVideoError, RemoteReadWarning, UnreadableVideoError, VideoNotFoundError
 from vclip.synthetic import make_video, read_barcode

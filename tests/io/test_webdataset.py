@@ -19,11 +19,11 @@ from helpers import require_extra
 from range_server import range_server, s3_bucket
 
 import vclip
-from vclip._braces import expand_braces
+from vclip._bytes.braces import expand_braces
+from vclip._bytes.shards import group_samples, split_key
+from vclip._bytes.sources import hold_video, open_reader, split_slice_name
+from vclip._bytes.tar import parse_member_index, read_tar_table
 from vclip._shard_writer import needs_faststart
-from vclip._sources import hold_video, open_reader, split_slice_name
-from vclip._tar import parse_member_index, read_tar_table
-from vclip._webdataset import group_samples, split_key
 from vclip.cli import main
 from vclip.errors import CorruptVideoError, NotAVideoError
 from vclip.synthetic import make_video, read_barcode

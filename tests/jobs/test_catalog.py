@@ -159,7 +159,7 @@ def test_rows_hold_what_vclip_info_shows(built):
         ):
             assert facts[name] == info[name], name
         assert facts["keyframe_count"] == len(info["keyframe_indices"])
-        assert facts["fingerprint"] == vclip._fingerprint.content_fingerprint(entry.path)
+        assert facts["fingerprint"] == vclip._bytes.fingerprint.content_fingerprint(entry.path)
         assert facts["size_bytes"] == os.path.getsize(entry.path)
 
 

@@ -980,7 +980,7 @@ def test_gpu_decode_processes_match_the_cpu(dataset):
 def test_videos_held_as_bytes_decode_beside_the_decode_processes(dataset, device):
     """No worker process can open bytes of this process: the backend decodes them here, in the
     same batches as the files the workers decode."""
-    from vclip._sources import hold_video
+    from vclip._bytes.sources import hold_video
 
     options = dict(transform=vclip.TransformSpec(layout="THWC"), seed=2, batch_size=4)
     held = [hold_video(open(path, "rb").read()) for path, _ in dataset[1::2]]  # as a Hugging Face dataset holds them

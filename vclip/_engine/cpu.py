@@ -19,10 +19,10 @@ import av
 import numpy as np
 from av.container import InputContainer
 
+from .._bytes.sources import is_local, open_container
 from .._device import CPU
 from .._index_record import VideoIndex
 from .._machine import usable_cores
-from .._sources import is_local, open_container
 from ..errors import CorruptVideoError
 from ..transforms import FrameGeometry
 from .contract import PacketRun, PictureConverter, PictureDecoder, PlanBackend, execute_plan

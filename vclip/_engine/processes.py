@@ -45,11 +45,11 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import wait as wait_for_connections
 from typing import Any
 
+from .._bytes.remote import add_remote_reads, take_remote_reads
+from .._bytes.sources import is_shareable
 from .._device import Device
 from .._index_record import VideoIndex
 from .._jobs.child_process import ChildProcess, RaisedWarnings, child_pipes, watch_parent
-from .._remote import add_remote_reads, take_remote_reads
-from .._sources import is_shareable
 from ..errors import CorruptVideoError, VideoError
 from .contract import Backend
 from .pipeline import Conversion, DecodeStats, VideoJob

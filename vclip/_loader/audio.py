@@ -19,8 +19,8 @@ import numpy as np
 import torch
 
 from .._audio_spans import clip_spans
+from .._bytes.sources import is_shareable
 from .._machine import usable_cores
-from .._sources import is_shareable
 from ..audio import AudioSpec, empty_audio
 from ..sampling import ClipSampler
 from .audio_processes import AudioHelpers, AudioRequest, decode_clip_audio

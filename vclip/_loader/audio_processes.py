@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .._audio_spans import ClipSpans
+from .._bytes.remote import add_remote_reads, take_remote_reads
 from .._jobs.child_process import ChildProcess, RaisedWarnings, child_pipes, watch_parent
-from .._remote import add_remote_reads, take_remote_reads
 from ..audio import AudioSpec, audio_index_for, clips_audio, empty_audio
 from ..errors import CorruptVideoError, VideoError
 from .source import as_video_error

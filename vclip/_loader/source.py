@@ -18,8 +18,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Literal, Protocol, runtime_checkable
 
+from .._bytes.shards import is_shard_source
 from .._dataset import UNLABELLED, LabeledVideo, VideoSource, load_videos
-from .._webdataset import is_shard_source
 from ..errors import ArgumentError, CorruptVideoError, VideoError
 from ..huggingface import HuggingFaceSource, is_hf_dataset
 from ..index import VideoIndex, index_video

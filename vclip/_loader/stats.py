@@ -6,10 +6,10 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
+from .._bytes.remote import RemoteReads
 from .._device import Device
 from .._engine.pipeline import DecodeStats
 from .._engine.scheduler import DecoderKindStats
-from .._remote import RemoteReads
 from ..errors import format_bytes
 
 __all__ = ["Choice", "LoaderCounters", "LoaderStats", "StageSeconds", "FrameCounts", "SkippedVideos",

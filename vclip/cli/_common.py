@@ -13,12 +13,12 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from .._bytes.shards import video_names
 from .._dataset import VIDEO_EXTENSIONS, list_file_paths, video_files
 from .._jobs.runner import import_ray
 from .._outputs.files import (
     printable,
 )
-from .._webdataset import video_names
 from ..errors import UsageError, VideoError
 from ..keyframes import (
     ProgressCallback,
@@ -152,7 +152,7 @@ def expand_inputs(sources: Sequence[str]) -> list[str]:
     files (``.txt``, ``.csv``, ``.lst``, ``.list``: one path or URL per line, relative to the list's folder;
     blank lines and ``#`` comments skipped; a trailing ``,label`` or `` label`` is ignored) and
     WebDataset shards (``.tar`` paths, URLs or brace patterns: their video members, named by
-    :func:`vclip._sources.slice_name`; ``SHARD.tar#MEMBER``: one member).
+    :func:`vclip._bytes.sources.slice_name`; ``SHARD.tar#MEMBER``: one member).
 
     Raises:
         UsageError: A list file that cannot be read, or no video at all.

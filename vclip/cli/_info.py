@@ -7,7 +7,7 @@ import argparse
 import json
 
 from .._audio_index import index_audio
-from .._sources import open_container
+from .._bytes.sources import open_container
 from ..errors import VideoError
 from ..index import VideoIndex, index_video
 from ._common import (

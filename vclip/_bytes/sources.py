@@ -11,7 +11,7 @@ Any of them opens three ways: by byte ranges (:func:`open_reader`), as a seekabl
 (:func:`open_binary`), or as a container FFmpeg reads (:func:`open_container`, every failure a
 VideoError naming the file; :data:`DEMUX_ERRORS` is what demuxing a damaged one raises).
 
-Remote files are read by byte range through :mod:`vclip._remote` (coalesced, concurrent requests
+Remote files are read by byte range through :mod:`vclip._bytes.remote` (coalesced, concurrent requests
 with vclip's timeouts and retries). Every failure is a :class:`~vclip.errors.VideoError` naming the
 URL: :class:`VideoNotFoundError` for a missing object (HTTP 404, no such key or bucket),
 :class:`UnreadableVideoError` for access denied, a dead or misbehaving server, a missing fsspec
@@ -40,10 +40,7 @@ from typing import Any, BinaryIO
 import av
 from av.container import InputContainer
 
-from ._fingerprint import sampled_ranges
-from ._range_reader import RangeReader
-from ._remote import RemoteReader
-from .errors import (
+from ..errors import (
     CorruptVideoError,
     NotAVideoError,
     UnreadableVideoError,
@@ -54,6 +51,9 @@ from .errors import (
     os_reason,
     video_error_from_os_error,
 )
+from .fingerprint import sampled_ranges
+from .range_reader import RangeReader
+from .remote import RemoteReader
 
 __all__ = [
     "DEMUX_ERRORS",

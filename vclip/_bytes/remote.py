@@ -29,9 +29,8 @@ from dataclasses import dataclass, fields
 from email.utils import parsedate_to_datetime
 from typing import Any
 
-from ._jobs.thread_pools import SharedThreadPool
-from ._range_reader import RangeReader
-from .errors import (
+from .._jobs.thread_pools import SharedThreadPool
+from ..errors import (
     ArgumentError,
     RemoteReadWarning,
     UnreadableVideoError,
@@ -43,6 +42,7 @@ from .errors import (
     format_bytes,
     parse_bytes,
 )
+from .range_reader import RangeReader
 
 __all__ = [
     "RemoteOptions",

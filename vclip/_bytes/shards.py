@@ -1,13 +1,13 @@
 """WebDataset shards as a dataset: the shards a pattern names, each shard's member table, members
 grouped into samples, the video member of each sample, and its label and metadata.
 
-- Shards: local tar paths, URLs (``https://``, ``s3://``: read through :mod:`vclip._sources`),
+- Shards: local tar paths, URLs (``https://``, ``s3://``: read through :mod:`vclip._bytes.sources`),
   brace patterns (``shard-{000000..000127}.tar``) and lists of them, or a ``wids`` dataset
   description (a JSON file with a ``shardlist`` of ``{"url", "nsamples"}``, relative URLs taken
   from its ``base`` or its folder).
 - Member table: the ``wds2idx`` index beside the shard (``shard-000000.idx`` or
   ``shard-000000.tar.idx``) when there is one and it fits the shard (see
-  :func:`vclip._tar.index_problem`), else one pass over the shard's headers.
+  :func:`vclip._bytes.tar.index_problem`), else one pass over the shard's headers.
 - Samples: consecutive members with the same key, the part of the name before the first dot of
   its base name (``videos/000123.mp4`` and ``videos/000123.json`` form sample ``videos/000123``
   with extensions ``mp4`` and ``json``), as WebDataset groups them; names without a dot are left out.
@@ -28,11 +28,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeGuard
 
-from ._braces import expand_braces
-from ._remote import RemoteReader
-from ._sources import VideoInput, is_local, is_url, open_reader, slice_name, split_slice_name
-from ._tar import TarMember, TarTable, index_problem, parse_member_index, read_tar_table
-from .errors import ArgumentError, VideoError
+from ..errors import ArgumentError, VideoError
+from .braces import expand_braces
+from .remote import RemoteReader
+from .sources import VideoInput, is_local, is_url, open_reader, slice_name, split_slice_name
+from .tar import TarMember, TarTable, index_problem, parse_member_index, read_tar_table
 
 __all__ = [
     "DEFAULT_VIDEO_EXTENSIONS", "LabelRule", "ShardListing", "ShardSample", "decode_member", "is_shard_source",
@@ -79,7 +79,7 @@ class ShardSample:
 
     @property
     def name(self) -> str:
-        """The video's name everywhere a path is taken (:func:`vclip._sources.slice_name`)."""
+        """The video's name everywhere a path is taken (:func:`vclip._bytes.sources.slice_name`)."""
         video = self.video
         return slice_name(self.shard, video.name, video.offset, video.size)
 

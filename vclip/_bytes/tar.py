@@ -5,7 +5,7 @@ writes beside a WebDataset shard, read and written.
 The header pass understands POSIX ustar (names split into prefix and name), GNU long names
 (``L`` records) and PAX extended headers (``x`` records with ``path`` and ``size``; global ``g``
 records are skipped); only regular files become members. It reads through a
-:class:`~vclip._range_reader.RangeReader`, so a shard on S3 or behind HTTP costs one small range request
+:class:`~vclip._bytes.range_reader.RangeReader`, so a shard on S3 or behind HTTP costs one small range request
 per member (two where an extension header precedes it) and never its payload, except the payloads
 the caller asks for (small label files, read in the same request as the next header).
 
@@ -19,8 +19,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ._range_reader import RangeReader
-from .errors import CorruptVideoError, NotAVideoError
+from ..errors import CorruptVideoError, NotAVideoError
+from .range_reader import RangeReader
 
 __all__ = ["TarMember", "TarTable", "format_member_index", "index_problem", "parse_member_index", "read_tar_table"]
 
