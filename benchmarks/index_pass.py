@@ -6,7 +6,7 @@ indexes), by ``vclip index``, and by shot detection, where on the GPU the pass r
 interpreter lock beside the decoding. Opening a file, FFmpeg's stream probe decodes several
 H.264 pictures to guess how far frames are reordered; the index decodes the first picture itself,
 which gives the same facts, so local MP4 and Matroska files are opened without that probe
-(``vclip._demux``). Per set, milliseconds per video (median over ``--repeats`` passes over
+(``vclip._index.demux``). Per set, milliseconds per video (median over ``--repeats`` passes over
 ``--count`` videos, one thread, no index cache): ``with_probe`` as before, ``now`` as
 ``index_video`` reads them; and videos/s of the whole pass on one thread and on one per core.
 

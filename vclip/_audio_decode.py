@@ -2,7 +2,7 @@
 
 For ``[start, end)`` seconds at rate ``R`` the result has ``ceil((end - start) * R)`` samples and
 sample ``j`` is the audio at ``start + j / R`` (to within half a sample). Only the packets of the
-span are read (through the index and :func:`vclip._packets.read_packets`, so a URL reads
+span are read (through the index and :func:`vclip._index.packets.read_packets`, so a URL reads
 just their byte ranges), plus a few before it that the decoder needs to settle (two for most lossy
 codecs, 250 ms for Opus, none for PCM): the samples are then FFmpeg's decode of the whole stream,
 within 1e-3 (AAC's noise substitution draws from a generator a decoder started mid-stream does
@@ -22,7 +22,7 @@ import av
 import numpy as np
 
 from ._audio_index_record import AudioIndex
-from ._packets import read_packets
+from ._index.packets import read_packets
 from .errors import CorruptVideoError, os_reason
 
 __all__ = ["decode_audio", "span_samples", "LAYOUTS"]

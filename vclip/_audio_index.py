@@ -15,7 +15,7 @@ from ._audio_demux import demux_audio_stream
 from ._audio_index_record import AUDIO_ARRAY_DTYPES, AudioIndex, audio_index_from_record, audio_index_record
 from ._bytes.shards import resolve_video_name
 from ._bytes.sources import VideoInput
-from ._cached_index import IndexKind, cached_index
+from ._index.lookup import IndexKind, cached_index
 from .errors import check_optional_integer
 
 __all__ = ["index_audio"]

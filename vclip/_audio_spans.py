@@ -15,7 +15,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ._index_record import VideoIndex
+from ._index.record import VideoIndex
 from .sampling import ClipSampler, SampledClip, Segment, segment_frames
 
 __all__ = ["ClipSpans", "clip_spans", "longest_spans"]

@@ -36,7 +36,7 @@ from ._catalog_schema import (
     catalog_metadata,
 )
 from ._dataset import VIDEO_EXTENSIONS, load_videos, video_files
-from ._index_record import VideoIndex
+from ._index.record import VideoIndex
 from ._indexing import IndexJob, index_rows
 from ._jobs.runner import RayTasks, choose_runner
 from ._outputs.files import check_output_file, written_whole

@@ -27,7 +27,7 @@ from ._bytes.fingerprint import content_fingerprint
 from ._bytes.sources import is_local, source_fingerprint
 from ._catalog_schema import ARRAY_TYPES, FORMAT_VERSION, INDEX_FACTS, SCALAR_COLUMNS, SCHEMA, catalog_metadata
 from ._dataset import UNLABELLED
-from ._index_record import VideoIndex, check_facts, parse_stored_facts
+from ._index.record import VideoIndex, check_facts, parse_stored_facts
 from .errors import CatalogWarning, VideoError, VideoNotFoundError, os_reason
 from .index import index_video
 
@@ -365,7 +365,7 @@ def _stream_index(value) -> int | None:
 
 def _row_facts(values: dict) -> dict | None:
     """A usable row's stream facts as index field values, or None when they are not possible (the
-    checks every stored index passes: :func:`vclip._index_record.check_facts`)."""
+    checks every stored index passes: :func:`vclip._index.record.check_facts`)."""
     try:
         facts = parse_stored_facts(values)
         check_facts(facts)
@@ -376,7 +376,7 @@ def _row_facts(values: dict) -> dict | None:
 
 def _damaged_rows(arrays: dict[str, tuple[np.ndarray, np.ndarray]]) -> set[int]:
     """Rows of a row group whose index arrays do not fit together, checked for the whole group at
-    once: the checks of :func:`vclip._index_record.check_index` (lengths, frame and packet numbers in
+    once: the checks of :func:`vclip._index.record.check_index` (lengths, frame and packet numbers in
     range and inverse of each other, timestamps increasing and those of their packets, sizes and
     positions possible)."""
     frame_offsets, packet_offsets = arrays["pts"][0], arrays["packet_pts"][0]

@@ -13,7 +13,7 @@ try:
 except ImportError as _error:  # pragma: no cover - depends on the environment
     raise ImportError("vclip.catalog needs pyarrow: pip install 'vclip-nvdec[catalog]'") from _error
 
-from ._index_record import VideoIndex
+from ._index.record import VideoIndex
 
 __all__ = ["FORMAT_VERSION", "METADATA_KEY", "ROW_GROUP_ROWS", "SCHEMA", "FACT_TYPES", "ARRAY_TYPES", "TIMING_TYPES",
            "INDEX_FACTS", "SCALAR_COLUMNS", "LOCATION_TYPES", "catalog_metadata"]

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._index_record import VideoIndex
+from ._index.record import VideoIndex
 from .errors import check_integer
 
 __all__ = ["StartDistribution", "bound_lead", "keyframe_chunks", "lead_frames", "start_distribution"]

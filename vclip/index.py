@@ -1,7 +1,7 @@
 """VideoIndex: what one demux pass tells about a video stream, frame by frame (the record and its
-stored form live in :mod:`vclip._index_record`, below everything that reads an index), and
-:func:`index_video`, which builds it (:mod:`vclip._demux`) or serves it from the caches
-(:mod:`vclip._cached_index`) when the file's content is unchanged."""
+stored form live in :mod:`vclip._index.record`, below everything that reads an index), and
+:func:`index_video`, which builds it (:mod:`vclip._index.demux`) or serves it from the caches
+(:mod:`vclip._index.lookup`) when the file's content is unchanged."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ import numpy as np
 
 from ._bytes.shards import resolve_video_name
 from ._bytes.sources import VideoInput
-from ._cached_index import IndexKind, cached_index, memory_cache
-from ._demux import demux_stream
-from ._index_record import (
+from ._index.demux import demux_stream
+from ._index.lookup import IndexKind, cached_index, memory_cache
+from ._index.record import (
     ARRAY_DTYPES,
     INDEX_FORMAT_VERSION,
     VideoIndex,
@@ -35,7 +35,7 @@ __all__ = [
     "INDEX_FORMAT_VERSION",
 ]
 
-VideoIndex.__module__ = __name__  # defined with its stored form (vclip._index_record), public here
+VideoIndex.__module__ = __name__  # defined with its stored form (vclip._index.record), public here
 
 
 def index_to_record(index: VideoIndex) -> dict[str, np.ndarray]:

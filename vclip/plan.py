@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._index_record import VideoIndex
+from ._index.record import VideoIndex
 
 __all__ = ["DecodeSegment", "DecodePlan", "plan_decode"]
 

@@ -15,7 +15,7 @@ from typing import Literal, NamedTuple
 
 import numpy as np
 
-from ._index_record import VideoIndex
+from ._index.record import VideoIndex
 from .errors import (
     check_choice,
     check_integer,

@@ -31,7 +31,7 @@ from ._augment import (
     RandomResizedCrop,
     RandomShortSideScale,
 )
-from ._orientation import UPRIGHT, Orientation
+from ._index.orientation import UPRIGHT, Orientation
 from .errors import (
     ArgumentError,
     check_choice,

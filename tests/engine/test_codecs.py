@@ -9,9 +9,9 @@ import pytest
 from av.video.frame import PictureType
 
 import vclip
-from vclip._bitstream import is_reference_packet, nvdec_packet_converter
 from vclip._engine import capability_refusal, nvdec_unsupported_reason
-from vclip._packets import read_packets
+from vclip._index.bitstream import is_reference_packet, nvdec_packet_converter
+from vclip._index.packets import read_packets
 from vclip.synthetic import make_video, read_barcode
 
 H200_VP9_8BIT = {
@@ -83,7 +83,7 @@ def test_skipping_non_reference_pictures_keeps_the_frames(codec_videos, name):
     assert [read_barcode(frame) for frame in a.data] == wanted
     if name.startswith("mpeg4"):
         assert lean.stats.packets_sent < full.stats.packets_sent
-    else:  # VP9: no packet is skippable (see vclip/_bitstream.py)
+    else:  # VP9: no packet is skippable (see vclip/_index/bitstream.py)
         assert lean.stats.packets_sent == full.stats.packets_sent
 
 

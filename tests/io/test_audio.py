@@ -18,7 +18,7 @@ from conftest import SHARED_VIDEOS
 
 import vclip
 from vclip._audio_decode import span_samples
-from vclip._index_cache import DiskCache
+from vclip._index.caches import DiskCache
 from vclip.synthetic import audio_signal, make_video
 
 FRAMES = 60

@@ -211,13 +211,13 @@ def test_moved_file_reindexes(videos, tmp_path):
 import builtins  # noqa: E402
 import os  # noqa: E402
 
-import vclip._cached_index as cached_index_module  # noqa: E402
-import vclip._demux as demux_module  # noqa: E402
-import vclip._index_cache as index_cache_module  # noqa: E402
+import vclip._index.caches as index_cache_module  # noqa: E402
+import vclip._index.demux as demux_module  # noqa: E402
+import vclip._index.lookup as cached_index_module  # noqa: E402
 import vclip.cli  # noqa: E402
 import vclip.index as index_module  # noqa: E402
 from vclip._bytes.sources import open_container  # noqa: E402
-from vclip._index_record import ARRAY_DTYPES  # noqa: E402
+from vclip._index.record import ARRAY_DTYPES  # noqa: E402
 from vclip.errors import IndexCacheWarning, TruncatedVideoWarning, UnreadableVideoError  # noqa: E402
 from vclip.synthetic import _texture as synthetic_texture  # noqa: E402
 from vclip.synthetic import render_frame  # noqa: E402
@@ -400,7 +400,7 @@ def test_avi_seek_refused_falls_back_to_reading_from_the_start(tmp_path):
 
 def test_demux_failure_is_corrupt_video_error(tmp_path, monkeypatch):
     """D4: any FFmpeg error while reading packets back names the file."""
-    from vclip._packets import read_packets
+    from vclip._index.packets import read_packets
 
     path = tiny(tmp_path / "good.avi", codec="mpeg4")
     index = vclip.index_video(path)

@@ -83,7 +83,7 @@ def test_the_index_cache_keys_urls_by_metadata(http, folder, tmp_path, monkeypat
     again = vclip.index_video(url, cache_dir=tmp_path)  # from the disk cache: one HEAD, no content read
     assert again.num_frames == first.num_frames
     assert [(method, status) for method, _, _, status in http.requests] == [("HEAD", 200)]
-    monkeypatch.setattr("vclip._cached_index._REMOTE_TRUST_SECONDS", 0.0)
+    monkeypatch.setattr("vclip._index.lookup._REMOTE_TRUST_SECONDS", 0.0)
     http.reset_counts()
     assert vclip.index_video(url, cache_dir=tmp_path) is again  # metadata unchanged: the same entry
     assert [method for method, *_ in http.requests] == ["HEAD"]

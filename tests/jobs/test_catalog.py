@@ -472,7 +472,7 @@ def test_a_damaged_row_is_that_videos_problem_reported_once(built, tmp_path, col
 def test_the_row_group_check_agrees_with_check_index(built, tmp_path):
     """The vectorized check of a row group's arrays (_damaged_rows) against check_index, its
     one-video twin, over single damages of every integer array of every usable row."""
-    from vclip._index_record import check_index
+    from vclip._index.record import check_index
 
     table = pq.read_table(built.path)
     changes = (lambda v: v[::-1], lambda v: [v[0] - 1] + v[1:], lambda v: v[:-1] + [v[-1] + 10**6],

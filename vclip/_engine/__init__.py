@@ -3,7 +3,7 @@
 Layers, each importing only those above it:
 
     (below the engine: vclip._device, where decoding runs, ``Device``, ``resolve_device``; and
-    vclip._packets, reading packets back from the file, which the audio of clips reads too)
+    vclip._index.packets, reading packets back from the file, which the audio of clips reads too)
     layout, reference, kernel_args
                 clip layouts; the NumPy twin of the CUDA kernel; the kernel's arguments
     pipeline    what a request carries (``VideoJob``, ``ClipTarget``, ``Conversion``, ``DecodeStats``)

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from .._device import Device
-from .._index_record import VideoIndex
-from .._packets import read_packets
+from .._index.packets import read_packets
+from .._index.record import VideoIndex
 from ..errors import CorruptVideoError, VideoError
 from ..plan import DecodePlan, plan_decode
 from .pipeline import (

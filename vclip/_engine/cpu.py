@@ -21,7 +21,7 @@ from av.container import InputContainer
 
 from .._bytes.sources import is_local, open_container
 from .._device import CPU
-from .._index_record import VideoIndex
+from .._index.record import VideoIndex
 from .._machine import usable_cores
 from ..errors import CorruptVideoError
 from ..transforms import FrameGeometry

@@ -29,7 +29,7 @@ import av
 import numpy as np
 
 from .._device import CPU, Device
-from .._index_record import VideoIndex
+from .._index.record import VideoIndex
 from ..errors import CorruptVideoError
 from .contract import Completion, PictureConverter, PlanBackend, execute_plan
 from .cpu import CpuBackend, PyAVDecoder, decode_then_upload, yuv420_planes

@@ -26,9 +26,9 @@ from typing import Any
 
 import numpy as np
 
-from .._bitstream import nvdec_packet_converter
 from .._device import Device
-from .._index_record import VideoIndex
+from .._index.bitstream import nvdec_packet_converter
+from .._index.record import VideoIndex
 from ..errors import CorruptVideoError, FallbackWarning, UnreadableVideoError, VideoNotFoundError
 from .contract import (
     Completion,

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field, fields
 
 import numpy as np
 
-from .._index_record import VideoIndex
+from .._index.record import VideoIndex
 from ..sampling import scaled_size
 from ..transforms import NO_COLOR_CHANGE, ColorAdjustment, FrameGeometry, SampleDraw, TransformSpec, as_transform_spec
 from .layout import clip_shape as layout_clip_shape

@@ -48,7 +48,7 @@ from typing import Any
 from .._bytes.remote import add_remote_reads, take_remote_reads
 from .._bytes.sources import is_shareable
 from .._device import Device
-from .._index_record import VideoIndex
+from .._index.record import VideoIndex
 from .._jobs.child_process import ChildProcess, RaisedWarnings, child_pipes, watch_parent
 from ..errors import CorruptVideoError, VideoError
 from .contract import Backend

@@ -14,7 +14,7 @@ from typing import Literal
 import numpy as np
 
 from .._engine.pipeline import ClipTarget, VideoJob, needs_any
-from .._index_record import VideoIndex
+from .._index.record import VideoIndex
 from ..errors import CorruptVideoError, VideoError
 from ..sampling import SampledClip, Segment
 from ..transforms import Augmentations, SampleDraw

@@ -9,7 +9,7 @@ import numpy as np
 
 from .._audio_spans import longest_spans
 from .._engine.pipeline import resolve_transform
-from .._index_record import VideoIndex
+from .._index.record import VideoIndex
 from ..errors import ArgumentError, check_optional_integer
 from ..gop import bound_lead
 from ..sampling import ClipSampler, SampledClip, Segment, describe_segment, segment_frames

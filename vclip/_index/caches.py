@@ -1,7 +1,7 @@
 """The two caches behind :func:`vclip.index_video`: indexes in memory, bounded in bytes (the least
 recently used leave first), and index records on disk, one ``.npz`` file per video, written
 atomically into a folder only its owner can write. What a cached entry must match (fingerprints,
-file signatures) is decided by :mod:`vclip._cached_index`; these only keep entries."""
+file signatures) is decided by :mod:`vclip._index.lookup`; these only keep entries."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import IndexCacheWarning, os_reason
+from ..errors import IndexCacheWarning, os_reason
 
 __all__ = ["DiskCache", "MemoryCache", "MemoryEntry"]
 

@@ -17,8 +17,8 @@ from typing import Protocol
 
 import numpy as np
 
-from ._bytes.sources import DEMUX_ERRORS, demux_failure, is_local, open_container, read_ranges
-from .errors import CorruptVideoError, video_error_from_os_error
+from .._bytes.sources import DEMUX_ERRORS, demux_failure, is_local, open_container, read_ranges
+from ..errors import CorruptVideoError, video_error_from_os_error
 
 _MAX_SPAN_BYTES = 256 << 20  # one read per segment up to this; larger spans are read packet by packet
 

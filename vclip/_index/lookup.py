@@ -1,4 +1,4 @@
-"""Serving an index from the caches (:mod:`vclip._index_cache`): the rules of
+"""Serving an index from the caches (:mod:`vclip._index.caches`): the rules of
 :func:`vclip.index.index_video`, the same for every kind of index (:class:`IndexKind`: video
 indexes, audio indexes). A local file's index is served while the file's signature (device, inode,
 size, times) is unchanged and settled, else while its content fingerprint is; a URL's or a slice's
@@ -13,10 +13,10 @@ from dataclasses import dataclass, replace
 from stat import S_ISDIR, S_ISREG
 from typing import Any
 
-from ._bytes.fingerprint import content_fingerprint
-from ._bytes.sources import VideoInput, hold_video, is_local, open_reader, source_fingerprint
-from ._index_cache import DiskCache, MemoryCache, MemoryEntry
-from .errors import CorruptVideoError, NotAVideoError, VideoNotFoundError, parse_bytes, video_error_from_os_error
+from .._bytes.fingerprint import content_fingerprint
+from .._bytes.sources import VideoInput, hold_video, is_local, open_reader, source_fingerprint
+from ..errors import CorruptVideoError, NotAVideoError, VideoNotFoundError, parse_bytes, video_error_from_os_error
+from .caches import DiskCache, MemoryCache, MemoryEntry
 
 __all__ = ["IndexKind", "cached_index", "memory_cache"]
 

@@ -13,11 +13,8 @@ from typing import Any
 import av
 import numpy as np
 
-from ._bitstream import is_random_access_packet, is_reference_packet, nal_length_size
-from ._bytes.sources import DEMUX_ERRORS, demux_failure, is_local, open_binary, open_container
-from ._index_record import LARGEST_SAMPLE_ASPECT_RATIO
-from ._orientation import Orientation
-from .errors import (
+from .._bytes.sources import DEMUX_ERRORS, demux_failure, is_local, open_binary, open_container
+from ..errors import (
     CorruptVideoError,
     NotAVideoError,
     TruncatedVideoWarning,
@@ -26,6 +23,9 @@ from .errors import (
     os_reason,
     video_error_from_os_error,
 )
+from .bitstream import is_random_access_packet, is_reference_packet, nal_length_size
+from .orientation import Orientation
+from .record import LARGEST_SAMPLE_ASPECT_RATIO
 
 __all__ = ["demux_stream"]
 

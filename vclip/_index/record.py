@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from ._orientation import Orientation
+from .orientation import Orientation
 
 __all__ = ["VideoIndex", "INDEX_FORMAT_VERSION", "ARRAY_DTYPES", "COLOR_MATRICES", "LARGEST_SAMPLE_ASPECT_RATIO",
            "parse_stored_facts", "check_facts", "check_index", "index_record", "record_fields", "stored_facts"]
