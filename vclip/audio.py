@@ -2,7 +2,7 @@
 
 Ask for it with an :class:`AudioSpec` (``VideoDecoder.get_clips(..., audio=AudioSpec())``,
 ``ClipLoader(..., audio=AudioSpec())``, ``vclip sample --audio-rate``): each clip then comes with
-the samples covering its span (see :mod:`vclip._audio_spans`: from its first frame's pts to the end
+the samples covering its span (see :mod:`vclip._audio.spans`: from its first frame's pts to the end
 of its last frame, the frames between its positions included; in seconds, its target times),
 resampled by FFmpeg to the requested rate and channels. Sample ``j`` of a clip's audio is the
 audio shown at ``start + j / sample_rate``: the first is the one at the clip's first frame's pts,
@@ -31,10 +31,10 @@ from typing import Literal
 
 import numpy as np
 
-from ._audio_decode import decode_audio, span_samples
-from ._audio_index import index_audio
-from ._audio_index_record import AudioIndex
-from ._audio_spans import ClipSpans
+from ._audio.decode import decode_audio, span_samples
+from ._audio.index import index_audio
+from ._audio.record import AudioIndex
+from ._audio.spans import ClipSpans
 from .errors import NoAudioError, check_choice, check_integer, check_optional_integer, fail
 
 __all__ = ["AudioSpec", "AudioClips", "AudioIndex", "index_audio"]
@@ -177,7 +177,7 @@ def clips_audio(
 
     Args:
         index: The audio stream's index (:func:`audio_index_for`); None: silence.
-        spans: Each clip's spans (:func:`vclip._audio_spans.clip_spans`).
+        spans: Each clip's spans (:func:`vclip._audio.spans.clip_spans`).
         spec: What to decode.
         positions: Positions (frames) per clip.
         output: Where the clips go (``[len(spans), ...]`` as :func:`empty_audio` makes it, zeroed

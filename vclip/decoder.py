@@ -9,7 +9,7 @@ from typing import Any, NoReturn
 
 import numpy as np
 
-from ._audio_spans import ClipSpans, clip_spans
+from ._audio.spans import ClipSpans, clip_spans
 from ._bytes.sources import VideoInput, hold_video
 from ._device import resolve_device
 from ._engine.backends import make_backend, shared_process_backend

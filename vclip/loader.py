@@ -27,7 +27,7 @@ from typing import Any
 import torch
 from torch.utils.data import IterableDataset, get_worker_info
 
-from ._audio_decode import span_samples
+from ._audio.decode import span_samples
 from ._bytes.remote import remote_reads
 from ._bytes.sources import is_url
 from ._dataset import LabeledVideo, VideoSource

@@ -17,7 +17,7 @@ from audio_timing import RATE, measured_lag
 from conftest import SHARED_VIDEOS
 
 import vclip
-from vclip._audio_decode import span_samples
+from vclip._audio.decode import span_samples
 from vclip._index.caches import DiskCache
 from vclip.synthetic import audio_signal, make_video
 

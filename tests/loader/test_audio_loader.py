@@ -13,7 +13,7 @@ from audio_timing import RATE, measured_lag
 from helpers import require_extra
 
 import vclip
-from vclip._audio_decode import span_samples
+from vclip._audio.decode import span_samples
 from vclip.synthetic import make_video
 
 torch = require_extra("torch")

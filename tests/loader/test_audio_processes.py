@@ -19,7 +19,7 @@ import pytest
 from helpers import require_extra, worker_pids
 
 import vclip
-from vclip._audio_spans import ClipSpans
+from vclip._audio.spans import ClipSpans
 from vclip._bytes.sources import hold_video, is_shareable, slice_name
 from vclip._loader.audio_processes import HELPER_DEATHS_PER_CLIP, AudioHelpers, AudioRequest
 from vclip.synthetic import make_video

@@ -33,7 +33,7 @@ memory_cache = MemoryCache(parse_limit=parse_bytes)
 @dataclass(frozen=True)
 class IndexKind:
     """One kind of index the caches keep (video indexes, :mod:`vclip.index`; audio indexes,
-    :mod:`vclip._audio_index`).
+    :mod:`vclip._audio.index`).
 
     Every kind is served under the same rules (see :func:`vclip.index.index_video`), from the same
     memory cache (one bound, one :func:`vclip.clear_index_cache`) and disk folder, under keys of its own.

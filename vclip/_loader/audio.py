@@ -18,7 +18,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 import numpy as np
 import torch
 
-from .._audio_spans import clip_spans
+from .._audio.spans import clip_spans
 from .._bytes.sources import is_shareable
 from .._machine import usable_cores
 from ..audio import AudioSpec, empty_audio

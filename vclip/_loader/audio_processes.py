@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .._audio_spans import ClipSpans
+from .._audio.spans import ClipSpans
 from .._bytes.remote import add_remote_reads, take_remote_reads
 from .._jobs.child_process import ChildProcess, RaisedWarnings, child_pipes, watch_parent
 from ..audio import AudioSpec, audio_index_for, clips_audio, empty_audio

@@ -7,7 +7,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from .._audio_spans import longest_spans
+from .._audio.spans import longest_spans
 from .._engine.pipeline import resolve_transform
 from .._index.record import VideoIndex
 from ..errors import ArgumentError, check_optional_integer

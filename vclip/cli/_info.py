@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from .._audio_index import index_audio
+from .._audio.index import index_audio
 from .._bytes.sources import open_container
 from ..errors import VideoError
 from ..index import VideoIndex, index_video

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from ._index.record import stored_facts
+from .._index.record import stored_facts
 
 __all__ = [
     "AUDIO_INDEX_FORMAT_VERSION", "AUDIO_ARRAY_DTYPES", "AudioIndex", "audio_index_record", "audio_index_from_record",

@@ -15,8 +15,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ._index.record import VideoIndex
-from .sampling import ClipSampler, SampledClip, Segment, segment_frames
+from .._index.record import VideoIndex
+from ..sampling import ClipSampler, SampledClip, Segment, segment_frames
 
 __all__ = ["ClipSpans", "clip_spans", "longest_spans"]
 

@@ -1,5 +1,5 @@
-"""index_audio: the :class:`~vclip.AudioIndex` (:mod:`vclip._audio_index_record`) of an audio
-stream, built by its demux pass (:mod:`vclip._audio_demux`) or served from the index caches beside
+"""index_audio: the :class:`~vclip.AudioIndex` (:mod:`vclip._audio.record`) of an audio
+stream, built by its demux pass (:mod:`vclip._audio.demux`) or served from the index caches beside
 the video indexes (same rules, same folder, an entry of its own: a video index's stored form, its
 disk entries and catalogs are unchanged by it)."""
 
@@ -11,12 +11,12 @@ from typing import Any
 
 import numpy as np
 
-from ._audio_demux import demux_audio_stream
-from ._audio_index_record import AUDIO_ARRAY_DTYPES, AudioIndex, audio_index_from_record, audio_index_record
-from ._bytes.shards import resolve_video_name
-from ._bytes.sources import VideoInput
-from ._index.lookup import IndexKind, cached_index
-from .errors import check_optional_integer
+from .._bytes.shards import resolve_video_name
+from .._bytes.sources import VideoInput
+from .._index.lookup import IndexKind, cached_index
+from ..errors import check_optional_integer
+from .demux import demux_audio_stream
+from .record import AUDIO_ARRAY_DTYPES, AudioIndex, audio_index_from_record, audio_index_record
 
 __all__ = ["index_audio"]
 

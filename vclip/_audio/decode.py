@@ -21,9 +21,9 @@ from fractions import Fraction
 import av
 import numpy as np
 
-from ._audio_index_record import AudioIndex
-from ._index.packets import read_packets
-from .errors import CorruptVideoError, os_reason
+from .._index.packets import read_packets
+from ..errors import CorruptVideoError, os_reason
+from .record import AudioIndex
 
 __all__ = ["decode_audio", "span_samples", "LAYOUTS"]
 

@@ -24,8 +24,8 @@ from typing import Any
 import av
 import numpy as np
 
-from ._bytes.sources import open_binary, open_container
-from .errors import (
+from .._bytes.sources import open_binary, open_container
+from ..errors import (
     CorruptVideoError,
     NoAudioError,
     UnsupportedCodecError,
