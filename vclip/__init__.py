@@ -73,7 +73,7 @@ from . import (  # noqa: F401
     webdataset,
 )
 from ._bytes.remote import RemoteOptions, RemoteReads, set_remote_options
-from ._dataset import LabeledVideo
+from ._datasets.inputs import LabeledVideo
 from ._loader.stats import LoaderStats
 from ._version import __version__
 from .audio import AudioClips, AudioIndex, AudioSpec, index_audio

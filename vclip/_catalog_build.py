@@ -35,12 +35,12 @@ from ._catalog_schema import (
     TIMING_TYPES,
     catalog_metadata,
 )
-from ._dataset import VIDEO_EXTENSIONS, load_videos, video_files
+from ._datasets.inputs import VIDEO_EXTENSIONS, load_videos, video_files
+from ._datasets.shard_source import WebDatasetSource
 from ._index.record import VideoIndex
 from ._indexing import IndexJob, index_rows
 from ._jobs.runner import RayTasks, choose_runner
 from ._outputs.files import check_output_file, written_whole
-from ._shard_source import WebDatasetSource
 from ._version import __version__
 from .errors import CatalogWarning, OutputError
 from .huggingface import HuggingFaceSource, is_hf_dataset

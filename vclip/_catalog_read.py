@@ -26,7 +26,7 @@ from . import errors
 from ._bytes.fingerprint import content_fingerprint
 from ._bytes.sources import is_local, source_fingerprint
 from ._catalog_schema import ARRAY_TYPES, FORMAT_VERSION, INDEX_FACTS, SCALAR_COLUMNS, SCHEMA, catalog_metadata
-from ._dataset import UNLABELLED
+from ._datasets.inputs import UNLABELLED
 from ._index.record import VideoIndex, check_facts, parse_stored_facts
 from .errors import CatalogWarning, VideoError, VideoNotFoundError, os_reason
 from .index import index_video

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ._bytes.sources import RangeReader, hold_video
-from ._dataset import LabeledVideo
+from ._datasets.inputs import LabeledVideo
 from .errors import ArgumentError, fail
 from .index import VideoIndex, index_video
 

@@ -30,7 +30,7 @@ from torch.utils.data import IterableDataset, get_worker_info
 from ._audio.decode import span_samples
 from ._bytes.remote import remote_reads
 from ._bytes.sources import is_url
-from ._dataset import LabeledVideo, VideoSource
+from ._datasets.inputs import LabeledVideo, VideoSource
 from ._device import Device, resolve_device
 from ._engine.backends import make_backend
 from ._engine.scheduler import resolve_decode_processes, resolve_decoders_and_depth

@@ -4,7 +4,7 @@ than the bytes it fetches.
 
 Each epoch, every rank reads its own shards (a seeded permutation of all shards, split across
 ranks and DataLoader workers) from start to end, passes the samples through a shuffle buffer of
-``shuffle_buffer`` videos (:mod:`vclip._shard_stream`), and draws each video's clips with the
+``shuffle_buffer`` videos (:mod:`vclip._datasets.shard_stream`), and draws each video's clips with the
 sampler as it leaves the buffer, seeded by ``(seed, epoch, shard file name, key)``; decode threads work on
 several videos at once, and batches keep the buffer's order whatever the thread timing. The same
 seed and epoch give the same batches.
@@ -34,10 +34,10 @@ import torch
 from torch.utils.data import IterableDataset, get_worker_info
 
 from ._bytes.shards import DEFAULT_VIDEO_EXTENSIONS, LabelRule, shard_names
+from ._datasets.shard_stream import StreamedSample, epoch_shards, read_samples, shuffled
 from ._device import resolve_device
 from ._loader.epoch import process_shard
 from ._machine import usable_cores
-from ._shard_stream import StreamedSample, epoch_shards, read_samples, shuffled
 from .decoder import Frames, VideoDecoder
 from .errors import ArgumentError, VideoError, check_choice, check_integer, fail
 from .sampling import ClipSampler

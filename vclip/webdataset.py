@@ -29,9 +29,9 @@ from ._bytes.shards import (
     DEFAULT_VIDEO_EXTENSIONS,
     is_shard_source,
 )
-from ._dataset import LabeledVideo, list_file_paths, load_videos, video_files
-from ._shard_source import WebDatasetSource
-from ._shard_writer import ShardWriteResult, SourceVideo, write_video_shards
+from ._datasets.inputs import LabeledVideo, list_file_paths, load_videos, video_files
+from ._datasets.shard_source import WebDatasetSource
+from ._datasets.shard_writer import ShardWriteResult, SourceVideo, write_video_shards
 from .errors import ArgumentError, check_integer, fail, parse_bytes
 from .huggingface import HuggingFaceSource, is_hf_dataset
 

@@ -7,7 +7,7 @@ import pytest
 from helpers import require_extra
 
 import vclip
-from vclip._dataset import load_videos
+from vclip._datasets.inputs import load_videos
 from vclip.synthetic import make_video, read_barcode
 
 # Two segments of one 5-second 30 fps video (frames 15..59 and 90..134), with different labels.

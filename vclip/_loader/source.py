@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Literal, Protocol, runtime_checkable
 
 from .._bytes.shards import is_shard_source
-from .._dataset import UNLABELLED, LabeledVideo, VideoSource, load_videos
+from .._datasets.inputs import UNLABELLED, LabeledVideo, VideoSource, load_videos
 from ..errors import ArgumentError, CorruptVideoError, VideoError
 from ..huggingface import HuggingFaceSource, is_hf_dataset
 from ..index import VideoIndex, index_video
@@ -113,7 +113,7 @@ def open_source(videos: VideoSource | DatasetSource, cache_dir: str | os.PathLik
 
         return CatalogDatasetSource(read_catalog(videos))
     if is_shard_source(videos):  # WebDataset shards: paths, URLs or brace patterns of .tar files
-        from .._shard_source import WebDatasetSource
+        from .._datasets.shard_source import WebDatasetSource
 
         return WebDatasetSource(videos, cache_dir=cache_dir)
     if is_hf_dataset(videos):  # a Hugging Face datasets.Dataset, read with the default columns

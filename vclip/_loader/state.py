@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .._dataset import LabeledVideo
+from .._datasets.inputs import LabeledVideo
 from ..errors import ArgumentError
 
 __all__ = ["LoaderState", "dataset_fingerprint"]

@@ -14,7 +14,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from .._bytes.shards import video_names
-from .._dataset import VIDEO_EXTENSIONS, list_file_paths, video_files
+from .._datasets.inputs import VIDEO_EXTENSIONS, list_file_paths, video_files
 from .._jobs.runner import import_ray
 from .._outputs.files import (
     printable,

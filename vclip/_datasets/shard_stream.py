@@ -19,9 +19,9 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
-from ._bytes.shards import split_key
-from ._bytes.sources import open_binary
-from .errors import CorruptVideoError, NotAVideoError, VideoError
+from .._bytes.shards import split_key
+from .._bytes.sources import open_binary
+from ..errors import CorruptVideoError, NotAVideoError, VideoError
 
 __all__ = ["StreamedSample", "epoch_shards", "read_samples", "shuffled"]
 

@@ -26,12 +26,12 @@ from pathlib import Path
 
 import av
 
-from ._bytes.shards import DESCRIPTION_NAME
-from ._bytes.sources import is_local, open_binary, open_container, open_reader, split_slice_name
-from ._bytes.tar import TarMember, format_member_index
-from ._dataset import LabeledVideo
-from ._outputs.files import written_whole
-from .errors import ArgumentError, CorruptVideoError, NotAVideoError, VideoError, os_reason
+from .._bytes.shards import DESCRIPTION_NAME
+from .._bytes.sources import is_local, open_binary, open_container, open_reader, split_slice_name
+from .._bytes.tar import TarMember, format_member_index
+from .._outputs.files import written_whole
+from ..errors import ArgumentError, CorruptVideoError, NotAVideoError, VideoError, os_reason
+from .inputs import LabeledVideo
 
 __all__ = ["ShardWriteResult", "SourceVideo", "needs_faststart", "shard_path_pattern", "write_video_shards"]
 

@@ -11,8 +11,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ._bytes.sources import is_url
-from .errors import ArgumentError
+from .._bytes.sources import is_url
+from ..errors import ArgumentError
 
 __all__ = ["LabeledVideo", "LABEL_RANGE", "UNLABELLED", "list_file_paths", "list_file_text", "load_videos",
            "video_files", "VIDEO_EXTENSIONS"]

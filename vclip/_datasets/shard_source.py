@@ -7,7 +7,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from ._bytes.shards import (
+from .._bytes.shards import (
     DEFAULT_VIDEO_EXTENSIONS,
     LABEL_PAYLOAD_LIMIT,
     LabelRule,
@@ -16,10 +16,10 @@ from ._bytes.shards import (
     list_shards,
     shard_names,
 )
-from ._bytes.sources import open_reader
-from ._dataset import LabeledVideo
-from .errors import ArgumentError, check_integer, fail
-from .index import VideoIndex, index_video
+from .._bytes.sources import open_reader
+from ..errors import ArgumentError, check_integer, fail
+from ..index import VideoIndex, index_video
+from .inputs import LabeledVideo
 
 __all__ = ["WebDatasetSource"]
 
