@@ -83,14 +83,15 @@ from typing import Any, Literal
 
 import numpy as np
 
-from . import _shots, _shots_cuda
 from ._engine.processes import THREADS_PER_PROCESS
 from ._jobs.cpu_beside_gpu import BesideCpuDecoders, resolve_cpu_decoders
 from ._jobs.runner import InThisThread, Outcome, Processes, Runner, Threads, choose_runner
 from ._jobs.thread_pools import SharedThreadPool, submitted_ahead
 from ._machine import usable_cores
 from ._outputs.images import IMAGE_FORMATS, columns_for, contact_sheet, to_numpy, write_image
-from ._shots import SceneSignals, ShotBoundary, shot_boundaries
+from ._scenes import features_cuda as _shots_cuda
+from ._scenes import shots as _shots
+from ._scenes.shots import SceneSignals, ShotBoundary, shot_boundaries
 from .decoder import VideoDecoder
 from .errors import (
     ArgumentError,
@@ -129,7 +130,7 @@ _GPU_WORKERS = 8
 THUMBNAIL_WIDTH = 320
 """Default width of contact-sheet thumbnails: a 1080p frame at 1/6, five across a 1920-pixel sheet."""
 
-ShotBoundary.__module__ = __name__  # made by the shot math (vclip._shots), shown and pickled as vclip.keyframes
+ShotBoundary.__module__ = __name__  # made by the shot math (vclip._scenes.shots), shown and pickled as vclip.keyframes
 
 ProgressCallback = Callable[[int, int], None]
 """``on_progress(frames_done, frames_total)``: called as a video's frames are read."""

@@ -1,5 +1,5 @@
 """kernels/shot_features.cu, the scene method's features and gap distances, against its NumPy twin
-(vclip/_shots.py): built for the host (tests/host_kernel/shot_harness.cpp) in CI, and through CuPy
+(vclip/_scenes/shots.py): built for the host (tests/host_kernel/shot_harness.cpp) in CI, and through CuPy
 on the GPU; on a fresh CuPy cache, shot detection compiles only vclip's own kernels."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 from helpers import child_environment, host_kernel_library
 
-from vclip import _shots
-from vclip._shots import BINS, MAX_GAP, block_grid
+from vclip._scenes import shots as _shots
+from vclip._scenes.shots import BINS, MAX_GAP, block_grid
 from vclip.synthetic import make_scene_video
 
 # (frames, height, width): the default analysis size, sizes the block grid does not divide, one tiny
@@ -117,7 +117,7 @@ def test_the_twins_distances_are_their_definitions():
 @pytest.mark.parametrize("size", SIZES, ids=lambda size: "x".join(map(str, size)))
 def test_cuda_kernel_gives_the_twins_features_and_distances(size):
     cupy = pytest.importorskip("cupy")
-    from vclip import _shots_cuda
+    from vclip._scenes import features_cuda as _shots_cuda
 
     frames = analysis_frames(*size, seed=sum(size))
     on_gpu = cupy.asarray(frames)

@@ -13,8 +13,8 @@ import pytest
 from helpers import SHARED_VIDEOS
 
 import vclip
-from vclip import _shots
 from vclip import keyframes as keyframes_module
+from vclip._scenes import shots as _shots
 from vclip.keyframes import ShotBoundary, extract_keyframes, find_shot_boundaries
 from vclip.synthetic import SCENE_VIDEO_CLASSES, make_scene_video, read_barcode
 
@@ -167,7 +167,7 @@ def test_threads_find_the_same_and_leave_the_warning_filters_alone(labelled, cpu
 def test_median_of_numbers_is_numpys_nanmedian():
     """The windowed medians of the usual change: np.nanmedian's values (NaN for all-NaN windows),
     for odd and even counts of numbers."""
-    from vclip._shots import median_of_numbers as _median_of_numbers
+    from vclip._scenes.shots import median_of_numbers as _median_of_numbers
 
     rng = np.random.default_rng(0)
     values = rng.random((6, 50, 12)).astype(np.float32)

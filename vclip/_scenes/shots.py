@@ -1,7 +1,7 @@
 """Shot boundaries from per-frame features: the math of the scene method, no decoding.
 
 :func:`frame_features` and :func:`gap_distances` turn analysis frames (RGB uint8) into small
-tables: here with NumPy on the host, in :mod:`vclip._shots_cuda` with the same functions on the
+tables: here with NumPy on the host, in :mod:`vclip._scenes.features_cuda` with the same functions on the
 GPU that decoded them (``kernels/shot_features.cu``, of which this code is the twin).
 :func:`shot_boundaries` decides, on the host,
 where shots change: flashes left out, the usual change around each frame, cuts, fades through
