@@ -18,10 +18,10 @@ pa = require_extra("pyarrow")
 import pyarrow.parquet as pq  # noqa: E402
 
 import vclip  # noqa: E402
-import vclip._catalog_read as catalog_read  # noqa: E402
+import vclip.catalog._read as catalog_read  # noqa: E402
 from vclip import catalog as vcatalog  # noqa: E402
-from vclip._indexing import IndexJob, index_row, index_rows  # noqa: E402
 from vclip._jobs.runner import Processes  # noqa: E402
+from vclip.catalog._indexing import IndexJob, index_row, index_rows  # noqa: E402
 from vclip.cli import main  # noqa: E402
 from vclip.errors import CorruptVideoError, NotAVideoError, VideoNotFoundError  # noqa: E402
 from vclip.synthetic import make_video, read_barcode  # noqa: E402

@@ -24,9 +24,9 @@ try:
 except ImportError as _error:  # pragma: no cover - depends on the environment
     raise ImportError("vclip.catalog needs pyarrow: pip install 'vclip-nvdec[catalog]'") from _error
 
-from ._catalog_build import CatalogBuild, ResolvedSources, build_catalog, resolve_sources
-from ._catalog_read import Catalog, CatalogEntry, CatalogSource, read_catalog
-from .errors import CatalogWarning
+from ..errors import CatalogWarning
+from ._build import CatalogBuild, ResolvedSources, build_catalog, resolve_sources
+from ._read import Catalog, CatalogEntry, CatalogSource, read_catalog
 
 __all__ = [
     "Catalog",

@@ -1,6 +1,6 @@
 """The table of a dataset catalog: its Parquet columns (one row per video: who and what, the file,
 the stream's facts, the index arrays as list columns, timing), its format version and the key of its
-metadata. The writer (:mod:`vclip._catalog_build`) and the reader (:mod:`vclip._catalog_read`) share it."""
+metadata. The writer (:mod:`vclip.catalog._build`) and the reader (:mod:`vclip.catalog._read`) share it."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ try:
 except ImportError as _error:  # pragma: no cover - depends on the environment
     raise ImportError("vclip.catalog needs pyarrow: pip install 'vclip-nvdec[catalog]'") from _error
 
-from ._index.record import VideoIndex
+from .._index.record import VideoIndex
 
 __all__ = ["FORMAT_VERSION", "METADATA_KEY", "ROW_GROUP_ROWS", "SCHEMA", "FACT_TYPES", "ARRAY_TYPES", "TIMING_TYPES",
            "INDEX_FACTS", "SCALAR_COLUMNS", "LOCATION_TYPES", "catalog_metadata"]

@@ -15,11 +15,11 @@ from collections.abc import Callable, Iterator
 from contextlib import closing
 from dataclasses import dataclass
 
-from ._bytes.fingerprint import content_fingerprint
-from ._bytes.sources import is_local, open_reader, source_fingerprint
-from ._jobs.runner import Outcome, Runner
-from .errors import VideoError, VideoNotFoundError
-from .index import VideoIndex, index_video
+from .._bytes.fingerprint import content_fingerprint
+from .._bytes.sources import is_local, open_reader, source_fingerprint
+from .._jobs.runner import Outcome, Runner
+from ..errors import VideoError, VideoNotFoundError
+from ..index import VideoIndex, index_video
 
 __all__ = ["IndexJob", "index_facts", "index_row", "index_rows", "unusable_row"]
 

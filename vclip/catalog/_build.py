@@ -1,6 +1,6 @@
 """Building a dataset catalog: the videos of the sources in order (:func:`resolve_sources`), each
-indexed once by the job runner (:mod:`vclip._indexing`), written as one Parquet row per video
-(:mod:`vclip._catalog_schema`); an earlier catalog's rows are kept for the videos that did not
+indexed once by the job runner (:mod:`vclip.catalog._indexing`), written as one Parquet row per video
+(:mod:`vclip.catalog._schema`); an earlier catalog's rows are kept for the videos that did not
 change. :func:`build_catalog` is public as :func:`vclip.catalog.build_catalog`."""
 
 from __future__ import annotations
@@ -21,10 +21,19 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from . import errors
-from ._bytes.shards import is_shard_source
-from ._bytes.sources import is_local, split_slice_name
-from ._catalog_schema import (
+from .. import errors
+from .._bytes.shards import is_shard_source
+from .._bytes.sources import is_local, split_slice_name
+from .._datasets.inputs import VIDEO_EXTENSIONS, load_videos, video_files
+from .._datasets.shard_source import WebDatasetSource
+from .._index.record import VideoIndex
+from .._jobs.runner import RayTasks, choose_runner
+from .._outputs.files import check_output_file, written_whole
+from .._version import __version__
+from ..errors import CatalogWarning, OutputError
+from ..huggingface import HuggingFaceSource, is_hf_dataset
+from ._indexing import IndexJob, index_rows
+from ._schema import (
     ARRAY_TYPES,
     FACT_TYPES,
     FORMAT_VERSION,
@@ -35,15 +44,6 @@ from ._catalog_schema import (
     TIMING_TYPES,
     catalog_metadata,
 )
-from ._datasets.inputs import VIDEO_EXTENSIONS, load_videos, video_files
-from ._datasets.shard_source import WebDatasetSource
-from ._index.record import VideoIndex
-from ._indexing import IndexJob, index_rows
-from ._jobs.runner import RayTasks, choose_runner
-from ._outputs.files import check_output_file, written_whole
-from ._version import __version__
-from .errors import CatalogWarning, OutputError
-from .huggingface import HuggingFaceSource, is_hf_dataset
 
 __all__ = ["CatalogBuild", "ResolvedSources", "build_catalog", "check_catalog_out", "resolve_sources", "rows_table"]
 
@@ -352,7 +352,7 @@ def _tables_of(rows: Iterable[dict]) -> Iterator[pa.Table]:
 
 
 def rows_table(rows: list[dict]) -> pa.Table:
-    """Rows of :func:`vclip._indexing.index_row` as a table: the catalog's columns, then
+    """Rows of :func:`vclip.catalog._indexing.index_row` as a table: the catalog's columns, then
     ``position`` and ``unchanged`` (True for a row that only says the earlier row still holds)."""
     columns = {}
     for name, kind in {**FACT_TYPES, **TIMING_TYPES, **_WORK_TYPES}.items():

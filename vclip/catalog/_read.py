@@ -22,14 +22,14 @@ try:
 except ImportError as _error:  # pragma: no cover - depends on the environment
     raise ImportError("vclip.catalog needs pyarrow: pip install 'vclip-nvdec[catalog]'") from _error
 
-from . import errors
-from ._bytes.fingerprint import content_fingerprint
-from ._bytes.sources import is_local, source_fingerprint
-from ._catalog_schema import ARRAY_TYPES, FORMAT_VERSION, INDEX_FACTS, SCALAR_COLUMNS, SCHEMA, catalog_metadata
-from ._datasets.inputs import UNLABELLED
-from ._index.record import VideoIndex, check_facts, parse_stored_facts
-from .errors import CatalogWarning, VideoError, VideoNotFoundError, os_reason
-from .index import index_video
+from .. import errors
+from .._bytes.fingerprint import content_fingerprint
+from .._bytes.sources import is_local, source_fingerprint
+from .._datasets.inputs import UNLABELLED
+from .._index.record import VideoIndex, check_facts, parse_stored_facts
+from ..errors import CatalogWarning, VideoError, VideoNotFoundError, os_reason
+from ..index import index_video
+from ._schema import ARRAY_TYPES, FORMAT_VERSION, INDEX_FACTS, SCALAR_COLUMNS, SCHEMA, catalog_metadata
 
 __all__ = ["Catalog", "CatalogEntry", "CatalogSource", "read_catalog"]
 
