@@ -52,7 +52,8 @@ from helpers import host, remux
 import vclip  # noqa: E402
 from vclip.errors import VideoError  # noqa: E402
 from vclip.index import check_index  # noqa: E402
-from vclip.synthetic import _texture, make_video, read_barcode, render_frame  # noqa: E402
+from vclip.synthetic import make_video, read_barcode, render_frame  # noqa: E402
+from vclip.synthetic._barcoded import _texture  # noqa: E402
 
 WIDTH, HEIGHT, FRAMES = 64, 48, 20
 _BASE = dict(num_frames=FRAMES, width=WIDTH, height=HEIGHT, keyframe_interval=10)

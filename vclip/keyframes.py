@@ -73,7 +73,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import threading
 from collections.abc import Callable, Generator, Sequence
 from contextlib import closing
 from dataclasses import dataclass
@@ -86,12 +85,10 @@ import numpy as np
 from ._engine.processes import THREADS_PER_PROCESS
 from ._jobs.cpu_beside_gpu import BesideCpuDecoders, resolve_cpu_decoders
 from ._jobs.runner import InThisThread, Outcome, Processes, Runner, Threads, choose_runner
-from ._jobs.thread_pools import SharedThreadPool, submitted_ahead
 from ._machine import usable_cores
 from ._outputs.images import IMAGE_FORMATS, columns_for, contact_sheet, to_numpy, write_image
-from ._scenes import features_cuda as _shots_cuda
-from ._scenes import shots as _shots
-from ._scenes.shots import SceneSignals, ShotBoundary, shot_boundaries
+from ._scenes.shots import ShotBoundary, shot_boundaries
+from ._scenes.signals import scene_signals
 from .decoder import VideoDecoder
 from .errors import (
     ArgumentError,
@@ -102,7 +99,6 @@ from .errors import (
     check_number,
     check_optional_integer,
 )
-from .gop import keyframe_chunks
 from .sampling import check_scaling_factor, scaled_size
 
 __all__ = [
@@ -113,18 +109,12 @@ __all__ = [
 KeyframeMethod = Literal["codec", "scene"]
 KEYFRAME_METHODS = ("codec", "scene")
 
-_CHUNK_FRAMES = 1024  # frames analysed per decode call (chunks start at keyframes) and per float block
-_MIN_CHUNK_FRAMES = 64  # the shortest chunk cut for parallel decoding
 _GPU_SESSIONS = 8
 """NVDEC sessions of this process decoding chunks at once (without decode processes)."""
 _CPU_SESSIONS = 2
 """FFmpeg decoders of a video decoding chunks at once on the CPU (without decode processes): one
 frame-threaded decoder leaves cores idle at 640x360; two, with the analysis on the caller's thread
 meanwhile, fill them (``benchmarks/README.md``, the scene method on the CPU)."""
-_session_pools: dict[int, SharedThreadPool] = {}
-"""Threads submitting chunks, per count: shared by every video analysed in the process (kept alive,
-so their NVDEC decoders are reused; the threads of :func:`extract_keyframes_many` share them too)."""
-_session_pools_lock = threading.Lock()
 _GPU_WORKERS = 8
 """Videos of extract_keyframes_many at once on the GPU: threads sharing the scene method's NVDEC sessions."""
 THUMBNAIL_WIDTH = 320
@@ -274,7 +264,7 @@ def _keyframes_of(path: str | os.PathLike, *, method: KeyframeMethod, max_frames
     else:
         if on_progress is not None:
             on_progress(0, index.num_frames)
-        signals = _scene_signals(decoder, analysis_width, on_progress,
+        signals = scene_signals(decoder, analysis_width, on_progress,
                                  _sessions(decoder, decode_processes, cpu_sessions))
         boundaries = shot_boundaries(signals, scene_threshold)
         found = np.unique(np.asarray([0] + [b.frame for b in boundaries], dtype=np.int64))
@@ -349,7 +339,7 @@ def _boundaries_of(path: str | os.PathLike, *, device: str, stream_index: int | 
     decoder = VideoDecoder(path, stream_index=stream_index, device=device, cache_dir=cache_dir,
                            decode_processes=decode_processes)
     sessions = _sessions(decoder, decode_processes, cpu_sessions)
-    return shot_boundaries(_scene_signals(decoder, analysis_width, sessions=sessions), scene_threshold)
+    return shot_boundaries(scene_signals(decoder, analysis_width, sessions=sessions), scene_threshold)
 
 
 def find_shot_boundaries_many(
@@ -595,61 +585,5 @@ def _sessions(decoder: VideoDecoder, decode_processes: int, cpu_sessions: int) -
     if decode_processes:
         return decode_processes * THREADS_PER_PROCESS["cuda" if decoder.device.startswith("cuda") else "cpu"]
     return _GPU_SESSIONS if decoder.device.startswith("cuda") else cpu_sessions
-
-
-def _session_pool(sessions: int):
-    with _session_pools_lock:
-        if sessions not in _session_pools:  # made once: each pool registers a fork handler
-            _session_pools[sessions] = SharedThreadPool(sessions, "vclip-scene-decode")
-        return _session_pools[sessions].get()
-
-
-def _scene_signals(decoder: VideoDecoder, analysis_width: int,
-                   on_progress: ProgressCallback | None = None, sessions: int = 0) -> SceneSignals:
-    """Decode every frame at ``analysis_width`` pixels across (on the decoder's device, chunk by
-    chunk; with ``sessions``, that many chunks at once on threads shared by the process) and compute
-    the features and gap distances there; the tables come back to the host.
-    ``on_progress(stop, num_frames)`` follows each chunk."""
-    index = decoder.index
-    scaling_factor = min(1.0, analysis_width / index.width)
-    chunk_frames = _CHUNK_FRAMES
-    if sessions:  # enough chunks for every session, twice over
-        chunk_frames = min(_CHUNK_FRAMES, max(_MIN_CHUNK_FRAMES, -(-index.num_frames // (2 * sessions))))
-    chunks = keyframe_chunks(index, chunk_frames)
-
-    def features_of(chunk: tuple[int, int]) -> list[dict]:
-        frames = decoder.get_frames(np.arange(*chunk), scaling_factor=scaling_factor).data
-        if isinstance(frames, np.ndarray):  # in blocks: float32 copies of bounded size
-            blocks = (frames[first:first + _CHUNK_FRAMES] for first in range(0, frames.shape[0], _CHUNK_FRAMES))
-            return [{**_shots.frame_features(block), "thumbnails": _shots.thumbnails(block)} for block in blocks]
-        features = _shots_cuda.frame_features(frames, synchronize=True)  # ready for the caller's stream
-        return [{**features, "thumbnails": _shots.thumbnails(to_numpy(frames))}]
-
-    parts: dict[str, list] = {"H": [], "B": [], "mean": [], "dark": [], "thumbnails": []}
-    previous = None
-    ahead = submitted_ahead(_session_pool(sessions), features_of, chunks, 2 * sessions) if sessions else None
-    chunk_features = (future.result() for future in ahead) if ahead else (features_of(chunk) for chunk in chunks)
-    try:
-        for (_, stop), blocks in zip(chunks, chunk_features):
-            for features in blocks:
-                shots = _shots if isinstance(features["H"], np.ndarray) else _shots_cuda
-                tables = shots.gap_distances(features, previous)
-                for name in ("H", "B"):
-                    parts[name].append(to_numpy(tables[name]))
-                parts["mean"].append(to_numpy(features["mean"]))
-                parts["dark"].append(to_numpy(features["dark"]))
-                parts["thumbnails"].append(features["thumbnails"])
-                previous = shots.recent_features(previous, features)
-            if on_progress is not None:
-                on_progress(stop, index.num_frames)
-    finally:
-        if ahead is not None:
-            ahead.close()  # after a failure: the chunks not started are cancelled
-    return SceneSignals(
-        distances={name: np.concatenate(parts[name], axis=1) for name in ("H", "B")},
-        luma_mean=np.concatenate(parts["mean"]).astype(np.float32),
-        dark_share=np.concatenate(parts["dark"]).astype(np.float32),
-        thumbnails=np.concatenate(parts["thumbnails"]),
-    )
 
 

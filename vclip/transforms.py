@@ -27,9 +27,11 @@ from ._augment import (
     Augmentations,
     ColorAdjustment,
     ColorJitter,
+    FrameGeometry,
     MultiScaleCrop,
     RandomResizedCrop,
     RandomShortSideScale,
+    SampleDraw,
 )
 from ._index.orientation import UPRIGHT, Orientation
 from .errors import (
@@ -50,7 +52,7 @@ __all__ = [
 ]
 
 for _class in (RandomResizedCrop, RandomShortSideScale, MultiScaleCrop, ColorJitter, ColorAdjustment, Augmentations,
-               Orientation):  # defined in private modules, public here
+               Orientation, FrameGeometry, SampleDraw):  # defined in private modules, public here
     _class.__module__ = __name__
 del _class
 
@@ -108,94 +110,6 @@ def _three_numbers(name: str, value: Any, *, positive: bool = False) -> tuple[fl
     if not valid:
         raise fail(name, value, expected)
     return tuple(float(v) for v in numbers_)  # type: ignore[return-value]
-
-
-@dataclass(frozen=True)
-class FrameGeometry:
-    """Where each output pixel comes from, for one clip (or one frame, with per-frame draws).
-
-    The source frame (``source_width`` x ``source_height``, as stored) is turned by ``orientation``
-    and resampled to ``resized_width`` x ``resized_height`` (sizes after the turn); the window at
-    (``crop_x``, ``crop_y``) of ``crop_width`` x ``crop_height`` pixels of that picture becomes the
-    ``output_width`` x ``output_height`` output, mirrored left-right when ``flip``. The window is
-    the output's size for a plain crop; a random resized or multi-scale crop resamples it to the
-    output (``crop_before_resize``: it is cut before it is resampled, so no pixel outside it is
-    read, as in torchvision's crop-then-resize; otherwise the whole picture is resized and the
-    window cut from it). All of it happens in one pass from the source.
-
-    ``input_width`` x ``input_height`` is the picture the transform starts from: the frame as
-    displayed, after the sampler's downscale and ``square_pixels``, before ``resize`` (default: the
-    displayed source size). ``crop_width``, ``crop_height`` default to the output size.
-    """
-
-    source_width: int
-    source_height: int
-    resized_width: int
-    resized_height: int
-    crop_x: int
-    crop_y: int
-    output_width: int
-    output_height: int
-    flip: bool
-    orientation: Orientation = Orientation()
-    crop_width: int = 0
-    crop_height: int = 0
-    input_width: int = 0
-    input_height: int = 0
-    crop_before_resize: bool = False
-
-    def __post_init__(self):
-        if not self.crop_width or not self.crop_height:
-            object.__setattr__(self, "crop_width", self.crop_width or self.output_width)
-            object.__setattr__(self, "crop_height", self.crop_height or self.output_height)
-        if not self.input_width or not self.input_height:
-            width, height = self.orientation.displayed_size(self.source_width, self.source_height)
-            object.__setattr__(self, "input_width", self.input_width or width)
-            object.__setattr__(self, "input_height", self.input_height or height)
-
-    @property
-    def stored_resized_size(self) -> tuple[int, int]:
-        """``(width, height)`` of the resized picture before the turn (in the stored orientation)."""
-        return self.orientation.displayed_size(self.resized_width, self.resized_height)
-
-    @property
-    def native_scale(self) -> bool:
-        """The picture is not resampled: the resized size is the source's and the window the output's."""
-        return (self.stored_resized_size == (self.source_width, self.source_height)
-                and (self.crop_width, self.crop_height) == (self.output_width, self.output_height))
-
-    @property
-    def crop_box(self) -> tuple[float, float, float, float]:
-        """``(x, y, width, height)`` of the part of the input picture that the output shows (before the flip)."""
-        scale_x, scale_y = self.input_width / self.resized_width, self.input_height / self.resized_height
-        return (self.crop_x * scale_x, self.crop_y * scale_y, self.crop_width * scale_x, self.crop_height * scale_y)
-
-    @property
-    def scale(self) -> tuple[float, float]:
-        """Output pixels per input pixel, along x and y."""
-        _, _, width, height = self.crop_box
-        return self.output_width / width, self.output_height / height
-
-
-@dataclass(frozen=True)
-class SampleDraw:
-    """What was drawn for one sample (a clip, or one spatial view of it).
-
-    Attributes:
-        geometry, color: The sample's geometry and colour changes (with per-frame draws: its first frame's).
-        frames: With per-frame draws, ``(geometry, color)`` of each frame of the clip; None when
-            every frame shares the sample's.
-    """
-
-    geometry: FrameGeometry
-    color: ColorAdjustment = ColorAdjustment()
-    frames: tuple[tuple[FrameGeometry, ColorAdjustment], ...] | None = None
-
-    def at(self, position: int) -> tuple[FrameGeometry, ColorAdjustment]:
-        """The geometry and colour changes of frame ``position`` of the clip."""
-        if self.frames is None:
-            return self.geometry, self.color
-        return self.frames[position]
 
 
 @dataclass(frozen=True, repr=False)

@@ -219,8 +219,8 @@ import vclip.index as index_module  # noqa: E402
 from vclip._bytes.sources import open_container  # noqa: E402
 from vclip._index.record import ARRAY_DTYPES  # noqa: E402
 from vclip.errors import IndexCacheWarning, TruncatedVideoWarning, UnreadableVideoError  # noqa: E402
-from vclip.synthetic import _texture as synthetic_texture  # noqa: E402
 from vclip.synthetic import render_frame  # noqa: E402
+from vclip.synthetic._barcoded import _texture as synthetic_texture  # noqa: E402
 
 TINY = dict(num_frames=20, width=64, height=48, keyframe_interval=10)
 

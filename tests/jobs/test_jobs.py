@@ -12,14 +12,13 @@ import pytest
 from helpers import require_extra, worker_pids
 
 from vclip._device import gpu_unavailable_reason
+from vclip._jobs.pools import _ProcessPool, _WorkerDied
 from vclip._jobs.runner import (
     InThisThread,
     Outcome,
     Processes,
     RayTasks,
     Threads,
-    _ProcessPool,
-    _WorkerDied,
     choose_runner,
 )
 from vclip._machine import usable_cores

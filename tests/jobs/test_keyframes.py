@@ -9,6 +9,7 @@ import pytest
 from helpers import barcodes, devices
 
 import vclip
+import vclip._scenes.signals as scene_signals_module
 import vclip.keyframes as keyframes_module
 from vclip.gop import keyframe_chunks
 from vclip.keyframes import extract_keyframes
@@ -92,11 +93,11 @@ def test_scene_method_with_max_frames_and_scaling(shots_video):
 def test_scene_signal_is_the_same_in_chunks(shots_video, monkeypatch):
     """The features and gap distances carried across decode chunks equal one pass over the video."""
     decoder = vclip.VideoDecoder(shots_video)
-    whole = keyframes_module._scene_signals(decoder, 64)
-    monkeypatch.setattr(keyframes_module, "_CHUNK_FRAMES", 7)
+    whole = scene_signals_module.scene_signals(decoder, 64)
+    monkeypatch.setattr(scene_signals_module, "CHUNK_FRAMES", 7)
     chunks = keyframe_chunks(decoder.index, 7)
     assert len(chunks) > 1 and all(decoder.index.is_keyframe[start] for start, _ in chunks)
-    chunked = keyframes_module._scene_signals(decoder, 64)
+    chunked = scene_signals_module.scene_signals(decoder, 64)
     for name in ("H", "B"):
         assert np.allclose(chunked.distances[name], whole.distances[name], equal_nan=True, atol=1e-6)
     assert np.allclose(chunked.luma_mean, whole.luma_mean) and np.array_equal(chunked.dark_share, whole.dark_share)
@@ -176,9 +177,9 @@ def test_chunks_on_the_session_threads_give_the_signal_of_one_pass(videos, monke
     from vclip._jobs.thread_pools import SharedThreadPool
 
     decoder = vclip.VideoDecoder(videos["h264"])  # 150 frames, a keyframe every 30
-    whole = keyframes_module._scene_signals(decoder, 64)
-    monkeypatch.setattr(keyframes_module, "_MIN_CHUNK_FRAMES", 7)
-    chunked = keyframes_module._scene_signals(decoder, 64, sessions=8)
+    whole = scene_signals_module.scene_signals(decoder, 64)
+    monkeypatch.setattr(scene_signals_module, "MIN_CHUNK_FRAMES", 7)
+    chunked = scene_signals_module.scene_signals(decoder, 64, sessions=8)
     for name in ("H", "B"):
         assert np.array_equal(chunked.distances[name], whole.distances[name], equal_nan=True)
     assert np.array_equal(chunked.luma_mean, whole.luma_mean)
@@ -189,13 +190,13 @@ def test_chunks_on_the_session_threads_give_the_signal_of_one_pass(videos, monke
     monkeypatch.setattr(decoder, "get_frames", lambda frames, **options: decoded.append(frames[0]) or
                         get_frames(frames, **options))
     sessions = SharedThreadPool(1, "test-scene-decode")  # one session, two chunks ahead
-    monkeypatch.setattr(keyframes_module, "_session_pools", {1: sessions})
+    monkeypatch.setattr(scene_signals_module, "_pools", {1: sessions})
 
     def stop(done, total):
         raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        keyframes_module._scene_signals(decoder, 64, on_progress=stop, sessions=1)
+        scene_signals_module.scene_signals(decoder, 64, on_progress=stop, sessions=1)
     sessions.get().shutdown(wait=True)  # every chunk still queued would run now
     assert len(decoded) < 5 and decoded == sorted(decoded)  # 5 chunks; the ones not started were cancelled
 
@@ -205,11 +206,11 @@ def test_gpu_chunks_decoded_at_once_give_the_signal_of_one_pass(videos, monkeypa
     """On the GPU the chunks are decoded by several NVDEC sessions at once; the tables are those of
     one chunk decoded by one session."""
     decoder = vclip.VideoDecoder(videos["h264"], device="cuda")
-    monkeypatch.setattr(keyframes_module, "_MIN_CHUNK_FRAMES", 1024)
-    whole = keyframes_module._scene_signals(decoder, 64, sessions=8)
-    monkeypatch.setattr(keyframes_module, "_MIN_CHUNK_FRAMES", 7)
+    monkeypatch.setattr(scene_signals_module, "MIN_CHUNK_FRAMES", 1024)
+    whole = scene_signals_module.scene_signals(decoder, 64, sessions=8)
+    monkeypatch.setattr(scene_signals_module, "MIN_CHUNK_FRAMES", 7)
     assert len(keyframe_chunks(decoder.index, 10)) == 5  # 150 frames / (2 x 8 sessions); GOP 30
-    chunked = keyframes_module._scene_signals(decoder, 64, sessions=8)
+    chunked = scene_signals_module.scene_signals(decoder, 64, sessions=8)
     for name in ("H", "B"):
         assert np.allclose(chunked.distances[name], whole.distances[name], equal_nan=True, atol=1e-6)
     assert np.allclose(chunked.luma_mean, whole.luma_mean) and np.array_equal(chunked.dark_share, whole.dark_share)
@@ -223,7 +224,7 @@ def test_save_refuses_tiny_thumbnails(videos, tmp_path):
 
 def test_scene_progress_advances_within_the_file(videos, monkeypatch):
     """on_progress follows the frames analysed, chunk by chunk, from 0 to the frame count."""
-    monkeypatch.setattr(keyframes_module, "_CHUNK_FRAMES", 7)  # a chunk per 30-frame GOP of the 150 frames
+    monkeypatch.setattr(scene_signals_module, "CHUNK_FRAMES", 7)  # a chunk per 30-frame GOP of the 150 frames
     calls = []
     extract_keyframes(videos["h264"], method="scene", device="cpu",
                       on_progress=lambda done, total: calls.append((done, total)))
@@ -301,14 +302,14 @@ def test_decode_processes_give_the_signal_of_one_pass(videos, monkeypatch, devic
     """Chunks decoded by the threads of two worker processes (shared by every decoder asking for
     two): the tables of one pass in this process, and the same shot boundaries."""
     in_process = vclip.VideoDecoder(videos["h264"], device=device)
-    whole = keyframes_module._scene_signals(in_process, 64)
+    whole = scene_signals_module.scene_signals(in_process, 64)
     decoder = vclip.VideoDecoder(videos["h264"], device=device, decode_processes=2)
     assert decoder._runner.backend is vclip.VideoDecoder(videos["long_gop"], device=device,
                                                          decode_processes=2)._runner.backend
     sessions = keyframes_module._sessions(decoder, 2, 1)
     assert sessions == 2 * (4 if device == "cuda" else 2)
-    monkeypatch.setattr(keyframes_module, "_MIN_CHUNK_FRAMES", 7)
-    chunked = keyframes_module._scene_signals(decoder, 64, sessions=sessions)
+    monkeypatch.setattr(scene_signals_module, "MIN_CHUNK_FRAMES", 7)
+    chunked = scene_signals_module.scene_signals(decoder, 64, sessions=sessions)
     assert len(keyframe_chunks(decoder.index, 7)) == 5  # 150 frames, a keyframe every 30
     for name in ("H", "B"):
         assert np.allclose(chunked.distances[name], whole.distances[name], equal_nan=True, atol=1e-6)

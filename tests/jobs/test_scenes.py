@@ -13,8 +13,8 @@ import pytest
 from helpers import SHARED_VIDEOS
 
 import vclip
-from vclip import keyframes as keyframes_module
 from vclip._scenes import shots as _shots
+from vclip._scenes import signals as scene_signals_module
 from vclip.keyframes import ShotBoundary, extract_keyframes, find_shot_boundaries
 from vclip.synthetic import SCENE_VIDEO_CLASSES, make_scene_video, read_barcode
 
@@ -214,7 +214,7 @@ def test_a_dissolve_to_the_old_picture_moved_is_refused(labelled):
     """A dissolve found stays found with the video's own thumbnails; once the first new frame's
     thumbnail is the last old frame's moved 2 pixels (what a camera move gives), it is refused."""
     video = labelled["dissolves"][0]
-    signals = keyframes_module._scene_signals(vclip.VideoDecoder(video.path, device="cpu"), 64)
+    signals = scene_signals_module.scene_signals(vclip.VideoDecoder(video.path, device="cpu"), 64)
     dissolve = next(b for b in _shots.shot_boundaries(signals, 2.0) if b.kind == "dissolve")
     signals.thumbnails[dissolve.frame] = np.roll(signals.thumbnails[dissolve.start - 1], 2, axis=1)
     assert dissolve not in _shots.shot_boundaries(signals, 2.0)
@@ -226,7 +226,7 @@ def test_the_middle_frames_of_a_dissolve_moved_copies_of_those_before_are_refuse
     quarter, half and three quarters of the way) are each the frame before moved 2 pixels, as in a
     crash zoom, it is refused."""
     video = labelled["dissolves"][0]
-    signals = keyframes_module._scene_signals(vclip.VideoDecoder(video.path, device="cpu"), 64)
+    signals = scene_signals_module.scene_signals(vclip.VideoDecoder(video.path, device="cpu"), 64)
     dissolve = next(b for b in _shots.shot_boundaries(signals, 2.0) if b.kind == "dissolve")
     start, end = dissolve.start, dissolve.frame
     assert not _shots._moving_inside(signals.thumbnails, start, end)
@@ -243,7 +243,7 @@ def test_a_cut_changes_both_features_more_than_the_pairs_beside_it(labelled, fea
     blocks) changes at the frame pairs beside the cut as much as at the cut (a whip pan, an object
     crossing the frame), the cut is refused, whatever the other feature says."""
     video = labelled["cuts"][0]
-    signals = keyframes_module._scene_signals(vclip.VideoDecoder(video.path, device="cpu"), 64)
+    signals = scene_signals_module.scene_signals(vclip.VideoDecoder(video.path, device="cpu"), 64)
     cuts = [b for b in _shots.shot_boundaries(signals, 2.0) if b.kind == "cut"]
     assert len(cuts) == len(video.boundaries)
     for cut in cuts:

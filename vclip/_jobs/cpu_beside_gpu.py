@@ -22,7 +22,8 @@ from typing import Any
 from .._machine import usable_cores
 from ..errors import check_integer, fail
 from .child_process import ChildProcess, child_pipes, watch_parent
-from .runner import _TASKS_PER_WORKER, Runner, Threads, _failed_task, _Pool, _run_task, _ThreadPool, _WorkerDied
+from .pools import _failed_task, _Pool, _run_task, _ThreadPool, _WorkerDied
+from .runner import _TASKS_PER_WORKER, Runner, Threads
 
 __all__ = ["BesideCpuDecoders", "auto_cpu_decoders", "resolve_cpu_decoders"]
 

@@ -1,0 +1,30 @@
+"""Synthetic test videos whose frames carry their own index as a barcode, and whose audio tells the time.
+
+Each frame is a window panned across a fractal-noise texture twice the frame size, with three
+coloured boxes moving on sine paths, and a 12-bit barcode of the frame index across the top band
+(one cell per bit, most significant first, white for 1). :func:`read_barcode` reads the index back
+from any decoded RGB frame, at any size, so tests can tell exactly which frame came out. An audio
+track (``make_video(audio_codec=...)``) carries :func:`audio_signal`, a tone whose pitch steps
+every 1/30 s, so tests can tell to the sample which audio came out.
+"""
+
+from ._barcoded import AUDIO_STEP_SECONDS, BARCODE_BITS, audio_signal, make_video, read_barcode, render_frame
+from ._scenes import (
+    BOUNDARY_KINDS,
+    SCENE_VIDEO_CLASSES,
+    LabelledEvent,
+    LabelledVideo,
+    make_scene_video,
+    make_shots_video,
+)
+
+__all__ = [
+    "make_video", "read_barcode", "audio_signal", "AUDIO_STEP_SECONDS", "BARCODE_BITS",
+    "make_scene_video", "LabelledVideo", "LabelledEvent",
+    "BOUNDARY_KINDS", "SCENE_VIDEO_CLASSES", "make_shots_video",
+]
+
+for _function in (make_video, read_barcode, audio_signal, render_frame, make_scene_video, make_shots_video,
+                  LabelledVideo, LabelledEvent):  # defined in private modules, public here
+    _function.__module__ = __name__
+del _function
