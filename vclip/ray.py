@@ -41,9 +41,7 @@ except ImportError as _error:  # pragma: no cover - depends on the environment
 import pyarrow as pa
 
 from ._jobs.runner import connect_ray, gpu_share
-from .catalog import Catalog, resolve_sources
-from .catalog._build import rows_table
-from .catalog._indexing import IndexJob, index_row
+from .catalog import Catalog, IndexJob, index_row, resolve_sources, rows_table
 from .check import check_video
 from .errors import VideoError, fail
 from .sampling import ClipSampler

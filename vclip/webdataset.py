@@ -111,7 +111,7 @@ def _videos_to_write(source: Any) -> tuple[list[SourceVideo], tuple[str, ...] | 
                 for video in shards.videos], names
     if type(source).__name__ == "Catalog" or (isinstance(source, (str, os.PathLike))
                                               and os.fspath(source).endswith(".parquet")):
-        from .catalog._read import read_catalog  # needs pyarrow: the [catalog] extra
+        from .catalog import read_catalog  # needs pyarrow: the [catalog] extra
 
         catalog = read_catalog(source) if isinstance(source, (str, os.PathLike)) else source
         return [SourceVideo(LabeledVideo(entry.path, -1 if entry.label is None else entry.label),

@@ -1,6 +1,7 @@
-"""The layout the architecture page describes is the code's: every module placed in a layer, every
-import (those inside functions too) going to its own layer or one below, no import circle, and no
-module longer than 700 lines."""
+"""The layout the architecture page describes is the code's: every module placed in a layer (a
+subpackage as one), every import (those inside functions too) going to its own layer or one below,
+no import circle, private names used only inside the package that holds them, at most 30 modules at
+the package's root, and no module longer than 600 lines."""
 
 import ast
 import re
@@ -9,7 +10,8 @@ from pathlib import Path
 from helpers import ROOT
 
 PACKAGE = ROOT / "vclip"
-MAX_LINES = 700
+MAX_LINES = 600
+MAX_ROOT_MODULES = 30
 
 
 def module_name(path: Path) -> str:
@@ -18,6 +20,23 @@ def module_name(path: Path) -> str:
 
 
 MODULES = {module_name(path): path for path in PACKAGE.rglob("*.py")}
+
+
+def imports_of(name: str) -> list[str]:
+    """Every dotted name ``name`` imports from vclip (``vclip.a.b`` for ``from vclip.a import b``)."""
+    path = MODULES[name]
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                base = ".".join(parts[: len(parts) - node.level + 1] + ([node.module] if node.module else []))
+            found += [f"{base}.{alias.name}" for alias in node.names]
+        elif isinstance(node, ast.Import):
+            found += [alias.name for alias in node.names]
+    return [target for target in found if target.split(".")[0] == "vclip"]
 
 
 def imported_modules(name: str) -> set[str]:
@@ -102,6 +121,29 @@ def test_no_import_circles():
     assert circles == []
 
 
-def test_no_module_is_longer_than_700_lines():
+def test_private_names_stay_in_their_package():
+    """``_name`` (a module, a subpackage or an object) is imported only from inside the package that
+    holds it: ``vclip._engine`` by any vclip module, ``vclip.catalog._read`` only inside
+    ``vclip.catalog``, ``_Pool`` of ``vclip._jobs.runner`` only inside ``vclip._jobs``."""
+    outside = []
+    for name in MODULES:
+        for target in imports_of(name):
+            parts = target.split(".")
+            private = [i for i, part in enumerate(parts) if part.startswith("_") and not part.endswith("__")]
+            if not private:
+                continue
+            holder = ".".join(parts[:private[0]])
+            if holder in MODULES and MODULES[holder].name != "__init__.py":
+                holder = holder.rpartition(".")[0]  # a name defined in a module: that module's package
+            if name != holder and not name.startswith(holder + "."):
+                outside.append(f"{name} imports {target}")
+    assert outside == []
+
+
+def test_the_root_holds_at_most_30_modules():
+    assert len(list(PACKAGE.glob("*.py"))) <= MAX_ROOT_MODULES
+
+
+def test_no_module_is_longer_than_600_lines():
     long = {name: lines for name, path in MODULES.items() if (lines := len(path.read_text().splitlines())) > MAX_LINES}
     assert long == {}

@@ -109,7 +109,7 @@ def open_source(videos: VideoSource | DatasetSource, cache_dir: str | os.PathLik
     if type(videos).__name__ == "Catalog":
         return CatalogDatasetSource(videos)
     if isinstance(videos, (str, os.PathLike)) and os.fspath(videos).endswith(".parquet"):
-        from ..catalog._read import read_catalog  # needs pyarrow: the [catalog] extra
+        from ..catalog import read_catalog  # needs pyarrow: the [catalog] extra
 
         return CatalogDatasetSource(read_catalog(videos))
     if is_shard_source(videos):  # WebDataset shards: paths, URLs or brace patterns of .tar files

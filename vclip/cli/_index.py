@@ -26,8 +26,7 @@ def _run_index(args: argparse.Namespace) -> int:
         raise UsageError(f"--workers ({args.workers}) must be >= 1")
     ray = ray_options(args)
     try:
-        from ..catalog import build_catalog, resolve_sources
-        from ..catalog._build import check_catalog_out
+        from ..catalog import build_catalog, check_catalog_out, resolve_sources
     except ImportError as error:  # pyarrow missing: an extra to install, as for every other command
         raise UsageError(str(error)) from None
     with refused_arguments():
