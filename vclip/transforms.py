@@ -21,7 +21,8 @@ from typing import Any, Literal
 
 import numpy as np
 
-from ._augment import (
+from ._index.orientation import UPRIGHT, Orientation
+from ._transforms.augment import (
     NO_CHANGE_FACTORS,
     NO_COLOR_CHANGE,
     Augmentations,
@@ -33,7 +34,6 @@ from ._augment import (
     RandomShortSideScale,
     SampleDraw,
 )
-from ._index.orientation import UPRIGHT, Orientation
 from .errors import (
     ArgumentError,
     check_choice,
@@ -329,7 +329,7 @@ class TransformSpec:
             ArgumentError: A transform that cannot be fused (named, with the reason), or one in an
                 order vclip cannot reproduce.
         """
-        from ._torchvision import spec_fields
+        from ._transforms.torchvision import spec_fields
 
         try:
             return cls(**spec_fields(transforms, layout=layout))
@@ -528,7 +528,7 @@ def as_transform_spec(value: Any, name: str = "transform") -> TransformSpec | No
     """
     if value is None or isinstance(value, TransformSpec):
         return value
-    from ._torchvision import looks_like_torchvision
+    from ._transforms.torchvision import looks_like_torchvision
 
     if looks_like_torchvision(value):
         return TransformSpec.from_torchvision(value)

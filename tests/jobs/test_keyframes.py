@@ -174,7 +174,7 @@ def test_contact_sheet_captions_are_drawn(videos, tmp_path):
 def test_chunks_on_the_session_threads_give_the_signal_of_one_pass(videos, monkeypatch):
     """The GPU's path (chunks decoded on the session threads, taken in order) run with CPU frames:
     the same tables as one pass; a failure in the caller cancels the chunks not started."""
-    from vclip._jobs.thread_pools import SharedThreadPool
+    from vclip._thread_pools import SharedThreadPool
 
     decoder = vclip.VideoDecoder(videos["h264"])  # 150 frames, a keyframe every 30
     whole = scene_signals_module.scene_signals(decoder, 64)

@@ -14,8 +14,8 @@ import pytest
 from helpers import require_extra
 
 import vclip
-from vclip._augment import RESIZED_CROP_TRIES
 from vclip._engine import adjust_colors, bfloat16_bits, yuv420_to_rgb_tensor
+from vclip._transforms.augment import RESIZED_CROP_TRIES
 from vclip.transforms import (
     GRAY_WEIGHTS,
     NO_COLOR_CHANGE,

@@ -29,7 +29,7 @@ from dataclasses import dataclass, fields
 from email.utils import parsedate_to_datetime
 from typing import Any
 
-from .._jobs.thread_pools import SharedThreadPool
+from .._thread_pools import SharedThreadPool
 from ..errors import (
     ArgumentError,
     RemoteReadWarning,

@@ -1,3 +1,3 @@
-"""Running work over many videos: the one job runner (threads, processes, Ray tasks), worker processes
-that run vclip's own code in a fresh interpreter, CPU decoders beside a GPU job, and thread pools
-shared by a process. (Private.)"""
+"""Running work over many videos: the one job runner (in this thread, threads, processes or Ray
+tasks) and its worker pools, worker processes that run vclip's own code in a fresh interpreter, and
+CPU decoders beside a GPU job. (Private.)"""

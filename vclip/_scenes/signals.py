@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from typing import Any, Protocol
 
 import numpy as np
 
-from .._jobs.thread_pools import SharedThreadPool, submitted_ahead
+from .._index.record import VideoIndex
 from .._outputs.images import to_numpy
-from ..decoder import VideoDecoder
+from .._thread_pools import SharedThreadPool, submitted_ahead
 from ..gop import keyframe_chunks
 from . import features_cuda as _shots_cuda
 from . import shots as _shots
@@ -21,6 +22,15 @@ CHUNK_FRAMES = 1024
 """Frames analysed per decode call (chunks start at keyframes) and per float block."""
 MIN_CHUNK_FRAMES = 64
 """The shortest chunk cut for parallel decoding."""
+
+class FrameSource(Protocol):
+    """What the analysis reads frames from (a :class:`vclip.VideoDecoder`)."""
+
+    @property
+    def index(self) -> VideoIndex: ...
+
+    def get_frames(self, indices: Any, *, scaling_factor: float) -> Any: ...
+
 
 _pools: dict[int, SharedThreadPool] = {}
 """Threads submitting chunks, per count: shared by every video analysed in the process (kept alive,
@@ -35,7 +45,7 @@ def session_pool(sessions: int):
         return _pools[sessions].get()
 
 
-def scene_signals(decoder: VideoDecoder, analysis_width: int,
+def scene_signals(decoder: FrameSource, analysis_width: int,
                    on_progress: Callable[[int, int], None] | None = None, sessions: int = 0) -> SceneSignals:
     """Decode every frame at ``analysis_width`` pixels across (on the decoder's device, chunk by
     chunk; with ``sessions``, that many chunks at once on threads shared by the process) and compute

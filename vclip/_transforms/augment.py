@@ -20,8 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from ._index.orientation import Orientation
-from .errors import (
+from .._index.orientation import Orientation
+from ..errors import (
     check_choice,
     check_integer,
     check_range,

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ._augment import ColorJitter, RandomResizedCrop
-from .errors import ArgumentError
+from ..errors import ArgumentError
+from .augment import ColorJitter, RandomResizedCrop
 
 __all__ = ["spec_fields", "looks_like_torchvision", "FUSED"]
 
