@@ -617,7 +617,7 @@ def test_forced_progress_advances_within_one_file(videos, tmp_path):
         "--progress",
         "--out",
         tmp_path,
-        prelude="import vclip.keyframes; vclip.keyframes._CHUNK_FRAMES = 7",
+        prelude="import vclip._scenes.signals; vclip._scenes.signals.CHUNK_FRAMES = 7",
         TQDM_MININTERVAL="0",
     )
     assert completed.returncode == 0, completed.stderr
