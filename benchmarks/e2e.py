@@ -33,9 +33,11 @@ Tools:
   decodes each clip with decord and resizes and crops it with OpenCV on the CPU; pinned memory; flip and
   normalization on the GPU.
 
-Each row: samples/s over ``--steps`` timed steps after ``--warmup`` (and its share of ``model_alone``),
-step time p50/p95, the share of the time the step waited for its batch, SM and NVDEC utilisation (NVML,
-sampled every 50 ms during the timed steps), the device memory in use during the timed steps above
+The loop waits for the GPU every 10 steps (it reads its loss), as a training loop that logs does.
+Each row: samples/s over ``--steps`` timed steps after ``--warmup`` (and its share of
+``model_alone``), step time p50/p95 (between the starts of consecutive steps), the share of the time
+the step waited for its batch, SM and NVDEC utilisation (NVML, sampled every 50 ms during the timed
+steps), the device memory in use during the timed steps above
 what ``model_alone`` used (all processes: the loader's own buffers, decoders and contexts), the CPU
 cores the training process and its children used, and for vclip what ``loader.stats()`` says it chose.
 Results in ``<out>/e2e.json``: ``runs.<model>@<size>.tools.<tool>.samples_per_second`` and the rest.
@@ -64,6 +66,7 @@ CLASSES = 400
 MEAN = (0.485, 0.456, 0.406)
 STD = (0.229, 0.224, 0.225)
 SAMPLE_PERIOD = 0.05
+SYNC_EVERY = 10  # steps between waits for the GPU (a loop that logs its loss every 10 steps)
 DEFAULT_RUNS = "r3d_18@112,r3d_18@224,mvit_v2_s@224"
 DEFAULT_TOOLS = ("model_alone,vclip-default,vclip-baseline,vclip-short-epochs,vclip-repeated-2,spdl,"
                  "decord-dataloader")
@@ -102,9 +105,10 @@ def vclip_source(paths, labels, crop, *, clips_per_video=16, **options):
     import vclip
 
     spec = vclip.TransformSpec.imagenet(crop, train=True, short_side=round(crop * 8 / 7), layout="CTHW")
+    batch_size = BATCH // options.get("repeated_augmentation", 1)  # samples per batch: BATCH whatever the repeats
     loader = vclip.ClipLoader(list(zip(paths, labels)), vclip.strided(LENGTH, STRIDE), transform=spec,
-                              batch_size=BATCH, shuffle=True, seed=0, device="cuda", clips_per_video=clips_per_video,
-                              **options)
+                              batch_size=batch_size, shuffle=True, seed=0, device="cuda",
+                              clips_per_video=clips_per_video, **options)
 
     def batches():
         epoch = 0
@@ -275,7 +279,7 @@ def train(tool: str, model_name: str, crop: int, paths: list[str], steps: int, w
     else:
         raise SystemExit(f"unknown tool {tool}")
 
-    waits, step_seconds = [], []
+    waits, starts = [], []
     first_batch_seconds = None
     cpu_start = wall_start = window_start = None
     for step in range(warmup + steps):
@@ -283,6 +287,8 @@ def train(tool: str, model_name: str, crop: int, paths: list[str], steps: int, w
             torch.cuda.synchronize()
             cpu_start, wall_start, window_start = tree_cpu_seconds(os.getpid()), time.perf_counter(), time.time()
         started = time.perf_counter()
+        if step >= warmup:
+            starts.append(started)
         data, targets = next(source)
         got = time.perf_counter()
         if first_batch_seconds is None:
@@ -293,11 +299,13 @@ def train(tool: str, model_name: str, crop: int, paths: list[str], steps: int, w
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
-        torch.cuda.current_stream().synchronize()
+        if (step + 1) % SYNC_EVERY == 0:
+            float(loss)  # the loop reads its loss now and then, which waits for the GPU
         if step >= warmup:
             waits.append(got - started)
-            step_seconds.append(time.perf_counter() - started)
+    torch.cuda.synchronize()
     wall = time.perf_counter() - wall_start
+    step_seconds = list(np.diff(starts + [time.perf_counter()]))
     row = {
         "samples_per_second": BATCH * steps / wall,
         "step_seconds_p50": statistics.median(step_seconds),
@@ -306,7 +314,7 @@ def train(tool: str, model_name: str, crop: int, paths: list[str], steps: int, w
         "cpu_cores_used": (tree_cpu_seconds(os.getpid()) - cpu_start) / wall,
         "first_batch_seconds": first_batch_seconds,
         "window": [window_start, time.time()],
-        "loss": float(loss),
+        "loss": float(loss.detach()),
     }
     if loader is not None and hasattr(loader, "stats"):
         stats = loader.stats()

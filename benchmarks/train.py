@@ -74,7 +74,6 @@ from common import GpuSampler, in_fresh_process, make_video_set, median_rate, nv
 import vclip
 from vclip._device import resolve_device
 from vclip._engine import (
-    AUTO_PREFETCH_QUEUE_DEPTH,
     ClipTarget,
     DecoderPool,
     DecodeStats,
@@ -84,6 +83,7 @@ from vclip._engine import (
     resolve_cpu_decoders,
     resolve_transform,
 )
+from vclip._loader.pacing import PACING
 from vclip.synthetic import read_barcode
 
 BATCH, LENGTH, STRIDE, SIZE = 8, 16, 2, 224
@@ -156,13 +156,13 @@ class VclipTool:
     ):
         from vclip._engine import make_backend
 
+        resolved = resolve_device(device).device
         backend = make_backend(
-            resolve_device(device).device,
+            resolved,
             skip_non_reference=skip_non_reference,
             processes=processes,
             threads=workers,
-            cpu_decoders=cpu_decoders,
-            in_flight=in_flight,
+            cpu_decoders=int(resolve_cpu_decoders(cpu_decoders, gpu=resolved.is_cuda, decode_processes=processes)),
         )
         self.backend = backend
         self.runner = (
@@ -412,7 +412,7 @@ def measure_default(paths: list[str], batches: int, warmup: int, device: str, **
     queue), then ``batches`` timed batches with the GPU synchronized at both ends; what the loader
     chose (``loader.stats()``) and its memory estimate."""
     depth = options.get("prefetch_queue_depth", "auto")
-    deepest = max(AUTO_PREFETCH_QUEUE_DEPTH.values()) if depth == "auto" else depth
+    deepest = PACING.max_depth if depth == "auto" else depth
     clips_per_video = math.ceil((1 + warmup + deepest + 1 + batches) * BATCH / len(paths))  # the checked batch too
     started = time.perf_counter()
     loader = default_loader(paths, clips_per_video, device, **options)
@@ -490,7 +490,7 @@ def vclip_configurations(workers, in_flight, processes, cpu_decoders, *, gpu: bo
         for p in processes:
             for w in workers:
                 for n in in_flight:
-                    count = resolve_cpu_decoders(c, gpu=gpu, decode_processes=p, in_flight=n)
+                    count = resolve_cpu_decoders(c, gpu=gpu, decode_processes=p)
                     if c == "auto" and count in cpu_decoders:
                         same[vclip_label((w, n, p, c))] = vclip_label((w, n, p, count))
                     else:
