@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import copy
 import logging
-import multiprocessing
 import os
 import sys
 import time
@@ -24,6 +23,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from typing import Any
 
+import numpy as np
 import torch
 from torch.utils.data import IterableDataset, get_worker_info
 
@@ -32,19 +32,18 @@ from ._bytes.remote import remote_reads
 from ._bytes.sources import is_url
 from ._datasets.inputs import LabeledVideo, VideoSource
 from ._device import Device, resolve_device
-from ._engine.backends import make_backend
-from ._engine.scheduler import resolve_decode_processes, resolve_decoders_and_depth
 from ._loader.audio import LoaderAudio
 from ._loader.batches import SCAN, BadVideos, BatchBuilder, OnError
 from ._loader.clip_batch import ClipBatch
 from ._loader.clips import ClipDrawer, VideoFacts
 from ._loader.epoch import EpochPlan, EvenShards, process_shard
 from ._loader.runtime import LoaderRuntime
+from ._loader.settings import budget_refusal, loader_backend, planned_processes, resolve_counts, runtime_settings
 from ._loader.source import DatasetSource, MixedSizes, open_source, scan
 from ._loader.state import LoaderState, dataset_fingerprint
 from ._loader.stats import Choice, LoaderCounters, LoaderStats, epoch_summary, make_stats
 from .audio import AudioSpec, audio_samples
-from .errors import ArgumentError, check_choice, check_count_or_auto, check_integer, fail, format_bytes, parse_bytes
+from .errors import ArgumentError, check_choice, check_count_or_auto, check_integer, fail, parse_bytes
 from .memory import LoaderMemoryEstimate, plan_loader_memory
 from .sampling import ClipSampler
 from .transforms import TransformSpec, as_transform_spec
@@ -64,12 +63,17 @@ class ClipLoader(IterableDataset):
     each pass to draw new clips (as with ``DistributedSampler``). All videos are indexed once, at
     construction, in parallel (pass ``cache_dir`` to keep the indexes across runs).
 
-    Buffers: the loader pools ``prefetch_queue_depth + 2`` output buffers (the batches queued
-    ahead, the one being built, the one the training loop holds) and reuses them in turn, so a
-    batch's tensors stay valid until the next batch is drawn (``clone()`` to keep them longer).
-    On the GPU the consumer's current CUDA stream waits for a batch's writes before the batch is
-    handed over, and a buffer is refilled only after the work queued on the consumer's stream
-    before it drew the next batch is done.
+    Buffers: the loader pools ``prefetch_queue_depth + 3`` output buffers (the batches queued
+    ahead, the one being built, the one the training loop holds, the one it held last) and reuses
+    them in turn, with no copy: a batch's tensors are views of a pooled buffer. A buffer is
+    refilled only once nothing references the batch it held: a batch kept longer (in a list, for
+    logging) keeps its buffer and its pixels, and the loader allocates another
+    (``stats().kept_batches`` counts them). On the GPU the consumer's current CUDA stream waits
+    for a batch's writes before the batch is handed over, and a buffer is refilled only after the
+    work queued on the consumer's stream before it drew the next batch is done. From the second
+    pass on, once every batch of an epoch is built, the first batches of the next epoch (the same
+    shard) are built while the training loop drains this one, so an epoch boundary does not stall
+    the pipeline.
 
     Resuming: :meth:`state_dict` says where the epoch stands (small, JSON-able);
     :meth:`load_state_dict` in a fresh loader over the same dataset and options makes its next
@@ -112,40 +116,40 @@ class ClipLoader(IterableDataset):
         drop_last: Leave out a last batch smaller than ``batch_size``.
         device: ``"cpu"``, ``"cuda"``, ``"cuda:N"`` or ``"auto"`` (default: the GPU when usable).
             A GPU request that cannot be served decodes on the CPU with one FallbackWarning.
-        num_threads: Decode threads, each with its own NVDEC decoder on the GPU; 0 (default): 12
-            on the GPU, ``min(8, CPU cores)`` on the CPU. With ``decode_processes``: threads per
+        num_threads: Decode threads, each with its own NVDEC decoder on the GPU. 0 (default):
+            up to 8 on the GPU (the loader's pacing decides how many work, see below), ``min(8, CPU
+            cores)`` on the CPU. A count set is used as set. With ``decode_processes``: threads per
             process (0: 4 on the GPU, 2 on the CPU).
         decode_processes: Worker processes that decode, writing straight into the loader's
             buffers (CUDA IPC on the GPU, shared memory on the CPU); 0: decode threads in this
-            process. One process's threads share one GIL, which caps small videos: on an H200,
-            640x360 clips came about 1.5x faster with 4 processes of 4 threads (see
-            benchmarks/README.md). ``"auto"`` (default), unless ``num_threads`` is set (then 0):
-            on the GPU 3 on machines of 8 cores or more, else 0; on the CPU one per 2 of the
-            ``min(8, cores)`` default threads, so that a decoder's native crash costs only its
-            video (:func:`vclip._engine.scheduler.auto_decode_processes`); the attribute holds
-            the count chosen. Each process holds its own CUDA context (about 500 MiB,
-            counted in :attr:`memory_estimate`) and starts in a couple of seconds. They are fresh
-            interpreters that import nothing of the script's (no main guard needed); not
-            available inside DataLoader workers.
+            process. ``"auto"`` (default): on the GPU none, so that NVDEC decodes in this
+            process's one CUDA context (each decode process holds a context of its own, hundreds
+            of MiB, and shares the GPU with the training process by time slices); on the CPU one
+            per 2 of the ``min(8, cores)`` default threads, so that a decoder's native crash costs
+            only its video; none inside a DataLoader worker or any daemon process, which may not
+            start processes, or when ``num_threads`` is set
+            (:func:`vclip._engine.scheduler.auto_decode_processes`). The attribute holds the count
+            chosen in this process. They are fresh interpreters that import nothing of the
+            script's (no main guard needed). Where they pay (small videos, a loader that is the
+            limit): ``docs/performance.md``.
         cpu_decoders: PyAV decoders working beside the default ones, from the same job queue. On
-            the GPU they decode on the CPU and the same CUDA kernel converts their pictures into
-            the same batch; they take the newest video of the queue only when they would finish it
-            before NVDEC has done the others, so they pay off only with many batches in flight.
-            ``"auto"`` (default): on the GPU, beside ``decode_processes`` and with
-            ``prefetch_queue_depth`` of 6 or more (or ``"auto"``), the cores left free (none
-            under 8 cores, see :func:`vclip._engine.scheduler.auto_cpu_decoders`), in processes
-            of their own that hold no CUDA context (they pack pictures into shared host memory;
-            this process uploads and converts them, staging 4 pictures per decoder on the GPU);
-            else none. On an H200 the defaults (11 CPU decoders beside 3 decode processes, depth
-            6) made the train workload 1.35x (1080p) and 1.52x (640x360) faster than without
-            them at depth 2; with 3 batches in flight they cost 16% at 640x360
-            (benchmarks/README.md). The ranks torchrun starts on one machine share its cores, and
-            no more start than fit 256 MiB each in the free ``/dev/shm`` (their pictures go there).
-            A count asks for that many anyway (0: none). A damaged
-            video may decode differently on NVDEC (which conceals some errors) and on the CPU, so
-            which decoder took it can change a batch. On the CPU they are single-threaded decoders
-            replacing the default pool (none for ``"auto"``). ``stats().decoders`` shows what each
-            kind did.
+            the GPU they decode on the CPU in processes of their own that hold no CUDA context
+            (their pictures go through shared host memory; this process uploads them and the same
+            CUDA kernel converts them into the same batch); they take the newest video of the
+            queue only when they would finish it before NVDEC has done the others. ``"auto"``
+            (default): on the GPU up to the cores left beside NVDEC's feeders and 2 for training
+            (none under 8 cores, see :func:`vclip._engine.scheduler.auto_cpu_decoders`; the
+            ranks torchrun starts on one machine share its cores, and no more start than fit
+            256 MiB each in the free ``/dev/shm``), used by the pacing only while the training
+            loop waits for batches; on the CPU none. A count asks for that many, all working. A
+            damaged video may decode differently on NVDEC (which conceals some errors) and on the
+            CPU, so which decoder took it can change a batch. On the CPU they are single-threaded
+            decoders replacing the default pool. ``stats().decoders`` shows what each kind did.
+        repeated_augmentation: Samples of each decoded clip, each with its own augmentation draws
+            (crop, scale, flip, colour), next to each other in the batch with the same
+            ``video_ids`` and ``clip_ids``: the repeated augmentation of VideoMAE and MAE-ST, which
+            decodes a ``k``-th of the clips for the same samples. A batch of ``batch_size`` clips
+            then holds ``batch_size x k`` samples. Default 1.
         max_lead_frames: Opt-in bound on decode work per clip in long GOPs: a clip starting more
             than this many frames after its keyframe is moved earlier to start this many after it
             (random and even starts only). A clip of a segment never moves before the segment's
@@ -155,9 +159,15 @@ class ClipLoader(IterableDataset):
             None (default): clips start where the sampler draws them.
         prefetch_queue_depth: Batches queued ahead of the one the training loop holds; with the
             one being built, ``prefetch_queue_depth + 1`` batches are decoded at once. ``"auto"``
-            (default): 6 where CPU decoders work beside NVDEC (``cpu_decoders``), else 2
-            (:data:`vclip._engine.scheduler.AUTO_PREFETCH_QUEUE_DEPTH`); the attribute holds the
-            depth chosen, ``stats().chosen`` says why.
+            (default): from 2, moved by the pacing up to 6 on the GPU (the attribute holds the
+            most, for which the memory is planned), 2 on the CPU.
+
+    Pacing: the loader measures how the training loop takes its batches and moves what it left to
+    the machine (``"auto"`` and ``num_threads=0``): while the loop waits for batches it adds NVDEC
+    threads, then CPU decoders beside NVDEC, then batches in flight, up to the machine's limit;
+    while built batches wait for the loop it gives them back, so that a model that is the limit
+    shares its cores and GPU with as little decoding as keeps it fed (see
+    :mod:`vclip._loader.pacing`). ``stats().pacing`` lists every change, when and why.
         shard_id, num_shards: This process's shard of the videos. Default: rank and world size of
             ``torch.distributed`` when it is initialised, otherwise the whole dataset. Inside
             DataLoader workers each worker takes its own part of the shard.
@@ -237,6 +247,7 @@ class ClipLoader(IterableDataset):
         num_threads: int = 0,
         decode_processes: int | str = "auto",
         cpu_decoders: int | str = "auto",
+        repeated_augmentation: int = 1,
         max_lead_frames: int | None = None,
         prefetch_queue_depth: int | str = "auto",
         shard_id: int | None = None,
@@ -282,20 +293,24 @@ class ClipLoader(IterableDataset):
         if audio is not None and not isinstance(audio, AudioSpec):
             raise fail("audio", audio, "an AudioSpec or None, e.g. vclip.AudioSpec(sample_rate=16000, channels=1)")
         self.audio = audio
-        self._drawer = ClipDrawer(sampler, transform, clips_per_video, max_lead_frames)
+        self.repeated_augmentation = check_integer("repeated_augmentation", repeated_augmentation, minimum=1)
+        if evaluation and self.repeated_augmentation > 1:
+            raise fail("repeated_augmentation", repeated_augmentation, "1 with evaluation=True (evaluation draws "
+                       "nothing at random; spatial_views gives several crops of a clip)")
+        self._drawer = ClipDrawer(sampler, transform, clips_per_video, max_lead_frames,
+                                  repeats=self.repeated_augmentation)
         self.frames_per_clip = self._drawer.frames_per_clip
-        if audio is not None and self._drawer.conversion.views > 1:
-            raise fail("audio", audio, "None with spatial_views > 1 (a loader's batches of views carry no audio; "
-                       "VideoDecoder.get_clips gives each view its clip's audio)")
+        if audio is not None and self._drawer.samples_per_clip > 1:
+            raise fail("audio", audio, "None with spatial_views > 1 or repeated_augmentation > 1 (a loader's batches "
+                       "of several samples per clip carry no audio; VideoDecoder.get_clips gives each view its clip's "
+                       "audio)")
         self._audio = None if audio is None else LoaderAudio(audio, sampler, samples=0,
                                                              positions=self.frames_per_clip, cache_dir=cache_dir)
         self.audio_shape: tuple[int, ...] | None = None
         self._device: Device = resolve_device(device).device  # a GPU request without one warns once
-        self.decode_processes = resolve_decode_processes(decode_processes, gpu=self._device.is_cuda,
-                                                         num_threads=self.num_threads,
-                                                         daemon=multiprocessing.current_process().daemon)
-        self._cpu_decoders, self.prefetch_queue_depth = resolve_decoders_and_depth(
-            cpu_decoders, prefetch_queue_depth, gpu=self._device.is_cuda, decode_processes=self.decode_processes)
+        self._requested = {"decode_processes": decode_processes, "cpu_decoders": cpu_decoders,
+                           "prefetch_queue_depth": prefetch_queue_depth}
+        self._resolve_counts()
         self._remote_baseline = remote_reads()
         self._source = open_source(videos, cache_dir)
         self._urls = frozenset(video.path for video in self._source.videos if is_url(video.path))
@@ -313,6 +328,16 @@ class ClipLoader(IterableDataset):
         except BaseException:
             self.close()  # worker threads and processes must not outlive a loader that failed
             raise
+
+    def _resolve_counts(self) -> None:
+        """The counts left to ``"auto"``, for this process (a DataLoader worker may start no process)."""
+        self.decode_processes, self._cpu_decoders, self.prefetch_queue_depth = resolve_counts(
+            self._requested, gpu=self._device.is_cuda, num_threads=self.num_threads)
+
+    def _next_pass(self, epoch: int) -> tuple[np.ndarray, list]:
+        """This process's shard and batches of ``epoch`` (a pass built ahead across an epoch boundary)."""
+        shard = self._shard()
+        return self._plan.shard(epoch, *shard), self._plan.batches(epoch, *shard)
 
     def _setup(self, runtime: LoaderRuntime, budget: int | None, memory_budget: int | str | None) -> None:
         found, seconds = scan(self._source, self._drawer, workers=self.decode_workers, mixed_sizes=self.mixed_sizes,
@@ -333,7 +358,7 @@ class ClipLoader(IterableDataset):
                                drop_last=self.drop_last, even_shards=None if self.evaluation else self.even_shards)
         self.memory_estimate: LoaderMemoryEstimate = self._estimate_memory(found.usable)
         if budget is not None and self.memory_estimate.total > budget:
-            raise ArgumentError(self._budget_refusal(memory_budget, budget))
+            raise ArgumentError(budget_refusal(self.memory_estimate, memory_budget, budget, self.batch_size))
         options = {
             "sampler": repr(replace(self.sampler, seed=None)), "transform": repr(self.transform),
             "batch_size": self.batch_size, "clips_per_video": self._drawer.clips_per_video, "shuffle": self.shuffle,
@@ -341,6 +366,8 @@ class ClipLoader(IterableDataset):
         }
         if self._drawer.max_lead_frames is not None:  # only when set: states saved without it still load
             options["max_lead_frames"] = self._drawer.max_lead_frames
+        if self.repeated_augmentation > 1:
+            options["repeated_augmentation"] = self.repeated_augmentation
         if self.evaluation:
             options["evaluation"] = True
         if self.audio is not None:
@@ -393,9 +420,10 @@ class ClipLoader(IterableDataset):
 
     def _iterate(self, epoch: int) -> Iterator[ClipBatch]:
         if get_worker_info() is not None and self._device.is_cuda:
-            raise RuntimeError(
-                f"a ClipLoader on {self._device} cannot run inside DataLoader worker processes; "
-                "use DataLoader(loader, batch_size=None) with num_workers=0 (the loader has its own threads)"
+            raise ArgumentError(
+                f"a ClipLoader on {self._device} cannot run inside DataLoader worker processes (a forked worker "
+                "cannot use the GPU); use DataLoader(loader, batch_size=None) with num_workers=0: the loader "
+                "decodes on its own threads and processes"
             )
         runtime = self._runtime_here()
         first = self._position[1] if self._resume_pending and self._position[0] == epoch else 0
@@ -482,14 +510,18 @@ class ClipLoader(IterableDataset):
             return runtime
         if runtime is not None and runtime.pid != os.getpid():
             self._bad = copy.copy(self._bad)  # a lock of its own in this process
-        backend = make_backend(self._device, processes=self.decode_processes, threads=self.num_threads,
-                               cpu_decoders=self._cpu_decoders, in_flight=self.prefetch_queue_depth + 1)
+            self._resolve_counts()  # e.g. a DataLoader worker, which may start no process
+        backend = loader_backend(self._device, self._requested, (self.decode_processes, self._cpu_decoders),
+                                 num_threads=self.num_threads)
         try:
             builder = BatchBuilder(self._source, self._drawer, self._bad, seed=self.seed, on_error=self.on_error,
                                    replace=not self.evaluation, audio=self._audio)
+            counts = (self.decode_processes, self._cpu_decoders, self.prefetch_queue_depth)
+            settings = runtime_settings(self._requested, counts, backend, gpu=self._device.is_cuda,
+                                        num_threads=self.num_threads)
             self._runtime = LoaderRuntime(
-                backend, self._device, builder, self._allocate_buffer, num_threads=self.num_threads,
-                decode_processes=self.decode_processes, prefetch_queue_depth=self.prefetch_queue_depth,
+                backend, self._device, builder, self._allocate_buffer, settings,
+                next_pass=None if self.evaluation else self._next_pass,
             )
             if self._audio is not None and self.audio_shape is not None:  # known once the scan has run
                 self._runtime.use_audio(self._audio.batch_shape(self.batch_size))
@@ -500,7 +532,8 @@ class ClipLoader(IterableDataset):
 
     def _allocate_buffer(self, backend):
         conversion = self._drawer.conversion
-        return backend.empty((self.batch_size * conversion.views,) + self.clip_shape, conversion.storage_dtype)
+        return backend.empty((self.batch_size * self._drawer.samples_per_clip,) + self.clip_shape,
+                             conversion.storage_dtype)
 
     def __getstate__(self) -> dict:  # DataLoader workers get the dataset, not threads or GPU state
         return {name: value for name, value in self.__dict__.items() if name != "_runtime"}
@@ -519,9 +552,11 @@ class ClipLoader(IterableDataset):
         largest = max(usable, key=lambda f: f.width * f.height * (1 if f.bit_depth <= 8 else 2))
         return plan_loader_memory(
             width=usable[0].output_size[0], height=usable[0].output_size[1], batch_size=self.batch_size,
-            sequence_length=self.frames_per_clip, dtype=self._drawer.dtype, views=self._drawer.conversion.views,
+            sequence_length=self.frames_per_clip, dtype=self._drawer.dtype, views=self._drawer.samples_per_clip,
             augmentation_factor=self.augmentation_factor, prefetch_queue_depth=self.prefetch_queue_depth,
-            num_threads=self.num_threads, decode_processes=self.decode_processes, device=self._device,
+            num_threads=self.num_threads, device=self._device,
+            decode_processes=planned_processes(self._requested, self.decode_processes, gpu=self._device.is_cuda,
+                                               num_threads=self.num_threads),
             video_width=largest.width, video_height=largest.height, video_bit_depth=largest.bit_depth,
             cpu_decoders=self._cpu_decoders,
             video_kinds=len({(facts.codec, facts.bit_depth, facts.width, facts.height) for facts in usable}),
@@ -529,18 +564,6 @@ class ClipLoader(IterableDataset):
             audio_samples=(0 if self._audio is None else
                            audio_samples(self._audio.spec, max(f.longest_spans[0] for f in usable),
                                          max(f.longest_spans[1] for f in usable), self.frames_per_clip)),
-        )
-
-    def _budget_refusal(self, memory_budget: int | str | None, budget: int) -> str:
-        fits = self.memory_estimate.largest_batch_size(budget)
-        advice = (
-            f"the largest batch_size that fits is {fits}" if fits else
-            f"not even batch_size=1 fits: the parts that do not grow with the batch take "
-            f"{format_bytes(self.memory_estimate.fixed_bytes)}"
-        )
-        return (
-            f"memory_budget ({memory_budget!r}, {format_bytes(budget)}) is too small for batch_size={self.batch_size}: "
-            f"the loader needs {self.memory_estimate}; {advice}"
         )
 
     def stats(self) -> LoaderStats:
@@ -555,13 +578,19 @@ class ClipLoader(IterableDataset):
             device=self._device, epoch=self._epoch, decode_workers=self.decode_workers,
             running_seconds=time.perf_counter() - running.started if running is not None else 0.0,
             memory_baseline=runtime.memory_baseline if runtime is not None else {},
-            estimate_bytes=self.memory_estimate.total,
+            estimate_bytes=runtime.working_memory(self.memory_estimate, int(self.decode_processes))
+            if runtime is not None else self.memory_estimate.own_bytes,
             skipped_videos={paths[video].path: problem for video, problem in self._bad.problems().items()},
             decoder_kinds=runtime.decoder_kinds() if runtime is not None else None,
             remote_reads=remote_reads(self._urls, since=self._remote_baseline) if self._urls else {},
             chosen={name: Choice(int(count), count.reason) for name, count in (
                 ("decode_processes", self.decode_processes), ("cpu_decoders", self._cpu_decoders),
                 ("prefetch_queue_depth", self.prefetch_queue_depth))},
+            working={name: runtime.pacer.value(name) for name in ("decode_threads", "decode_processes",
+                                                                   "cpu_decoders", "prefetch_queue_depth")}
+            if runtime else {},
+            pacing=runtime.pacing_changes if runtime is not None else [],
+            kept_batches=runtime.ring.replaced if runtime is not None else 0,
         )
 
     def __repr__(self) -> str:

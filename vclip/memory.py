@@ -7,7 +7,7 @@ Two answers to "how large a batch fits in this budget":
 
 - :func:`largest_batch_size`: by the formula alone (one batch of clips, nothing else).
 - ``plan_loader_memory(...).largest_batch_size(budget)``: what a :class:`~vclip.ClipLoader` with
-  these settings (its own argument names) can take: it also holds ``prefetch_queue_depth + 2``
+  these settings (its own argument names) can take: it also holds ``prefetch_queue_depth + 3``
   pooled batches, the decode surfaces of every NVDEC decoder, a workspace and a CUDA context per
   process. The loader checks ``memory_budget`` with the same plan, so both give the same number.
 """
@@ -20,10 +20,10 @@ from fractions import Fraction
 from typing import Any
 
 from ._engine.cpu import DEFAULT_WORKERS as CPU_DEFAULT_THREADS
-from ._engine.hybrid import STAGING_DEPTH, UPLOAD_PICTURES, semi_planar_shape
+from ._engine.hybrid import UPLOAD_PICTURES, semi_planar_shape
 from ._engine.nvdec import DECODERS_PER_THREAD, NvdecBackend
 from ._engine.processes import THREADS_PER_PROCESS
-from ._engine.scheduler import resolve_decode_processes
+from ._engine.scheduler import paced_decode_processes, resolve_decode_processes
 from .errors import check_count_or_auto, check_integer, check_number, fail, format_bytes, is_integer, parse_bytes
 
 __all__ = [
@@ -160,9 +160,13 @@ LOADER_WORKSPACE_BYTES = 64 * 2**20
 """Kernel module, CUDA streams and events of the decode workers, CuPy pool slack."""
 CUDA_CONTEXT_BYTES = 500 * 2**20
 """The CUDA context of the process (shared by CuPy and torch)."""
-STAGING_PICTURES = {"threads": STAGING_DEPTH, "processes": UPLOAD_PICTURES}
-"""Pictures each CPU decoder on the GPU stages in device memory: as threads of the loader's process
-(its ring), and beside decode processes (the pictures of a packed job uploaded at once)."""
+STAGING_PICTURES = UPLOAD_PICTURES
+"""Pictures each CPU decoder beside NVDEC stages in device memory (the pictures of a packed job
+uploaded at once)."""
+RING_BUFFERS_BEYOND_DEPTH = 3
+"""Output buffers a loader's pool holds beyond ``prefetch_queue_depth``: the batch being built, the
+one the training loop holds, and the one it held last (still referenced from its loop when the
+next batches are submitted)."""
 
 
 NVDEC_DEFAULT_THREADS = NvdecBackend.default_workers
@@ -179,7 +183,7 @@ class LoaderMemoryEstimate:
     Attributes:
         batch: One output batch by the formula (:class:`MemoryEstimate`); its ``batch_size``
             counts samples (clips times ``views``).
-        buffers: Output buffers in the loader's pool (``prefetch_queue_depth + 2``).
+        buffers: Output buffers in the loader's pool (``prefetch_queue_depth + 3``).
         output_buffers: ``batch.bytes x buffers``.
         decoders: NVDEC decoders (one per decode thread in all processes, times the kinds of
             video each keeps a decoder for; 0 on the CPU).
@@ -196,6 +200,9 @@ class LoaderMemoryEstimate:
         audio_buffers: The audio of ``buffers`` batches (with ``audio``): the pooled host
             buffers, pinned on the GPU, where the copies the training loop holds take as much at most.
         audio_bytes_per_clip: The audio of one clip in a batch.
+        processes: Decode processes (each with a CUDA context and a workspace on the GPU).
+        process_decoders: NVDEC decoders in those processes (counted in ``decoders``).
+        cpu_decoders: CPU decoders beside NVDEC (their ``staging``).
     """
 
     batch: MemoryEstimate
@@ -210,6 +217,28 @@ class LoaderMemoryEstimate:
     audio_buffers: int = 0
     audio_bytes_per_clip: int = 0
     staging: int = 0
+    processes: int = 0
+    process_decoders: int = 0
+    cpu_decoders: int = 0
+
+    def working(self, *, processes: int, buffers: int, cpu_decoders: int) -> int:
+        """:attr:`own_bytes` of the loader with only ``processes`` decode processes, ``buffers`` output
+        buffers and ``cpu_decoders`` CPU decoders at work (what its pacing left running): the plan
+        is for the most of each."""
+        idle_processes = max(0, self.processes - processes)
+        per_decoder = self.decode_surfaces / self.decoders if self.decoders else 0
+        idle_decoders = self.process_decoders * idle_processes / self.processes if self.processes else 0
+        per_buffer = (self.output_buffers + self.audio_buffers) / self.buffers
+        idle_staging = self.staging * max(0, self.cpu_decoders - cpu_decoders) / self.cpu_decoders \
+            if self.cpu_decoders else 0
+        return int(self.own_bytes - idle_processes * (CUDA_CONTEXT_BYTES + LOADER_WORKSPACE_BYTES)
+                   - idle_decoders * per_decoder - max(0, self.buffers - buffers) * per_buffer - idle_staging)
+
+    @property
+    def own_bytes(self) -> int:
+        """What the loader itself adds on the GPU: the total less the CUDA context of the process it
+        runs in (the training process's, there anyway); decode processes' contexts stay counted."""
+        return self.total - min(self.cuda_context, CUDA_CONTEXT_BYTES)
 
     @property
     def fixed_bytes(self) -> int:
@@ -251,9 +280,17 @@ def _plans_for_gpu(device: Any) -> bool:
 
 
 def _decode_processes(decode_processes: int | str, gpu: bool, num_threads: int) -> int:
-    """The decode processes a loader with ``decode_processes`` starts (``"auto"`` resolved for this machine)."""
-    return resolve_decode_processes(check_count_or_auto("decode_processes", decode_processes), gpu=gpu,
-                                    num_threads=num_threads)
+    """The most decode processes a loader with ``decode_processes`` runs (``"auto"`` resolved for
+    this machine: on the GPU the processes its pacing may start beside NVDEC in its own process)."""
+    decode_processes = check_count_or_auto("decode_processes", decode_processes)
+    if _paced(decode_processes, gpu, num_threads):
+        return paced_decode_processes(gpu=True)
+    return resolve_decode_processes(decode_processes, gpu=gpu, num_threads=num_threads)
+
+
+def _paced(decode_processes: int | str, gpu: bool, num_threads: int) -> bool:
+    """Whether decode processes join NVDEC threads of the loader's own process as its pacing needs them."""
+    return gpu and decode_processes == "auto" and not num_threads
 
 
 def loader_decode_workers(*, device: Any = "auto", num_threads: int = 0, decode_processes: int | str = "auto") -> int:
@@ -268,7 +305,10 @@ def loader_decode_workers(*, device: Any = "auto", num_threads: int = 0, decode_
     """
     num_threads = check_integer("num_threads", num_threads, minimum=0)
     gpu = _plans_for_gpu(device)
+    paced = _paced(decode_processes, gpu, num_threads)
     decode_processes = _decode_processes(decode_processes, gpu, num_threads)
+    if paced:  # NVDEC threads here, and the decode processes the pacing may start
+        return NVDEC_DEFAULT_THREADS + decode_processes * PROCESS_DEFAULT_THREADS["cuda"]
     if decode_processes:
         return decode_processes * (num_threads or PROCESS_DEFAULT_THREADS["cuda" if gpu else "cpu"])
     return num_threads or (NVDEC_DEFAULT_THREADS if gpu else CPU_DEFAULT_THREADS)
@@ -308,8 +348,7 @@ def plan_loader_memory(
         video_width, video_height, video_bit_depth: The largest video the loader decodes (its
             decode surfaces); default: the output size, as when clips are not resized.
         cpu_decoders: As :class:`~vclip.ClipLoader`: on the GPU each stages pictures in device
-            memory (``staging``); beside decode processes they run in processes of their own, which
-            hold no CUDA context.
+            memory (``staging``); they run in processes of their own, which hold no CUDA context.
         video_kinds: Distinct codec, bit depth and size combinations among the videos: each
             decode thread keeps an NVDEC decoder for each, up to :data:`DECODERS_PER_THREAD`
             (counted at the largest video's size).
@@ -322,23 +361,28 @@ def plan_loader_memory(
     Raises:
         ArgumentError: As :func:`estimate_memory`; a count below its minimum; an unknown device.
     """
-    from ._engine.scheduler import resolve_decoders_and_depth
+    from ._engine.scheduler import resolve_cpu_decoders
+    from ._loader.pacing import PACING
 
     video_kinds = check_integer("video_kinds", video_kinds, minimum=1)
     views = check_integer("views", views, minimum=1)
     prefetch_queue_depth = check_count_or_auto("prefetch_queue_depth", prefetch_queue_depth, minimum=1)
     on_gpu = _plans_for_gpu(device)
+    requested_processes = decode_processes
     decode_processes = _decode_processes(decode_processes, on_gpu, check_integer("num_threads", num_threads, minimum=0))
     cpu_decoders = check_count_or_auto("cpu_decoders", cpu_decoders)
-    count, depth = resolve_decoders_and_depth(cpu_decoders, prefetch_queue_depth, gpu=on_gpu,
-                                              decode_processes=decode_processes)
+    count = resolve_cpu_decoders(cpu_decoders, gpu=on_gpu, decode_processes=decode_processes)
+    if prefetch_queue_depth == "auto":
+        depth = PACING.max_depth if on_gpu else PACING.start_depth
+    else:
+        depth = int(prefetch_queue_depth)
     batch_size = check_integer("batch_size", batch_size, minimum=1)
     audio_samples = check_integer("audio_samples", audio_samples, minimum=0)
     audio_per_clip = audio.channels * audio.itemsize * audio_samples if audio is not None else 0
     parts = _loader_memory_from_parts(
         width=width, height=height, batch_size=batch_size * views, sequence_length=sequence_length, channels=channels,
-        dtype=dtype, augmentation_factor=augmentation_factor, buffers=depth + 2,
-        decoders=loader_decode_workers(device=device, num_threads=num_threads, decode_processes=decode_processes)
+        dtype=dtype, augmentation_factor=augmentation_factor, buffers=depth + RING_BUFFERS_BEYOND_DEPTH,
+        decoders=loader_decode_workers(device=device, num_threads=num_threads, decode_processes=requested_processes)
         * min(video_kinds, DECODERS_PER_THREAD),
         video_width=width if video_width is None else video_width,
         video_height=height if video_height is None else video_height,
@@ -346,13 +390,16 @@ def plan_loader_memory(
     )
     staging = 0
     if on_gpu and count:
-        pictures = STAGING_PICTURES["processes" if decode_processes else "threads"]
+        pictures = STAGING_PICTURES
         (rows, samples), sample = semi_planar_shape(width if video_width is None else video_width,
                                                     height if video_height is None else video_height, video_bit_depth)
         staging = count * pictures * rows * samples * sample.itemsize
     audio_buffers = audio_per_clip * parts.batch.batch_size * parts.buffers  # every sample (clip or view) has its audio
     return replace(parts, views=views, audio_buffers=audio_buffers, audio_bytes_per_clip=audio_per_clip,
-                   staging=staging, total=parts.total + audio_buffers + staging)
+                   staging=staging, total=parts.total + audio_buffers + staging, processes=decode_processes,
+                   cpu_decoders=int(count) if on_gpu else 0,
+                   process_decoders=decode_processes * (num_threads or PROCESS_DEFAULT_THREADS["cuda"])
+                   * min(video_kinds, DECODERS_PER_THREAD) if on_gpu else 0)
 
 
 def _loader_memory_from_parts(
@@ -379,7 +426,7 @@ def _loader_memory_from_parts(
     Args:
         width, height, batch_size, sequence_length, channels, dtype, augmentation_factor: One
             output batch, as :func:`estimate_memory` (``width``/``height`` of the output clips).
-        buffers: Output buffers in the pool (``prefetch_queue_depth + 2``).
+        buffers: Output buffers in the pool (``prefetch_queue_depth + 3``).
         decoders: NVDEC decoders (the loader's ``decode_workers``).
         video_width, video_height, video_bit_depth: The largest decoded video (surface size).
         on_gpu: False for the CPU path: only the output buffers count (host memory).

@@ -19,8 +19,6 @@ from test_kernel_host import host_library, host_transform  # noqa: F401 (fixture
 import vclip
 from vclip._device import CPU
 from vclip._engine import (
-    AUTO_MIN_IN_FLIGHT,
-    AUTO_PREFETCH_QUEUE_DEPTH,
     BLOCK,
     JOB_DTYPE,
     OUTPUT_KINDS,
@@ -339,56 +337,57 @@ def shared_memory(monkeypatch):
 
 
 def test_auto_cpu_decoders_leaves_cores_to_nvdec_feeders_and_the_consumer(shared_memory):
-    """The cores left free, only beside decode processes and with many batches in flight."""
-    assert auto_cpu_decoders(gpu=True, decode_processes=4, cores=16) == 10
-    assert auto_cpu_decoders(gpu=True, decode_processes=4, cores=16, in_flight=AUTO_MIN_IN_FLIGHT) == 10
-    assert auto_cpu_decoders(gpu=True, decode_processes=4, cores=16, in_flight=3) == 0  # depth 2
-    assert auto_cpu_decoders(gpu=True, decode_processes=4, cores=16, in_flight=3).reason == (
-        "auto: none with 3 batches in flight (they pay off from 7: prefetch_queue_depth=6)")
+    """The cores left beside NVDEC's feeders (and any decode processes) and 2 for training, on 8 cores or more."""
+    assert auto_cpu_decoders(gpu=True, cores=16) == 16 - 2 - 2
+    assert auto_cpu_decoders(gpu=True, decode_processes=4, cores=16) == 16 - 2 - 2 - 4
+    assert auto_cpu_decoders(gpu=True, cores=16).reason == (
+        "auto: up to the cores left beside NVDEC's feeders (2) and 2 for training, of 16")
     assert auto_cpu_decoders(gpu=True, decode_processes=4, cores=16).reason == (
-        "auto: the cores left beside 4 decode processes and 2 for training, of 16")
-    assert auto_cpu_decoders(gpu=True, cores=16) == 0  # decode threads: CPU decoders would hold their GIL
-    assert auto_cpu_decoders(gpu=True, decode_processes=2, cores=4) == 0
-    assert auto_cpu_decoders(gpu=False, decode_processes=4, cores=16) == 0
-    assert resolve_cpu_decoders(3, gpu=True, in_flight=3) == 3  # a count is taken as it is
+        "auto: up to the cores left beside NVDEC's feeders (2 and 4 decode processes) and 2 for training, of 16")
+    assert auto_cpu_decoders(gpu=True, cores=4) == 0
+    assert auto_cpu_decoders(gpu=False, cores=16) == 0
+    assert auto_cpu_decoders(gpu=True, cores=16, daemon=True) == 0  # a DataLoader worker starts no process
+    assert resolve_cpu_decoders(3, gpu=True) == 3  # a count is taken as it is
     shared_memory(64 * 2**20)  # a Docker container's default /dev/shm: room for none
-    assert auto_cpu_decoders(gpu=True, decode_processes=4, cores=16) == 0
+    assert auto_cpu_decoders(gpu=True, cores=16) == 0
     shared_memory(1 * 2**30)
-    assert auto_cpu_decoders(gpu=True, decode_processes=4, cores=16) == 4
-    assert auto_cpu_decoders(gpu=True, decode_processes=4, cores=16).reason == (
-        "auto: the cores left beside 4 decode processes and 2 for training, of 16, cut from 10 to 4: "
+    assert auto_cpu_decoders(gpu=True, cores=16) == 4
+    assert auto_cpu_decoders(gpu=True, cores=16).reason == (
+        "auto: up to the cores left beside NVDEC's feeders (2) and 2 for training, of 16, cut from 12 to 4: "
         "/dev/shm has 1,024 MiB free (256 MiB each for their pictures)")
     shared_memory(None)  # no /dev/shm to read: the cores decide
-    assert auto_cpu_decoders(gpu=True, decode_processes=4, cores=16) == 10
+    assert auto_cpu_decoders(gpu=True, cores=16) == 12
     assert resolve_cpu_decoders(3, gpu=True) == 3  # a count is taken whatever the shared memory
 
 
-def test_auto_prefetch_depth_is_deeper_where_cpu_decoders_work_beside_nvdec(monkeypatch, shared_memory):
-    """Both left to the loader on a GPU machine of 16 cores: 11 CPU decoders beside 3 decode
-    processes and 6 batches queued; a depth given decides whether "auto" starts CPU decoders."""
+def test_the_counts_left_to_the_machine_for_a_loader(monkeypatch, shared_memory):
+    """On a GPU machine of 16 cores: up to 3 decode processes (none at first), up to 9 CPU decoders,
+    up to 4 batches queued (the pacing starts at 2); counts given are taken as given; on the CPU a
+    depth of 2."""
     from vclip._engine import scheduler
+    from vclip._loader.pacing import PACING
+    from vclip._loader.settings import resolve_counts
 
     monkeypatch.setattr(scheduler, "cores_per_rank", lambda: 16)
-    resolve = scheduler.resolve_decoders_and_depth
-    count, depth = resolve("auto", "auto", gpu=True, decode_processes=3)
-    assert (count, depth) == (11, AUTO_PREFETCH_QUEUE_DEPTH["cpu_decoders"]) == (11, 6)
-    assert depth.reason == ("auto: 6 for 11 CPU decoders beside NVDEC (they take the jobs NVDEC would reach "
-                            "last, so they need batches in flight)")
-    assert resolve("auto", 2, gpu=True, decode_processes=3) == (0, 2)  # too few in flight for CPU decoders
-    assert resolve("auto", 2, gpu=True, decode_processes=3)[1].reason == "set"
-    assert resolve("auto", 6, gpu=True, decode_processes=3) == (11, 6)
-    assert resolve(0, "auto", gpu=True, decode_processes=3) == (0, 2)
-    assert resolve(0, "auto", gpu=True, decode_processes=3)[1].reason == "auto: 2 (no CPU decoders beside NVDEC)"
-    assert resolve(4, "auto", gpu=True, decode_processes=3) == (4, 6)  # CPU decoders asked for get the depth
-    assert resolve("auto", "auto", gpu=True, decode_processes=0) == (0, 2)  # decode threads only
-    assert resolve("auto", "auto", gpu=False, decode_processes=4) == (0, 2)
+    monkeypatch.setattr(scheduler, "usable_cores", lambda: 16)
+    auto = {"decode_processes": "auto", "cpu_decoders": "auto", "prefetch_queue_depth": "auto"}
+    processes, cpu_decoders, depth = resolve_counts(auto, gpu=True, num_threads=0)
+    assert (processes, cpu_decoders, depth) == (3, 9, PACING.max_depth) == (3, 9, 4)  # 16 - 2 - 2 - 3 cores
+    assert processes.reason == ("auto: none at first (NVDEC in this process's CUDA context); up to 3 while the "
+                                "training loop waits with every NVDEC thread busy")
+    assert depth.reason == "auto: from 2, paced up to 4 while the training loop waits"
+    assert resolve_counts(auto, gpu=True, num_threads=4)[0] == 0  # exactly the threads asked for
+    given = {"decode_processes": 2, "cpu_decoders": 3, "prefetch_queue_depth": 4}
+    assert resolve_counts(given, gpu=True, num_threads=0) == (2, 3, 4)
+    assert [count.reason for count in resolve_counts(given, gpu=True, num_threads=0)] == ["set"] * 3
+    assert resolve_counts(auto, gpu=False, num_threads=0)[1:] == (0, 2)
     monkeypatch.setattr(scheduler, "cores_per_rank", lambda: 4)
-    assert resolve("auto", "auto", gpu=True, decode_processes=3) == (0, 2)
+    assert resolve_counts(auto, gpu=True, num_threads=0)[1] == 0
 
 
 def test_the_ranks_of_one_machine_share_its_cores_for_cpu_decoders(monkeypatch, shared_memory):
-    """torchrun's 8 ranks on a 128-core machine get 16 cores each (11 CPU decoders beside 3 decode
-    processes, not 123 each); a rank already bound to its own cores keeps its affinity mask."""
+    """torchrun's 8 ranks on a 128-core machine get 16 cores each (12 CPU decoders at most, not 124
+    each); a rank already bound to its own cores keeps its affinity mask."""
     from vclip import _machine
     from vclip._engine import scheduler
 
@@ -398,25 +397,24 @@ def test_the_ranks_of_one_machine_share_its_cores_for_cpu_decoders(monkeypatch, 
     assert _machine.local_ranks() == 1 and _machine.cores_per_rank() == 128
     monkeypatch.setenv("LOCAL_WORLD_SIZE", "8")
     assert _machine.local_ranks() == 8 and _machine.cores_per_rank() == 16
-    assert scheduler.auto_cpu_decoders(gpu=True, decode_processes=3) == 11
+    assert scheduler.auto_cpu_decoders(gpu=True) == 12
     monkeypatch.setattr(_machine, "usable_cores", lambda: 12)  # numactl or a launcher bound the rank
     assert _machine.cores_per_rank() == 12
     monkeypatch.setenv("LOCAL_WORLD_SIZE", "not a number")
     assert _machine.local_ranks() == 1
 
 
-def test_auto_decode_processes_are_three_on_a_gpu_with_eight_cores_or_more_one_per_two_cpu_threads():
-    assert auto_decode_processes(gpu=True, cores=16) == 3
-    assert auto_decode_processes(gpu=True, cores=8) == 3
-    assert auto_decode_processes(gpu=True, cores=4) == 0  # the feeders and the training loop need them
-    # On the CPU one per 2 of the min(8, cores) default threads: crash-isolated decoders, as many
+def test_auto_decode_processes_are_none_on_a_gpu_one_per_two_cpu_threads():
+    """On the GPU NVDEC decodes in the loader's process (one CUDA context); on the CPU crash-isolated
+    decoder processes, one per 2 of the min(8, cores) default threads."""
+    assert auto_decode_processes(gpu=True, cores=16) == 0
+    assert auto_decode_processes(gpu=True, cores=4) == 0
     assert [auto_decode_processes(gpu=False, cores=cores) for cores in (1, 2, 3, 4, 16)] == [1, 1, 1, 2, 4]
     assert auto_decode_processes(gpu=False, cores=16, daemon=True) == 0
     assert auto_decode_processes(gpu=True, cores=16, daemon=True) == 0  # a DataLoader worker starts none
-    assert auto_decode_processes(gpu=True, cores=16, num_threads=3) == 0  # exactly the threads asked for
+    assert auto_decode_processes(gpu=False, cores=16, num_threads=3) == 0  # exactly the threads asked for
     assert auto_decode_processes(gpu=True, cores=16).reason == (
-        "auto: a GPU and 16 cores (8 or more): processes feed NVDEC past one interpreter lock")
-    assert auto_decode_processes(gpu=True, cores=4).reason.startswith("auto: a GPU and 4 cores (fewer than 8)")
+        "auto: NVDEC decodes on threads of this process, in its one CUDA context")
     assert auto_decode_processes(gpu=True, cores=16, daemon=True).reason == (
         "auto: a daemon process (a DataLoader worker) may not start processes")
 
@@ -424,9 +422,13 @@ def test_auto_decode_processes_are_three_on_a_gpu_with_eight_cores_or_more_one_p
 def test_the_memory_plan_counts_the_auto_decode_processes_of_this_machine(monkeypatch):
     import vclip._engine.scheduler as scheduler
 
-    shape = dict(width=224, height=224, batch_size=8, sequence_length=16, device="cuda")
+    shape = dict(width=224, height=224, batch_size=8, sequence_length=16, device="cuda", cpu_decoders=0)
     monkeypatch.setattr(scheduler, "usable_cores", lambda: 16)
-    assert vclip.plan_loader_memory(**shape) == vclip.plan_loader_memory(**shape, decode_processes=3)
+    paced = vclip.plan_loader_memory(**shape)  # NVDEC threads here and the 3 decode processes the pacing may start
+    assert paced.processes == 3 and paced.decoders == 8 + 3 * 4
+    assert paced.cuda_context == 4 * vclip.memory.CUDA_CONTEXT_BYTES
+    assert paced.working(processes=0, buffers=paced.buffers, cpu_decoders=0) == vclip.plan_loader_memory(
+        **shape, num_threads=8).own_bytes  # with no process started: the plan of 8 threads here
     monkeypatch.setattr(scheduler, "usable_cores", lambda: 2)
     assert vclip.plan_loader_memory(**shape) == vclip.plan_loader_memory(**shape, decode_processes=0)
     assert vclip.plan_loader_memory(**shape, decode_processes=4).cuda_context > vclip.plan_loader_memory(
@@ -552,8 +554,8 @@ def test_packed_upload_backend_converts_a_stream_that_is_not_420_as_the_cpu_does
 @pytest.mark.gpu
 @pytest.mark.parametrize("processes", [0, 2])
 def test_gpu_loader_with_cpu_decoders_matches_nvdec_alone(videos, processes):
-    """With decode processes, the CPU decoders run in packing processes of their own (no CUDA
-    context), whose pictures the loader's process converts into the NVDEC processes' buffers."""
+    """The CPU decoders run in packing processes of their own (no CUDA context), whose pictures the
+    loader's process converts into the output buffers (with decode processes: theirs)."""
     from vclip._engine import PackedUploadBackend
 
     paths = [(videos["h264"], 0)] * 4
@@ -575,12 +577,12 @@ def test_gpu_loader_with_cpu_decoders_matches_nvdec_alone(videos, processes):
             assert set(stats.decoders) == {"nvdec", "cpu"} and stats.decoders["cpu"].workers == 4
             assert stats.decoders["nvdec"].clips + stats.decoders["cpu"].clips == stats.clips
             helpers = loader._runtime.backend.pools[1].backend
-            assert isinstance(helpers, PackedUploadBackend) == bool(processes)
+            assert isinstance(helpers, PackedUploadBackend)
+            assert helpers.processes == 2 and helpers.threads == 2
+            on_gpu = gpu_process_ids()  # NVDEC's decode processes hold a CUDA context, packers none
             if processes:
-                assert helpers.processes == 2 and helpers.threads == 2
-                on_gpu = gpu_process_ids()  # NVDEC's decode processes hold a CUDA context, packers none
                 assert {w.process.pid for w in loader._runtime.backend.pools[0].backend._workers} <= on_gpu
-                assert not {w.process.pid for w in helpers._packers._workers} & on_gpu
+            assert not {w.process.pid for w in helpers._packers._workers} & on_gpu
         loader.close()
     for left, right in zip(*epochs):
         np.testing.assert_array_equal(left, right)

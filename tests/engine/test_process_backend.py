@@ -99,6 +99,25 @@ def test_processes_decode_the_same_frames_as_this_process(backend, clips_videos)
         assert stats.videos == len(jobs) and stats.frames_delivered == 2 * FRAMES * len(jobs)
 
 
+def test_processes_started_later_decode_what_was_asked_of_none(clips_videos):
+    """A backend made with no process (the loader's pacing starts them when the training loop needs
+    them) takes buffers at once, and its jobs are decoded once processes start."""
+    backend = cpu_processes(0, 2)
+    try:
+        assert backend.default_workers == 0
+        jobs = jobs_for(clips_videos)
+        output = backend.empty((2 * len(jobs), FRAMES, 48, 64, 3), "uint8")
+        assert backend.add_processes(2) == 2 and backend.default_workers == 4
+        assert backend.add_processes(1) == 2  # never fewer
+        expected, _, _ = decode(in_process_backend(CPU), jobs, 1)
+        runner = JobRunner(backend, 4)
+        result = runner.run(jobs, CONVERSION, output, DecodeStats())
+        runner.close()
+        assert result.errors == [None] * len(jobs) and np.array_equal(output, expected)
+    finally:
+        backend.close()
+
+
 def test_loader_with_decode_processes_gives_the_same_batches(clips_videos):
     options = dict(
         transform=vclip.TransformSpec(resize=(48, 64), crop=40, crop_mode="random", flip_probability=0.5),

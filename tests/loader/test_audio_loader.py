@@ -153,7 +153,7 @@ def test_the_memory_plan_counts_the_audio_buffers(audio_videos):
     estimate = loader.memory_estimate
     per_clip = 4 * span_samples(11 / 30, RATE)  # float32 mono
     assert estimate.audio_bytes_per_clip == per_clip
-    assert estimate.audio_buffers == per_clip * 4 * 4  # 4 clips a batch, 4 buffers
+    assert estimate.audio_buffers == per_clip * 4 * 5  # 4 clips a batch, 5 buffers (depth 2)
     without = loader_of([audio_videos["aac30"]], batch_size=4, prefetch_queue_depth=2, audio=None).memory_estimate
     assert estimate.total == without.total + estimate.audio_buffers
     plan = vclip.plan_loader_memory(width=64, height=48, batch_size=4, sequence_length=6, device="cpu",

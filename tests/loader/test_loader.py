@@ -391,7 +391,8 @@ def test_buffers_are_pooled_and_the_held_batch_stays_intact(dataset):
                 assert barcodes(clip) == frames
             drawn += 1
     assert drawn == 18
-    assert len(pointers) == depth + 2
+    assert len(pointers) == depth + 3  # queued, being built, held, held last
+    assert loader.stats().kept_batches == 0
     assert loader.stats().memory.peak_bytes == loader.memory_estimate.output_buffers
 
 
@@ -440,8 +441,9 @@ def test_the_default_cpu_loader_decodes_in_processes_where_a_crash_costs_nothing
 
     from vclip._engine import auto_decode_processes
 
-    expected = epoch_of(make_loader(dataset, seed=3))  # 2 threads of this process
-    loader = vclip.ClipLoader(dataset, vclip.strided(4, 2, clips_per_video=2), device="cpu", batch_size=4, seed=3)
+    expected = epoch_of(make_loader(dataset, seed=3, batch_size=2))  # 2 threads of this process
+    # 6 batches: with 2 queued ahead, batches are still to be decoded when the workers are killed
+    loader = vclip.ClipLoader(dataset, vclip.strided(4, 2, clips_per_video=2), device="cpu", batch_size=2, seed=3)
     try:
         assert loader.decode_processes == auto_decode_processes(gpu=False) >= 1 and loader.num_threads == 0
         batches = iter(loader)
@@ -460,9 +462,10 @@ def test_the_default_cpu_loader_decodes_in_processes_where_a_crash_costs_nothing
 
 
 def test_a_runtime_that_fails_to_start_stops_its_decode_processes(dataset, monkeypatch):
+    import vclip._loader.settings
     import vclip.loader
 
-    real_make_backend = vclip.loader.make_backend
+    real_make_backend = vclip._loader.settings.make_backend
     before, backends, started = set(worker_pids()), [], set()
 
     def make_backend(*args, **kwargs):
@@ -473,7 +476,7 @@ def test_a_runtime_that_fails_to_start_stops_its_decode_processes(dataset, monke
     def failing_runtime(*args, **kwargs):
         raise RuntimeError("no runtime")
 
-    monkeypatch.setattr(vclip.loader, "make_backend", make_backend)
+    monkeypatch.setattr(vclip._loader.settings, "make_backend", make_backend)
     monkeypatch.setattr(vclip.loader, "LoaderRuntime", failing_runtime)
     try:
         with pytest.raises(RuntimeError, match="no runtime"):
@@ -797,7 +800,7 @@ def test_state_with_another_max_lead_frames_is_refused(dataset):
 
 # -- memory -----------------------------------------------------------------------------------------
 def test_loader_memory_estimate_parts():
-    estimate = vclip.plan_loader_memory(  # 2 batches ahead: 4 buffers; 8 NVDEC decode threads
+    estimate = vclip.plan_loader_memory(  # 2 batches ahead: 5 buffers; 8 NVDEC decode threads
         width=224,
         height=224,
         batch_size=8,
@@ -810,7 +813,7 @@ def test_loader_memory_estimate_parts():
         video_height=1080,
     )
     assert estimate.batch.bytes == 224 * 224 * 3 * 4 * 8 * 16
-    assert estimate.output_buffers == 4 * estimate.batch.bytes
+    assert estimate.output_buffers == 5 * estimate.batch.bytes
     surfaces = vclip.memory.NVDEC_DECODE_SURFACES + vclip.memory.NVDEC_OUTPUT_SURFACES
     assert estimate.decode_surfaces == 8 * surfaces * 1.5 * 1920 * 1080
     assert estimate.cuda_context == vclip.memory.CUDA_CONTEXT_BYTES
@@ -827,8 +830,8 @@ def test_memory_budget_refusal_names_the_largest_batch_that_fits(dataset):
     spec = vclip.TransformSpec(resize=(96, 128), dtype="float32")
     estimate = make_loader(dataset, transform=spec, batch_size=8).memory_estimate
     per_batch = 96 * 128 * 3 * 4 * 4  # one clip of 4 frames, float32
-    assert estimate.output_buffers == 4 * 8 * per_batch
-    budget = 4 * 5 * per_batch + 100  # room for batch_size=5
+    assert estimate.output_buffers == 5 * 8 * per_batch  # 2 batches ahead: 5 buffers
+    budget = 5 * 5 * per_batch + 100  # room for batch_size=5
     with pytest.raises(ValueError, match=r"too small for batch_size=8.*the largest batch_size that fits is 5"):
         make_loader(dataset, transform=spec, batch_size=8, memory_budget=budget)
     assert make_loader(dataset, transform=spec, batch_size=5, memory_budget=budget).memory_estimate.total <= budget
@@ -861,7 +864,8 @@ def test_stats_and_epoch_summary(dataset, caplog, capsys):
     assert stats.frames.decoded_per_delivered == stats.frames.decoded / stats.frames.delivered
     assert stats.decode_workers == 2 and stats.nvdec_decoders == 0 and 0 < stats.decode_workers_busy <= 1
     assert stats.memory.estimate_bytes == loader.memory_estimate.total and stats.memory.gpu == {}
-    assert stats.memory.in_use_bytes == stats.memory.peak_bytes == 3 * loader.memory_estimate.batch.bytes
+    assert stats.memory.in_use_bytes == stats.memory.peak_bytes  # its buffers, allocated as batches needed them
+    assert 3 * loader.memory_estimate.batch.bytes <= stats.memory.peak_bytes <= loader.memory_estimate.output_buffers
     assert stats.skipped.clips == 0 and stats.skipped.videos == {}
 
     as_json = json.loads(json.dumps(stats.to_dict()))
@@ -873,7 +877,8 @@ def test_stats_and_epoch_summary(dataset, caplog, capsys):
     assert as_json["memory"]["peak_bytes"] == stats.memory.peak_bytes and as_json["batches"] == 3
     line = repr(stats)
     assert "\n" not in line and len(line) < 250
-    assert line.startswith("LoaderStats(cpu, epoch 0: 3 batches, 12 clips in ") and "0 videos skipped" in line
+    assert line.startswith("LoaderStats(cpu, since the start (now epoch 0): 3 batches, 12 clips in ")
+    assert "0 videos skipped" in line
     summary_lines = stats.summary().splitlines()
     assert len(summary_lines) == 9 and "2 decode workers (0 NVDEC)" in summary_lines[2]
     assert f"{stats.frames.decoded} decoded for 48 delivered" in summary_lines[3]

@@ -128,32 +128,35 @@ ISSUE_EXAMPLE = dict(width=1280, height=720, sequence_length=16, dtype="float16"
 
 def test_formula_and_loader_answers_for_the_issue_example():
     assert vclip.largest_batch_size("24GiB", **ISSUE_EXAMPLE) == 291  # the formula, unchanged
-    # The CPU loader holds prefetch_queue_depth + 2 = 4 batches of host memory: 291 // 4.
-    assert vclip.plan_loader_memory(batch_size=1, device="cpu", **ISSUE_EXAMPLE).largest_batch_size("24GiB") == 72
-    gpu = vclip.plan_loader_memory(batch_size=1, device="cuda", **ISSUE_EXAMPLE)  # 12 NVDEC threads
-    assert gpu.buffers == 4 and gpu.decoders == NVDEC_DEFAULT_THREADS
+    # The CPU loader holds prefetch_queue_depth + 3 = 5 batches of host memory: 291 // 5.
+    assert vclip.plan_loader_memory(batch_size=1, device="cpu", **ISSUE_EXAMPLE).largest_batch_size("24GiB") == 58
+    # On the GPU the pacing may queue up to 4 batches ahead: 7 buffers; 8 NVDEC threads
+    gpu = vclip.plan_loader_memory(batch_size=1, device="cuda", cpu_decoders=0, **ISSUE_EXAMPLE)
+    assert gpu.buffers == 7 and gpu.decoders == NVDEC_DEFAULT_THREADS == 8
     assert gpu.cuda_context == CUDA_CONTEXT_BYTES and gpu.workspace == LOADER_WORKSPACE_BYTES
+    assert gpu.own_bytes == gpu.total - CUDA_CONTEXT_BYTES  # the training process's context is not the loader's
     budget = 24 * 2**30
     fits = gpu.largest_batch_size(budget)
-    assert fits == (budget - gpu.fixed_bytes) // 4 // (1280 * 720 * 3 * 2 * 16) == 70
-    assert vclip.plan_loader_memory(batch_size=fits, device="cuda", **ISSUE_EXAMPLE).total <= budget
-    assert vclip.plan_loader_memory(batch_size=fits + 1, device="cuda", **ISSUE_EXAMPLE).total > budget
+    assert fits == (budget - gpu.fixed_bytes) // 7 // (1280 * 720 * 3 * 2 * 16) == 40
+    assert vclip.plan_loader_memory(batch_size=fits, device="cuda", cpu_decoders=0, **ISSUE_EXAMPLE).total <= budget
+    assert vclip.plan_loader_memory(batch_size=fits + 1, device="cuda", cpu_decoders=0, **ISSUE_EXAMPLE).total > budget
     processes = vclip.plan_loader_memory(batch_size=1, device="cuda", decode_processes=4, prefetch_queue_depth=1,
-                                         **ISSUE_EXAMPLE)
-    assert processes.buffers == 3 and processes.decoders == 4 * PROCESS_DEFAULT_THREADS["cuda"]
+                                         cpu_decoders=0, **ISSUE_EXAMPLE)
+    assert processes.buffers == 4 and processes.decoders == 4 * PROCESS_DEFAULT_THREADS["cuda"]
     assert processes.cuda_context == 5 * CUDA_CONTEXT_BYTES
-    # CPU decoders beside decode processes run in packing processes without a CUDA context; each
-    # stages 4 pictures on the device as NVDEC lays them out (1280x720 NV12: 1,080 rows of 1,280 bytes)
+    assert processes.own_bytes == processes.total - CUDA_CONTEXT_BYTES  # the decode processes' contexts count
+    # CPU decoders run in packing processes without a CUDA context; each stages 4 pictures on the
+    # device as NVDEC lays them out (1280x720 NV12: 1,080 rows of 1,280 bytes)
     helpers = vclip.plan_loader_memory(
         batch_size=1, device="cuda", decode_processes=4, prefetch_queue_depth=1, cpu_decoders=5, **ISSUE_EXAMPLE
     )
     assert helpers.cuda_context == 5 * CUDA_CONTEXT_BYTES and helpers.decoders == processes.decoders
-    assert helpers.staging == 5 * STAGING_PICTURES["processes"] * 1080 * 1280 == 5 * 4 * 1080 * 1280
+    assert helpers.staging == 5 * STAGING_PICTURES * 1080 * 1280 == 5 * 4 * 1080 * 1280
     assert helpers.total == processes.total + helpers.staging
     assert helpers.fixed_bytes == processes.fixed_bytes + helpers.staging
-    threads = vclip.plan_loader_memory(batch_size=1, device="cuda", cpu_decoders=5, **ISSUE_EXAMPLE)  # loader threads
+    threads = vclip.plan_loader_memory(batch_size=1, device="cuda", cpu_decoders=5, **ISSUE_EXAMPLE)  # one context
     assert threads.cuda_context == CUDA_CONTEXT_BYTES
-    assert threads.staging == 5 * STAGING_PICTURES["threads"] * 1080 * 1280 == 5 * 3 * 1080 * 1280
+    assert threads.staging == helpers.staging
     assert "CPU decoders' staging 27,648,000" in str(helpers)
 
 

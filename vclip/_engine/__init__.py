@@ -49,7 +49,7 @@ _SURFACE_BY_MODULE = {
     "hybrid": ("pack_semi_planar", "packed_frames", "PackedUploadBackend", "PackingBackend", "semi_planar_shape",
                "UploadBackend"),
     "scheduler": (
-        "auto_cpu_decoders", "auto_decode_processes", "AUTO_MIN_IN_FLIGHT", "AUTO_PREFETCH_QUEUE_DEPTH",
+        "auto_cpu_decoders", "auto_decode_processes", "NVDEC_FEEDER_CORES", "TRAINING_CORES",
         "DecoderKindStats", "DecoderPool",
         "PooledBackend", "resolve_cpu_decoders", "SharedQueueRunner",
     ),

@@ -11,7 +11,8 @@ from .._device import Device
 from .contract import Backend
 from .cpu import CpuBackend
 
-__all__ = ["close_shared_process_backends", "in_process_backend", "make_backend", "shared_process_backend"]
+__all__ = ["close_shared_process_backends", "in_process_backend", "make_backend", "make_paced_backend",
+           "shared_process_backend"]
 
 _gpu_backends: dict[tuple[int, bool], Backend] = {}
 _shared_backends_lock = threading.Lock()
@@ -62,19 +63,16 @@ def close_shared_process_backends() -> None:
 
 
 def make_backend(device: Device, *, skip_non_reference: bool = True, processes: int = 0, threads: int = 0,
-                 cpu_decoders: int | str = 0, in_flight: int | None = None) -> Backend:
+                 cpu_decoders: int = 0) -> Backend:
     """The backend for a resolved ``device``: in this process, or, with ``processes`` > 0, a new
     :class:`~vclip._engine.processes.ProcessBackend` of that many worker processes (``threads``
     decode threads each), each running :func:`in_process_backend` on the same device.
 
-    With ``cpu_decoders`` (a count, or ``"auto"``: :func:`~vclip._engine.scheduler.auto_cpu_decoders`,
-    which weighs ``in_flight``, the batches the caller decodes at once)
-    the result is a :class:`~vclip._engine.scheduler.PooledBackend`: on the GPU that many PyAV
-    decoders whose pictures the CUDA kernel converts join NVDEC as helpers (threads of this process,
-    or, with ``processes``, packing processes of their own without a CUDA context,
-    :func:`~vclip._engine.scheduler.cpu_decoder_processes`, whose pictures this process uploads and
-    converts: in one process their Python work holds the GIL that NVDEC's feeders need); on the CPU
-    that many single-threaded PyAV decoders replace the default pool.
+    With ``cpu_decoders`` the result is a :class:`~vclip._engine.scheduler.PooledBackend`: on the GPU
+    that many PyAV decoders join NVDEC as helpers, from the same queue, in packing processes of their
+    own that hold no CUDA context (:class:`~vclip._engine.hybrid.PackedUploadBackend`: this process
+    uploads their pictures and the same CUDA kernel converts them); on the CPU that many
+    single-threaded PyAV decoders replace the default pool.
     """
     from .scheduler import (
         CPU_DECODERS_PER_PROCESS,
@@ -82,10 +80,9 @@ def make_backend(device: Device, *, skip_non_reference: bool = True, processes: 
         DecoderPool,
         PooledBackend,
         cpu_decoder_processes,
-        resolve_cpu_decoders,
     )
 
-    count = resolve_cpu_decoders(cpu_decoders, gpu=device.is_cuda, decode_processes=processes, in_flight=in_flight)
+    count = int(cpu_decoders)
     if not device.is_cuda and count:
         return PooledBackend([DecoderPool("cpu", CpuBackend(threads=1, skip_non_reference=skip_non_reference),
                                           count)])
@@ -99,17 +96,41 @@ def make_backend(device: Device, *, skip_non_reference: bool = True, processes: 
         primary = ProcessBackend(factory, device, processes, threads)
     if not count:
         return primary
-    from .hybrid import PackedUploadBackend, UploadBackend
+    from .hybrid import PackedUploadBackend
 
-    helpers: Backend
-    if isinstance(primary, ProcessBackend):
-        helpers = PackedUploadBackend(device, cpu_decoder_processes(count, processes), CPU_DECODERS_PER_PROCESS,
-                                      skip_non_reference=skip_non_reference)
-    else:
-        helpers = UploadBackend(device, skip_non_reference=skip_non_reference)
+    helpers = PackedUploadBackend(device, cpu_decoder_processes(count), CPU_DECODERS_PER_PROCESS,
+                                  skip_non_reference=skip_non_reference)
     nvdec_workers = primary.default_workers if processes or not threads else threads
     return PooledBackend([
         DecoderPool("nvdec", primary, nvdec_workers),
-        DecoderPool("cpu", helpers, count, helper=True,
-                    max_job_bytes=PACKED_JOB_BYTES if isinstance(primary, ProcessBackend) else None),
+        DecoderPool("cpu", helpers, count, helper=True, max_job_bytes=PACKED_JOB_BYTES),
     ])
+
+
+PROCESS_POOL = "nvdec-processes"
+"""The kind of the decode processes' pool beside NVDEC in this process (see :func:`make_paced_backend`)."""
+
+
+def make_paced_backend(device: Device, *, processes: int, threads_per_process: int = 0, cpu_decoders: int = 0,
+                       skip_non_reference: bool = True) -> Backend:
+    """A GPU loader's backend whose decoders its pacing starts as the training loop needs them:
+    NVDEC on threads of this process (in its one CUDA context), up to ``processes`` decode
+    processes (none started yet: :meth:`~vclip._engine.processes.ProcessBackend.add_processes`
+    starts them, pool :data:`PROCESS_POOL`), and ``cpu_decoders`` CPU decoders in packing
+    processes. Output buffers come from the decode processes' registry, so that whichever decoder
+    takes a job can write into them."""
+    from .processes import ProcessBackend
+    from .scheduler import CPU_DECODERS_PER_PROCESS, PACKED_JOB_BYTES, DecoderPool, PooledBackend, cpu_decoder_processes
+
+    here = in_process_backend(device, skip_non_reference=skip_non_reference)
+    factory: Callable[[], Backend] = partial(in_process_backend, device, skip_non_reference=skip_non_reference)
+    remote = ProcessBackend(factory, device, 0, threads_per_process)
+    pools = [DecoderPool("nvdec", here, here.default_workers),
+             DecoderPool(PROCESS_POOL, remote, processes * remote.threads, active=0)]
+    if cpu_decoders:
+        from .hybrid import PackedUploadBackend
+
+        helpers = PackedUploadBackend(device, cpu_decoder_processes(cpu_decoders), CPU_DECODERS_PER_PROCESS,
+                                      skip_non_reference=skip_non_reference)
+        pools.append(DecoderPool("cpu", helpers, cpu_decoders, helper=True, max_job_bytes=PACKED_JOB_BYTES))
+    return PooledBackend(pools, allocator=remote)

@@ -160,9 +160,10 @@ class NvdecBackend(PlanBackend):
     """Decodes with NVDEC on one GPU; outputs CuPy arrays. Shared per device within a process
     (see :func:`~vclip._engine.backends.make_backend`), so :meth:`close` releases nothing."""
 
-    # Decode threads per backend: on an H200 (7 engines, 16 cores) 12-16 fed the engines best;
-    # more only added contention for the GIL (benchmarks/README.md).
-    default_workers = 12
+    default_workers = 8
+    """Decode threads of one process: on an H100 (7 engines, 16 cores) 8 threads decoded 640x360
+    H.264 faster than 12 (the threads share one interpreter lock: more only add contention), and
+    1080p as fast (docs/performance.md)."""
 
     def __init__(self, device: Device, *, skip_non_reference: bool = True):
         import cupy

@@ -242,7 +242,7 @@ class ProcessBackend:
     Args:
         factory: Makes the in-process backend a worker decodes with.
         device: Where that backend's outputs live (buffers are shared on it).
-        processes: Worker processes.
+        processes: Worker processes (0: none until :meth:`add_processes` starts some).
         threads: Decode threads per worker (default 4 on the GPU, 2 on the CPU).
         indexes_per_worker: Video indexes a worker keeps.
         decode_timeout: Seconds one video's decode may take in a worker before the worker is
@@ -278,6 +278,17 @@ class ProcessBackend:
         self._listener = threading.Thread(target=self._listen, name="vclip-decode-replies", daemon=True)
         self._listener.start()
         _open_backends.add(self)
+
+    def add_processes(self, count: int) -> int:
+        """Start workers until ``count`` run (each starts in the background: a fresh interpreter, and
+        on the GPU a CUDA context); returns how many there are."""
+        with self._lock:
+            if not self._closing:
+                while len(self._workers) < count:
+                    self._workers.append(self._start_worker())
+            self.processes = len(self._workers)
+            self.default_workers = self.processes * self.threads
+            return self.processes
 
     def _backend_here(self) -> Backend:
         with self._lock:

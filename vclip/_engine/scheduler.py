@@ -38,36 +38,25 @@ from .pipeline import Conversion, DecodeStats, VideoJob
 from .processes import THREADS_PER_PROCESS
 from .runner import JobsResult
 
-__all__ = ["AUTO_DECODE_PROCESSES", "AUTO_MIN_IN_FLIGHT", "AUTO_PREFETCH_QUEUE_DEPTH", "CPU_DECODERS_PER_PROCESS",
-           "PACKED_JOB_BYTES",
+__all__ = ["CPU_DECODERS_PER_PROCESS", "NVDEC_FEEDER_CORES", "PACED_DECODE_PROCESSES", "PACKED_JOB_BYTES",
+           "TRAINING_CORES", "paced_decode_processes",
            "Chosen", "DecoderKindStats", "DecoderPool", "PooledBackend", "SharedQueueRunner", "auto_cpu_decoders",
-           "auto_decode_processes", "cpu_decoder_processes", "resolve_cpu_decoders", "resolve_decode_processes",
-           "resolve_decoders_and_depth"]
+           "auto_decode_processes", "cpu_decoder_processes", "resolve_cpu_decoders", "resolve_decode_processes"]
 
 _SMOOTHING = 0.2
 """Weight of the newest job in a pool's running average of seconds per frame."""
 
 
-AUTO_PREFETCH_QUEUE_DEPTH = {"cpu_decoders": 6, "none": 2}
-"""``prefetch_queue_depth="auto"``: 6 where CPU decoders work beside NVDEC, else 2. A CPU decoder
-takes the newest job only when it would finish it before NVDEC has done the others, so it needs
-batches in flight: on an H200 (benchmarks/README.md, 11 CPU decoders beside 3 decode processes) the
-train workload came 1.35x (1080p) and 1.52x (640x360) faster with depth 6 than with the default 2
-and no CPU decoders, as fast as with depth 8 or 15, for 4 more output buffers."""
+PACED_DECODE_PROCESSES = 3
+"""Decode processes (of ``THREADS_PER_PROCESS["cuda"]`` threads each) a GPU loader's pacing may start
+beside NVDEC in the loader's process, on machines of 8 cores or more: one process's threads share one
+interpreter lock, which caps NVDEC's feeders at small pictures (docs/performance.md)."""
 
-AUTO_MIN_IN_FLIGHT = AUTO_PREFETCH_QUEUE_DEPTH["cpu_decoders"] + 1
-"""Batches decoded at once from which ``cpu_decoders="auto"`` starts CPU decoders (with decode
-processes): with little work queued a CPU decode is the last job of its batch (with 3 batches in
-flight they cost 16% at 640x360)."""
+NVDEC_FEEDER_CORES = 2
+"""Cores that ``cpu_decoders="auto"`` leaves to the threads feeding NVDEC in the loader's process."""
 
-
-AUTO_DECODE_PROCESSES = 3
-"""Decode processes of ``decode_processes="auto"`` on the GPU, on machines of 8 cores or more. One
-process's threads share one interpreter lock, which caps small videos: on an H200, 640x360 clips
-came 1.48x faster with 4 processes of 4 threads than with 12 threads. Each process holds a CUDA
-context (556 MiB by nvidia-smi at 640x360, 768 MiB with its 1080p decoders; about 1 GiB of the
-whole device's memory in all), and 3 processes of 4 threads were as fast as 4 on the train workload
-at 640x360 and 1080p, with 1 GiB less (benchmarks/README.md)."""
+TRAINING_CORES = 2
+"""Cores that ``cpu_decoders="auto"`` leaves to the training loop and the hand-over of batches."""
 
 
 class Chosen(int):
@@ -89,25 +78,40 @@ def auto_decode_processes(*, gpu: bool, num_threads: int = 0, cores: int | None 
                           daemon: bool = False) -> Chosen:
     """Decode processes for ``decode_processes="auto"``: none in a ``daemon`` process (a DataLoader
     worker), which may not start processes, or when ``num_threads`` is set (the loader decodes on
-    exactly those threads). Else on the GPU :data:`AUTO_DECODE_PROCESSES` with 8 cores or more (none
-    on smaller machines); on the CPU one per ``THREADS_PER_PROCESS["cpu"]`` of the default decode
-    threads (``min(8, cores)``), so that a decoder's native crash costs only its video, as many
-    decoders as threads would give, at about the same speed (benchmarks/README.md)."""
+    exactly those threads). On the GPU none: NVDEC decodes on threads of the loader's own process,
+    in its one CUDA context (each decode process would hold a context of its own, hundreds of MiB,
+    and time-slice the GPU with the training process). On the CPU one per
+    ``THREADS_PER_PROCESS["cpu"]`` of the default decode threads (``min(8, cores)``), so that a
+    decoder's native crash costs only its video."""
     if daemon:
         return Chosen(0, "auto: a daemon process (a DataLoader worker) may not start processes")
     if num_threads:
         return Chosen(0, f"auto: num_threads={num_threads} is set, and exactly those threads decode")
+    if gpu:
+        return Chosen(0, "auto: NVDEC decodes on threads of this process, in its one CUDA context")
     cores = usable_cores() if cores is None else cores
+    per_process = THREADS_PER_PROCESS["cpu"]
+    return Chosen(max(1, min(8, cores) // per_process),
+                  f"auto: one per {per_process} of the min(8, {cores} cores) decode threads, so that a "
+                  "decoder's crash costs only its video")
+
+
+def paced_decode_processes(*, gpu: bool, cores: int | None = None, daemon: bool = False) -> Chosen:
+    """The decode processes a GPU loader's pacing may start for ``decode_processes="auto"``: none are
+    running at first (NVDEC decodes in the loader's own process); :data:`PACED_DECODE_PROCESSES`
+    join while the training loop waits with every NVDEC thread of the loader's process busy. None
+    on the CPU, in a daemon process, or under 8 cores."""
     if not gpu:
-        per_process = THREADS_PER_PROCESS["cpu"]
-        return Chosen(max(1, min(8, cores) // per_process),
-                      f"auto: one per {per_process} of the min(8, {cores} cores) decode threads, so that a "
-                      "decoder's crash costs only its video")
-    if cores >= 8:
-        return Chosen(AUTO_DECODE_PROCESSES, f"auto: a GPU and {cores} cores (8 or more): processes feed NVDEC "
-                                             "past one interpreter lock")
-    return Chosen(0, f"auto: a GPU and {cores} cores (fewer than 8): the NVDEC feeders and the training loop "
-                     "need them")
+        return Chosen(0, "auto: none beside the CPU decoders")
+    if daemon:
+        return Chosen(0, "auto: a daemon process (a DataLoader worker) may not start processes")
+    cores = usable_cores() if cores is None else cores
+    if cores < 8:
+        return Chosen(0, f"auto: a GPU and {cores} cores (fewer than 8): the NVDEC feeders and the training loop "
+                         "need them")
+    return Chosen(PACED_DECODE_PROCESSES, f"auto: none at first (NVDEC in this process's CUDA context); up to "
+                                          f"{PACED_DECODE_PROCESSES} while the training loop waits with every NVDEC "
+                                          "thread busy")
 
 
 def resolve_decode_processes(decode_processes: int | str, *, gpu: bool, num_threads: int = 0,
@@ -119,33 +123,32 @@ def resolve_decode_processes(decode_processes: int | str, *, gpu: bool, num_thre
 
 
 def auto_cpu_decoders(*, gpu: bool, decode_processes: int = 0, cores: int | None = None,
-                      in_flight: int | None = None) -> Chosen:
-    """CPU decoders for ``cpu_decoders="auto"``: the cores left free beside NVDEC.
+                      daemon: bool = False) -> Chosen:
+    """The most CPU decoders ``cpu_decoders="auto"`` may use beside NVDEC: the cores left free.
 
-    On the GPU the NVDEC feeders need about one core per decode process, and the training loop and
-    batch hand-over two more; machines with fewer than 8 cores get none. ``cores`` defaults to this
-    process's share of the machine (:func:`vclip._machine.cores_per_rank`: the ranks torchrun starts
-    on one machine share its cores), and no more start than :data:`SHARED_MEMORY_PER_CPU_DECODER`
-    each fits in the free shared memory. Only beside decode
-    processes (as threads of the loader's process their Python work holds the GIL that NVDEC's
-    feeders need: at 640x360 they cost 15%) and, when ``in_flight`` (batches decoded at once) is
-    given, with at least :data:`AUTO_MIN_IN_FLIGHT`. On the CPU none: the default decode pool
-    already keeps every core busy, and single-threaded decoders from the shared queue measured no
-    faster on 2 cores (benchmarks/README.md); ask for a count to use them.
+    On the GPU they run in processes of their own that hold no CUDA context (the loader's process
+    uploads and converts their pictures); the loader's pacing starts using them only while the
+    training loop waits for batches and NVDEC is busy. The NVDEC feeders need
+    :data:`NVDEC_FEEDER_CORES` (one more per decode process) and the training loop
+    :data:`TRAINING_CORES`; machines with fewer than 8 cores get none. ``cores`` defaults to this
+    process's share of the machine (:func:`vclip._machine.cores_per_rank`: the ranks torchrun
+    starts on one machine share its cores), and no more start than
+    :data:`SHARED_MEMORY_PER_CPU_DECODER` each fits in the free shared memory. None in a ``daemon``
+    process (a DataLoader worker may not start processes). On the CPU none: the default decode pool
+    already keeps every core busy; ask for a count to use them.
     """
     if not gpu:
         return Chosen(0, "auto: none on the CPU (the decode pool keeps every core busy)")
-    if not decode_processes:
-        return Chosen(0, "auto: none without decode processes (as threads here they would slow NVDEC's feeders)")
-    if in_flight is not None and in_flight < AUTO_MIN_IN_FLIGHT:
-        return Chosen(0, f"auto: none with {in_flight} batches in flight (they pay off from {AUTO_MIN_IN_FLIGHT}: "
-                         f"prefetch_queue_depth={AUTO_MIN_IN_FLIGHT - 1})")
+    if daemon:
+        return Chosen(0, "auto: none in a daemon process (a DataLoader worker may not start processes)")
     if cores is None:
         cores = cores_per_rank()  # this process's share of the machine (one of the ranks of a node)
     if cores < 8:
         return Chosen(0, f"auto: none on {cores} cores (fewer than 8)")
-    count = max(0, cores - decode_processes - 2)
-    reason = f"auto: the cores left beside {decode_processes} decode processes and 2 for training, of {cores}"
+    count = max(0, cores - NVDEC_FEEDER_CORES - TRAINING_CORES - decode_processes)
+    reason = (f"auto: up to the cores left beside NVDEC's feeders ({NVDEC_FEEDER_CORES}"
+              + (f" and {decode_processes} decode processes" if decode_processes else "")
+              + f") and {TRAINING_CORES} for training, of {cores}")
     free = shared_memory_free()
     if free is not None and free // SHARED_MEMORY_PER_CPU_DECODER < count:
         fit = free // SHARED_MEMORY_PER_CPU_DECODER
@@ -165,43 +168,21 @@ PACKED_JOB_BYTES = SHARED_MEMORY_PER_CPU_DECODER * 2 // 3
 of 1080p, so one to three 16-frame clips of a video but not ten of an evaluation pass."""
 
 CPU_DECODERS_PER_PROCESS = 2
-"""CPU decoders (threads) per process when they run in processes of their own (beside NVDEC decode
-processes): a few per GIL, in packing processes that hold no CUDA context (the loader's process
-uploads and converts their pictures)."""
+"""CPU decoders (threads) per packing process: a few per GIL, in processes that hold no CUDA context
+(the loader's process uploads and converts their pictures)."""
 
 
 def resolve_cpu_decoders(cpu_decoders: int | str, *, gpu: bool, decode_processes: int = 0,
-                         in_flight: int | None = None) -> Chosen:
+                         daemon: bool = False) -> Chosen:
     """The count ``cpu_decoders`` asks for: itself, or for ``"auto"`` :func:`auto_cpu_decoders`."""
     if cpu_decoders == "auto":
-        return auto_cpu_decoders(gpu=gpu, decode_processes=decode_processes, in_flight=in_flight)
+        return auto_cpu_decoders(gpu=gpu, decode_processes=decode_processes, daemon=daemon)
     return Chosen(int(cpu_decoders), "set")
 
 
-def resolve_decoders_and_depth(cpu_decoders: int | str, prefetch_queue_depth: int | str, *, gpu: bool,
-                               decode_processes: int = 0) -> tuple[Chosen, Chosen]:
-    """The CPU decoders and the prefetch depth a loader asks for, each itself when a count. A depth
-    given decides whether ``cpu_decoders="auto"`` starts any (:func:`auto_cpu_decoders`); ``"auto"``
-    depth is :data:`AUTO_PREFETCH_QUEUE_DEPTH`, deeper where CPU decoders work on the GPU."""
-    depth_given = prefetch_queue_depth != "auto"
-    count = resolve_cpu_decoders(cpu_decoders, gpu=gpu, decode_processes=decode_processes,
-                                 in_flight=int(prefetch_queue_depth) + 1 if depth_given else None)
-    if depth_given:
-        return count, Chosen(int(prefetch_queue_depth), "set")
-    if gpu and count:
-        depth = AUTO_PREFETCH_QUEUE_DEPTH["cpu_decoders"]
-        return count, Chosen(depth, f"auto: {depth} for {int(count)} CPU decoders beside NVDEC (they take the "
-                                    "jobs NVDEC would reach last, so they need batches in flight)")
-    depth = AUTO_PREFETCH_QUEUE_DEPTH["none"]
-    return count, Chosen(depth, f"auto: {depth} (no CPU decoders beside NVDEC)" if gpu else f"auto: {depth}")
-
-
-def cpu_decoder_processes(cpu_decoders: int, decode_processes: int) -> int:
-    """Processes that hold ``cpu_decoders`` CPU decoders beside NVDEC: none without decode processes
-    (they are threads of the loader's process then), else :data:`CPU_DECODERS_PER_PROCESS` each."""
-    if not decode_processes or not cpu_decoders:
-        return 0
-    return -(-cpu_decoders // CPU_DECODERS_PER_PROCESS)
+def cpu_decoder_processes(cpu_decoders: int) -> int:
+    """Processes that hold ``cpu_decoders`` CPU decoders beside NVDEC, :data:`CPU_DECODERS_PER_PROCESS` each."""
+    return -(-cpu_decoders // CPU_DECODERS_PER_PROCESS) if cpu_decoders else 0
 
 
 @dataclass
@@ -209,20 +190,24 @@ class DecoderKindStats:
     """What one kind of decoder did.
 
     Attributes:
-        workers: Decode workers of this kind.
+        workers: Decode workers of this kind (started).
+        active: Workers allowed to take jobs now (the loader's pacing moves it between 0 and ``workers``).
         jobs: Videos decoded (one job: one video's clips of a batch).
         clips: Clips decoded.
         pictures: Pictures decoded (packets sent to the decoder).
         frames: Clip frames delivered.
         busy_seconds: Wall time the workers spent on jobs, summed over workers.
+        active_seconds: Wall time the active workers were allowed to work, summed over workers.
     """
 
     workers: int
+    active: int = 0
     jobs: int = 0
     clips: int = 0
     pictures: int = 0
     frames: int = 0
     busy_seconds: float = 0.0
+    active_seconds: float = 0.0
 
 
 @dataclass
@@ -234,6 +219,8 @@ class DecoderPool:
         helper: Takes a job only when expected to finish before the primary pools empty the queue.
         max_job_bytes: A helper takes no job whose frames, as NV12/P016 pictures, would take more
             (a packing process's shared buffer); None: any job.
+        active: Workers allowed to take jobs (the first ``active`` of them; None: all). The others
+            wait, holding no job; :meth:`SharedQueueRunner.set_active` changes it.
     """
 
     kind: str
@@ -242,11 +229,15 @@ class DecoderPool:
     helper: bool = False
     seconds_per_frame: float | None = None
     max_job_bytes: int | None = None
+    active: int | None = None
     stats: DecoderKindStats = field(init=False)
-    idle: int = field(init=False, default=0)  # workers waiting for a job (helpers only)
+    idle: int = field(init=False, default=0)  # active workers waiting for a job (helpers only)
+    active_since: float = field(init=False, default=0.0)
 
     def __post_init__(self):
-        self.stats = DecoderKindStats(self.workers)
+        self.active = self.workers if self.active is None else max(0, min(self.active, self.workers))
+        self.stats = DecoderKindStats(self.workers, self.active)
+        self.active_since = time.perf_counter()
 
 
 @dataclass(eq=False)
@@ -277,8 +268,8 @@ class SharedQueueRunner:
     """
 
     def __init__(self, pools: list[DecoderPool], *, wrap: Callable[[Backend], Backend] | None = None):
-        if not any(not pool.helper and pool.workers > 0 for pool in pools):
-            raise ValueError("a SharedQueueRunner needs a primary pool with workers")
+        if not any(not pool.helper and pool.workers > 0 and pool.active for pool in pools):
+            raise ValueError("a SharedQueueRunner needs a primary pool with active workers")
         self.pools = [pool for pool in pools if pool.workers > 0]
         self.num_workers = sum(pool.workers for pool in self.pools)
         self.primary_workers = sum(pool.workers for pool in self.pools if not pool.helper)
@@ -289,9 +280,9 @@ class SharedQueueRunner:
         self._condition = threading.Condition()
         self._closed = False
         self._threads = [
-            threading.Thread(target=self._work, args=(pool, self._wrap(pool.backend)), daemon=True,
+            threading.Thread(target=self._work, args=(pool, self._wrap(pool.backend), rank), daemon=True,
                              name=f"vclip-decode-{pool.kind}")
-            for pool in self.pools for _ in range(pool.workers)
+            for pool in self.pools for rank in range(pool.workers)
         ]
         for thread in self._threads:
             thread.start()
@@ -326,6 +317,31 @@ class SharedQueueRunner:
         reserved = sum(helper.idle for helper in self.pools if helper.idle and self._helper_accepts(helper))
         return len(self._queue) > reserved
 
+    def set_active(self, kind: str, count: int) -> int:
+        """Let ``count`` workers of the pools of ``kind`` take jobs (at most those started); a
+        worker beyond them finishes the job it holds, then waits. Returns the count now active."""
+        with self._condition:
+            now = time.perf_counter()
+            active = 0
+            for pool in self.pools:
+                if pool.kind == kind:
+                    pool.stats.active_seconds += (now - pool.active_since) * (pool.active or 0)
+                    pool.active_since = now
+                    pool.active = max(0, min(count - active, pool.workers))
+                    pool.stats.active = pool.active
+                    active += pool.active
+            self._condition.notify_all()
+            return active
+
+    def pool_sizes(self) -> dict[str, tuple[int, int, bool]]:
+        """``kind -> (workers started, workers active, helper)`` of every kind of pool."""
+        with self._condition:
+            sizes: dict[str, tuple[int, int, bool]] = {}
+            for pool in self.pools:
+                workers, active, helper = sizes.get(pool.kind, (0, 0, pool.helper))
+                sizes[pool.kind] = (workers + pool.workers, active + (pool.active or 0), helper)
+            return sizes
+
     def _helper_accepts(self, pool: DecoderPool) -> bool:
         """Whether a helper would finish the newest queued job before the primaries would reach it
         (and the job is not too large for it)."""
@@ -344,14 +360,19 @@ class SharedQueueRunner:
         ahead = self._queued_frames - newest + self._primary_running_frames
         return pool.seconds_per_frame * newest <= ahead * min(measured) / primary_workers
 
-    def _work(self, pool: DecoderPool, backend: Backend) -> None:
+    def _work(self, pool: DecoderPool, backend: Backend, rank: int) -> None:
         while True:
             with self._condition:
-                waiting = 1 if pool.helper else 0  # idle helpers are counted: primaries leave them jobs
-                pool.idle += waiting
-                while not self._closed and not self._may_take(pool):
-                    # Re-checked as the queue, the running work and the measured rates change.
-                    self._condition.wait(timeout=0.05 if self._queue else None)
+                waiting = 0  # idle active helpers are counted: primaries leave them jobs
+                while not self._closed:
+                    usable = rank < (pool.active or 0)
+                    counted = 1 if pool.helper and usable else 0
+                    pool.idle += counted - waiting
+                    waiting = counted
+                    if usable and self._may_take(pool):
+                        break
+                    # Re-checked as the queue, the running work, the measured rates and the active count change.
+                    self._condition.wait(timeout=0.05 if self._queue and usable else None)
                 pool.idle -= waiting
                 if self._closed:
                     return
@@ -396,10 +417,12 @@ class SharedQueueRunner:
         """A copy of each kind's counters (pools of the same kind summed)."""
         with self._condition:
             totals: dict[str, DecoderKindStats] = {}
+            now = time.perf_counter()
             for pool in self.pools:
                 total = totals.setdefault(pool.kind, DecoderKindStats(0))
                 for name, value in vars(pool.stats).items():
                     setattr(total, name, getattr(total, name) + value)
+                total.active_seconds += (now - pool.active_since) * (pool.active or 0)  # the running stretch
             return totals
 
     def close(self) -> None:
@@ -420,13 +443,15 @@ class SharedQueueRunner:
 class PooledBackend:
     """Several decoder pools behind the :class:`~vclip._engine.contract.Backend` contract.
 
-    Output buffers come from the first pool's backend (the others write into them: NVDEC worker
-    processes' CUDA IPC buffers are ordinary CuPy arrays here). :meth:`runner` gives the loader a
-    :class:`SharedQueueRunner` over the pools; :meth:`decode_job` runs one job through one.
+    Output buffers come from ``allocator`` (default: the first pool's backend); the others write
+    into them (NVDEC worker processes' CUDA IPC buffers are ordinary CuPy arrays here).
+    :meth:`runner` gives the loader a :class:`SharedQueueRunner` over the pools; :meth:`decode_job`
+    runs one job through one.
     """
 
-    def __init__(self, pools: list[DecoderPool]):
+    def __init__(self, pools: list[DecoderPool], *, allocator: Backend | None = None):
         self.pools = pools
+        self._allocator = allocator or pools[0].backend
         self.device = pools[0].backend.device
         self.default_workers = sum(pool.workers for pool in pools)
         self._runner: SharedQueueRunner | None = None
@@ -434,11 +459,15 @@ class PooledBackend:
         self._lock = threading.Lock()
 
     def empty(self, shape: tuple[int, ...], dtype: str) -> Any:
-        return self.pools[0].backend.empty(shape, dtype)
+        return self._allocator.empty(shape, dtype)
 
-    def runner(self, wrap: Callable[[Backend], Backend] | None = None) -> SharedQueueRunner:
-        """A runner over fresh copies of the pools (its own workers and counters, rates unmeasured)."""
-        return SharedQueueRunner([replace(pool, seconds_per_frame=None) for pool in self.pools], wrap=wrap)
+    def runner(self, wrap: Callable[[Backend], Backend] | None = None,
+               active: dict[str, int] | None = None) -> SharedQueueRunner:
+        """A runner over fresh copies of the pools (its own workers and counters, rates unmeasured),
+        with ``active[kind]`` workers of a kind allowed to take jobs at first (default: all)."""
+        active = active or {}
+        return SharedQueueRunner([replace(pool, seconds_per_frame=None, active=active.get(pool.kind, pool.active))
+                                  for pool in self.pools], wrap=wrap)
 
     def decode_job(self, job: VideoJob, conversion: Conversion, output: Any, stats: DecodeStats) -> Completion | None:
         with self._lock:

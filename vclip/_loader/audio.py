@@ -123,12 +123,27 @@ class AudioBuffers:
     def __init__(self, count: int, shape: tuple[int, ...], dtype: str, pinned: bool):
         self._shape, self._dtype, self._pinned = shape, getattr(torch, dtype), pinned
         self._tensors: list[torch.Tensor | None] = [None] * count
+        self._uses: list[int | None] = [None] * count
 
     def array(self, slot: int) -> np.ndarray:
+        from .handoff import storage_uses
+
         tensor = self._tensors[slot]
         if tensor is None:
             tensor = self._tensors[slot] = torch.zeros(self._shape, dtype=self._dtype, pin_memory=self._pinned)
+            self._uses[slot] = storage_uses(tensor)
         return tensor.numpy()
+
+    def kept(self, slot: int) -> bool:
+        """Whether a batch handed over from ``slot`` still holds a view of its audio (CPU batches only)."""
+        from .handoff import storage_uses
+
+        tensor = self._tensors[slot]
+        return tensor is not None and self._uses[slot] is not None and storage_uses(tensor) != self._uses[slot]
+
+    def forget(self, slot: int) -> None:
+        """Leave ``slot``'s buffer to the batch that keeps it; the next use makes a new one."""
+        self._tensors[slot] = None
 
     def hand_over(self, slot: int, count: int, device: torch.device | None) -> torch.Tensor:
         """The audio of the batch in ``slot`` (its first ``count`` clips) for the consumer: on the

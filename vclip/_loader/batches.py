@@ -105,7 +105,7 @@ class _Clip:
     ref: ClipRef
     index: VideoIndex
     frames: np.ndarray
-    draws: tuple[SampleDraw, ...]  # one per spatial view
+    draws: tuple[SampleDraw, ...]  # one per sample: each spatial view of each repeated draw
     drawn: SampledClip  # with its padded positions and target times (for its audio)
     segment: Segment | None
 
@@ -127,6 +127,7 @@ class BuiltBatch:
     pts_seconds: np.ndarray
     padded: np.ndarray
     skipped_videos: tuple[str, ...]
+    skipped_clips: int  # clips replaced by clips of other videos (in evaluation: left out)
     clip_ids: np.ndarray
     view_ids: np.ndarray
     augmentations: Augmentations
@@ -147,7 +148,8 @@ class BatchBuilder:
         self.seed = seed
         self.on_error = on_error
         self.replace = replace
-        self.views = drawer.conversion.views
+        self.views = drawer.samples_per_clip  # rows of the batch per clip
+        self.spatial_views = drawer.conversion.views
         self.audio = audio
 
     def build(self, runner, counters: LoaderCounters, wait_for_writes: Callable[[], None], epoch: int,
@@ -201,7 +203,6 @@ class BatchBuilder:
         else:
             kept = {clip.ref for clip in clips}
             left_out = [ref.video for ref in refs if ref not in kept]
-        counters.add(skipped_clips=len(left_out))
         views = self.views
         rows = lambda values: np.repeat(values, views, axis=0)  # noqa: E731 (a clip's views are rows of their own)
         frames = self.drawer.frames_per_clip
@@ -214,8 +215,9 @@ class BatchBuilder:
                              np.zeros((0, frames))),
             padded=rows(np.stack([clip.padded for clip in clips]) if clips else np.zeros((0, frames), bool)),
             skipped_videos=tuple(sorted({dataset[video].path for video in left_out})),
+            skipped_clips=len(left_out),
             clip_ids=rows(np.array([clip.ref.clip for clip in clips], dtype=np.int64)),
-            view_ids=np.tile(np.arange(views, dtype=np.int64), len(clips)),
+            view_ids=np.tile(np.arange(self.spatial_views, dtype=np.int64), len(clips) * self.drawer.repeats),
             audio_lengths=audio.lengths[:len(clips)] if audio is not None else None,
             has_audio=audio.has_audio[:len(clips)] if audio is not None else None,
             augmentations=Augmentations.from_draws([draw for clip in clips for draw in clip.draws],

@@ -48,11 +48,14 @@ class ClipDrawer:
         max_lead_frames: Clips starting more frames than this after their keyframe (or after
             their segment's first frame, when later) are moved earlier to start this many after
             it (see :mod:`vclip.gop`); None: no bound.
+        repeats: Samples drawn of each clip, each with its own augmentations (the loader's
+            ``repeated_augmentation``), each with every spatial view.
     """
 
     def __init__(self, sampler: ClipSampler, transform: TransformSpec | None, clips_per_video: int | None,
-                 max_lead_frames: int | None = None):
+                 max_lead_frames: int | None = None, repeats: int = 1):
         self.sampler = sampler
+        self.repeats = repeats
         self.frames_per_clip = _frames_per_clip(sampler)
         self._clip_sampler, self.clips_per_video = _clip_plan(sampler, clips_per_video)
         self.conversion = resolve_transform(transform, sampler.scaling_factor)
@@ -68,6 +71,11 @@ class ClipDrawer:
     @property
     def dtype(self) -> str:
         return self.conversion.dtype
+
+    @property
+    def samples_per_clip(self) -> int:
+        """Rows of a batch per clip: the spatial views of each repeated draw."""
+        return self.conversion.views * self.repeats
 
     def inspect(self, index: VideoIndex, segment: Segment | None = None) -> VideoFacts:
         """The facts of a video (or of its ``segment``, seconds) whose clips can be drawn.
@@ -110,9 +118,9 @@ class ClipDrawer:
     def draw(self, index: VideoIndex, ref: ClipRef, seed: int, epoch: int,
              segment: Segment | None = None) -> tuple[np.ndarray, tuple[SampleDraw, ...], SampledClip]:
         """The frames of clip ``ref`` in ``epoch`` (inside ``segment``, seconds), what its transform
-        drew (crop, scale, flip, colour: one draw per spatial view, from the clip's generator, after
-        its frames), and the clip as drawn (its padded positions and target times; frames moved by
-        ``max_lead_frames`` keep no target times)."""
+        drew (crop, scale, flip, colour: one draw per spatial view of each of ``repeats`` samples,
+        from the clip's generator, after its frames), and the clip as drawn (its padded positions
+        and target times; frames moved by ``max_lead_frames`` keep no target times)."""
         rng = ref.rng(seed, epoch)
         clips = self._clip_sampler.sample_with_padding(index, seed=rng, segment=segment)
         drawn = clips[ref.clip % len(clips)]
@@ -122,7 +130,9 @@ class ClipDrawer:
             frames = bound_lead(index, frames, self.max_lead_frames, first_frame=first)
             if not np.array_equal(frames, drawn.frame_indices):
                 drawn = drawn._replace(frame_indices=frames, target_seconds=None)
-        return frames, self.conversion.draw(index, rng, frames.size), drawn
+        draws = tuple(draw for _ in range(self.repeats)
+                      for draw in self.conversion.draw(index, rng, frames.size))
+        return frames, draws, drawn
 
     def _geometry(self, index: VideoIndex, rng: np.random.Generator) -> FrameGeometry:
         return self.conversion.index_geometry(index, rng)

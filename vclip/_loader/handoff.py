@@ -5,7 +5,7 @@ On the GPU, decode workers write a batch on their own CUDA streams and return ev
 batch is handed over, the consumer's current torch stream waits on those events (no host wait).
 When the consumer moves past a batch, an event is recorded on its current stream; the buffer is
 written again only after that event has fired, so work the training step queued on the batch is
-finished before the buffer is refilled.
+finished before the buffer is refilled, and only if no one holds the batch any more.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import torch
 
 from .._device import Device
 
-__all__ = ["BufferRing", "CpuHandoff", "CudaHandoff", "make_handoff"]
+__all__ = ["BufferRing", "CpuHandoff", "CudaHandoff", "make_handoff", "storage_uses"]
 
 
 class CpuHandoff:
@@ -97,7 +97,8 @@ class CudaHandoff:
         self._cupy.cuda.Device(self.device_id).synchronize()
 
     def memory_sample(self) -> dict[str, int]:
-        """Device memory in use (all processes), CuPy's pool, and torch's allocator, in bytes."""
+        """Device memory in use (all processes), CuPy's pool, and torch's allocator (allocated and
+        reserved from the device), in bytes."""
         with self._cupy.cuda.Device(self.device_id):
             free, total = self._cupy.cuda.runtime.memGetInfo()
         pool = self._cupy.get_default_memory_pool()
@@ -106,6 +107,7 @@ class CudaHandoff:
             "cupy_pool_used_bytes": int(pool.used_bytes()),
             "cupy_pool_total_bytes": int(pool.total_bytes()),
             "torch_allocated_bytes": int(torch.cuda.memory_allocated(self.device)),
+            "torch_reserved_bytes": int(torch.cuda.memory_reserved(self.device)),
         }
 
 
@@ -114,11 +116,25 @@ def make_handoff(device: Device) -> CpuHandoff | CudaHandoff:
     return CudaHandoff(int(device.index or 0)) if device.is_cuda else CpuHandoff()
 
 
+def storage_uses(tensor: torch.Tensor) -> int | None:
+    """How many tensors (views included) share ``tensor``'s storage, or None where torch does not say."""
+    count = getattr(torch._C, "_storage_Use_Count", None)
+    if count is None:  # pragma: no cover - torch builds without it
+        return None
+    return int(count(tensor.untyped_storage()._cdata))
+
+
 class BufferRing:
-    """``count`` output batch buffers used in turn, each with its torch view, allocated once.
+    """``count`` output batch buffers used in turn, each with a torch tensor over it.
 
     Each buffer keeps the events of its last use (the writes of a batch never handed over, or the
-    consumer's release); :meth:`prepare` waits for them before the buffer is written again.
+    consumer's release); :meth:`prepare` waits for them before the buffer is written again. Every
+    hand-over is a view of the buffer's tensor (:meth:`tensor`); when the buffer comes round again
+    and a view of it is still alive (a batch kept in a list, or for logging), the kept batch keeps
+    that buffer and the ring allocates a new one (:attr:`replaced` counts them): a kept batch costs
+    memory, never its pixels. The ring holds three buffers more than the batches queued ahead, so
+    the batch the training loop held last is no longer referenced from its loop when its buffer
+    comes round.
     """
 
     def __init__(self, count: int, allocate: Callable[[], Any], handoff: CpuHandoff | CudaHandoff):
@@ -127,9 +143,12 @@ class BufferRing:
         self._handoff = handoff
         self._arrays: list = [None] * count
         self._tensors: list = [None] * count
+        self._uses: list[int | None] = [None] * count  # storage uses of each tensor when no batch holds it
         self._waits: list[list] = [[] for _ in range(count)]
         self._next = 0
         self._lock = threading.Lock()
+        self.replaced = 0
+        self.audio: Any = None  # the AudioBuffers of the same slots, when batches carry audio
 
     def next_slot(self) -> int:
         """The buffer of the next batch."""
@@ -139,17 +158,29 @@ class BufferRing:
             return slot
 
     def prepare(self, slot: int):
-        """The buffer ``slot`` (array, torch view), once its last use is over."""
+        """The buffer ``slot``, once its last use is over (a new one when a kept batch holds it)."""
         with self._lock:
             waits, self._waits[slot] = self._waits[slot], []
         self._handoff.wait(waits)
+        tensor = self._tensors[slot]
+        kept = tensor is not None and self._uses[slot] is not None and storage_uses(tensor) != self._uses[slot]
+        if self.audio is not None and self.audio.kept(slot):
+            kept = True
+        if kept:  # a batch handed over from this buffer is still referenced: it keeps the buffer
+            with self._lock:
+                self.replaced += 1
+            self._arrays[slot] = self._tensors[slot] = None
+            if self.audio is not None:
+                self.audio.forget(slot)
         if self._arrays[slot] is None:
             array = self._allocate()
             self._arrays[slot], self._tensors[slot] = array, self._handoff.as_tensor(array)
-        return self._arrays[slot], self._tensors[slot]
+            self._uses[slot] = storage_uses(self._tensors[slot])
+        return self._arrays[slot]
 
-    def tensor(self, slot: int) -> torch.Tensor:
-        return self._tensors[slot]
+    def tensor(self, slot: int, count: int) -> torch.Tensor:
+        """A view of the first ``count`` samples of buffer ``slot``, for the consumer."""
+        return self._tensors[slot][:count]
 
     def set_waits(self, slot: int, events: list) -> None:
         """Events to wait for before ``slot`` is written again."""

@@ -1,15 +1,22 @@
 """A ClipLoader's runtime in one process: the decode workers, the threads that build batches
-ahead of the training loop, the ring of output buffers, and the hand-over of each batch.
+ahead of the training loop, the ring of output buffers, the hand-over of each batch, and the
+pacing that moves decoders and batches in flight to follow the training loop.
 
 One pass over an epoch runs at a time (:class:`Pass`): while the training loop holds batch n,
 batches n+1 .. n+depth+1 are being built; a batch is handed over once built, its buffer reused
-once the consumer has moved past it (see :mod:`vclip._loader.handoff`).
+once the consumer has moved past it (see :mod:`vclip._loader.handoff`) and no longer references it.
+Once every batch of a pass is built, and the training loop has come back for a second pass, the first
+batches of the pass expected next (the next epoch, on the same shard) are built while the training
+loop drains this one, so an epoch boundary does not empty the pipeline; they are used if that pass
+comes, and dropped otherwise.
 """
 
 from __future__ import annotations
 
+import atexit
 import os
 import time
+import weakref
 from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor, wait
@@ -19,14 +26,18 @@ import numpy as np
 import torch
 
 from .._device import Device
+from .._engine.backends import PROCESS_POOL
 from .._engine.pipeline import Conversion, DecodeStats, VideoJob
-from .._engine.runner import JobRunner
-from .._engine.scheduler import DecoderKindStats, PooledBackend, SharedQueueRunner
+from .._engine.processes import ProcessBackend
+from .._engine.scheduler import DecoderKindStats, DecoderPool, PooledBackend, SharedQueueRunner
+from ..memory import RING_BUFFERS_BEYOND_DEPTH, LoaderMemoryEstimate
 from .audio import AudioBuffers
 from .batches import BatchBuilder, BuiltBatch
 from .handoff import BufferRing, make_handoff
+from .pacing import PACING, Pacer, PacingChange, PacingRules, Resource
+from .settings import RuntimeSettings
 from .source import as_video_error
-from .stats import LoaderCounters
+from .stats import LoaderCounters, own_bytes
 
 __all__ = ["LoaderRuntime", "Pass"]
 
@@ -66,35 +77,62 @@ class Pass:
         self.submitted = first
         self.superseded = False
 
-    def finish(self) -> None:
-        """Wait until no batch of this pass is being built."""
-        wait(list(self.pending))
+    def matches(self, epoch: int, shard: np.ndarray, first: int) -> bool:
+        return self.epoch == epoch and self.first == first and np.array_equal(self.shard, shard)
+
+    def finish(self, _wait=wait) -> None:
+        """Wait until no batch of this pass is being built. (``wait`` is bound here: a pass abandoned
+        by its consumer may be finished while the interpreter exits, its modules already cleared.)"""
+        _wait(list(self.pending))
+
+
+_live: weakref.WeakSet[LoaderRuntime] = weakref.WeakSet()
+
+
+@atexit.register
+def _close_live_runtimes() -> None:
+    """At interpreter exit, close the runtimes whose loaders nobody closed (a training loop that
+    stopped mid-epoch): their passes end while every module is still there."""
+    for runtime in list(_live):
+        runtime.close()
 
 
 class LoaderRuntime:
-    """Decode workers, batch builders, buffer ring and hand-over of one process.
+    """Decode workers, batch builders, buffer ring, hand-over and pacing of one process.
 
     Args:
         backend: The decoder backend (see :func:`vclip._engine.backends.make_backend`).
         device: The loader's resolved device.
         builder: Builds each batch.
         allocate: Makes one output batch buffer with the backend.
-        num_threads: Decode threads (0: the backend's default); with ``decode_processes`` the
-            threads here only wait for the processes.
-        decode_processes: Worker processes of the backend (0: none).
-        prefetch_queue_depth: Batches built ahead of the one the consumer holds.
+        settings: Decode threads, CPU decoders and batches in flight, and which the user set.
+        next_pass: ``epoch -> (shard, batches)`` of this process's next pass over ``epoch``, for
+            the batches built ahead across an epoch boundary; None: none built ahead.
+        rules: The pacing's numbers.
     """
 
-    def __init__(self, backend, device: Device, builder: BatchBuilder, allocate: Callable[[Any], Any], *,
-                 num_threads: int, decode_processes: int, prefetch_queue_depth: int):
+    def __init__(self, backend, device: Device, builder: BatchBuilder, allocate: Callable[[Any], Any],
+                 settings: RuntimeSettings, *, next_pass: Callable[[int], tuple[np.ndarray, list]] | None = None,
+                 rules: PacingRules = PACING):
         self.backend = backend
-        if isinstance(backend, PooledBackend):
-            self.runner: JobRunner | SharedQueueRunner = backend.runner(wrap=_GuardedBackend)
-        else:
-            self.runner = JobRunner(_GuardedBackend(backend), 0 if decode_processes else num_threads,
-                                    dedicated_threads=True)
+        pooled = backend if isinstance(backend, PooledBackend) else PooledBackend(
+            [DecoderPool("nvdec" if device.is_cuda else "cpu", backend, settings.threads)])
+        self._primary = next(pool.kind for pool in pooled.pools if not pool.helper)
+        self._helper = next((pool.kind for pool in pooled.pools if pool.helper), None)
+        remote = next((pool for pool in pooled.pools if pool.kind == PROCESS_POOL), None)
+        self._processes: ProcessBackend | None = None
+        if remote is not None and settings.paced_processes and isinstance(remote.backend, ProcessBackend):
+            self._processes = remote.backend
+        workers = {pool.kind: pool.workers for pool in pooled.pools}
+        threads = min(settings.threads, workers[self._primary])
+        start_threads = threads if settings.threads_set else min(threads, max(rules.start_threads, 1))
+        helpers = workers.get(self._helper, 0) if self._helper else 0
+        start_helpers = helpers if settings.cpu_decoders_set else 0
+        active = {self._primary: start_threads, PROCESS_POOL: 0,
+                  **({self._helper: start_helpers} if self._helper else {})}
+        self.runner: SharedQueueRunner = pooled.runner(wrap=_GuardedBackend, active=active)
         self.builder = builder
-        self.depth = prefetch_queue_depth
+        self.depth = settings.depth
         self.counters = LoaderCounters()
         try:
             self.handoff = make_handoff(device)
@@ -102,37 +140,90 @@ class LoaderRuntime:
         except BaseException:
             self.runner.close()  # its threads may have started; the backend is the caller's to close
             raise
-        self.builders = ThreadPoolExecutor(prefetch_queue_depth + 1, thread_name_prefix="vclip-batch")
-        self.ring = BufferRing(prefetch_queue_depth + 2, lambda: allocate(backend), self.handoff)
+        self.builders = ThreadPoolExecutor(settings.max_depth + 1, thread_name_prefix="vclip-batch")
+        self.ring = BufferRing(settings.max_depth + RING_BUFFERS_BEYOND_DEPTH, lambda: allocate(backend), self.handoff)
         self.audio: AudioBuffers | None = None  # see use_audio
         self._device = device
+        self._next_pass = next_pass
         self.pid = os.getpid()
+        _live.add(self)
         self.active: Pass | None = None
+        self.ahead: Pass | None = None  # the first batches of the pass expected next
+        self.passes = 0
         self.closed = False
         self._held: int | None = None
+        self._handed_at: float | None = None
+        self.pacer = Pacer(
+            threads=Resource("decode_threads", start_threads, min(rules.min_threads, threads), threads,
+                             settings.threads_set),
+            processes=Resource("decode_processes", 0, 0, settings.paced_processes if self._processes else 0, False),
+            cpu_decoders=Resource("cpu_decoders", start_helpers, 0, helpers, settings.cpu_decoders_set),
+            depth=Resource("prefetch_queue_depth", settings.depth, min(rules.min_depth, settings.depth),
+                           settings.max_depth, settings.depth_set),
+            apply=self._apply, busy=self._busy, rules=rules)
+
+    # -- pacing -------------------------------------------------------------------------------------
+    def _apply(self, setting: str, value: int) -> None:
+        if setting == "prefetch_queue_depth":
+            self.depth = value
+        elif setting == "decode_processes" and self._processes is not None:
+            self._processes.add_processes(value)  # started once; a pass that needs fewer leaves them idle
+            self.runner.set_active(PROCESS_POOL, value * self._processes.threads)
+        elif setting == "decode_threads":
+            self.runner.set_active(self._primary, value)
+        elif self._helper is not None:
+            self.runner.set_active(self._helper, value)
+
+    def _busy(self) -> dict[str, tuple[float, float]]:
+        kinds = self.runner.kind_stats()
+        names = {self._primary: "decode_threads", PROCESS_POOL: "decode_processes", self._helper: "cpu_decoders"}
+        return {names[kind]: (use.busy_seconds, use.active_seconds) for kind, use in kinds.items() if kind in names}
+
+    def working_memory(self, estimate: LoaderMemoryEstimate, processes: int) -> int:
+        """The loader's own planned bytes (``estimate`` plans for the most of everything) for what
+        the pacing has at work now; ``processes``: the decode processes when they are not paced."""
+        if self._processes is not None:
+            processes = self.pacer.value("decode_processes")
+        return estimate.working(processes=processes,
+                                buffers=self.pacer.value("prefetch_queue_depth") + RING_BUFFERS_BEYOND_DEPTH,
+                                cpu_decoders=self.pacer.value("cpu_decoders"))
+
+    @property
+    def pacing_changes(self) -> list[PacingChange]:
+        return list(self.pacer.changes)
 
     def use_audio(self, shape: tuple[int, ...]) -> None:
         """Give every batch audio of ``shape`` (the builder decodes it), in buffers of the ring's slots."""
         if self.builder.audio is not None:
             self.audio = AudioBuffers(self.ring.count, shape, self.builder.audio.spec.dtype,
                                       pinned=self._device.is_cuda)
+            self.ring.audio = self.audio
 
     @property
     def decode_workers(self) -> int:
-        """Decode threads of the default kind (each with an NVDEC decoder on the GPU); CPU decoders
-        beside NVDEC are counted in :meth:`decoder_kinds`."""
-        if isinstance(self.runner, SharedQueueRunner):
-            return self.runner.primary_workers
-        return self.runner.num_workers
+        """Decode threads of the default kind the loader may run, in this process and in the decode
+        processes its pacing may start (each with an NVDEC decoder on the GPU; the pacing decides
+        how many work); CPU decoders beside NVDEC are counted in :meth:`decoder_kinds`."""
+        paced = self.pacer.resources["decode_processes"].maximum * (self._processes.threads if self._processes else 0)
+        return self.pacer.resources["decode_threads"].maximum + paced
 
-    def decoder_kinds(self) -> dict[str, DecoderKindStats] | None:
-        """What each kind of decoder did, when several pools share the queue (else None)."""
-        return self.runner.kind_stats() if isinstance(self.runner, SharedQueueRunner) else None
+    def decoder_kinds(self) -> dict[str, DecoderKindStats]:
+        """What each kind of decoder did."""
+        return self.runner.kind_stats()
 
+    # -- passes -------------------------------------------------------------------------------------
     def begin(self, epoch: int, shard: np.ndarray, batches: list, first: int, start_stats) -> Pass:
-        """A new pass (ending the one in progress)."""
+        """A new pass (ending the one in progress); the batches built ahead for it are taken over."""
         self.end_active()
-        self.active = Pass(epoch, shard, batches, first, start_stats)
+        self.passes += 1
+        ahead, self.ahead = self.ahead, None
+        if ahead is not None and ahead.matches(epoch, shard, first) and len(ahead.batches) == len(batches):
+            ahead.start_stats, ahead.started = start_stats, time.perf_counter()
+            self.active = ahead
+        else:
+            if ahead is not None:
+                self._drop(ahead)
+            self.active = Pass(epoch, shard, batches, first, start_stats)
         return self.active
 
     def end_active(self) -> None:
@@ -141,6 +232,16 @@ class LoaderRuntime:
             previous.superseded = True
             previous.finish()
             self.counters.add(active_seconds=time.perf_counter() - previous.started)
+
+    def _drop(self, run: Pass) -> None:
+        """Batches built ahead for a pass that did not come: their buffers are free again."""
+        run.superseded = True
+        run.finish()
+        for future in run.pending:
+            _, slot, events, _ = future.result() if future.exception() is None else (None, None, [], 0.0)
+            if slot is not None:
+                self.ring.set_waits(slot, events)
+        run.pending.clear()
 
     def deliver(self, run: Pass) -> Iterator[tuple[BuiltBatch, torch.Tensor, torch.Tensor, tuple | None]]:
         """``(batch, data, labels, audio)`` of every remaining batch of ``run``, handed over in order;
@@ -153,19 +254,25 @@ class LoaderRuntime:
                 built, slot, events, finished = run.pending[0].result()
                 run.pending.popleft()
                 handed = time.perf_counter()
+                ready = sum(1 for future in run.pending if future.done())
+                self._build_ahead(run)
                 self.counters.add(batches=1, clips=built.labels.size, consumer_wait_seconds=handed - waiting,
-                                  queue_seconds=max(0.0, waiting - finished))
+                                  queue_seconds=max(0.0, waiting - finished), skipped_clips=built.skipped_clips)
+                if self._handed_at is not None:
+                    self.pacer.observe(handed - waiting, handed - self._handed_at, ready)
+                self._handed_at = handed
                 self.handoff.consumer_waits(events)
                 self._held = slot
-                data = self.ring.tensor(slot)
                 count = built.labels.size
+                data = self.ring.tensor(slot, count)
                 run.delivered = number + 1
                 audio = None
                 if self.audio is not None and built.audio_lengths is not None and built.has_audio is not None:
                     device = torch.device("cuda", int(self._device.index or 0)) if self._device.is_cuda else None
                     audio = (self.audio.hand_over(slot, count, device), self.handoff.labels(built.audio_lengths),
                              self.handoff.labels(built.has_audio))
-                yield built, data if count == data.shape[0] else data[:count], self.handoff.labels(built.labels), audio
+                yield built, data, self.handoff.labels(built.labels), audio
+                del data, audio
                 if run.superseded:
                     raise RuntimeError(
                         "a newer pass over this ClipLoader ended this one: a loader serves one pass at a time"
@@ -173,7 +280,7 @@ class LoaderRuntime:
             self._release_held()
         finally:
             run.finish()
-            if self.active is run:
+            if self.active is run and not self.closed:
                 self.active = None
                 self.counters.add(active_seconds=time.perf_counter() - run.started)
 
@@ -183,10 +290,28 @@ class LoaderRuntime:
             run.pending.append(self.builders.submit(self._build, run, run.submitted, self.ring.next_slot()))
             run.submitted += 1
 
+    def _build_ahead(self, run: Pass) -> None:
+        """Once every batch of ``run`` is built, build the first batches of the pass expected next,
+        as many as keep the batches in flight at the depth. Only then: videos found bad while this
+        pass was built are left out of the next epoch, as they would be had it started afresh."""
+        if self._next_pass is None or self.passes < 2 or run.submitted < len(run.batches) or run.superseded:
+            return  # (from the second pass on: a loader read once, a list of its batches, builds nothing more)
+        if not all(future.done() for future in run.pending):
+            return
+        if self.ahead is None:
+            epoch = run.epoch + 1
+            shard, batches = self._next_pass(epoch)
+            if not batches:
+                return
+            self.ahead = Pass(epoch, shard, batches, 0, None)
+        room = self.depth + 1 - len(run.pending) - len(self.ahead.pending)
+        if room > 0:
+            self._submit(self.ahead, last=self.ahead.submitted + room - 1)
+
     def _build(self, run: Pass, number: int, slot: int) -> tuple[BuiltBatch, int, list, float]:
         """Batch ``number`` of ``run`` built into buffer ``slot`` (builder thread)."""
         started = time.perf_counter()
-        output, _ = self.ring.prepare(slot)
+        output = self.ring.prepare(slot)
         events: list = []
         try:
             built = self.builder.build(self.runner, self.counters, self.handoff.synchronize, run.epoch, run.shard,
@@ -195,12 +320,13 @@ class LoaderRuntime:
         finally:
             self.ring.set_waits(slot, events)
         self.counters.add(build_seconds=time.perf_counter() - started)
-        self.counters.record_memory(self.memory_sample())
+        sample = self.memory_sample()
+        self.counters.record_memory(sample, own_bytes(sample, self._device))
         return built, slot, events, time.perf_counter()
 
     def _release_held(self) -> None:
         """The consumer moved past the batch it held: its buffer may be refilled once the work
-        the consumer queued on it is done."""
+        the consumer queued on it is done (and no one holds the batch any longer)."""
         if self._held is not None:
             event = self.handoff.release_event()
             self.ring.set_waits(self._held, [event] if event is not None else [])
@@ -214,10 +340,11 @@ class LoaderRuntime:
         if self.closed:
             return
         self.closed = True
-        if self.active is not None:
-            self.active.superseded = True
-            self.active.finish()
-            self.active = None
+        for run in (self.active, self.ahead):
+            if run is not None:
+                run.superseded = True
+                run.finish()
+        self.active = self.ahead = None
         self.builders.shutdown(wait=True)
         if self.builder.audio is not None:
             self.builder.audio.close()

@@ -11,9 +11,10 @@ from .._device import Device
 from .._engine.pipeline import DecodeStats
 from .._engine.scheduler import DecoderKindStats
 from ..errors import format_bytes
+from .pacing import PacingChange
 
 __all__ = ["Choice", "LoaderCounters", "LoaderStats", "StageSeconds", "FrameCounts", "SkippedVideos",
-           "LoaderMemory", "DecoderUse", "make_stats", "epoch_summary"]
+           "LoaderMemory", "DecoderUse", "make_stats", "epoch_summary", "own_bytes"]
 
 
 @dataclass
@@ -34,6 +35,7 @@ class LoaderCounters(DecodeStats):
     active_seconds: float = 0.0
     memory_now: dict = field(default_factory=dict)
     memory_peak: dict = field(default_factory=dict)
+    memory_own_peak: int = 0
 
     def snapshot(self) -> dict:
         """All counters at one instant (``as_dict`` with copies of the memory figures)."""
@@ -42,12 +44,13 @@ class LoaderCounters(DecodeStats):
             values["memory_now"], values["memory_peak"] = dict(self.memory_now), dict(self.memory_peak)
             return values
 
-    def record_memory(self, sample: dict[str, int]) -> None:
-        """Keep the latest memory figures and the peak of each."""
+    def record_memory(self, sample: dict[str, int], own: int) -> None:
+        """Keep the latest memory figures, the peak of each, and the peak of the loader's own (``own``)."""
         with self._lock:
             self.memory_now = dict(sample)
             for name, value in sample.items():
                 self.memory_peak[name] = max(value, self.memory_peak.get(name, 0))
+            self.memory_own_peak = max(self.memory_own_peak, own)
 
 
 @dataclass(frozen=True)
@@ -112,13 +115,16 @@ class LoaderMemory:
     """The loader's memory, in bytes.
 
     Attributes:
-        estimate_bytes: The peak the loader plans for (``loader.memory_estimate.total``).
-        in_use_bytes: In use now: on the GPU the device's used memory above what it was when the
-            loader was created (so without the CUDA context), on the CPU the loader's buffers.
+        estimate_bytes: The peak the loader plans for, of its own (``loader.memory_estimate.own_bytes``:
+            without the CUDA context of the process it runs in, which the training process holds).
+        in_use_bytes: The loader's own now: on the GPU the device's used memory above what it was
+            when the loader's runtime started, less what torch's allocator took meanwhile (the
+            model's tensors, activations and optimizer), so its buffers, decoders and staging;
+            on the CPU the loader's buffers.
         peak_bytes: The largest ``in_use_bytes`` seen.
         gpu: On the GPU: ``device_used_bytes`` (all processes), CuPy's pool
-            (``cupy_pool_used_bytes``, ``cupy_pool_total_bytes``) and ``torch_allocated_bytes``;
-            empty on the CPU.
+            (``cupy_pool_used_bytes``, ``cupy_pool_total_bytes``), ``torch_allocated_bytes`` and
+            ``torch_reserved_bytes``; empty on the CPU.
         gpu_peak: The largest value seen of each figure of ``gpu``.
     """
 
@@ -134,16 +140,19 @@ class DecoderUse:
     """What one kind of decoder did (``"nvdec"``, ``"cpu"``).
 
     Attributes:
-        workers: Decode workers of this kind.
+        workers: Decode workers of this kind (started).
         clips: Clips it decoded.
         pictures: Pictures it decoded.
-        busy: Share of its workers' time spent on jobs, in [0, 1].
+        busy: Share of the time its workers were allowed to work (see ``active``) that they spent
+            on jobs, in [0, 1].
+        active: Workers allowed to work now (the pacing moves it).
     """
 
     workers: int
     clips: int
     pictures: int
     busy: float
+    active: int = 0
 
 
 @dataclass(frozen=True)
@@ -181,7 +190,13 @@ class LoaderStats:
             retries, bytes) since the loader was created, by this process and its decode
             processes; only the loader's videos at URLs that were read.
         chosen: ``"decode_processes"``, ``"cpu_decoders"`` and ``"prefetch_queue_depth"``: the
-            count in use and why (:class:`Choice`).
+            count started (for the depth: the most batches in flight) and why (:class:`Choice`).
+        working: ``"decode_threads"``, ``"cpu_decoders"``, ``"prefetch_queue_depth"``: how many
+            work now, as the pacing left them.
+        pacing: Every move of the pacing, in order (:class:`vclip._loader.pacing.PacingChange`:
+            when, what, from, to, why).
+        kept_batches: Batches the training loop kept past the next hand-overs (in a list, for
+            logging): each kept its buffer, and the loader allocated a new one.
     """
 
     device: str
@@ -199,6 +214,9 @@ class LoaderStats:
     decoders: dict[str, DecoderUse] = field(default_factory=dict)
     remote_reads: dict[str, RemoteReads] = field(default_factory=dict)
     chosen: dict[str, Choice] = field(default_factory=dict)
+    working: dict[str, int] = field(default_factory=dict)
+    pacing: list[PacingChange] = field(default_factory=list)
+    kept_batches: int = 0
 
     def to_dict(self) -> dict:
         """Plain nested dicts, lists and numbers (JSON-ready); ``frames`` includes ``decoded_per_delivered``."""
@@ -209,11 +227,11 @@ class LoaderStats:
     def __repr__(self) -> str:
         active, waited = self.seconds.active, self.seconds.consumer_wait
         return (
-            f"LoaderStats({self.device}, epoch {self.epoch}: {self.batches} batches, {self.clips} clips in "
-            f"{active:.2f} s; waited {waited:.2f} s ({_percent(waited, active)}); "
+            f"LoaderStats({self.device}, since the start (now epoch {self.epoch}): {self.batches} batches, "
+            f"{self.clips} clips in {active:.2f} s; waited {waited:.2f} s ({_percent(waited, active)}); "
             f"decode workers {100 * self.decode_workers_busy:.0f}% busy; {len(self.skipped.videos)} videos skipped; "
-            f"memory peak {format_bytes(self.memory.peak_bytes)} of "
-            f"{format_bytes(self.memory.estimate_bytes)} estimated)"
+            f"loader memory peak {_short_bytes(self.memory.peak_bytes)} of {_short_bytes(self.memory.estimate_bytes)}"
+            " estimated)"
         )
 
     def summary(self) -> str:
@@ -240,6 +258,10 @@ class LoaderStats:
                 for kind, use in self.decoders.items()))
         lines += [f"    {path}: {problem}" for path, problem in sorted(self.skipped.videos.items())]
         lines += [f"  {name} {choice.value}: {choice.reason}" for name, choice in self.chosen.items()]
+        lines += [f"  pacing at {change.seconds:.1f} s (batch {change.batch}): {change.setting} {change.old} -> "
+                  f"{change.new}: {change.reason}" for change in self.pacing]
+        if self.kept_batches:
+            lines.append(f"  {self.kept_batches} batches were kept past the next hand-overs (each kept its buffer)")
         if self.remote_reads:
             reads = self.remote_reads.values()
             read = format_bytes(sum(r.bytes_read for r in reads))
@@ -248,14 +270,24 @@ class LoaderStats:
         return "\n".join(lines)
 
 
-_GPU_FIGURES = ("device_used_bytes", "cupy_pool_used_bytes", "cupy_pool_total_bytes", "torch_allocated_bytes")
+_GPU_FIGURES = ("device_used_bytes", "cupy_pool_used_bytes", "cupy_pool_total_bytes", "torch_allocated_bytes",
+                "torch_reserved_bytes")
+
+
+def own_bytes(sample: dict[str, int], device: Device) -> int:
+    """The loader's share of a memory sample: on the GPU what the device uses beyond torch's
+    allocator (the model), on the CPU its buffers."""
+    if device.is_cuda:
+        return sample.get("device_used_bytes", 0) - sample.get("torch_reserved_bytes", 0)
+    return sample.get("buffers_bytes", 0)
 
 
 def make_stats(counters: LoaderCounters, *, device: Device, epoch: int, decode_workers: int, running_seconds: float,
                memory_baseline: dict[str, int], estimate_bytes: int, skipped_videos: dict[str, str],
                decoder_kinds: dict[str, DecoderKindStats] | None = None,
                remote_reads: dict[str, RemoteReads] | None = None,
-               chosen: dict[str, Choice] | None = None) -> LoaderStats:
+               chosen: dict[str, Choice] | None = None, working: dict[str, int] | None = None,
+               pacing: list[PacingChange] | None = None, kept_batches: int = 0) -> LoaderStats:
     """The loader's stats from its counters.
 
     Args:
@@ -266,23 +298,27 @@ def make_stats(counters: LoaderCounters, *, device: Device, epoch: int, decode_w
             kind of ``device`` is reported from the counters.
         remote_reads: What was read per URL (see :attr:`LoaderStats.remote_reads`).
         chosen: The settings the loader chose, and why (see :attr:`LoaderStats.chosen`).
+        working, pacing, kept_batches: See :class:`LoaderStats`.
     """
     values = counters.snapshot()
     if decoder_kinds is not None:
         decode_workers = sum(use.workers for use in decoder_kinds.values())
     active = values["active_seconds"] + running_seconds
-    working = values["demux_seconds"] + values["decode_seconds"] + values["convert_seconds"]
-    own = "device_used_bytes" if device.is_cuda else "buffers_bytes"
-    base = memory_baseline.get(own, 0)
+    work_seconds = values["demux_seconds"] + values["decode_seconds"] + values["convert_seconds"]
+    base = own_bytes(memory_baseline, device)
     now, peak = values["memory_now"], values["memory_peak"]
-    busy = min(1.0, working / (active * decode_workers)) if active > 0 else 0.0
+    busy = min(1.0, work_seconds / (active * decode_workers)) if active > 0 else 0.0
+    if decoder_kinds:
+        allowed = sum(use.active_seconds for use in decoder_kinds.values())
+        busy = min(1.0, sum(use.busy_seconds for use in decoder_kinds.values()) / allowed) if allowed > 0 else 0.0
     if decoder_kinds is None:
         kind = "nvdec" if device.is_cuda else "cpu"
-        decoders = {kind: DecoderUse(decode_workers, values["clips"], values["packets_sent"], busy)}
+        decoders = {kind: DecoderUse(decode_workers, values["clips"], values["packets_sent"], busy, decode_workers)}
     else:
         decoders = {
             kind: DecoderUse(use.workers, use.clips, use.pictures,
-                             min(1.0, use.busy_seconds / (active * use.workers)) if active > 0 and use.workers else 0.0)
+                             min(1.0, use.busy_seconds / use.active_seconds) if use.active_seconds > 0 else 0.0,
+                             use.active)
             for kind, use in decoder_kinds.items()
         }
     return LoaderStats(
@@ -303,15 +339,23 @@ def make_stats(counters: LoaderCounters, *, device: Device, epoch: int, decode_w
         skipped=SkippedVideos(clips=values["skipped_clips"], videos=skipped_videos),
         memory=LoaderMemory(
             estimate_bytes=estimate_bytes,
-            in_use_bytes=max(0, now.get(own, base) - base),
-            peak_bytes=max(0, peak.get(own, base) - base),
+            in_use_bytes=max(0, own_bytes(now, device) - base) if now else 0,
+            peak_bytes=max(0, values["memory_own_peak"] - base) if now else 0,
             gpu={name: now[name] for name in _GPU_FIGURES if name in now},
             gpu_peak={name: peak[name] for name in _GPU_FIGURES if name in peak},
         ),
         decoders=decoders,
         remote_reads=dict(remote_reads or {}),
         chosen=dict(chosen or {}),
+        working=dict(working or {}),
+        pacing=list(pacing or []),
+        kept_batches=kept_batches,
     )
+
+
+def _short_bytes(count: int) -> str:
+    """Bytes in one short figure for the one-line repr (:func:`vclip.format_bytes` gives every unit)."""
+    return f"{count / 2**30:.2f} GiB" if count >= 2**30 else f"{count / 2**20:.1f} MiB"
 
 
 def _percent(part: float, whole: float) -> str:

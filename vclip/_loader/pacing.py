@@ -1,0 +1,221 @@
+"""Decode resources that follow the consumer: the loader's pacing.
+
+A loader runs beside a model that wants the same GPU and cores. The pacing watches how the
+training loop takes batches and moves what decodes for it:
+
+- when the training loop waited for its batches in more than :attr:`PacingRules.wait_to_grow` of
+  the time of the last :attr:`PacingRules.window` batches, it adds: NVDEC threads in its own
+  process while they are busy, then (their interpreter lock being the limit) decode processes of
+  their own, then CPU decoders beside NVDEC (with a batch more in flight, which they need to take
+  the work NVDEC would reach last), then batches in flight;
+- when every batch of the window found at least :attr:`PacingRules.ready_to_shrink` others built
+  and waiting, the loader is ahead: it gives back, CPU decoders first, then decode processes' work
+  (the processes stay, idle), then NVDEC threads, then batches in flight, one step at a time.
+
+Only what the user left to the loader (``"auto"``) moves; a count the user set stays as set. Each
+change waits a window before the next, so that its effect is measured before another. Every
+change is recorded (:class:`PacingChange`) for ``loader.stats()``.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass
+
+__all__ = ["PACING", "PacingChange", "PacingRules", "Pacer", "Resource"]
+
+
+@dataclass(frozen=True)
+class PacingRules:
+    """The numbers of the loader's pacing.
+
+    Attributes:
+        window: Batches a decision looks back over (and waits for after a change).
+        wait_to_grow: Share of the window's time the training loop waited for batches above which
+            the loader adds decoders.
+        far_behind: Share of the window's time waited above which the loader adds at once every
+            NVDEC thread of its process it may, or every decode process once those are busy (a
+            fresh loader beside a fast model: the ramp takes a few windows, not a few dozen).
+        ready_to_shrink: Built batches waiting at every hand-over of the window from which the
+            loader is ahead and gives decoders back.
+        busy_to_add_threads: Share of their time NVDEC's active workers were busy above which
+            another NVDEC thread can still help (below it, NVDEC waits for work: CPU decoders help).
+        thread_step: NVDEC threads added or removed at a time.
+        threads_moved_per_process: NVDEC threads of the loader's process that stop when a decode
+            process starts: its threads take their work, out of the loader's interpreter lock,
+            which the training loop needs too.
+        cpu_decoder_step: CPU decoders added or removed at a time.
+        start_threads: NVDEC threads working at the start (when the user set no count).
+        min_threads: The fewest NVDEC threads the pacing leaves working.
+        start_depth: Batches queued ahead at the start (when the user set no depth).
+        min_depth: The fewest batches queued ahead the pacing leaves.
+        max_depth: The most batches queued ahead the pacing goes to (``prefetch_queue_depth="auto"``
+            on the GPU: the loader's pool holds this many plus two output buffers).
+    """
+
+    window: int = 4
+    wait_to_grow: float = 0.02
+    far_behind: float = 0.25
+    ready_to_shrink: int = 2
+    busy_to_add_threads: float = 0.75
+    thread_step: int = 2
+    threads_moved_per_process: int = 4
+    cpu_decoder_step: int = 2
+    start_threads: int = 4
+    min_threads: int = 2
+    start_depth: int = 2
+    min_depth: int = 1
+    max_depth: int = 4
+
+
+PACING = PacingRules()
+"""The rules every loader paces itself by."""
+
+
+@dataclass
+class Resource:
+    """One thing the pacing moves: its value now and the range it may take (``fixed``: set by the user)."""
+
+    name: str
+    value: int
+    minimum: int
+    maximum: int
+    fixed: bool
+
+    @property
+    def can_grow(self) -> bool:
+        return not self.fixed and self.value < self.maximum
+
+    @property
+    def can_shrink(self) -> bool:
+        return not self.fixed and self.value > self.minimum
+
+
+@dataclass(frozen=True)
+class PacingChange:
+    """One move of the pacing.
+
+    Attributes:
+        seconds: When, in seconds since the loader's runtime started.
+        batch: Batches handed over by then.
+        setting: ``"decode_threads"`` (decode threads of the default kind in the loader's process:
+            NVDEC on the GPU, PyAV on the CPU), ``"decode_processes"``, ``"cpu_decoders"`` or
+            ``"prefetch_queue_depth"``.
+        old, new: The count before and after.
+        reason: What the window showed.
+    """
+
+    seconds: float
+    batch: int
+    setting: str
+    old: int
+    new: int
+    reason: str
+
+
+class Pacer:
+    """Moves the decoders and batches in flight of one loader runtime (see the module's text).
+
+    Args:
+        threads: Decode threads of the default kind (NVDEC on the GPU).
+        processes: Decode processes beside them (maximum 0 when none may start).
+        cpu_decoders: CPU decoders beside NVDEC (a helper pool; maximum 0 when there is none).
+        depth: Batches queued ahead of the one the training loop holds.
+        apply: Called with ``(setting, new count)`` for each change.
+        busy: Returns ``{setting: (busy seconds, active seconds)}`` summed since the start, for
+            ``"decode_threads"`` and ``"cpu_decoders"``.
+        rules: The numbers.
+    """
+
+    def __init__(self, *, threads: Resource, cpu_decoders: Resource, depth: Resource, apply, busy,
+                 processes: Resource | None = None, rules: PacingRules = PACING):
+        processes = processes or Resource("decode_processes", 0, 0, 0, True)
+        self.resources = {"decode_threads": threads, "decode_processes": processes, "cpu_decoders": cpu_decoders,
+                          "prefetch_queue_depth": depth}
+        self.rules = rules
+        self._apply, self._busy = apply, busy
+        self._window: deque[tuple[float, float, int]] = deque(maxlen=rules.window)
+        self._since_change = 0
+        self._handed = 0
+        self._started = time.perf_counter()
+        self._busy_mark = busy()
+        self.changes: list[PacingChange] = []
+        self._lock = threading.Lock()
+
+    def value(self, setting: str) -> int:
+        return self.resources[setting].value
+
+    def observe(self, waited: float, interval: float, ready: int) -> None:
+        """One batch handed over: the training loop ``waited`` for it, ``interval`` seconds passed
+        since the previous hand-over, ``ready`` other batches were built and waiting."""
+        with self._lock:
+            self._handed += 1
+            self._window.append((waited, interval, ready))
+            self._since_change += 1
+            if self._since_change < self.rules.window or len(self._window) < self.rules.window:
+                return
+            total = sum(interval for _, interval, _ in self._window)
+            share = sum(waited for waited, _, _ in self._window) / total if total > 0 else 0.0
+            least_ready = min(ready for _, _, ready in self._window)
+            busy = self._busy_since_mark()
+            if share > self.rules.wait_to_grow:
+                self._grow(f"the training loop waited {share:.0%} of the last {len(self._window)} batches", busy,
+                           share)
+            elif least_ready >= self.rules.ready_to_shrink:
+                self._shrink(f"at least {least_ready} batches were ready at each of the last {len(self._window)} "
+                             "hand-overs")
+
+    def _busy_since_mark(self) -> dict[str, float]:
+        now = self._busy()
+        shares = {}
+        for setting, (busy, active) in now.items():
+            busy0, active0 = self._busy_mark.get(setting, (0.0, 0.0))
+            shares[setting] = (busy - busy0) / (active - active0) if active > active0 else 0.0
+        return shares
+
+    def _grow(self, why: str, busy: dict[str, float], share: float) -> None:
+        threads, processes, helpers, depth = (self.resources[name] for name in
+                                              ("decode_threads", "decode_processes", "cpu_decoders",
+                                               "prefetch_queue_depth"))
+        nvdec_busy = busy.get("decode_threads", 1.0)
+        busy_threads = nvdec_busy >= self.rules.busy_to_add_threads
+        far = share >= self.rules.far_behind
+        detail = f"; its threads {nvdec_busy:.0%} busy"
+        if threads.can_grow and (busy_threads or not (processes.can_grow or helpers.can_grow)):
+            self._change(threads, threads.maximum if far else threads.value + self.rules.thread_step, why + detail)
+        elif processes.can_grow and busy_threads:
+            processes_before = processes.value
+            started = processes.maximum if far else processes.value + 1
+            self._change(processes, started, why + detail + " (one interpreter lock feeds them)")
+            if threads.can_shrink:  # the processes' threads take over from threads of this process
+                moved = self.rules.threads_moved_per_process * (started - processes_before)
+                self._change(threads, threads.value - moved, "decode processes took over their work")
+        elif helpers.can_grow:
+            self._change(helpers, helpers.value + self.rules.cpu_decoder_step, why + detail)
+            if depth.can_grow:
+                self._change(depth, depth.value + 1, why + " (CPU decoders take the batches NVDEC reaches last)")
+        elif depth.can_grow:
+            self._change(depth, depth.value + 1, why)
+
+    def _shrink(self, why: str) -> None:
+        threads, processes, helpers, depth = (self.resources[name] for name in
+                                              ("decode_threads", "decode_processes", "cpu_decoders",
+                                               "prefetch_queue_depth"))
+        for resource, step in ((helpers, self.rules.cpu_decoder_step), (processes, 1), (threads, 1), (depth, 1)):
+            if resource.can_shrink:
+                self._change(resource, resource.value - step, why)
+                return
+
+    def _change(self, resource: Resource, value: int, reason: str) -> None:
+        value = max(resource.minimum, min(resource.maximum, value))
+        if value == resource.value:
+            return
+        self.changes.append(PacingChange(time.perf_counter() - self._started, self._handed, resource.name,
+                                         resource.value, value, reason))
+        resource.value = value
+        self._apply(resource.name, value)
+        self._since_change = 0
+        self._window.clear()
+        self._busy_mark = self._busy()

@@ -1,0 +1,129 @@
+"""The counts a ClipLoader leaves to the machine (``"auto"``), resolved for the process it runs in;
+what its runtime starts with (which counts the user set, used as set, and which the pacing moves);
+and the refusal of a memory budget too small for them."""
+
+from __future__ import annotations
+
+import multiprocessing
+from dataclasses import dataclass
+
+from .._device import Device
+from .._engine.backends import make_backend, make_paced_backend
+from .._engine.scheduler import (
+    Chosen,
+    PooledBackend,
+    paced_decode_processes,
+    resolve_cpu_decoders,
+    resolve_decode_processes,
+)
+from ..errors import format_bytes
+from ..memory import LoaderMemoryEstimate
+from .pacing import PACING
+
+__all__ = ["RuntimeSettings", "budget_refusal", "loader_backend", "paced", "planned_processes", "resolve_counts",
+           "runtime_settings"]
+
+
+@dataclass(frozen=True)
+class RuntimeSettings:
+    """What a runtime runs with; a count marked ``*_set`` was given by the user and is not paced.
+
+    Attributes:
+        threads: Decode threads of the default kind that may work (NVDEC on the GPU).
+        threads_set: ``threads`` was set by the user (or decodes on the CPU, where every thread works).
+        paced_processes: Decode processes the pacing may start beside NVDEC in this process (0: none).
+        cpu_decoders: CPU decoders beside NVDEC started (the pacing uses 0 to all of them).
+        cpu_decoders_set: ``cpu_decoders`` was set by the user: all of them work.
+        depth: Batches queued ahead at the start.
+        max_depth: The most batches queued ahead (the ring holds ``max_depth + 3`` buffers).
+        depth_set: The depth is not paced (set by the user, or on the CPU).
+    """
+
+    threads: int
+    threads_set: bool
+    paced_processes: int
+    cpu_decoders: int
+    cpu_decoders_set: bool
+    depth: int
+    max_depth: int
+    depth_set: bool
+
+
+def resolve_counts(requested: dict[str, int | str], *, gpu: bool, num_threads: int) -> tuple[Chosen, Chosen, Chosen]:
+    """``(decode_processes, cpu_decoders, prefetch_queue_depth)`` for this process from what the
+    loader was asked (``requested``, by argument name); a daemon process (a DataLoader worker) may
+    start no process. On the GPU ``"auto"`` decode processes are the most the pacing may start
+    (:func:`~vclip._engine.scheduler.paced_decode_processes`, none at first); the depth is the most
+    batches in flight (the pacing starts lower on the GPU)."""
+    daemon = multiprocessing.current_process().daemon
+    if paced(requested, gpu=gpu, num_threads=num_threads):
+        processes = paced_decode_processes(gpu=True, daemon=daemon)
+    else:
+        processes = resolve_decode_processes(requested["decode_processes"], gpu=gpu, num_threads=num_threads,
+                                             daemon=daemon)
+    cpu_decoders = resolve_cpu_decoders(requested["cpu_decoders"], gpu=gpu, decode_processes=processes, daemon=daemon)
+    depth = requested["prefetch_queue_depth"]
+    if depth != "auto":
+        return processes, cpu_decoders, Chosen(int(depth), "set")
+    if gpu:
+        return processes, cpu_decoders, Chosen(PACING.max_depth, f"auto: from {PACING.start_depth}, paced up to "
+                                                                 f"{PACING.max_depth} while the training loop waits")
+    return processes, cpu_decoders, Chosen(PACING.start_depth, f"auto: {PACING.start_depth}")
+
+
+def runtime_settings(requested: dict[str, int | str], counts: tuple[Chosen, Chosen, Chosen], backend, *,
+                     gpu: bool, num_threads: int) -> RuntimeSettings:
+    """The runtime's settings for a loader with these requests and resolved ``counts``, over ``backend``."""
+    processes, cpu_decoders, depth = counts
+    threads = num_threads or backend.default_workers
+    if isinstance(backend, PooledBackend):
+        threads = next(pool.workers for pool in backend.pools if not pool.helper)
+    paced_depth = gpu and requested["prefetch_queue_depth"] == "auto"
+    return RuntimeSettings(
+        threads=threads, threads_set=bool(num_threads) or not gpu,
+        paced_processes=int(processes) if paced(requested, gpu=gpu, num_threads=num_threads) else 0,
+        cpu_decoders=int(cpu_decoders), cpu_decoders_set=requested["cpu_decoders"] != "auto",
+        depth=min(PACING.start_depth, int(depth)) if paced_depth else int(depth),
+        max_depth=int(depth), depth_set=not paced_depth,
+    )
+
+
+def budget_refusal(estimate: LoaderMemoryEstimate, memory_budget: int | str | None, budget: int,
+                   batch_size: int) -> str:
+    """Why ``memory_budget`` (``budget`` bytes) cannot hold a loader that needs ``estimate``, and the
+    largest batch that fits."""
+    fits = estimate.largest_batch_size(budget)
+    advice = (
+        f"the largest batch_size that fits is {fits}" if fits else
+        f"not even batch_size=1 fits: the parts that do not grow with the batch take "
+        f"{format_bytes(estimate.fixed_bytes)}"
+    )
+    return (
+        f"memory_budget ({memory_budget!r}, {format_bytes(budget)}) is too small for batch_size={batch_size}: "
+        f"the loader needs {estimate}; {advice}"
+    )
+
+
+def paced(requested: dict[str, int | str], *, gpu: bool, num_threads: int) -> bool:
+    """Whether a loader's decode processes are paced (started as the training loop needs them):
+    ``"auto"`` on the GPU with no thread count set."""
+    return gpu and requested["decode_processes"] == "auto" and not num_threads
+
+
+def loader_backend(device: Device, requested: dict[str, int | str], counts: tuple[Chosen, Chosen], *,
+                   num_threads: int):
+    """The backend of a loader with these requests and resolved ``(decode_processes, cpu_decoders)``:
+    paced on the GPU (NVDEC in this process first, decode processes started as the training loop
+    needs them), else the processes and threads asked for."""
+    processes, cpu_decoders = counts
+    if paced(requested, gpu=device.is_cuda, num_threads=num_threads):
+        if processes:
+            return make_paced_backend(device, processes=int(processes), cpu_decoders=int(cpu_decoders))
+        processes = Chosen(0, processes.reason)
+    return make_backend(device, processes=int(processes), threads=num_threads, cpu_decoders=int(cpu_decoders))
+
+
+def planned_processes(requested: dict[str, int | str], processes: Chosen, *, gpu: bool, num_threads: int) -> int | str:
+    """What the memory plan takes for ``decode_processes``: ``"auto"`` where they are paced (the plan
+    then counts NVDEC threads here beside the processes), else the count resolved."""
+    return "auto" if paced(requested, gpu=gpu, num_threads=num_threads) and processes else processes
