@@ -244,10 +244,10 @@ def _plans_for_gpu(device: Any) -> bool:
     whether or not this machine has one; ``"auto"`` is resolved here (GPU when NVDEC is usable)."""
     from ._device import parse_device, resolve_device
 
-    kind, _ = parse_device(device)
-    if kind == "auto":
+    request = parse_device(device)
+    if request.is_auto:
         return resolve_device("auto").device.is_cuda
-    return kind == "cuda"
+    return request.names_cuda
 
 
 def _decode_processes(decode_processes: int | str, gpu: bool, num_threads: int) -> int:
