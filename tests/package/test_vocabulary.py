@@ -1,10 +1,14 @@
 """One vocabulary (docs/architecture.md, "One word per meaning"): a device request is read once,
-by vclip._device, and travels below the public entry points as a ``Device``."""
+by vclip._device, and travels below the public entry points as a ``Device``; a renamed public word
+keeps its old spelling only as a deprecated alias."""
 
 import ast
+import warnings
 
+import pytest
 from helpers import ROOT
 
+import vclip.synthetic
 from vclip._device import CPU, Device, DeviceRequest, parse_device
 
 PACKAGE = ROOT / "vclip"
@@ -58,3 +62,14 @@ def test_a_device_reads_as_its_string_at_the_edges():
     assert parse_device(" AUTO ").is_auto and parse_device("auto").may_use_gpu
     assert parse_device("cuda").names_cuda and not parse_device("auto").names_cuda
     assert not parse_device(CPU).may_use_gpu and str(parse_device("cuda:2")) == "cuda:2"
+
+
+@pytest.mark.parametrize("old, new", [("LabelledVideo", "SceneVideo"), ("LabelledEvent", "SceneEvent")])
+def test_the_old_spelling_of_a_public_name_is_a_deprecated_alias(old, new):
+    with pytest.warns(DeprecationWarning, match=rf"vclip\.synthetic\.{old} is deprecated; use vclip\.synthetic\.{new}"):
+        alias = getattr(vclip.synthetic, old)
+    assert alias is getattr(vclip.synthetic, new)
+    assert old not in vclip.synthetic.__all__ and new in vclip.synthetic.__all__
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        getattr(vclip.synthetic, new)
