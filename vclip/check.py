@@ -205,8 +205,8 @@ def check_videos(
 
 
 def _result_of(outcome: Outcome[CheckResult], path: str, device: str) -> CheckResult:
-    """The check result of a job's outcome: a file that crashed its worker, or a failure of the
-    job itself (check_video reports every problem of the file), is unreadable."""
+    """The check result of one video's outcome: a file that crashed its worker, or a failure of
+    vclip itself (check_video reports every problem of the file), is unreadable."""
     if outcome.value is not None:
         return outcome.value
     if outcome.crashed:

@@ -152,7 +152,7 @@ class VideoDecoder:
             self.index = index_video(name, stream_index=stream_index, cache_dir=cache_dir)
         backend = (shared_process_backend(resolved.device, decode_processes, skip_non_reference=skip_non_reference)
                    if decode_processes else make_backend(resolved.device, skip_non_reference=skip_non_reference))
-        self._runner = JobRunner(backend, num_workers=1)
+        self._dispatcher = JobRunner(backend, num_workers=1)
         self.device: str = str(resolved.device)
         self.fell_back_to_cpu: bool = resolved.fell_back_to_cpu
         self.stats = DecodeStats()
@@ -329,12 +329,12 @@ class VideoDecoder:
             for view, draw in enumerate(clip_draws)
         ]
         geometry = targets[0].geometry if targets else conversion.index_geometry(index, rng)
-        output = self._runner.backend.empty(
+        output = self._dispatcher.backend.empty(
             (len(targets),) + conversion.clip_shape(frames_per_clip, geometry), conversion.storage_dtype
         )
         fallbacks_before = self.stats.fallback_videos
         if targets:
-            result = self._runner.run([VideoJob(index, tuple(targets))], conversion, output, self.stats)
+            result = self._dispatcher.run([VideoJob(index, tuple(targets))], conversion, output, self.stats)
             if result.errors[0] is not None:
                 raise result.errors[0]
             for completion in result.completions:

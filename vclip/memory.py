@@ -162,7 +162,7 @@ CUDA_CONTEXT_BYTES = 500 * 2**20
 """The CUDA context of the process (shared by CuPy and torch)."""
 STAGING_PICTURES = {"threads": STAGING_DEPTH, "processes": UPLOAD_PICTURES}
 """Pictures each CPU decoder on the GPU stages in device memory: as threads of the loader's process
-(its ring), and beside decode processes (the pictures of a packed job uploaded at once)."""
+(its ring), and beside decode processes (the pictures of one video's request, packed, uploaded at once)."""
 
 
 NVDEC_DEFAULT_THREADS = NvdecBackend.default_workers

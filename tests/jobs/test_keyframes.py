@@ -305,8 +305,8 @@ def test_decode_processes_give_the_signal_of_one_pass(videos, monkeypatch, devic
     in_process = vclip.VideoDecoder(videos["h264"], device=device)
     whole = scene_signals_module.scene_signals(in_process, 64)
     decoder = vclip.VideoDecoder(videos["h264"], device=device, decode_processes=2)
-    assert decoder._runner.backend is vclip.VideoDecoder(videos["long_gop"], device=device,
-                                                         decode_processes=2)._runner.backend
+    assert decoder._dispatcher.backend is vclip.VideoDecoder(videos["long_gop"], device=device,
+                                                             decode_processes=2)._dispatcher.backend
     sessions = keyframes_module._sessions(resolve_device(device).device, 2, 1)
     assert sessions == 2 * (4 if device == "cuda" else 2)
     monkeypatch.setattr(scene_signals_module, "MIN_CHUNK_FRAMES", 7)
