@@ -23,7 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from common import VIDEO_SETS, make_video_set, save_results
 
-from vclip import _demux
+from vclip._index import demux as _demux
 
 
 def _pass_seconds(paths: list[str], probe_pictures: bool | None, threads: int = 1) -> float:
