@@ -3,7 +3,7 @@
 ``--count`` videos (12 by default) of :func:`vclip.synthetic.make_scene_video` at ``--size``
 (640x360 by default; a size whose width is no whole multiple of the analysis width, 64, takes the
 twin's general resampling instead of whole blocks: 854x480, 720x480, 480x270), 25 fps,
-H.264, 7 shots each (7-20 s; the classes of SCENE_VIDEO_CLASSES in turn, six since 2026-12-02, seeds
+H.264, 7 shots each (7-20 s; the classes of SCENE_VIDEO_CLASSES in turn, seeds
 from 200), generated here. Detectors:
 ``find_shot_boundaries(path, device="cpu")`` with its defaults, and PySceneDetect's
 ``ContentDetector`` and ``AdaptiveDetector`` with theirs (OpenCV backend). Speed is frames per
