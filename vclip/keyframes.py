@@ -115,7 +115,7 @@ _GPU_SESSIONS = 8
 _CPU_SESSIONS = 2
 """FFmpeg decoders of a video decoding chunks at once on the CPU (without decode processes): one
 frame-threaded decoder leaves cores idle at 640x360; two, with the analysis on the caller's thread
-meanwhile, fill them (``benchmarks/README.md``, the scene method on the CPU)."""
+meanwhile, fill them (docs/notes/cpu-resampling.md)."""
 _GPU_WORKERS = 8
 """Videos of extract_keyframes_many at once on the GPU: threads sharing the scene method's NVDEC sessions."""
 THUMBNAIL_WIDTH = 320
@@ -318,8 +318,8 @@ def find_shot_boundaries(
         decode_processes: Decode the chunks in this many worker processes, shared by every video
             of this process (see :class:`~vclip.VideoDecoder`), instead of threads of this one,
             whose Python work shares one interpreter lock: faster on long videos in a process
-            that lives on (``benchmarks/README.md``). Starting them takes 1.5-2.5 s, once per
-            process, more than they save over a folder of short videos.
+            that lives on. Starting them takes seconds, once per process, more than they save
+            over a folder of short videos (docs/performance.md, docs/notes/decode-processes.md).
 
     Returns:
         The boundaries in order, frame 0 (the start of the first shot) not among them; each with
@@ -458,9 +458,9 @@ def extract_keyframes_many(
             gives each task a share of a GPU when the cluster has GPUs. Frames are CuPy arrays
             from threads on the GPU, NumPy arrays otherwise (always from Ray and processes).
         decode_processes: As :func:`find_shot_boundaries` (default 0: threads of this process).
-            A fresh process over a folder is faster without them: on the H200, 16 720p videos
-            took 3.5 s with threads and 5.2 s with 4 processes, which take 1.5-2.5 s to start
-            (``benchmarks/README.md``); they pay in a long-lived process over long videos.
+            A fresh process over a folder is faster without them, whose start takes longer than
+            they save there (docs/performance.md); they pay in a long-lived process over long
+            videos.
         workers: Videos at once; default: 8 on the GPU, one per usable CPU core on the CPU, what
             the Ray cluster runs at once with ``ray``; never more than the videos. On the CPU the
             scene method reads each video with 2 FFmpeg decoders, or 1 where the videos at once
@@ -518,7 +518,7 @@ def _cpu_sessions_of(runner: Runner) -> int:
 def _cpu_sessions(videos_at_once: int = 1) -> int:
     """FFmpeg decoders per video of the scene method on the CPU when this machine reads
     ``videos_at_once`` at once: :data:`_CPU_SESSIONS`, fewer where the videos already fill its cores
-    (on 2 cores, 2 videos at once with one decoder each read 7-13% faster than with two each)."""
+    (one decoder each for two videos at once on two cores is quicker than two each)."""
     return max(1, min(_CPU_SESSIONS, usable_cores() // videos_at_once))
 
 
