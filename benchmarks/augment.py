@@ -1,4 +1,4 @@
-"""Training augmentations fused into the kernel (issue 23): what they cost on the train workload,
+"""Training augmentations fused into the kernel: what they cost on the train workload,
 and what multi-view evaluation costs against single views.
 
 Train: the workload of design.md through ``vclip.ClipLoader`` (batches of 8 clips, 16 frames at

@@ -7,7 +7,7 @@ a fresh process, so no in-memory index cache is warm (the OS page cache is: this
 for the cold start; on a network file system cold is far slower, the catalog is not).
 
 - **cold**: ``ClipLoader(folder, contiguous(4), batch_size=8, device="cpu")`` to its first batch:
-  today's loader indexes every video (a full demux pass each) before the first batch.
+  the loader indexes every video (a full demux pass each) before the first batch.
 - **catalog**: ``read_catalog`` plus every entry's ``VideoIndex`` built from the stored arrays
   (what a loader's scan needs), with a count of the video files opened (must be 0); then
   ``ClipLoader(catalog.parquet, ...)`` to its first batch, counting the video files opened during

@@ -39,7 +39,7 @@ class VideoSet:
 # adaptive B-frame choice put no B-frames at all into this content at 1080p (0 of 60 frames), where
 # design.md's set has about 42% non-reference B-frames; B-frames are forced (b-adapt=0), which gives
 # about a third non-reference pictures and ~5 MB per 1080p file, the nearest match to that set.
-# The long-GOP sets are the web-video case of issue 14 (a keyframe every 250 frames, as
+# The long-GOP sets are the web-video case (a keyframe every 250 frames, as
 # benchmarks/long_gop.py makes it) at 1280x720, in H.264 and in HEVC (x265 places its B-frames
 # itself: make_video's b-adapt=0 is an x264 option); 500 frames give each video two whole GOPs.
 VIDEO_SETS = {

@@ -1,12 +1,15 @@
 """The CPU loader's default decode processes against threads: one whole training script, timed
-from outside (``farm-bench``), so that the processes' start counts.
+from outside, so that the processes' start counts.
 
 Eight 640x360 H.264 videos of 300 frames (keyframe every 60), 8 epochs of 8 clips of 16 frames at
 stride 2, ImageNet 224 float32, ``device="cpu"``; ``decode_processes`` from the command line
-(``auto``, or a count: 0 for threads only).
+(``auto``, or a count: 0 for threads only). Time both settings in turn, several times each, and
+compare the medians of their wall times, for example with hyperfine:
 
-    farm-bench -n 5 --timeout 200 --vs "python benchmarks/cpu_loader_processes.py 0" -- \\
-        python benchmarks/cpu_loader_processes.py auto
+    hyperfine --warmup 1 --runs 5 "python benchmarks/cpu_loader_processes.py auto" \\
+        "python benchmarks/cpu_loader_processes.py 0"
+
+The script prints its own seconds too (the process's start excluded).
 """
 
 from __future__ import annotations

@@ -7,8 +7,8 @@ interpreter lock beside the decoding. Opening a file, FFmpeg's stream probe deco
 H.264 pictures to guess how far frames are reordered; the index decodes the first picture itself,
 which gives the same facts, so local MP4 and Matroska files are opened without that probe
 (``vclip._index.demux``). Per set, milliseconds per video (median over ``--repeats`` passes over
-``--count`` videos, one thread, no index cache): ``with_probe`` as before, ``now`` as
-``index_video`` reads them; and videos/s of the whole pass on one thread and on one per core.
+``--count`` videos, one thread, no index cache): ``with_probe`` opened with FFmpeg's decoding
+probe, ``now`` as ``index_video`` opens them; and videos/s of the whole pass on one thread and on one per core.
 
     python benchmarks/index_pass.py [--videos DIR] [--count 8] [--repeats 5] [--out DIR]
 """
@@ -23,7 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from common import VIDEO_SETS, make_video_set, save_results
 
-from vclip import _demux
+from vclip._index import demux as _demux
 
 
 def _pass_seconds(paths: list[str], probe_pictures: bool | None, threads: int = 1) -> float:

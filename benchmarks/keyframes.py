@@ -14,7 +14,7 @@ a warm-up, with the video's index cached (as it is after the first look at a fil
   ``skip_frame="NONKEY"``, FFmpeg's ``-skip_frame nokey``).
 
 Every path is checked first: the barcodes of its frames must be the keyframe numbers.
-Target (issue 5): ``codec`` at least 20x faster than ``every_frame``.
+Target: ``codec`` at least 20x faster than ``every_frame``.
 
 Also recorded: the keyframes' share of the stream's bytes and of a single-threaded decode of every
 packet. Decoding only the keyframes cannot be faster than ``1 / share`` times a decode of every

@@ -6,10 +6,12 @@ with options added).
     python benchmarks/loader_variants.py [--variants default,dp4_q15] [--sets 1080p,360p] [--name loader_variants]
         (on a GPU machine; results/<name>.json)
 
-What made ``decode_processes="auto"`` 3 on the GPU (issue 22): on an H200, 3 processes of 4
-threads were as fast as 4 at 640x360 and 1080p, with about 1 GiB less of the device. The ``q15``
-variants hold 16 batches in flight, where ``cpu_decoders="auto"`` starts CPU decoders on the cores
-left free (in packing processes without a CUDA context); ``cpu0`` leaves them out.
+The variants are named in ``VARIANTS``: ``dp3_t4`` is 3 decode processes of 4 threads, ``q6_cpu11``
+a queue of 6 batches with 11 CPU decoders, ``q15_cpu0`` a queue of 15 without CPU decoders. The
+queue-depth sweep that docs/notes/cpu-decoders-beside-nvdec.md cites:
+
+    python benchmarks/loader_variants.py --variants default,q4_cpu11,q6_cpu11,q8_cpu11 --sets 1080p \\
+        --name loader_queue_depth
 """
 
 from __future__ import annotations

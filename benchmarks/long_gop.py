@@ -4,7 +4,7 @@ bound moves clip starts within their GOPs (against uniform starts). CPU decoding
     python benchmarks/long_gop.py [--videos FOLDER] [--bounds none,60,30,15] [--epochs 2]
 
 Without ``--videos``, a set is generated: 6 H.264 320x180 videos of 750 frames, keyframe every
-250 frames, 2 B-frames (the web-video case of issue 14).
+250 frames, 2 B-frames (the long groups of pictures of web video).
 """
 
 from __future__ import annotations

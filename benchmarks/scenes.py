@@ -51,7 +51,7 @@ from common import environment, save_results
 
 import vclip
 from vclip.keyframes import find_shot_boundaries
-from vclip.synthetic import SCENE_VIDEO_CLASSES, LabelledVideo, make_scene_video, make_video
+from vclip.synthetic import SCENE_VIDEO_CLASSES, SceneVideo, make_scene_video, make_video
 
 CUT_TOLERANCE = 2  # frames either side of a cut
 SPEED_SIZE = (1280, 720)
@@ -95,7 +95,7 @@ def _scenedetect_version() -> str | None:
 
 
 def make_labelled_set(folder: Path, seeds: range,
-                      kinds: tuple[str, ...] | list[str] = SCENE_VIDEO_CLASSES) -> dict[str, list[LabelledVideo]]:
+                      kinds: tuple[str, ...] | list[str] = SCENE_VIDEO_CLASSES) -> dict[str, list[SceneVideo]]:
     return {
         kind: [make_scene_video(folder / f"{kind}_{seed}.mp4", kind, seed=seed) for seed in seeds]
         for kind in kinds
@@ -114,7 +114,7 @@ def timed(run_once, repeats: int) -> tuple[object, float]:
     return result, statistics.median(seconds)
 
 
-def measure(videos: dict[str, list[LabelledVideo]], ways: dict, repeats: int) -> dict:
+def measure(videos: dict[str, list[SceneVideo]], ways: dict, repeats: int) -> dict:
     results = {}
     for name, detect in ways.items():
         per_class, frames, seconds = {}, 0, 0.0

@@ -3,7 +3,7 @@
 ``--count`` videos (12 by default) of :func:`vclip.synthetic.make_scene_video` at ``--size``
 (640x360 by default; a size whose width is no whole multiple of the analysis width, 64, takes the
 twin's general resampling instead of whole blocks: 854x480, 720x480, 480x270), 25 fps,
-H.264, 7 shots each (7-20 s; the classes of SCENE_VIDEO_CLASSES in turn, six since 2026-12-02, seeds
+H.264, 7 shots each (7-20 s; the classes of SCENE_VIDEO_CLASSES in turn, seeds
 from 200), generated here. Detectors:
 ``find_shot_boundaries(path, device="cpu")`` with its defaults, and PySceneDetect's
 ``ContentDetector`` and ``AdaptiveDetector`` with theirs (OpenCV backend). Speed is frames per
@@ -47,7 +47,7 @@ from scenes import CUT_TOLERANCE, detect_pyscenedetect
 import vclip
 from vclip._machine import usable_cores
 from vclip.keyframes import extract_keyframes_many, find_shot_boundaries, find_shot_boundaries_many
-from vclip.synthetic import SCENE_VIDEO_CLASSES, LabelledVideo, make_scene_video
+from vclip.synthetic import SCENE_VIDEO_CLASSES, SceneVideo, make_scene_video
 
 SHOTS = 7
 FIRST_SEED = 200
@@ -70,13 +70,13 @@ DETECTORS = {"vclip_cpu": detect_vclip, "pyscenedetect_content": detect_content,
              "pyscenedetect_adaptive": detect_adaptive}
 
 
-def _make_one(arguments: tuple[str, int, tuple[int, int]]) -> LabelledVideo:
+def _make_one(arguments: tuple[str, int, tuple[int, int]]) -> SceneVideo:
     path, number, (width, height) = arguments
     kind = SCENE_VIDEO_CLASSES[number % len(SCENE_VIDEO_CLASSES)]
     return make_scene_video(path, kind, num_shots=SHOTS, width=width, height=height, seed=FIRST_SEED + number)
 
 
-def make_folder(folder: Path, count: int, size: tuple[int, int]) -> list[LabelledVideo]:
+def make_folder(folder: Path, count: int, size: tuple[int, int]) -> list[SceneVideo]:
     """The benchmark's videos, made in parallel (each is rendered again: its labels come with it)."""
     jobs = [(str(folder / f"{number:02d}_{SCENE_VIDEO_CLASSES[number % len(SCENE_VIDEO_CLASSES)]}_{size[0]}x{size[1]}"
                           ".mp4"), number, size) for number in range(count)]
@@ -84,7 +84,7 @@ def make_folder(folder: Path, count: int, size: tuple[int, int]) -> list[Labelle
         return list(pool.map(_make_one, jobs))
 
 
-def scores(videos: list[LabelledVideo], found: list[list[int]]) -> dict:
+def scores(videos: list[SceneVideo], found: list[list[int]]) -> dict:
     counts = {"true": 0, "missed": 0, "false": 0}
     for video, detections in zip(videos, found):
         for key, value in video.score(detections, cut_tolerance=CUT_TOLERANCE).items():

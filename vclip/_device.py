@@ -1,5 +1,7 @@
 """Where decoding runs: a device request (``"cpu"``, ``"cuda"``, ``"cuda:N"``, ``"auto"``)
-resolved once, at a public entry point, into a :class:`Device`.
+resolved once, at a public entry point, into a :class:`Device`. Below the entry points every
+function takes a :class:`Device`; a device string appears only at the edges (public arguments, the
+command line, ``repr`` and JSON), and only this module reads one (:func:`parse_device`).
 
 ``"cuda"`` and ``"auto"`` mean the process's current CUDA device, as PyTorch means it: the device
 ``torch.cuda.set_device`` chose once torch has initialised CUDA, else ``LOCAL_RANK`` (set by
@@ -18,14 +20,18 @@ from typing import Literal
 from .errors import FallbackWarning, fail
 
 __all__ = [
-    "CPU", "Device", "ResolvedDevice", "cuda_device_count", "current_cuda_index", "gpu_unavailable_reason",
-    "parse_device", "resolve_device",
+    "CPU", "Device", "DeviceRequest", "ResolvedDevice", "cuda_device_count", "current_cuda_index",
+    "gpu_unavailable_reason", "parse_device", "resolve_device",
 ]
 
 
 @dataclass(frozen=True)
 class Device:
-    """A resolved device: ``Device("cpu")`` or ``Device("cuda", N)``; ``str()`` gives ``"cpu"`` / ``"cuda:N"``."""
+    """A device to decode on: ``Device("cpu")`` or ``Device("cuda", N)``; ``str()`` gives ``"cpu"`` / ``"cuda:N"``.
+
+    ``Device("cuda")`` (no index, ``str()`` ``"cuda"``) is the current CUDA device of the process
+    that will decode, resolved there: what a Ray task or actor given a share of a GPU decodes on.
+    """
 
     type: Literal["cpu", "cuda"]
     index: int | None = None
@@ -35,7 +41,9 @@ class Device:
         return self.type == "cuda"
 
     def __str__(self) -> str:
-        return "cpu" if self.type == "cpu" else f"cuda:{self.index}"
+        if self.type == "cpu":
+            return "cpu"
+        return "cuda" if self.index is None else f"cuda:{self.index}"
 
 
 CPU = Device("cpu")
@@ -88,22 +96,51 @@ def current_cuda_index() -> int:
     return 0
 
 
-def parse_device(device: object) -> tuple[str, int | None]:
-    """``(kind, index)`` of a request, checked but not resolved: kind is cpu, cuda or auto; index
-    only for ``cuda:N``.
+@dataclass(frozen=True)
+class DeviceRequest:
+    """A device request checked but not resolved (:func:`parse_device`): ``kind`` is ``"cpu"``,
+    ``"cuda"`` or ``"auto"``; ``index`` only for ``"cuda:N"``."""
+
+    kind: Literal["cpu", "cuda", "auto"]
+    index: int | None = None
+
+    @property
+    def is_auto(self) -> bool:
+        """``"auto"``: the GPU where NVDEC is usable, else the CPU."""
+        return self.kind == "auto"
+
+    @property
+    def may_use_gpu(self) -> bool:
+        """``"auto"``, ``"cuda"`` or ``"cuda:N"``: a GPU is taken where there is one."""
+        return self.kind != "cpu"
+
+    @property
+    def names_cuda(self) -> bool:
+        """``"cuda"`` or ``"cuda:N"``: the GPU insisted on, so that serving it on the CPU is a fallback."""
+        return self.kind == "cuda"
+
+    def __str__(self) -> str:
+        return f"cuda:{self.index}" if self.index is not None else self.kind
+
+
+_PLAIN_REQUESTS = {"cpu": DeviceRequest("cpu"), "cuda": DeviceRequest("cuda"), "auto": DeviceRequest("auto")}
+
+
+def parse_device(device: object) -> DeviceRequest:
+    """A request (a string, a :class:`Device` or a ``torch.device``) checked but not resolved.
 
     Raises:
         ArgumentError: Not a device request (see :func:`resolve_device`).
     """
     if isinstance(device, Device):
-        return device.type, device.index
+        return DeviceRequest(device.type, device.index)
     if type(device).__name__ == "device" and hasattr(device, "type") and hasattr(device, "index"):  # torch.device
         return parse_device(str(device))
     text = str(device).strip().lower() if isinstance(device, str) else None
-    if text in ("cpu", "cuda", "auto"):
-        return text, None
+    if text in _PLAIN_REQUESTS:
+        return _PLAIN_REQUESTS[text]
     if text is not None and text.startswith("cuda:") and text[5:].isdigit():
-        return "cuda", int(text[5:])
+        return DeviceRequest("cuda", int(text[5:]))
     raise fail("device", device, "'cpu', 'cuda', 'cuda:N' or 'auto'")
 
 
@@ -119,23 +156,26 @@ def resolve_device(device: object, *, warn: bool = True) -> ResolvedDevice:
     usable, else the CPU: silently where the GPU extra (PyNvVideoCodec, CuPy) is not installed, a
     CPU install; where it is installed but cannot be used (no driver, no device), as a fallback.
     ``"cuda"``/``"cuda:N"`` fall back to the CPU when NVDEC is not usable. A fallback carries its
-    reason and, with ``warn``, gives one :class:`~vclip.FallbackWarning` saying so.
+    reason and, with ``warn``, gives one :class:`~vclip.FallbackWarning` saying so. A
+    :class:`Device` resolves to itself where it is usable (``Device("cuda")``, without an index, to
+    the current CUDA device), so that a function handed one may resolve it again where it decodes.
 
     Raises:
         ArgumentError: ``device`` is not "cpu", "cuda", "cuda:N", "auto", a :class:`Device` or a
             ``torch.device``; or ``cuda:N`` names a device that does not exist.
     """
-    kind, index = parse_device(device)
-    if kind == "cpu":
+    request = parse_device(device)
+    if not request.may_use_gpu:
         return ResolvedDevice(CPU)
     reason = gpu_unavailable_reason()
     if reason:
-        if kind == "auto" and not _gpu_stack_installed():
+        if request.is_auto and not _gpu_stack_installed():
             return ResolvedDevice(CPU)
         if warn:
-            warnings.warn(f"device={device!r} requested but {reason}; decoding on the CPU", FallbackWarning,
+            warnings.warn(f"device={_shown(device)} requested but {reason}; decoding on the CPU", FallbackWarning,
                           stacklevel=3)
         return ResolvedDevice(CPU, reason)
+    index = request.index
     explicit = index is not None
     if index is None:
         index = current_cuda_index()
@@ -145,3 +185,8 @@ def resolve_device(device: object, *, warn: bool = True) -> ResolvedDevice:
         raise fail("device", shown,
                    f"a CUDA device that exists (this process sees {count}: cuda:0 to cuda:{count - 1})")
     return ResolvedDevice(Device("cuda", index))
+
+
+def _shown(device: object) -> str:
+    """A request as a message shows it: ``'cuda'``, as the user wrote it or as a :class:`Device` reads."""
+    return repr(str(device)) if isinstance(device, Device) else repr(device)

@@ -27,7 +27,7 @@ import av
 import numpy as np
 
 from ._bytes.sources import open_container
-from ._device import resolve_device
+from ._device import Device, resolve_device
 from ._jobs.runner import Outcome, choose_runner
 from .errors import CorruptVideoError, VideoError, check_optional_integer
 from .gop import keyframe_chunks
@@ -116,7 +116,7 @@ def _frame_ranges(frames: Sequence[int], limit: int = 8) -> str:
 def check_video(
     path: str | os.PathLike,
     *,
-    device: str = "auto",
+    device: str | Device = "auto",
     stream_index: int | None = None,
 ) -> CheckResult:
     """Decode every frame of one video stream and report what is bad.
@@ -124,8 +124,8 @@ def check_video(
     Args:
         path: The video file.
         device: ``"auto"`` (default: the GPU when NVDEC is usable, else the CPU), ``"cpu"``,
-            ``"cuda"``, ``"cuda:N"``. The CPU also finds the damage NVDEC conceals (see the module
-            docstring).
+            ``"cuda"``, ``"cuda:N"`` (or a device another vclip function resolved). The CPU also
+            finds the damage NVDEC conceals (see the module docstring).
         stream_index: Container index of the video stream; default: the first video stream.
 
     Returns:
@@ -144,7 +144,7 @@ def check_video(
         if index.num_frames == 0:
             raise CorruptVideoError(path, "the stream has no frames to show")
         if resolved.is_cuda:
-            return _check_on_gpu(index, str(resolved), started)
+            return _check_on_gpu(index, resolved, started)
         return _check_on_cpu(index, started)
     except VideoError as error:
         problem = error.problem
@@ -197,7 +197,7 @@ def check_videos(
     results: list[CheckResult | None] = [None] * len(names)
     with closing(runner.run(check, names, ordered=False)) as outcomes:  # stopped at once by an error in on_result
         for outcome in outcomes:
-            result = _result_of(outcome, names[outcome.position], runner.device)
+            result = _result_of(outcome, names[outcome.position], str(runner.device))
             results[outcome.position] = result
             if on_result is not None:
                 on_result(result)
@@ -205,8 +205,8 @@ def check_videos(
 
 
 def _result_of(outcome: Outcome[CheckResult], path: str, device: str) -> CheckResult:
-    """The check result of a job's outcome: a file that crashed its worker, or a failure of the
-    job itself (check_video reports every problem of the file), is unreadable."""
+    """The check result of one video's outcome: a file that crashed its worker, or a failure of
+    vclip itself (check_video reports every problem of the file), is unreadable."""
     if outcome.value is not None:
         return outcome.value
     if outcome.crashed:
@@ -292,7 +292,7 @@ def _check_length(index: VideoIndex, container, stream, damage: _Damage) -> None
                             "after the last one are missing (truncated?)")
 
 
-def _check_on_gpu(index: VideoIndex, device: str, started: float) -> CheckResult:
+def _check_on_gpu(index: VideoIndex, device: Device, started: float) -> CheckResult:
     """Every frame through VideoDecoder, chunk by chunk; a chunk that fails is retried group of
     pictures by group of pictures so that only the bad ones are reported."""
     from .decoder import VideoDecoder

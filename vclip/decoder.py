@@ -11,7 +11,7 @@ import numpy as np
 
 from ._audio.spans import ClipSpans, clip_spans
 from ._bytes.sources import VideoInput, hold_video
-from ._device import resolve_device
+from ._device import Device, resolve_device
 from ._engine.backends import make_backend, shared_process_backend
 from ._engine.pipeline import ClipTarget, DecodeStats, VideoJob, resolve_transform
 from ._engine.runner import JobRunner
@@ -93,7 +93,7 @@ class Frames:
             raise ImportError("Frames.torch() needs PyTorch, which is not installed: pip install "
                               "'vclip-nvdec[torch]'", name="torch") from None
 
-        tensor = torch.from_dlpack(self.data) if self.device != "cpu" else torch.from_numpy(self.data)
+        tensor = torch.from_numpy(self.data) if isinstance(self.data, np.ndarray) else torch.from_dlpack(self.data)
         return tensor.view(torch.bfloat16) if self.dtype == "bfloat16" else tensor
 
 
@@ -110,8 +110,9 @@ class VideoDecoder:
             after checking the file's fingerprint once).
         stream_index: Container index of the video stream; default: the first video stream.
         device: ``"auto"`` (default: NVDEC where usable, else the CPU), ``"cpu"``, ``"cuda"`` or
-            ``"cuda:N"``. A GPU request that cannot be served falls back to the CPU with one
-            :class:`~vclip.errors.FallbackWarning`, and ``Frames.fell_back_to_cpu`` says so.
+            ``"cuda:N"`` (or a device another vclip function resolved). A GPU request that cannot
+            be served falls back to the CPU with one :class:`~vclip.errors.FallbackWarning`, and
+            ``Frames.fell_back_to_cpu`` says so.
         cache_dir: Folder for an on-disk cache of the video's index.
         skip_non_reference: Do not decode non-reference pictures nobody asked for.
         decode_processes: Decode in this many worker processes instead of this one (0, the
@@ -131,7 +132,7 @@ class VideoDecoder:
         path: VideoInput | Any,
         *,
         stream_index: int | None = None,
-        device: str = "auto",
+        device: str | Device = "auto",
         cache_dir: str | os.PathLike | None = None,
         skip_non_reference: bool = True,
         decode_processes: int = 0,
@@ -151,7 +152,7 @@ class VideoDecoder:
             self.index = index_video(name, stream_index=stream_index, cache_dir=cache_dir)
         backend = (shared_process_backend(resolved.device, decode_processes, skip_non_reference=skip_non_reference)
                    if decode_processes else make_backend(resolved.device, skip_non_reference=skip_non_reference))
-        self._runner = JobRunner(backend, num_workers=1)
+        self._dispatcher = JobRunner(backend, num_workers=1)
         self.device: str = str(resolved.device)
         self.fell_back_to_cpu: bool = resolved.fell_back_to_cpu
         self.stats = DecodeStats()
@@ -328,12 +329,12 @@ class VideoDecoder:
             for view, draw in enumerate(clip_draws)
         ]
         geometry = targets[0].geometry if targets else conversion.index_geometry(index, rng)
-        output = self._runner.backend.empty(
+        output = self._dispatcher.backend.empty(
             (len(targets),) + conversion.clip_shape(frames_per_clip, geometry), conversion.storage_dtype
         )
         fallbacks_before = self.stats.fallback_videos
         if targets:
-            result = self._runner.run([VideoJob(index, tuple(targets))], conversion, output, self.stats)
+            result = self._dispatcher.run([VideoJob(index, tuple(targets))], conversion, output, self.stats)
             if result.errors[0] is not None:
                 raise result.errors[0]
             for completion in result.completions:

@@ -140,7 +140,7 @@ def index_video(
 
 
 def _build_index(path: str, stream_index: int | None, file_size: int) -> VideoIndex:
-    return VideoIndex(path=path, **demux_stream(path, stream_index, file_size))
+    return demux_stream(path, stream_index, file_size)
 
 
 VIDEO_INDEX = IndexKind("", _build_index, index_to_record, index_from_record, _index_nbytes)

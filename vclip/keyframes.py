@@ -82,6 +82,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from ._device import CPU, Device, resolve_device
 from ._engine.processes import THREADS_PER_PROCESS
 from ._jobs.cpu_beside_gpu import BesideCpuDecoders, resolve_cpu_decoders
 from ._jobs.runner import InThisThread, Outcome, Processes, Runner, Threads, choose_runner
@@ -114,7 +115,7 @@ _GPU_SESSIONS = 8
 _CPU_SESSIONS = 2
 """FFmpeg decoders of a video decoding chunks at once on the CPU (without decode processes): one
 frame-threaded decoder leaves cores idle at 640x360; two, with the analysis on the caller's thread
-meanwhile, fill them (``benchmarks/README.md``, the scene method on the CPU)."""
+meanwhile, fill them (docs/notes/cpu-resampling.md)."""
 _GPU_WORKERS = 8
 """Videos of extract_keyframes_many at once on the GPU: threads sharing the scene method's NVDEC sessions."""
 THUMBNAIL_WIDTH = 320
@@ -207,7 +208,7 @@ def extract_keyframes(
     *,
     method: KeyframeMethod = "codec",
     max_frames: int | None = None,
-    device: str = "auto",
+    device: str | Device = "auto",
     stream_index: int | None = None,
     scaling_factor: float = 1.0,
     scene_threshold: float = 2.0,
@@ -244,13 +245,15 @@ def extract_keyframes(
     """
     max_frames, scene_threshold, scaling_factor, analysis_width = _check_keyframe_options(
         method, max_frames, scene_threshold, scaling_factor, analysis_width)
-    return _keyframes_of(path, method=method, max_frames=max_frames, device=device, stream_index=stream_index,
-                         scaling_factor=scaling_factor, scene_threshold=scene_threshold, analysis_width=analysis_width,
-                         cache_dir=cache_dir, on_progress=on_progress, decode_processes=decode_processes,
-                         cpu_sessions=_cpu_sessions())
+    resolved = resolve_device(device)
+    found = _keyframes_of(path, method=method, max_frames=max_frames, device=resolved.device,
+                          stream_index=stream_index, scaling_factor=scaling_factor, scene_threshold=scene_threshold,
+                          analysis_width=analysis_width, cache_dir=cache_dir, on_progress=on_progress,
+                          decode_processes=decode_processes, cpu_sessions=_cpu_sessions())
+    return _flagged(found, resolved.fell_back_to_cpu)
 
 
-def _keyframes_of(path: str | os.PathLike, *, method: KeyframeMethod, max_frames: int | None, device: str,
+def _keyframes_of(path: str | os.PathLike, *, method: KeyframeMethod, max_frames: int | None, device: Device,
                   stream_index: int | None, scaling_factor: float, scene_threshold: float, analysis_width: int,
                   cache_dir: str | os.PathLike | None, on_progress: ProgressCallback | None, decode_processes: int,
                   cpu_sessions: int) -> Keyframes:
@@ -265,7 +268,7 @@ def _keyframes_of(path: str | os.PathLike, *, method: KeyframeMethod, max_frames
         if on_progress is not None:
             on_progress(0, index.num_frames)
         signals = scene_signals(decoder, analysis_width, on_progress,
-                                 _sessions(decoder, decode_processes, cpu_sessions))
+                                 _sessions(CPU if decoder.fell_back_to_cpu else device, decode_processes, cpu_sessions))
         boundaries = shot_boundaries(signals, scene_threshold)
         found = np.unique(np.asarray([0] + [b.frame for b in boundaries], dtype=np.int64))
     chosen = _evenly_spread(found, max_frames)
@@ -315,8 +318,8 @@ def find_shot_boundaries(
         decode_processes: Decode the chunks in this many worker processes, shared by every video
             of this process (see :class:`~vclip.VideoDecoder`), instead of threads of this one,
             whose Python work shares one interpreter lock: faster on long videos in a process
-            that lives on (``benchmarks/README.md``). Starting them takes 1.5-2.5 s, once per
-            process, more than they save over a folder of short videos.
+            that lives on. Starting them takes seconds, once per process, more than they save
+            over a folder of short videos (docs/performance.md, docs/notes/decode-processes.md).
 
     Returns:
         The boundaries in order, frame 0 (the start of the first shot) not among them; each with
@@ -327,18 +330,18 @@ def find_shot_boundaries(
         VideoNotFoundError, NotAVideoError, CorruptVideoError, UnsupportedCodecError: The file.
     """
     _check_scene_options(scene_threshold, analysis_width)
-    return _boundaries_of(path, device=device, stream_index=stream_index, scene_threshold=scene_threshold,
-                          analysis_width=analysis_width, cache_dir=cache_dir, decode_processes=decode_processes,
-                          cpu_sessions=_cpu_sessions())
+    return _boundaries_of(path, device=resolve_device(device).device, stream_index=stream_index,
+                          scene_threshold=scene_threshold, analysis_width=analysis_width, cache_dir=cache_dir,
+                          decode_processes=decode_processes, cpu_sessions=_cpu_sessions())
 
 
-def _boundaries_of(path: str | os.PathLike, *, device: str, stream_index: int | None, scene_threshold: float,
+def _boundaries_of(path: str | os.PathLike, *, device: Device, stream_index: int | None, scene_threshold: float,
                    analysis_width: int, cache_dir: str | os.PathLike | None, decode_processes: int,
                    cpu_sessions: int) -> list[ShotBoundary]:
     """:func:`find_shot_boundaries` with checked options; ``cpu_sessions`` as :func:`_keyframes_of`."""
     decoder = VideoDecoder(path, stream_index=stream_index, device=device, cache_dir=cache_dir,
                            decode_processes=decode_processes)
-    sessions = _sessions(decoder, decode_processes, cpu_sessions)
+    sessions = _sessions(CPU if decoder.fell_back_to_cpu else device, decode_processes, cpu_sessions)
     return shot_boundaries(scene_signals(decoder, analysis_width, sessions=sessions), scene_threshold)
 
 
@@ -403,7 +406,7 @@ def find_shot_boundaries_many(
     helpers = resolve_cpu_decoders(cpu_decoders, runner, len(names), decode_processes)
     if helpers:
         assert isinstance(runner, Threads)
-        runner = BesideCpuDecoders(runner, helpers, partial(of_video, device="cpu", decode_processes=0, cpu_sessions=1))
+        runner = BesideCpuDecoders(runner, helpers, partial(of_video, device=CPU, decode_processes=0, cpu_sessions=1))
     return _results_in_order(runner, find, names, on_result)
 
 
@@ -455,9 +458,9 @@ def extract_keyframes_many(
             gives each task a share of a GPU when the cluster has GPUs. Frames are CuPy arrays
             from threads on the GPU, NumPy arrays otherwise (always from Ray and processes).
         decode_processes: As :func:`find_shot_boundaries` (default 0: threads of this process).
-            A fresh process over a folder is faster without them: on the H200, 16 720p videos
-            took 3.5 s with threads and 5.2 s with 4 processes, which take 1.5-2.5 s to start
-            (``benchmarks/README.md``); they pay in a long-lived process over long videos.
+            A fresh process over a folder is faster without them, whose start takes longer than
+            they save there (docs/performance.md); they pay in a long-lived process over long
+            videos.
         workers: Videos at once; default: 8 on the GPU, one per usable CPU core on the CPU, what
             the Ray cluster runs at once with ``ray``; never more than the videos. On the CPU the
             scene method reads each video with 2 FFmpeg decoders, or 1 where the videos at once
@@ -495,9 +498,10 @@ def extract_keyframes_many(
     return _results_in_order(runner, extract, names, on_result)
 
 
-def _folder_job(paths: Sequence[str | os.PathLike], device: str, stream_index: int | None, decode_processes: int,
+def _folder_job(paths: Sequence[str | os.PathLike], device: object, stream_index: int | None, decode_processes: int,
                 workers: int | None, ray: bool, ray_address: str | None) -> tuple[list[str], Runner, int]:
-    """The names of ``paths``, the runner of a job over them, and ``decode_processes``, checked."""
+    """The names of ``paths``, the runner of a job over them (``device``, the public request,
+    resolved into its Device), and ``decode_processes``, checked."""
     check_optional_integer("stream_index", stream_index, minimum=0)
     decode_processes = check_integer("decode_processes", decode_processes, minimum=0)
     names = [os.fsdecode(path) for path in paths]
@@ -514,7 +518,7 @@ def _cpu_sessions_of(runner: Runner) -> int:
 def _cpu_sessions(videos_at_once: int = 1) -> int:
     """FFmpeg decoders per video of the scene method on the CPU when this machine reads
     ``videos_at_once`` at once: :data:`_CPU_SESSIONS`, fewer where the videos already fill its cores
-    (on 2 cores, 2 videos at once with one decoder each read 7-13% faster than with two each)."""
+    (one decoder each for two videos at once on two cores is quicker than two each)."""
     return max(1, min(_CPU_SESSIONS, usable_cores() // videos_at_once))
 
 
@@ -545,10 +549,7 @@ def _result_of(outcome: Outcome[Any], path: str, fell_back_to_cpu: bool) -> Any:
     """One video's result: its value (keyframes flagged when the GPU request was served on the
     CPU), or the VideoError that stopped it (a crashed worker, a failure of vclip itself included)."""
     if outcome.value is not None:
-        found = outcome.value
-        if fell_back_to_cpu and isinstance(found, Keyframes):
-            return dataclasses.replace(found, fell_back_to_cpu=True)
-        return found
+        return _flagged(outcome.value, fell_back_to_cpu)
     if outcome.crashed:
         return CorruptVideoError(path, outcome.crash_problem())
     if isinstance(outcome.error, VideoError):
@@ -579,11 +580,19 @@ def _evenly_spread(frame_indices: np.ndarray, count: int | None) -> np.ndarray:
     return frame_indices[np.floor(np.linspace(0, frame_indices.size - 1, count) + 0.5).astype(np.int64)]
 
 
-def _sessions(decoder: VideoDecoder, decode_processes: int, cpu_sessions: int) -> int:
-    """Chunks decoded at once: every thread of the decode processes; without them 8 NVDEC sessions
-    on the GPU, ``cpu_sessions`` FFmpeg decoders on the CPU."""
+def _flagged(found: Any, fell_back_to_cpu: bool) -> Any:
+    """``found``, its keyframes flagged when the GPU request was served on the CPU."""
+    if fell_back_to_cpu and isinstance(found, Keyframes):
+        return dataclasses.replace(found, fell_back_to_cpu=True)
+    return found
+
+
+def _sessions(device: Device, decode_processes: int, cpu_sessions: int) -> int:
+    """Chunks decoded at once on ``device`` (the CPU where a decoder fell back: a Ray task's
+    ``Device("cuda")`` without NVDEC): every thread of the decode processes; without them 8 NVDEC
+    sessions on the GPU, ``cpu_sessions`` FFmpeg decoders on the CPU."""
     if decode_processes:
-        return decode_processes * THREADS_PER_PROCESS["cuda" if decoder.device.startswith("cuda") else "cpu"]
-    return _GPU_SESSIONS if decoder.device.startswith("cuda") else cpu_sessions
+        return decode_processes * THREADS_PER_PROCESS[device.type]
+    return _GPU_SESSIONS if device.is_cuda else cpu_sessions
 
 

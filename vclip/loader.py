@@ -146,10 +146,9 @@ class ClipLoader(IterableDataset):
             CPU, so which decoder took it can change a batch. On the CPU they are single-threaded
             decoders replacing the default pool. ``stats().decoders`` shows what each kind did.
         repeated_augmentation: Samples of each decoded clip, each with its own augmentation draws
-            (crop, scale, flip, colour), next to each other in the batch with the same
-            ``video_ids`` and ``clip_ids``: the repeated augmentation of VideoMAE and MAE-ST, which
-            decodes a ``k``-th of the clips for the same samples. A batch of ``batch_size`` clips
-            then holds ``batch_size x k`` samples. Default 1.
+            (crop, scale, flip, colour), next to each other with the same ``video_ids`` and
+            ``clip_ids``: VideoMAE's and MAE-ST's repeated augmentation, which decodes a ``k``-th of
+            the clips for as many samples: a batch of ``batch_size`` clips holds ``batch_size x k``.
         max_lead_frames: Opt-in bound on decode work per clip in long GOPs: a clip starting more
             than this many frames after its keyframe is moved earlier to start this many after it
             (random and even starts only). A clip of a segment never moves before the segment's

@@ -161,8 +161,8 @@ LOADER_WORKSPACE_BYTES = 64 * 2**20
 CUDA_CONTEXT_BYTES = 500 * 2**20
 """The CUDA context of the process (shared by CuPy and torch)."""
 STAGING_PICTURES = UPLOAD_PICTURES
-"""Pictures each CPU decoder beside NVDEC stages in device memory (the pictures of a packed job
-uploaded at once)."""
+"""Pictures each CPU decoder beside NVDEC stages in device memory (the pictures of one video's
+request, packed, uploaded at once)."""
 RING_BUFFERS_BEYOND_DEPTH = 3
 """Output buffers a loader's pool holds beyond ``prefetch_queue_depth``: the batch being built, the
 one the training loop holds, and the one it held last (still referenced from its loop when the
@@ -273,10 +273,10 @@ def _plans_for_gpu(device: Any) -> bool:
     whether or not this machine has one; ``"auto"`` is resolved here (GPU when NVDEC is usable)."""
     from ._device import parse_device, resolve_device
 
-    kind, _ = parse_device(device)
-    if kind == "auto":
+    request = parse_device(device)
+    if request.is_auto:
         return resolve_device("auto").device.is_cuda
-    return kind == "cuda"
+    return request.names_cuda
 
 
 def _decode_processes(decode_processes: int | str, gpu: bool, num_threads: int) -> int:

@@ -40,6 +40,7 @@ except ImportError as _error:  # pragma: no cover - depends on the environment
 
 import pyarrow as pa
 
+from ._device import CPU, Device, resolve_device
 from ._jobs.runner import connect_ray, gpu_share
 from .catalog import Catalog, IndexJob, index_row, resolve_sources, rows_table
 from .check import check_video
@@ -98,15 +99,16 @@ def _column(batch: dict, name: str, default, count: int) -> list:
     return list(batch[name]) if name in batch else [default] * count
 
 
-def _placement(device: str, num_gpus: float | None, workers: int | None) -> tuple[str, dict]:
+def _placement(device: str, num_gpus: float | None, workers: int | None) -> tuple[Device, dict]:
     """The device actors decode on and their map_batches resources: ``workers`` actors (default:
-    as many as the cluster holds), on a share of a GPU each when ``device`` asks for one and the
-    cluster has GPUs, else on one CPU each."""
+    as many as the cluster holds), on a share of a GPU each (``Device("cuda")``, the GPU Ray gives
+    each actor) when ``device`` asks for one and the cluster has GPUs, else on one CPU each."""
     resources = ray.cluster_resources()
     share = gpu_share(device, num_gpus, stacklevel=3)
     if share is not None:
-        return "cuda", {"num_gpus": share, "compute": _actors(workers or max(1, int(resources["GPU"] / share)))}
-    return "cpu", {"num_cpus": 1, "compute": _actors(workers or max(1, int(resources.get("CPU", 1.0))))}
+        gpu = {"num_gpus": share, "compute": _actors(workers or max(1, int(resources["GPU"] / share)))}
+        return Device("cuda"), gpu
+    return CPU, {"num_cpus": 1, "compute": _actors(workers or max(1, int(resources.get("CPU", 1.0))))}
 
 
 def _actors(count: int):
@@ -155,14 +157,13 @@ def index_videos(sources, *, stream_index: int | None = None, workers: int | Non
 
 
 # -- check ---------------------------------------------------------------------------------------
-def _start_backend(device: str) -> str:
-    """Resolve ``device`` and start its backend, once for the actor's life; returns ``"cpu"``/``"cuda:N"``."""
-    from ._device import resolve_device
+def _start_backend(device: str | Device) -> Device:
+    """Resolve ``device`` and start its backend, once for the actor's life; returns the device."""
     from ._engine.backends import in_process_backend
 
     resolved = resolve_device(device, warn=False)  # an actor without a GPU decodes on the CPU, silently
     in_process_backend(resolved.device)
-    return str(resolved.device)
+    return resolved.device
 
 
 class CheckVideos:
@@ -177,7 +178,7 @@ class CheckVideos:
         stream_index: Container index of the video stream; default: the first video stream.
     """
 
-    def __init__(self, *, device: str = "auto", stream_index: int | None = None):
+    def __init__(self, *, device: str | Device = "auto", stream_index: int | None = None):
         self.device = _start_backend(device)
         self.stream_index = stream_index
 
@@ -227,7 +228,7 @@ class ExtractKeyframes:
     """
 
     def __init__(self, *, method: KeyframeMethod = "codec", max_frames: int | None = None,
-                 scaling_factor: float = 1.0, scene_threshold: float = 2.0, device: str = "auto"):
+                 scaling_factor: float = 1.0, scene_threshold: float = 2.0, device: str | Device = "auto"):
         self.options = _KeyframeOptions(method=method, max_frames=max_frames, scaling_factor=scaling_factor,
                                         scene_threshold=scene_threshold)
         self.device = _start_backend(device)
@@ -289,7 +290,7 @@ class DecodeClips:
     """
 
     def __init__(self, sampler: ClipSampler, *, transform: TransformSpec | None = None, seed: int = 0,
-                 device: str = "auto"):
+                 device: str | Device = "auto"):
         if not isinstance(sampler, ClipSampler):
             raise fail("sampler", sampler, "a ClipSampler, e.g. vclip.strided(16, 2)")
         self.sampler, self.transform, self.seed = sampler, transform, int(seed)

@@ -35,7 +35,7 @@ from torch.utils.data import IterableDataset, get_worker_info
 
 from ._bytes.shards import DEFAULT_VIDEO_EXTENSIONS, LabelRule, shard_names
 from ._datasets.shard_stream import StreamedSample, epoch_shards, read_samples, shuffled
-from ._device import resolve_device
+from ._device import Device, resolve_device
 from ._loader.epoch import process_shard
 from ._machine import usable_cores
 from .decoder import Frames, VideoDecoder
@@ -154,8 +154,13 @@ class ClipStream(IterableDataset):
         self.class_names = tuple(class_names) if class_names is not None else None
         self.shards: tuple[str, ...] = tuple(names)
         self.shard_id, self.num_shards = process_shard(shard_id, num_shards, len(self.shards))
-        self.device = str(resolve_device(device).device)
+        self._device: Device = resolve_device(device).device
         self.epoch = 0
+
+    @property
+    def device(self) -> str:
+        """``"cpu"`` or ``"cuda:N"``: where clips are decoded and delivered."""
+        return str(self._device)
 
     def set_epoch(self, epoch: int) -> None:
         """Read the next pass's shards and draw its clips for ``epoch`` (>= 0)."""
@@ -214,7 +219,7 @@ class ClipStream(IterableDataset):
         named = f"{self.seed}/{epoch}/{posixpath.basename(sample.shard)}#{sample.key}"
         seed = zlib.crc32(named.encode("utf-8", "surrogateescape"))
         try:
-            decoder = VideoDecoder(sample.video, device=self.device)
+            decoder = VideoDecoder(sample.video, device=self._device)
             frames = decoder.get_clips(self.sampler, transform=self.transform, seed=seed)
         except (VideoError, ValueError) as error:
             if self.on_error == "raise":

@@ -1,3 +1,4 @@
+import dataclasses
 import json
 import shutil
 import struct
@@ -508,11 +509,13 @@ def _fields_with_and_without_the_decoding_probe(path, stream_index=None):
                  for probe in (False, True))
 
 
-def _assert_same_fields(fields, expected):
-    assert fields.keys() == expected.keys()
-    for name, value in expected.items():
-        same = np.array_equal(fields[name], value) if isinstance(value, np.ndarray) else fields[name] == value
-        assert same, (name, fields[name], value)
+def _assert_same_fields(index, expected):
+    assert isinstance(index, vclip.VideoIndex) and isinstance(expected, vclip.VideoIndex)
+    for name in (field.name for field in dataclasses.fields(expected)):
+        value, found = getattr(expected, name), getattr(index, name)
+        same = np.array_equal(found, value) and found.dtype == value.dtype if isinstance(value, np.ndarray) else (
+            found == value and type(found) is type(value))
+        assert same, (name, found, value)
 
 
 @pytest.mark.parametrize("name", ["h264", "hevc", "vfr", "odd", "offset", "long_gop", "h264_10bit"])

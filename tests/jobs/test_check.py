@@ -11,6 +11,7 @@ from helpers import frame_payload
 
 import vclip
 import vclip.check
+from vclip._device import CPU, Device
 from vclip.check import check_video, check_videos
 from vclip.cli import main
 from vclip.synthetic import make_video
@@ -98,6 +99,20 @@ def test_check_videos_in_parallel_keeps_the_order(dataset):
     assert [r.status for r in results] == ["corrupt", "ok", "unreadable", "corrupt"]
     assert sorted(r.path for r in seen) == sorted(r.path for r in results)
     assert results[0].bad_frames == check_video(dataset["zeroed"], device="cpu").bad_frames
+
+
+def test_check_videos_hands_each_video_a_device(dataset, monkeypatch):
+    """The job resolves the request once; each video's check gets the Device, not a string."""
+    seen = []
+
+    def recording(path, **options):
+        seen.append(options["device"])
+        return check_video(path, **options)
+
+    monkeypatch.setattr(vclip.check, "check_video", recording)
+    results = check_videos([dataset["good"], dataset["zeroed"]], device="cpu", workers=1)  # in this thread
+    assert seen == [CPU, CPU] and all(isinstance(device, Device) for device in seen)
+    assert [r.device for r in results] == ["cpu", "cpu"]
 
 
 def test_a_file_that_crashes_its_worker_is_the_only_one_affected(dataset, monkeypatch):

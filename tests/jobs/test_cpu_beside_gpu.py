@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from helpers import worker_pids
 
+from vclip._device import Device
 from vclip._jobs.cpu_beside_gpu import BesideCpuDecoders, auto_cpu_decoders, resolve_cpu_decoders
 from vclip._jobs.runner import InThisThread, Processes, Threads
 from vclip.errors import ArgumentError, CorruptVideoError
@@ -34,7 +35,7 @@ def square_on_the_cpu(number):
 
 def gpu_threads(workers: int) -> Threads:
     threads = Threads(workers)
-    threads.device = "cuda:0"
+    threads.device = Device("cuda", 0)
     return threads
 
 
@@ -48,7 +49,8 @@ def test_the_cpu_decoders_take_items_only_while_every_thread_holds_one():
     busy) to the CPU decoders, which then take the next whenever they are free; every value in
     input order."""
     runner = BesideCpuDecoders(gpu_threads(2), 2, square_on_the_cpu)
-    assert runner.workers == 4 and runner.device == "cuda:0" and not runner.in_this_process
+    assert runner.workers == 4 and runner.device == Device("cuda", 0) and not runner.in_this_process
+    assert repr(runner) == "BesideCpuDecoders(gpu_workers=2, cpu_decoders=2, device='cuda:0')"
     numbers = list(range(40))
     outcomes = list(runner.run(square_on_the_gpu, numbers))
     assert [o.position for o in outcomes] == numbers and all(o.ok for o in outcomes)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from helpers import require_extra, worker_pids
 
-from vclip._device import gpu_unavailable_reason
+from vclip._device import CPU, Device, gpu_unavailable_reason, resolve_device
 from vclip._jobs.pools import _ProcessPool, _WorkerDied
 from vclip._jobs.runner import (
     InThisThread,
@@ -189,14 +189,18 @@ def test_choose_runner_picks_by_device_and_count():
     more workers than items, this thread for one."""
     if gpu_unavailable_reason() is None:
         on_gpu = choose_runner("cuda", items=8, gpu_workers=4)
-        assert isinstance(on_gpu, Threads) and on_gpu.workers == 4 and on_gpu.device.startswith("cuda:")
+        assert isinstance(on_gpu, Threads) and on_gpu.workers == 4
+        assert on_gpu.device == resolve_device("cuda").device and on_gpu.device.index is not None
     else:
         with pytest.warns(FallbackWarning, match="device='cuda' requested but"):
             on_gpu = choose_runner("cuda", items=8, gpu_workers=4)
-        assert not isinstance(on_gpu, Threads) and on_gpu.device == "cpu" and on_gpu.fell_back_to_cpu
+        assert not isinstance(on_gpu, Threads) and on_gpu.device == CPU and on_gpu.fell_back_to_cpu
     processes = choose_runner("cpu", workers=3, items=10, gpu_workers=4)
-    assert isinstance(processes, Processes) and processes.workers == 3 and processes.device == "cpu"
+    assert isinstance(processes, Processes) and processes.workers == 3 and processes.device == CPU
     assert not processes.fell_back_to_cpu
+    assert repr(processes) == "Processes(workers=3, device='cpu')"
+    given = choose_runner(CPU, workers=2, items=10)  # a Device is a request too
+    assert isinstance(given, Processes) and given.device == CPU and isinstance(given.device, Device)
     assert choose_runner("cpu", items=10, gpu_workers=4).workers == min(usable_cores(), 10)
     assert isinstance(choose_runner("cpu", workers=3, items=1, gpu_workers=4), InThisThread)
     assert isinstance(choose_runner("cpu", workers=1, items=10, gpu_workers=4), InThisThread)
@@ -241,7 +245,7 @@ def test_ray_tasks_give_the_same_outcomes_and_a_crash_is_the_tasks_own(local_ray
         return item * 10
 
     runner = RayTasks(workers=5)
-    assert runner.workers == 2 and runner.device == "cpu" and not runner.in_this_process  # the cluster's CPUs
+    assert runner.workers == 2 and runner.device == CPU and not runner.in_this_process  # the cluster's CPUs
     items = [0, 1, "video", 2, 3, 4, 5, 6]
     outcomes = list(runner.run(work, items, chunk_size=3))
     assert [o.position for o in outcomes] == list(range(len(items)))

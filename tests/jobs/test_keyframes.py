@@ -11,6 +11,7 @@ from helpers import barcodes, devices
 import vclip
 import vclip._scenes.signals as scene_signals_module
 import vclip.keyframes as keyframes_module
+from vclip._device import CPU, Device, gpu_unavailable_reason, resolve_device
 from vclip.gop import keyframe_chunks
 from vclip.keyframes import extract_keyframes
 from vclip.synthetic import make_shots_video, read_barcode
@@ -304,9 +305,9 @@ def test_decode_processes_give_the_signal_of_one_pass(videos, monkeypatch, devic
     in_process = vclip.VideoDecoder(videos["h264"], device=device)
     whole = scene_signals_module.scene_signals(in_process, 64)
     decoder = vclip.VideoDecoder(videos["h264"], device=device, decode_processes=2)
-    assert decoder._runner.backend is vclip.VideoDecoder(videos["long_gop"], device=device,
-                                                         decode_processes=2)._runner.backend
-    sessions = keyframes_module._sessions(decoder, 2, 1)
+    assert decoder._dispatcher.backend is vclip.VideoDecoder(videos["long_gop"], device=device,
+                                                             decode_processes=2)._dispatcher.backend
+    sessions = keyframes_module._sessions(resolve_device(device).device, 2, 1)
     assert sessions == 2 * (4 if device == "cuda" else 2)
     monkeypatch.setattr(scene_signals_module, "MIN_CHUNK_FRAMES", 7)
     chunked = scene_signals_module.scene_signals(decoder, 64, sessions=sessions)
@@ -388,13 +389,45 @@ def test_many_videos_options_are_checked_before_any_video(videos):
 
 
 def test_many_videos_a_gpu_request_without_a_gpu_is_flagged(videos):
-    from vclip._device import gpu_unavailable_reason
-
     if gpu_unavailable_reason() is None:
         pytest.skip("a GPU is usable here: nothing falls back")
     with pytest.warns(vclip.FallbackWarning):
         results = list(keyframes_module.extract_keyframes_many([videos["h264"], videos["hevc"]], device="cuda"))
     assert all(found.fell_back_to_cpu and found.device == "cpu" for found in results)
+
+
+def test_one_video_a_gpu_request_without_a_gpu_warns_once_and_is_flagged(videos, shots_video):
+    """The request is resolved once, at the public function: one warning each, the result flagged."""
+    if gpu_unavailable_reason() is None:
+        pytest.skip("a GPU is usable here: nothing falls back")
+    with pytest.warns(vclip.FallbackWarning) as caught:
+        found = extract_keyframes(videos["h264"], max_frames=2, device="cuda")
+    assert len(caught) == 1 and found.fell_back_to_cpu and found.device == "cpu"
+    with pytest.warns(vclip.FallbackWarning) as caught:
+        boundaries = keyframes_module.find_shot_boundaries(shots_video, device="cuda")
+    assert len(caught) == 1 and [boundary.frame for boundary in boundaries] == [40, 75]
+
+
+def test_a_job_over_many_videos_hands_each_video_a_device(monkeypatch):
+    seen = []
+
+    def recording(path, **options):
+        seen.append(options["device"])
+        return []
+
+    monkeypatch.setattr(keyframes_module, "_boundaries_of", recording)
+    assert list(keyframes_module.find_shot_boundaries_many(["a.mp4", "b.mp4"], device="cpu", workers=1)) == [[], []]
+    assert seen == [CPU, CPU] and all(isinstance(device, Device) for device in seen)
+
+
+def test_the_scene_methods_chunks_at_once_follow_the_device():
+    """NVDEC sessions on a GPU, FFmpeg decoders on the CPU, or every thread of the decode processes."""
+    gpu = Device("cuda", 0)
+    assert keyframes_module._sessions(gpu, 0, 2) == keyframes_module._GPU_SESSIONS
+    assert keyframes_module._sessions(CPU, 0, 2) == 2
+    threads = keyframes_module.THREADS_PER_PROCESS  # the engine's, per decode process
+    assert keyframes_module._sessions(gpu, 3, 2) == 3 * threads["cuda"]
+    assert keyframes_module._sessions(CPU, 3, 2) == 3 * threads["cpu"]
 
 
 @pytest.mark.parametrize("cores, workers, sessions", [(2, 2, 1), (2, 1, 2), (1, 1, 1), (16, 4, 2), (16, 12, 1)])

@@ -7,6 +7,8 @@ decoding probe. :func:`vclip.index.index_video` turns what it finds into a
 from __future__ import annotations
 
 import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Any
 
@@ -25,14 +27,16 @@ from ..errors import (
 )
 from .bitstream import is_random_access_packet, is_reference_packet, nal_length_size
 from .orientation import Orientation
-from .record import LARGEST_SAMPLE_ASPECT_RATIO
+from .record import LARGEST_SAMPLE_ASPECT_RATIO, ColorMatrix, ColorRange, VideoIndex
 
 __all__ = ["demux_stream"]
 
 # AVColorSpace values. Unspecified and unknown matrices fall back to BT.601, as FFmpeg's swscale does.
-_MATRIX_BY_AVCOL_SPC = {1: "bt709", 5: "bt601", 6: "bt601", 7: "smpte240m", 9: "bt2020", 10: "bt2020"}
+_MATRIX_BY_AVCOL_SPC: dict[int, ColorMatrix] = {
+    1: "bt709", 5: "bt601", 6: "bt601", 7: "smpte240m", 9: "bt2020", 10: "bt2020"}
 _ADDRESSABLE_FORMATS = ("mov", "mp4", "matroska", "webm")
 _STREAMS_IN_HEADER_FORMATS = ("mov", "matroska")  # FFmpeg's names: every stream and its codec in the header
+_WARNING_STACKLEVEL = 5  # a TruncatedVideoWarning names the caller of demux_stream
 
 def _select_video_stream(container, path: str, stream_index: int | None):
     video_streams = [s for s in container.streams if s.type == "video"]
@@ -48,15 +52,15 @@ def _select_video_stream(container, path: str, stream_index: int | None):
     raise NotAVideoError(path, f"stream {stream_index} is not a video stream; video streams: {allowed}")
 
 
-def _color_of(codec_context, pixel_format: str) -> tuple[str, str]:
+def _color_of(codec_context, pixel_format: str) -> tuple[ColorMatrix, ColorRange]:
     matrix = _MATRIX_BY_AVCOL_SPC.get(int(codec_context.colorspace or 2), "bt601")
     full = int(codec_context.color_range or 0) == 2 or pixel_format.startswith("yuvj")
     return matrix, ("full" if full else "limited")
 
 
-def demux_stream(path: str, stream_index: int | None, file_size: int) -> dict[str, Any]:
-    """The fields of the :class:`~vclip.index.VideoIndex` of a video stream of ``path`` (all but ``path``),
-    from one demux pass; ``stream_index`` None: the first video stream.
+def demux_stream(path: str, stream_index: int | None, file_size: int) -> VideoIndex:
+    """The :class:`~vclip.index.VideoIndex` of a video stream of ``path``, from one demux pass;
+    ``stream_index`` None: the first video stream.
 
     Raises:
         VideoError: Any problem of the file, naming it (see :func:`vclip.index.index_video`).
@@ -67,19 +71,19 @@ def demux_stream(path: str, stream_index: int | None, file_size: int) -> dict[st
     # whose first picture does not give them, or whose missing timestamps need the reordering
     # depth the probe guesses. Not a URL: the probe that decodes nothing reads further in some formats.
     if is_local(path):
-        fields = _demux_stream(path, stream_index, file_size, probe_pictures=False)
-        if fields is not None:
-            return fields
-    fields = _demux_stream(path, stream_index, file_size, probe_pictures=True)
-    assert fields is not None  # with the probe, a stream gives its fields or raises
-    return fields
+        index = _demux_stream(path, stream_index, file_size, probe_pictures=False)
+        if index is not None:
+            return index
+    index = _demux_stream(path, stream_index, file_size, probe_pictures=True)
+    assert index is not None  # with the probe, a stream gives its index or raises
+    return index
 
 
 def _demux_stream(path: str, stream_index: int | None, file_size: int, *,
-                  probe_pictures: bool) -> dict[str, Any] | None:
+                  probe_pictures: bool) -> VideoIndex | None:
     container = open_container(path, probe_pictures=probe_pictures)
     try:
-        return _stream_fields(container, path, stream_index, file_size, probe_pictures=probe_pictures)
+        return _index_stream(container, path, stream_index, file_size, probe_pictures=probe_pictures)
     except VideoError:
         raise
     except av.error.FFmpegError as error:
@@ -92,10 +96,77 @@ def _demux_stream(path: str, stream_index: int | None, file_size: int, *,
         container.close()
 
 
-def _stream_fields(container, path: str, stream_index: int | None, file_size: int, *,
-                   probe_pictures: bool) -> dict[str, Any] | None:
-    """The fields of :func:`demux_stream` from ``container``; None where it was opened without the
-    decoding probe (``probe_pictures`` False) and the stream needs it."""
+def _index_stream(container, path: str, stream_index: int | None, file_size: int, *,
+                  probe_pictures: bool) -> VideoIndex | None:
+    """The index of :func:`demux_stream` from ``container``, phase by phase: the stream's header,
+    its packets, the display matrix and pixel format of its first picture, the packets the file
+    holds whole, the frames in presentation order. None where it was opened without the decoding
+    probe (``probe_pictures`` False) and the stream needs it."""
+    header = _stream_header(container, path, stream_index, probe_pictures=probe_pictures)
+    if header is None:
+        return None
+    packets = _read_packets(container, path, header)
+    context = header.stream.codec_context
+    orientation = _display_orientation(context, packets.samples[0][1] if packets.samples else b"")  # sets pix_fmt
+    if not probe_pictures and (context.pix_fmt is None or None in packets.pts):
+        return None
+    packets = _whole_packets(path, header, packets, file_size)
+    if any(p is None for p in packets.pts):
+        packets = replace(packets, pts=_fill_missing_pts(path, header.stream, context, packets.pts, packets.dts,
+                                                         packets.discard))
+    frames = _frame_order(path, header.stream, packets)
+    return _video_index(path, header, packets, frames, orientation)
+
+
+@dataclass(frozen=True)
+class _StreamHeader:
+    """What the container tells of the video stream before any packet is read."""
+
+    container_format: str  # FFmpeg's first name of the format: "mov", "matroska", "mpegts"...
+    stream: Any  # the PyAV video stream (its codec context holds the size and colour)
+    codec: str
+    extradata: bytes
+    length_size: int | None  # bytes of each NAL length prefix; None for Annex B streams
+
+
+@dataclass(frozen=True)
+class _Packets:
+    """The stream's packets in decode order, one entry per packet in each list, as the demuxer gave them."""
+
+    pts: Sequence[int | None]
+    dts: Sequence[int | None]
+    pos: list[int]  # -1 where unknown
+    size: list[int]
+    key: list[bool]  # a keyframe a decoder can start from
+    ref: list[bool]  # other pictures may reference it
+    discard: list[bool]  # decoded for its references, not shown
+    corrupt: list[bool]
+    durations: list[int]
+    samples: list[tuple[int, bytes]]  # (position, data) of the first packets
+    group: list[bytes]  # MPEG-TS: the packets since the last keyframe, to check the last one
+
+    def first(self, count: int) -> _Packets:
+        """The first ``count`` packets (``samples`` and ``group`` as they were)."""
+        return replace(self, pts=self.pts[:count], dts=self.dts[:count], pos=self.pos[:count],
+                       size=self.size[:count], key=self.key[:count], ref=self.ref[:count],
+                       discard=self.discard[:count], corrupt=self.corrupt[:count], durations=self.durations[:count])
+
+
+@dataclass(frozen=True)
+class _FrameOrder:
+    """The shown packets in presentation order, and the timing that follows from it."""
+
+    pts: np.ndarray  # of each frame, ascending (int64)
+    frame_packet: np.ndarray  # decode-order packet of each frame (int64)
+    packet_pts: np.ndarray  # of each packet, decode order (int64)
+    packet_frame: np.ndarray  # frame of each packet, -1 where discarded (int64)
+    last_frame_duration: int
+    average_fps: float
+
+
+def _stream_header(container, path: str, stream_index: int | None, *, probe_pictures: bool) -> _StreamHeader | None:
+    """The chosen video stream's header, checked; None where the container was opened without
+    the decoding probe and its header does not hold the stream's facts."""
     container_format = container.format.name.split(",")[0]
     if not probe_pictures and container_format not in _STREAMS_IN_HEADER_FORMATS:
         return None
@@ -114,12 +185,17 @@ def _stream_fields(container, path: str, stream_index: int | None, file_size: in
         raise CorruptVideoError(path, f"video stream #{stream.index} has no time base (damaged header)")
     codec = context.codec.canonical_name
     extradata = bytes(context.extradata or b"")
-    length_size = nal_length_size(codec, extradata)
+    return _StreamHeader(container_format, stream, codec, extradata, nal_length_size(codec, extradata))
+
+
+def _read_packets(container, path: str, header: _StreamHeader) -> _Packets:
+    """Every packet of the stream, in one demux pass."""
+    codec, length_size = header.codec, header.length_size
     pts, dts, pos, size, key, ref, discard, corrupt, durations = ([] for _ in range(9))
-    samples: list[tuple[int, bytes]] = []  # (position, data) of the first packets
-    group: list[bytes] = []  # MPEG-TS: the packets since the last keyframe, to check the last one
+    samples: list[tuple[int, bytes]] = []
+    group: list[bytes] = []
     try:
-        for packet in container.demux(stream):
+        for packet in container.demux(header.stream):
             if packet.size == 0:  # flush packet at end of stream
                 continue
             data = bytes(packet)
@@ -136,46 +212,55 @@ def _stream_fields(container, path: str, stream_index: int | None, file_size: in
             ref.append(is_reference_packet(codec, data, length_size))
             if len(samples) < 3:
                 samples.append((pos[-1], data))
-            if container_format == "mpegts":
+            if header.container_format == "mpegts":
                 group = [data] if key[-1] else [*group, data]
     except DEMUX_ERRORS as error:
         raise CorruptVideoError(path, f"demuxing failed after {len(pts)} packets ({demux_failure(error)})") from None
-    orientation = _display_orientation(context, samples[0][1] if samples else b"")  # sets the pixel format
-    if not probe_pictures and (context.pix_fmt is None or None in pts):
-        return None
-    pixel_format = context.pix_fmt or "unknown"
-    lists = (pts, dts, pos, size, key, ref, discard, corrupt, durations)
-    if container_format == "mpegts" and pos and _ts_last_packet_is_cut(path, file_size, stream, pos[-1], group):
+    return _Packets(pts, dts, pos, size, key, ref, discard, corrupt, durations, samples, group)
+
+
+def _whole_packets(path: str, header: _StreamHeader, packets: _Packets, file_size: int) -> _Packets:
+    """The packets the file holds whole: a truncated file's cut-off end left out, with a
+    :class:`~vclip.errors.TruncatedVideoWarning` (and, where frames shown after the first lost one
+    would leave a gap, those frames marked discarded)."""
+    stream, pos = header.stream, packets.pos
+    if header.container_format == "mpegts" and pos and _ts_last_packet_is_cut(path, file_size, stream, pos[-1],
+                                                                             packets.group):
         warnings.warn(
             f"{path}: truncated: the file ends inside the last packet of video stream #{stream.index} "
             f"(packet {len(pos) - 1}, decode order); its frame is left out",
-            TruncatedVideoWarning, stacklevel=4,
+            TruncatedVideoWarning, stacklevel=_WARNING_STACKLEVEL,
         )
-        for values in lists:
-            values.pop()
-    kept = _intact_packets(path, stream, pos, size, corrupt, file_size)
+        packets = packets.first(len(pos) - 1)
+        pos = packets.pos
+    kept = _intact_packets(path, stream, pos, packets.size, packets.corrupt, file_size)
     if kept < len(pos) or kept < len(stream.index_entries):
-        first_lost = _first_lost_pts(stream, kept, pts[kept] if kept < len(pts) else None)
-        for values in lists:
-            del values[kept:]
+        first_lost = _first_lost_pts(stream, kept, packets.pts[kept] if kept < len(packets.pts) else None)
+        packets = packets.first(kept)
         if first_lost is not None:  # frames shown after the first lost one would leave a gap: not shown
-            discard[:] = [gone or (stamp is not None and stamp >= first_lost) for gone, stamp in zip(discard, pts)]
-        total = len(stream.index_entries) or len(pos) + 1
+            packets = replace(packets, discard=[gone or (stamp is not None and stamp >= first_lost)
+                                                for gone, stamp in zip(packets.discard, packets.pts)])
+        total = len(stream.index_entries) or len(packets.pos) + 1
         warnings.warn(
             f"{path}: truncated: the file ends at byte {file_size}, inside packet {kept} of {total}; its first "
-            f"{discard.count(False)} frames are indexed, the frames after them are missing",
-            TruncatedVideoWarning, stacklevel=4,
+            f"{packets.discard.count(False)} frames are indexed, the frames after them are missing",
+            TruncatedVideoWarning, stacklevel=_WARNING_STACKLEVEL,
         )
-    if any(p is None for p in pts):
-        pts = _fill_missing_pts(path, stream, context, pts, dts, discard)
-    addressable = container_format in _ADDRESSABLE_FORMATS and all(p >= 0 for p in pos) and _bytes_match(path, samples)
+    return packets
 
-    packet_pts = np.asarray(pts, dtype=np.int64)
-    shown = np.flatnonzero(~np.asarray(discard, dtype=bool))
+
+def _frame_order(path: str, stream, packets: _Packets) -> _FrameOrder:
+    """The shown packets ordered by pts into frames, and the last frame's duration and the rate.
+
+    Raises:
+        CorruptVideoError: No packet is shown, or two frames share a timestamp.
+    """
+    packet_pts = np.asarray(packets.pts, dtype=np.int64)
+    shown = np.flatnonzero(~np.asarray(packets.discard, dtype=bool))
     if shown.size == 0:
         raise CorruptVideoError(
-            path, f"no decodable frames: all {len(pts)} packets of video stream #{stream.index} are marked discarded "
-            "(an edit list or composition offsets leave no frame to show)"
+            path, f"no decodable frames: all {len(packets.pts)} packets of video stream #{stream.index} are marked "
+            "discarded (an edit list or composition offsets leave no frame to show)"
         )
     order = shown[np.argsort(packet_pts[shown], kind="stable")]
     frame_pts = packet_pts[order]
@@ -188,42 +273,53 @@ def _stream_fields(container, path: str, stream_index: int | None, file_size: in
     packet_frame = np.full(packet_pts.size, -1, dtype=np.int64)
     packet_frame[order] = np.arange(order.size)
     gaps = np.diff(frame_pts)
-    last_duration = int(durations[order[-1]])
+    last_duration = int(packets.durations[order[-1]])
     if last_duration <= 0:
         last_duration = int(np.median(gaps)) if gaps.size else 0
     if not last_duration and stream.average_rate:
         last_duration = max(0, int(round(1 / (stream.average_rate * stream.time_base))))
-    time_base = Fraction(stream.time_base)
-    span = (frame_pts[-1] - frame_pts[0] + last_duration) * time_base
+    span = (frame_pts[-1] - frame_pts[0] + last_duration) * Fraction(stream.time_base)
     average_fps = float(stream.average_rate) if stream.average_rate else (float(frame_pts.size / span) if span else 0.0)
+    return _FrameOrder(frame_pts, order.astype(np.int64), packet_pts, packet_frame, last_duration, average_fps)
+
+
+def _video_index(path: str, header: _StreamHeader, packets: _Packets, frames: _FrameOrder,
+                 orientation: Orientation) -> VideoIndex:
+    """The record of the phases: the header's and the first picture's facts, the packets, the frames."""
+    stream = header.stream
+    context = stream.codec_context
+    pixel_format = context.pix_fmt or "unknown"
     matrix, color_range = _color_of(context, pixel_format)
     try:
         bit_depth = av.VideoFormat(pixel_format).components[0].bits if pixel_format != "unknown" else 8
     except (ValueError, IndexError):
         bit_depth = 8
-    return dict(
+    addressable = (header.container_format in _ADDRESSABLE_FORMATS and all(p >= 0 for p in packets.pos)
+                   and _bytes_match(path, packets.samples))
+    return VideoIndex(
+        path=path,
         stream_index=stream.index,
-        codec=codec,
+        codec=header.codec,
         width=context.width,
         height=context.height,
         pixel_format=pixel_format,
         bit_depth=bit_depth,
         color_matrix=matrix,
         color_range=color_range,
-        time_base=time_base,
-        average_fps=average_fps,
+        time_base=Fraction(stream.time_base),
+        average_fps=frames.average_fps,
         header_frame_count=stream.frames or None,
-        extradata=extradata,
+        extradata=header.extradata,
         packets_addressable=bool(addressable),
-        pts=frame_pts,
-        frame_packet=order.astype(np.int64),
-        packet_pts=packet_pts,
-        packet_pos=np.asarray(pos, dtype=np.int64),
-        packet_size=np.asarray(size, dtype=np.int64),
-        packet_is_keyframe=np.asarray(key, dtype=bool),
-        packet_is_reference=np.asarray(ref, dtype=bool),
-        packet_frame=packet_frame,
-        last_frame_duration=last_duration,
+        pts=frames.pts,
+        frame_packet=frames.frame_packet,
+        packet_pts=frames.packet_pts,
+        packet_pos=np.asarray(packets.pos, dtype=np.int64),
+        packet_size=np.asarray(packets.size, dtype=np.int64),
+        packet_is_keyframe=np.asarray(packets.key, dtype=bool),
+        packet_is_reference=np.asarray(packets.ref, dtype=bool),
+        packet_frame=frames.packet_frame,
+        last_frame_duration=frames.last_frame_duration,
         rotation=orientation.rotation,
         mirrored=orientation.hflip,
         sample_aspect_ratio=_sample_aspect_ratio(path, stream),
@@ -360,7 +456,7 @@ def _ts_tail(path: str, file_size: int, pid: int, last_position: int) -> str | N
     return None
 
 
-def _fill_missing_pts(path: str, stream, context, pts: list, dts: list, discard: list) -> list[int]:
+def _fill_missing_pts(path: str, stream, context, pts: Sequence, dts: Sequence, discard: Sequence) -> list[int]:
     """Timestamps for packets the demuxer gave none (e.g. negative ones Matroska cannot store).
 
     Without frame reordering, the dts says where they go; otherwise the stream is decoded up to

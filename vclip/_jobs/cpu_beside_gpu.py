@@ -37,7 +37,7 @@ _CLOSE_SECONDS = 5.0  # for a CPU decoder to exit once its pipe is closed
 
 
 def _on_gpu_threads(runner: Runner) -> bool:
-    return isinstance(runner, Threads) and runner.device.startswith("cuda")
+    return isinstance(runner, Threads) and runner.device.is_cuda
 
 
 def auto_cpu_decoders(runner: Runner, items: int, decode_processes: int = 0, cores: int | None = None) -> int:
@@ -89,7 +89,7 @@ class BesideCpuDecoders(Runner):
 
     def __repr__(self) -> str:
         return (f"{type(self).__name__}(gpu_workers={self.gpu_workers}, cpu_decoders={self.cpu_decoders}, "
-                f"device={self.device!r})")
+                f"device={str(self.device)!r})")
 
 
 class _BesidePool(_Pool):

@@ -29,6 +29,7 @@ from collections.abc import Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
+from .._device import CPU, Device, parse_device, resolve_device
 from .._machine import usable_cores
 from ..errors import FallbackWarning, check_integer, check_optional_integer, fail
 from .pools import _Pool, _ProcessPool, _RayPool, _ThreadPool, _WorkerDied, import_ray
@@ -89,15 +90,15 @@ class Runner(ABC):
 
     Attributes:
         workers: Items worked on at once.
-        device: Where the items are to decode (``"cpu"``, ``"cuda:N"``; on Ray ``"cuda"``, the
-            GPU Ray gives the task), as :func:`choose_runner` resolved it; ``"cpu"`` when built directly.
+        device: Where the items are to decode, as :func:`choose_runner` resolved it (on Ray
+            ``Device("cuda")``, the GPU Ray gives each task); the CPU when built directly.
         fell_back_to_cpu: A GPU request is served on the CPU (no usable GPU here).
         in_this_process: Values come back as the function returned them; else pickled (NumPy
             arrays, not CuPy ones, can come back).
     """
 
     workers: int = 1
-    device: str = "cpu"
+    device: Device = CPU
     fell_back_to_cpu: bool = False
     in_this_process: bool = True
 
@@ -144,7 +145,7 @@ class Runner(ABC):
         return _TASKS_PER_WORKER * self.workers
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}(workers={self.workers}, device={self.device!r})"
+        return f"{type(self).__name__}(workers={self.workers}, device={str(self.device)!r})"
 
 
 class InThisThread(Runner):
@@ -182,7 +183,7 @@ class RayTasks(Runner):
     """Items as Ray tasks (a task per chunk of items) on the cluster at ``address``, joined on
     creation (None: ``RAY_ADDRESS``'s cluster, ``ray start``'s, or a new local one).
 
-    ``device`` asks for where the tasks decode: a GPU request (``"auto"`` too) gives each task a
+    ``device``, a request, asks for where the tasks decode: a GPU request (``"auto"`` too) gives each task a
     ``num_gpus`` share of a GPU (default :data:`GPU_SHARE_PER_TASK`) when the cluster has GPUs,
     else one CPU (with a :class:`~vclip.FallbackWarning` when ``device`` insisted on CUDA).
     ``workers``: tasks at once, at most what the cluster runs at once (the default).
@@ -193,7 +194,7 @@ class RayTasks(Runner):
 
     in_this_process = False
 
-    def __init__(self, *, address: str | None = None, workers: int | None = None, device: str = "cpu",
+    def __init__(self, *, address: str | None = None, workers: int | None = None, device: object = "cpu",
                  num_gpus: float | None = None):
         workers = check_optional_integer("workers", workers, minimum=1, none_means="for what the cluster runs at once")
         ray = import_ray()
@@ -202,8 +203,8 @@ class RayTasks(Runner):
         resources = ray.cluster_resources()
         at_once = int(resources["GPU"] / share) if share is not None else int(resources.get("CPU", 1.0))
         self.workers = max(1, min(workers or at_once, at_once))
-        self.device = "cuda" if share is not None else "cpu"
-        self.fell_back_to_cpu = share is None and device.startswith("cuda")
+        self.device = Device("cuda") if share is not None else CPU  # Ray's GPU of each task, resolved there
+        self.fell_back_to_cpu = share is None and parse_device(device).names_cuda
         self._options: dict[str, float] = {"num_gpus": share} if share is not None else {"num_cpus": 1}
 
     def _open(self, function, workers):
@@ -211,7 +212,7 @@ class RayTasks(Runner):
 
 
 def choose_runner(
-    device: str = "cpu",
+    device: object = "cpu",
     *,
     workers: int | None = None,
     items: int,
@@ -220,7 +221,8 @@ def choose_runner(
     ray_address: str | None = None,
     isolate: bool = False,
 ) -> Runner:
-    """The runner of a job over ``items`` videos that decode on ``device``.
+    """The runner of a job over ``items`` videos that decode on ``device``: the public request,
+    resolved here into the runner's :class:`~vclip._device.Device`.
 
     With ``ray`` (or a ``ray_address``): :class:`RayTasks`. Else the device is resolved here (one
     :class:`~vclip.FallbackWarning` when a GPU request falls back) and the items run on
@@ -240,8 +242,6 @@ def choose_runner(
         raise fail("ray", ray, "True or False (name the cluster with ray_address=)")
     if ray or ray_address is not None:
         return RayTasks(address=ray_address, workers=workers, device=device)
-    from .._device import resolve_device
-
     resolved = resolve_device(device, warn=False)
     if resolved.fell_back_to_cpu:
         warnings.warn(f"device={device!r} requested but {resolved.fallback_reason}; decoding on the CPU",
@@ -254,7 +254,7 @@ def choose_runner(
         runner = Threads(count)
     else:
         runner = Processes(count)
-    runner.device, runner.fell_back_to_cpu = str(resolved.device), resolved.fell_back_to_cpu
+    runner.device, runner.fell_back_to_cpu = resolved.device, resolved.fell_back_to_cpu
     return runner
 
 
@@ -269,14 +269,15 @@ def connect_ray(address: str | None = None) -> None:
         ray.init(address=address, logging_level=logging.WARNING, log_to_driver=True)
 
 
-def gpu_share(device: str, num_gpus: float | None = None, *, stacklevel: int = 2) -> float | None:
-    """Each Ray task's or actor's GPU share when ``device`` asks for a GPU (``"auto"`` included)
-    and the joined cluster has one, else None (decode on the CPU; with a FallbackWarning when
-    ``device`` insisted on CUDA)."""
+def gpu_share(device: object, num_gpus: float | None = None, *, stacklevel: int = 2) -> float | None:
+    """Each Ray task's or actor's GPU share when ``device`` (a request) asks for a GPU (``"auto"``
+    included) and the joined cluster has one, else None (decode on the CPU; with a FallbackWarning
+    when ``device`` insisted on CUDA)."""
     ray = import_ray()
-    if device != "cpu" and ray.cluster_resources().get("GPU", 0.0) > 0:
+    request = parse_device(device)
+    if request.may_use_gpu and ray.cluster_resources().get("GPU", 0.0) > 0:
         return num_gpus or GPU_SHARE_PER_TASK
-    if device.startswith("cuda"):
+    if request.names_cuda:
         warnings.warn(f"device={device!r} requested but the Ray cluster has no GPU; decoding on the CPU",
                       FallbackWarning, stacklevel=stacklevel + 1)
     return None

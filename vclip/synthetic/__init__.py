@@ -8,23 +8,36 @@ track (``make_video(audio_codec=...)``) carries :func:`audio_signal`, a tone who
 every 1/30 s, so tests can tell to the sample which audio came out.
 """
 
+import warnings
+
 from ._barcoded import AUDIO_STEP_SECONDS, BARCODE_BITS, audio_signal, make_video, read_barcode, render_frame
 from ._scenes import (
     BOUNDARY_KINDS,
     SCENE_VIDEO_CLASSES,
-    LabelledEvent,
-    LabelledVideo,
+    SceneEvent,
+    SceneVideo,
     make_scene_video,
     make_shots_video,
 )
 
 __all__ = [
     "make_video", "read_barcode", "audio_signal", "AUDIO_STEP_SECONDS", "BARCODE_BITS",
-    "make_scene_video", "LabelledVideo", "LabelledEvent",
+    "make_scene_video", "SceneVideo", "SceneEvent",
     "BOUNDARY_KINDS", "SCENE_VIDEO_CLASSES", "make_shots_video",
 ]
 
 for _function in (make_video, read_barcode, audio_signal, render_frame, make_scene_video, make_shots_video,
-                  LabelledVideo, LabelledEvent):  # defined in private modules, public here
+                  SceneVideo, SceneEvent):  # defined in private modules, public here
     _function.__module__ = __name__
 del _function
+
+_DEPRECATED = {"LabelledVideo": SceneVideo, "LabelledEvent": SceneEvent}  # old names: LabeledVideo is a dataset's row
+
+
+def __getattr__(name: str):
+    if name in _DEPRECATED:
+        new = _DEPRECATED[name]
+        warnings.warn(f"vclip.synthetic.{name} is deprecated; use vclip.synthetic.{new.__name__}",
+                      DeprecationWarning, stacklevel=2)
+        return new
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

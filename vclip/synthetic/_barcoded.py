@@ -286,4 +286,4 @@ def read_barcode(frame: np.ndarray, *, flipped: bool = False) -> int:
     return value
 
 
-# --- Labelled shot-boundary videos -------------------------------------------------------------
+# --- Shot-boundary videos with their ground truth ------------------------------------------------

@@ -21,8 +21,8 @@ _CRASH_ZOOM = 3.5  # how far a crash zoom of a "hard_motion" shot goes in
 
 
 @dataclass(frozen=True)
-class LabelledEvent:
-    """Something that happens in a labelled video, frames ``start`` to ``end`` inclusive.
+class SceneEvent:
+    """Something that happens in a scene video, frames ``start`` to ``end`` inclusive.
 
     Shot boundaries (``kind`` in :data:`BOUNDARY_KINDS`): ``end`` is the first frame that shows
     the new shot alone and ``start`` the first frame that is not the old shot alone, so a cut has
@@ -43,16 +43,16 @@ class LabelledEvent:
 
 
 @dataclass(frozen=True)
-class LabelledVideo:
-    """A synthetic video and the ground truth of what happens in it."""
+class SceneVideo:
+    """A synthetic scene video (:func:`make_scene_video`) and the ground truth of what happens in it."""
 
     path: str
     num_frames: int
     fps: int
-    events: tuple[LabelledEvent, ...]
+    events: tuple[SceneEvent, ...]
 
     @property
-    def boundaries(self) -> tuple[LabelledEvent, ...]:
+    def boundaries(self) -> tuple[SceneEvent, ...]:
         """The shot boundaries (frame 0, the start of the first shot, is not one of them)."""
         return tuple(event for event in self.events if event.is_boundary)
 
@@ -204,7 +204,7 @@ def make_scene_video(
     fps: int = 25,
     keyframe_interval: int = 250,
     seed: int = 0,
-) -> LabelledVideo:
+) -> SceneVideo:
     """A video of ``num_shots`` synthetic shots with labelled shot boundaries of one class.
 
     ``kind``:
@@ -242,14 +242,14 @@ def make_scene_video(
         same_place = kind == "cuts" and number > 0 and number % 3 == 2
         shots.append(_Shot(rng, width, height, motion=motion, look=shots[-1].look if same_place else None))
     frames: list[np.ndarray] = []
-    events: list[LabelledEvent] = []
+    events: list[SceneEvent] = []
     blur = kind in motions
     origin = 0  # frame number of the current shot's time 0
     for number, shot in enumerate(shots):
         length = int(rng.integers(8, 61)) if kind == "cuts" else int(rng.integers(40, 71))
         lead_in = 0  # frames of this shot already shown by the transition into it
         if number > 0 and (kind in ("cuts", "flashes") or kind in motions):
-            events.append(LabelledEvent("cut", len(frames), len(frames)))
+            events.append(SceneEvent("cut", len(frames), len(frames)))
         elif number > 0 and kind == "dissolves":
             lead_in = int(rng.integers(10, 31))
             start = len(frames) - lead_in  # the last frames of the shot before become the blends
@@ -258,7 +258,7 @@ def make_scene_video(
                 alpha = (i + 1) / (lead_in + 1)
                 old = previous.frame(start + i - origin, blur=blur)
                 frames[start + i] = (1 - alpha) * old + alpha * shot.frame(i, blur=blur)
-            events.append(LabelledEvent("dissolve", start, len(frames)))
+            events.append(SceneEvent("dissolve", start, len(frames)))
         elif number > 0:  # fades
             variant = number % 3
             fade_out = 0 if variant == 2 else int(rng.integers(6, 21))
@@ -269,12 +269,12 @@ def make_scene_video(
                 frames[start + i] = frames[start + i] * (1 - (i + 1) / (fade_out + 1))
             frames.extend(np.zeros((height, width, 3), np.float32) for _ in range(black))
             frames.extend(shot.frame(i, blur=blur) * ((i + 1) / (lead_in + 1)) for i in range(lead_in))
-            events.append(LabelledEvent("fade", start, len(frames)))
+            events.append(SceneEvent("fade", start, len(frames)))
         origin = len(frames) - lead_in
         body = [shot.frame(lead_in + i, blur=blur) for i in range(length)]
         first = len(frames)
         if kind in motions:
-            events.append(LabelledEvent("motion", first, first + length - 1))
+            events.append(SceneEvent("motion", first, first + length - 1))
         if kind == "flashes":
             count = int(rng.integers(1, 4)) if length >= 30 else 1
             spots = np.arange(3, length - 8, 8)  # flashes at least 8 frames apart, not at the shot's ends
@@ -285,7 +285,7 @@ def make_scene_video(
                 for i in range(duration):
                     level = strength * 0.75 ** i
                     body[place + i] = body[place + i] * (1 - level) + 255.0 * level
-                events.append(LabelledEvent("flash", first + place, first + place + duration - 1))
+                events.append(SceneEvent("flash", first + place, first + place + duration - 1))
         frames.extend(body)
     images = []
     for index, frame in enumerate(frames):
@@ -293,7 +293,7 @@ def make_scene_video(
         _draw_barcode(image, index)
         images.append(image)
     _encode_rgb(path, images, fps=fps, keyframe_interval=keyframe_interval)
-    return LabelledVideo(path, len(images), fps, tuple(sorted(events, key=lambda e: (e.start, e.end))))
+    return SceneVideo(path, len(images), fps, tuple(sorted(events, key=lambda e: (e.start, e.end))))
 
 
 def make_shots_video(
