@@ -109,6 +109,7 @@ def test_the_member_table_is_what_tarfile_finds_from_headers_only(kind):
         if member.name.endswith(".json"):
             assert table.payloads[member.name] == data[member.offset:member.offset + member.size]
     assert set(table.payloads) == {m.name for m in table.members if m.name.endswith(".json")}
+    assert table.problem is None and table.cut_member is None
 
 
 def test_the_member_index_written_beside_a_shard_is_its_table(root):
@@ -140,8 +141,8 @@ def test_compressed_cut_off_and_non_tar_shards_are_refused_naming_them(root, tmp
     with pytest.raises(NotAVideoError, match="gzip-compressed.*uncompressed .tar") as caught:
         WebDatasetSource(str(tmp_path / "z.tar"))
     assert caught.value.path == str(tmp_path / "z.tar")
-    (tmp_path / "cut.tar").write_bytes(shard[:len(shard) // 2])
-    with pytest.raises(CorruptVideoError, match="ends inside member"):
+    (tmp_path / "cut.tar").write_bytes(shard[:700])  # inside its first member
+    with pytest.raises(CorruptVideoError, match="ends at byte 700 inside member '000000000.mp4'"):
         WebDatasetSource(str(tmp_path / "cut.tar"))
     (tmp_path / "text.tar").write_bytes(b"hello, not a tar\n" * 100)
     with pytest.raises(NotAVideoError, match="not a tar archive"):

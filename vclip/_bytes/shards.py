@@ -339,7 +339,11 @@ def list_shard(shard: str, video_extensions: Sequence[str], label_extension: str
         table = TarTable(members, {})
     else:
         table = read_tar_table(reader, payload_wanted=wanted if label_extension else None)
-    samples, without = group_samples(shard, table.members, video_extensions)
+    kept, left_out = _intact_members(table)
+    samples, without = group_samples(shard, kept, video_extensions)
+    if table.problem is not None:
+        logger.warning("vclip: shard %s is incomplete: %s; the samples before that are used (%d)%s", shard,
+                       table.problem, len(samples), f", sample {left_out!r} is left out" if left_out else "")
     payloads = dict(table.payloads)
     if label_extension and members is not None:
         needed = [member for sample in samples for extension, member in sample.members.items()
@@ -351,6 +355,19 @@ def list_shard(shard: str, video_extensions: Sequence[str], label_extension: str
             for member, data in zip(needed, found):
                 payloads[member.name] = data
     return ShardListing(shard, samples, payloads, without, members is not None)
+
+
+def _intact_members(table: TarTable) -> tuple[list[TarMember], str | None]:
+    """The members of ``table`` that belong to whole samples, and the key of the sample left out:
+    an archive that ends inside a member loses that member's sample (its other members too)."""
+    members = table.members
+    cut = split_key(table.cut_member) if table.cut_member is not None else None
+    if cut is None:
+        return members, None
+    keep = len(members)
+    while keep and (split_key(members[keep - 1].name) or ("",))[0] == cut[0]:
+        keep -= 1
+    return members[:keep], cut[0]
 
 
 def list_shards(names: Sequence[str], video_extensions: Sequence[str], label_extension: str | None,

@@ -1,0 +1,168 @@
+"""Shards from strangers: tar headers with negative or absurd sizes, cut-off archives, member
+indexes and dataset descriptions that lie, labels that are not labels. Every one ends in a clean
+vclip error naming the shard or the sample, or in the intact samples with a warning, never in a
+hang, a traceback or another sample's data."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import signal
+import tarfile
+from collections.abc import Iterator
+
+import pytest
+from helpers import require_extra
+
+import vclip
+from vclip.cli import main
+from vclip.errors import CorruptVideoError
+from vclip.synthetic import make_video
+from vclip.webdataset import WebDatasetSource
+
+torch = require_extra("torch")
+
+
+@contextlib.contextmanager
+def deadline(seconds: float) -> Iterator[None]:
+    """Fail with TimeoutError when the block runs longer than ``seconds`` (a hang is a failure)."""
+    def expired(*_):
+        raise TimeoutError(f"still running after {seconds} s")
+
+    previous = signal.signal(signal.SIGALRM, expired)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+@pytest.fixture(scope="module")
+def video(tmp_path_factory) -> bytes:
+    path = tmp_path_factory.mktemp("hostile") / "v.mp4"
+    make_video(path, num_frames=12, width=64, height=48, keyframe_interval=6)
+    return path.read_bytes()
+
+
+def shard_bytes(members: list[tuple[str, bytes]], pax: dict[int, dict[str, str]] | None = None) -> bytes:
+    """A PAX tar of ``members`` (``pax``: extra PAX records of the member at that position)."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as archive:
+        for number, (name, data) in enumerate(members):
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            info.pax_headers = (pax or {}).get(number, {})
+            archive.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
+
+
+def with_size_field(data: bytes, member: int, field: bytes) -> bytes:
+    """``data`` with the 12-byte size field of header ``member`` replaced (its checksum made right)."""
+    with tarfile.open(fileobj=io.BytesIO(data)) as archive:
+        at = archive.getmembers()[member].offset
+    header = bytearray(data[at:at + 512])
+    header[124:136] = field
+    header[148:156] = b" " * 8
+    header[148:156] = b"%06o\0 " % sum(header)
+    return data[:at] + bytes(header) + data[at + 512:]
+
+
+SAMPLES = [("0.mp4", 0), ("0.cls", 1), ("1.mp4", 0), ("1.cls", 1)]
+
+
+def sample_members(video: bytes) -> list[tuple[str, bytes]]:
+    return [(name, video if kind == 0 else name[0].encode()) for name, kind in SAMPLES]
+
+
+# -- sizes -----------------------------------------------------------------------------------------
+@pytest.mark.parametrize("damage", ["octal -512", "octal -1", "octal with junk", "base-256 negative",
+                                    "base-256 absurd", "pax -1536", "pax +5", "pax 1_0"])
+def test_a_negative_or_absurd_member_size_is_a_clean_error_not_a_hang(video, tmp_path, damage):
+    """Threat: a 1.5 KB tar whose first header claims ``-0001000`` bytes (or a PAX ``size=-1536``)
+    made every reader loop forever while its memory grew; a GNU base-256 negative size gave a bare
+    OverflowError. The shard is refused as damaged, by every reader, at once."""
+    members = sample_members(video)
+    kind, _, value = damage.partition(" ")
+    if kind == "pax":
+        data = shard_bytes(members, pax={0: {"size": value}})
+    else:
+        field = {"octal -512": b"-0001000\0\0\0\0", "octal -1": b"-1".rjust(11, b"0") + b"\0",
+                 "octal with junk": b"0000001x00\0\0", "base-256 negative": b"\xff" * 12,
+                 "base-256 absurd": b"\x80" + (1 << 80).to_bytes(11, "big")}[damage]
+        data = with_size_field(shard_bytes(members), 0, field)
+    shard = tmp_path / "s.tar"
+    shard.write_bytes(data)
+    with deadline(10):
+        with pytest.raises(CorruptVideoError, match=r"damaged (tar|PAX) header at byte \d+ \((size|a )") as caught:
+            WebDatasetSource(str(shard))
+        assert caught.value.path == str(shard)
+        stream = vclip.ClipStream(str(shard), vclip.contiguous(4), device="cpu", on_error="skip")
+        with pytest.raises(vclip.VideoError) as streamed:
+            list(stream)
+        assert streamed.value.path == str(shard)
+        assert main(["info", str(shard), "--json", "--no-progress"]) == 2
+
+
+# -- cut-off and damaged shards --------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def videos(tmp_path_factory) -> list[bytes]:
+    """Three videos told apart by their length (12, 16 and 20 frames)."""
+    folder = tmp_path_factory.mktemp("three")
+    for frames in (12, 16, 20):
+        make_video(folder / f"{frames}.mp4", num_frames=frames, width=64, height=48, keyframe_interval=6)
+    return [(folder / f"{frames}.mp4").read_bytes() for frames in (12, 16, 20)]
+
+
+def three_samples(videos: list[bytes]) -> list[tuple[str, bytes]]:
+    return [member for number, video in enumerate(videos)
+            for member in ((f"{number}.mp4", video), (f"{number}.cls", str(number).encode()))]
+
+
+def offsets(data: bytes) -> dict[str, tuple[int, int]]:
+    """``name: (header offset, data offset)`` of each member."""
+    with tarfile.open(fileobj=io.BytesIO(data)) as archive:
+        return {member.name: (member.offset, member.offset_data) for member in archive.getmembers()}
+
+
+def frame_counts(source: WebDatasetSource) -> list[int]:
+    return [source.index(number).num_frames for number in range(len(source))]
+
+
+def streamed_labels(shard: str) -> list[int]:
+    stream = vclip.ClipStream(shard, vclip.contiguous(4), batch_size=1, shuffle_buffer=1, shuffle=False,
+                              device="cpu")
+    return [int(batch.labels[0]) for batch in stream]
+
+
+@pytest.mark.parametrize("cut, kept, left_out", [
+    ("inside 1.mp4", [0], "'1' is left out"),
+    ("inside 1.cls", [0], "'1' is left out"),
+    ("at the header of 2.mp4", [0, 1], "without the end-of-archive marker"),
+    ("before the end marker", [0, 1, 2], "without the end-of-archive marker"),
+    ("damaged header of 2.mp4", [0, 1], "damaged tar header at byte"),
+])
+def test_a_cut_off_shard_keeps_its_whole_samples_with_a_warning(videos, tmp_path, caplog, cut, kept, left_out):
+    """An interrupted download: the samples before the cut are used (their videos and labels),
+    the sample the cut runs through is left out, and a warning says what happened."""
+    data = shard_bytes(three_samples(videos))
+    where = offsets(data)
+    end = {"inside 1.mp4": where["1.mp4"][1] + 1000, "inside 1.cls": where["1.cls"][1],
+           "at the header of 2.mp4": where["2.mp4"][0], "before the end marker": where["2.cls"][1] + 512,
+           "damaged header of 2.mp4": len(data)}[cut]
+    if cut.startswith("damaged"):
+        header = where["2.mp4"][0]
+        data = data[:header] + b"\x01" * 512 + data[header + 512:]
+    shard = tmp_path / "s.tar"
+    shard.write_bytes(data[:end])
+    with caplog.at_level(logging.WARNING, logger="vclip"):
+        source = WebDatasetSource(str(shard))
+    assert [video.label for video in source.videos] == kept
+    assert frame_counts(source) == [(12, 16, 20)[number] for number in kept]
+    assert f"shard {shard} is incomplete" in caplog.text and left_out in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="vclip"):
+        assert streamed_labels(str(shard)) == kept
+    assert f"shard {shard} is incomplete" in caplog.text and left_out in caplog.text
+
