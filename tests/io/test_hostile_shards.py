@@ -166,3 +166,27 @@ def test_a_cut_off_shard_keeps_its_whole_samples_with_a_warning(videos, tmp_path
         assert streamed_labels(str(shard)) == kept
     assert f"shard {shard} is incomplete" in caplog.text and left_out in caplog.text
 
+
+# -- duplicate keys --------------------------------------------------------------------------------
+def test_a_key_that_comes_again_is_another_sample_with_its_own_label(videos, tmp_path):
+    """Labels were looked up by member name: of three samples keyed 0, 1, 0, the first took the
+    third's label (2, 1, 2). Each sample keeps its own members, from the headers or an index."""
+    members = three_samples(videos)
+    renamed = [(name.replace("2.", "0.", 1), data) for name, data in members]
+    shard = tmp_path / "dup.tar"
+    shard.write_bytes(shard_bytes(renamed))
+    source = WebDatasetSource(str(shard))
+    assert source.from_member_index == 0
+    assert [video.label for video in source.videos] == [0, 1, 2] and frame_counts(source) == [12, 16, 20]
+    assert streamed_labels(str(shard)) == [0, 1, 2]
+    from vclip._bytes.shards import list_shard
+    from vclip._bytes.sources import open_reader
+    from vclip._bytes.tar import format_member_index, read_tar_table
+
+    table = read_tar_table(open_reader(str(shard)))
+    assert [m.name for m in table.members] == [name for name, _ in renamed]
+    samples = list_shard(str(shard), ("mp4",), None).samples
+    (tmp_path / "dup.idx").write_text(format_member_index([list(s.members.items()) for s in samples]))
+    indexed = WebDatasetSource(str(shard))
+    assert indexed.from_member_index == 1
+    assert [video.label for video in indexed.videos] == [0, 1, 2] and frame_counts(indexed) == [12, 16, 20]

@@ -277,7 +277,7 @@ class ShardListing:
     Attributes:
         shard: The shard.
         samples: Its samples with a video member, in archive order.
-        payloads: The data of the members read for labels, by member name.
+        payloads: The data of the members read for labels, by member offset (names may repeat).
         without_video: Samples left out for want of a video member.
         from_member_index: Whether the member table came from an ``.idx`` file beside the shard
             (else from its headers).
@@ -285,7 +285,7 @@ class ShardListing:
 
     shard: str
     samples: list[ShardSample]
-    payloads: dict[str, bytes]
+    payloads: dict[int, bytes]
     without_video: int
     from_member_index: bool
 
@@ -353,7 +353,7 @@ def list_shard(shard: str, video_extensions: Sequence[str], label_extension: str
             found = reader.read_ranges(ranges, gap=0) if isinstance(reader, RemoteReader) else \
                 reader.read_ranges(ranges)
             for member, data in zip(needed, found):
-                payloads[member.name] = data
+                payloads[member.offset] = data
     return ShardListing(shard, samples, payloads, without, members is not None)
 
 

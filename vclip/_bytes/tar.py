@@ -56,11 +56,11 @@ class TarMember:
 
 @dataclass(frozen=True)
 class TarTable:
-    """The member table of an archive, and the payloads read on the way (by member name).
+    """The member table of an archive, and the payloads read on the way (by member offset).
 
     Attributes:
         members: The regular files, in archive order, up to where the walk stopped.
-        payloads: The data of the members ``payload_wanted`` asked for, by their name.
+        payloads: The data of the members ``payload_wanted`` asked for, by their offset.
         problem: Why the walk stopped before the end-of-archive marker (the archive is cut off or
             a later header is damaged); None for a whole archive.
         cut_member: The member the archive ends inside (its data is incomplete and it is not in
@@ -68,7 +68,7 @@ class TarTable:
     """
 
     members: list[TarMember]
-    payloads: dict[str, bytes]
+    payloads: dict[int, bytes]
     problem: str | None = None
     cut_member: str | None = None
 
@@ -150,7 +150,7 @@ def read_tar_table(reader: RangeReader, *, payload_wanted: Callable[[TarMember],
     """
     size = reader.size()
     members: list[TarMember] = []
-    payloads: dict[str, bytes] = {}
+    payloads: dict[int, bytes] = {}
     position = 0
     pending: dict[str, str] = {}  # from extension headers, for the next member
     problem: str | None = None
@@ -188,7 +188,7 @@ def read_tar_table(reader: RangeReader, *, payload_wanted: Callable[[TarMember],
             member = TarMember(header.name, header.data, header.length)
             members.append(member)
             if payload_wanted is not None and payload_wanted(member):
-                payloads[member.name], block = _read_with_next(reader, header.data, header.length,
+                payloads[member.offset], block = _read_with_next(reader, header.data, header.length,
                                                                  header.following, size)
                 position = header.following
                 continue

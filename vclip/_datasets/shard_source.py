@@ -98,7 +98,7 @@ class WebDatasetSource:
         if not self.samples:
             raise ArgumentError(f"shards ({shards!r}) hold no video member (extensions "
                                 f"{', '.join(self.video_extensions)}; {self.without_video} samples without one)")
-        payloads = {(listing.shard, name): data for listing in listings for name, data in listing.payloads.items()}
+        payloads = {(listing.shard, offset): data for listing in listings for offset, data in listing.payloads.items()}
         if class_names is None and isinstance(description, dict) and isinstance(description.get("class_names"), list):
             class_names = description["class_names"]
         labels, self.class_names, self.label_rule = _labels(self.samples, payloads, rule, label == "auto", class_names)
@@ -131,7 +131,7 @@ class WebDatasetSource:
         return {extension: decode_member(extension, payload) for (extension, _), payload in zip(others, data)}
 
 
-def _labels(samples: list[ShardSample], payloads: dict[tuple[str, str], bytes], rule: LabelRule | None, auto: bool,
+def _labels(samples: list[ShardSample], payloads: dict[tuple[str, int], bytes], rule: LabelRule | None, auto: bool,
             class_names: Sequence[str] | None) -> tuple[list[int], tuple[str, ...] | None, LabelRule | None]:
     """Each sample's label (-1 without a rule), the class names and the rule the labels came from."""
     names = tuple(class_names) if class_names is not None else None
@@ -142,7 +142,7 @@ def _labels(samples: list[ShardSample], payloads: dict[tuple[str, str], bytes], 
     missing = []
     for sample in samples:
         member = sample.members.get(chosen.extension)
-        data = payloads.get((sample.shard, member.name)) if member is not None else None
+        data = payloads.get((sample.shard, member.offset)) if member is not None else None
         if data is None:
             missing.append(sample)
             continue
