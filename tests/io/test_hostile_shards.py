@@ -16,6 +16,9 @@ import pytest
 from helpers import require_extra
 
 import vclip
+from vclip._bytes.shards import list_shard
+from vclip._bytes.sources import open_reader
+from vclip._bytes.tar import format_member_index, read_tar_table
 from vclip.cli import main
 from vclip.errors import CorruptVideoError
 from vclip.synthetic import make_video
@@ -179,10 +182,6 @@ def test_a_key_that_comes_again_is_another_sample_with_its_own_label(videos, tmp
     assert source.from_member_index == 0
     assert [video.label for video in source.videos] == [0, 1, 2] and frame_counts(source) == [12, 16, 20]
     assert streamed_labels(str(shard)) == [0, 1, 2]
-    from vclip._bytes.shards import list_shard
-    from vclip._bytes.sources import open_reader
-    from vclip._bytes.tar import format_member_index, read_tar_table
-
     table = read_tar_table(open_reader(str(shard)))
     assert [m.name for m in table.members] == [name for name, _ in renamed]
     samples = list_shard(str(shard), ("mp4",), None).samples
@@ -190,3 +189,31 @@ def test_a_key_that_comes_again_is_another_sample_with_its_own_label(videos, tmp
     indexed = WebDatasetSource(str(shard))
     assert indexed.from_member_index == 1
     assert [video.label for video in indexed.videos] == [0, 1, 2] and frame_counts(indexed) == [12, 16, 20]
+
+
+# -- member indexes --------------------------------------------------------------------------------
+@pytest.mark.parametrize("lie", ["another sample's video", "a size 512 bytes short", "other names"])
+def test_every_entry_of_a_member_index_is_checked_against_its_header(videos, tmp_path, caplog, lie):
+    """Only the first and last entries were checked: a wrong middle entry gave sample 1 the video
+    of sample 2. Every header is read (with the labels, in the same requests); an index that does
+    not fit is set aside with a warning and the headers give the right samples."""
+    shard = tmp_path / "s.tar"
+    shard.write_bytes(shard_bytes(three_samples(videos)))
+    samples = list_shard(str(shard), ("mp4",), None).samples
+    lines = format_member_index([list(sample.members.items()) for sample in samples]).splitlines()
+    middle = lines[2].split(" ")
+    video, other = samples[1].video, samples[2].video
+    if lie == "another sample's video":
+        middle[1:3] = [str(other.offset), str(other.size)]
+    elif lie == "a size 512 bytes short":
+        middle[2] = str(video.size - 512)
+    else:
+        middle = [field.replace("1.", "7.") for field in middle]
+    lines[2] = " ".join(middle)
+    (tmp_path / "s.idx").write_text("\n".join(lines) + "\n")
+    with caplog.at_level(logging.WARNING, logger="vclip"):
+        source = WebDatasetSource(str(shard))
+    assert source.from_member_index == 0 and "does not fit" in caplog.text
+    assert [video.label for video in source.videos] == [0, 1, 2] and frame_counts(source) == [12, 16, 20]
+    (tmp_path / "s.idx").write_text(format_member_index([list(sample.members.items()) for sample in samples]))
+    assert WebDatasetSource(str(shard)).from_member_index == 1  # the true index is used

@@ -6,8 +6,9 @@ grouped into samples, the video member of each sample, and its label and metadat
   description (a JSON file with a ``shardlist`` of ``{"url", "nsamples"}``, relative URLs taken
   from its ``base`` or its folder).
 - Member table: the ``wds2idx`` index beside the shard (``shard-000000.idx`` or
-  ``shard-000000.tar.idx``) when there is one and it fits the shard (see
-  :func:`vclip._bytes.tar.index_problem`), else one pass over the shard's headers.
+  ``shard-000000.tar.idx``) when there is one and it fits the shard (every member's header is read
+  and must be a file's of the listed name and size: :func:`vclip._bytes.tar.header_problem`), else
+  one pass over the shard's headers.
 - Samples: consecutive members with the same key, the part of the name before the first dot of
   its base name (``videos/000123.mp4`` and ``videos/000123.json`` form sample ``videos/000123``
   with extensions ``mp4`` and ``json``), as WebDataset groups them; names without a dot are left out.
@@ -23,16 +24,25 @@ import json
 import logging
 import os
 import posixpath
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeGuard
 
-from ..errors import ArgumentError, VideoError
+from ..errors import ArgumentError, UnreadableVideoError, VideoError, VideoNotFoundError
 from .braces import expand_braces
+from .range_reader import RangeReader
 from .remote import RemoteReader
 from .sources import VideoInput, is_local, is_url, open_reader, slice_name, split_slice_name
-from .tar import TarMember, TarTable, index_problem, parse_member_index, read_tar_table
+from .tar import (
+    BLOCK,
+    TarMember,
+    TarTable,
+    header_problem,
+    index_layout_problem,
+    parse_member_index,
+    read_tar_table,
+)
 
 __all__ = [
     "DEFAULT_VIDEO_EXTENSIONS", "LabelRule", "ShardListing", "ShardSample", "decode_member", "is_shard_source",
@@ -44,6 +54,8 @@ logger = logging.getLogger("vclip")
 DEFAULT_VIDEO_EXTENSIONS = ("mp4", "webm", "mkv", "avi", "mov", "m4v")
 LABEL_PAYLOAD_LIMIT = 1 << 20  # a label member larger than this is not a label
 _LISTING_THREADS = 16  # shards listed at once (remote shards wait on round trips, not on the CPU)
+MEMBER_INDEX_LIMIT = 256 << 20  # a wds2idx index larger than this is not read (a million samples take ~60 MB)
+_HEADER_READ_GAP = 64 << 10  # headers of an index check closer than this share a request (small members between)
 DESCRIPTION_NAME = "shardindex.json"  # a wids dataset description, as vclip shard writes it beside its shards
 
 
@@ -297,22 +309,60 @@ def member_index_names(shard: str) -> list[str]:
     return [stem + ".idx", shard + ".idx"]
 
 
-def _member_index(shard: str) -> list[TarMember] | None:
-    """The members the index beside ``shard`` lists, or None when it has none (or a malformed one,
-    with a warning on the ``"vclip"`` logger)."""
+def _member_index(shard: str) -> tuple[list[TarMember], bool] | None:
+    """The members the index beside ``shard`` lists, and whether it names them (version 1.2); None
+    when it has none (or a malformed one, with a warning on the ``"vclip"`` logger)."""
     for name in member_index_names(shard):
         if is_local(name) and not os.path.isfile(name):
             continue
         try:
-            reader = open_reader(name)
-            text = reader.read_ranges([(0, reader.size())])[0].decode("utf-8", "surrogateescape")
-        except VideoError:  # missing (or unreadable): the headers will do
+            text = _small_file(name, MEMBER_INDEX_LIMIT, "member index").decode("utf-8", "surrogateescape")
+        except VideoNotFoundError:  # missing: the headers will do
+            continue
+        except VideoError as error:
+            logger.warning("vclip: %s; reading the headers of %s instead", error, shard)
             continue
         try:
-            return parse_member_index(text, name)
+            return parse_member_index(text, name), text.lstrip().startswith("v1.2")
         except ValueError as error:
             logger.warning("vclip: %s; reading the headers of %s instead", error, shard)
     return None
+
+
+def _small_file(name: str, limit: int, what: str) -> bytes:
+    """The whole content of a file that should be small (an index, a description).
+
+    Raises:
+        VideoError: It cannot be read, or holds more than ``limit`` bytes (then it is not read).
+    """
+    reader = open_reader(name)
+    size = reader.size()
+    if size > limit:
+        raise UnreadableVideoError(name, f"is {size:,} bytes, more than a {what} holds ({limit:,} at most)")
+    return reader.read_ranges([(0, size)])[0]
+
+
+def _indexed_table(shard: str, reader: RangeReader, members: list[TarMember], named: bool,
+                   wanted: Callable[[TarMember], bool] | None) -> TarTable | None:
+    """The table a member index gives, with the payloads ``wanted``, once every member's header has
+    been read and agrees with it; None (with a warning) when one does not. The headers and the small
+    members between them are read together: on a server, about one request per sample."""
+    problem = index_layout_problem(members, reader.size())
+    payloads: dict[int, bytes] = {}
+    if problem is None and members:
+        ranges = [(m.offset - BLOCK, BLOCK + (m.size if wanted is not None and wanted(m) else 0)) for m in members]
+        chunks = reader.read_ranges(ranges, gap=_HEADER_READ_GAP) if isinstance(reader, RemoteReader) else \
+            reader.read_ranges(ranges)
+        for member, (_, length), chunk in zip(members, ranges, chunks):
+            problem = header_problem(member, chunk[:BLOCK], named=named)
+            if problem is not None:
+                break
+            if length > BLOCK:
+                payloads[member.offset] = chunk[BLOCK:]
+    if problem is not None:
+        logger.warning("vclip: the member index beside %s does not fit it (%s); reading its headers", shard, problem)
+        return None
+    return TarTable(members, payloads)
 
 
 def list_shard(shard: str, video_extensions: Sequence[str], label_extension: str | None) -> ShardListing:
@@ -322,22 +372,16 @@ def list_shard(shard: str, video_extensions: Sequence[str], label_extension: str
         VideoError: The shard cannot be read, is compressed, or is not a tar archive (naming it).
     """
     reader = open_reader(shard)
-    members = _member_index(shard)
-    if members is not None:
-        problem = index_problem(reader, members)
-        if problem is not None:
-            logger.warning("vclip: the member index beside %s does not fit it (%s); reading its headers", shard,
-                           problem)
-            members = None
 
     def wanted(member: TarMember) -> bool:
         split = split_key(member.name)
         return (split is not None and split[1].lower() == label_extension
                 and member.size <= LABEL_PAYLOAD_LIMIT)
 
-    if members is not None:
-        table = TarTable(members, {})
-    else:
+    indexed = _member_index(shard)
+    table = _indexed_table(shard, reader, *indexed, wanted if label_extension else None) if indexed else None
+    from_index = table is not None
+    if table is None:
         table = read_tar_table(reader, payload_wanted=wanted if label_extension else None)
     kept, left_out = _intact_members(table)
     samples, without = group_samples(shard, kept, video_extensions)
@@ -345,16 +389,7 @@ def list_shard(shard: str, video_extensions: Sequence[str], label_extension: str
         logger.warning("vclip: shard %s is incomplete: %s; the samples before that are used (%d)%s", shard,
                        table.problem, len(samples), f", sample {left_out!r} is left out" if left_out else "")
     payloads = dict(table.payloads)
-    if label_extension and members is not None:
-        needed = [member for sample in samples for extension, member in sample.members.items()
-                  if extension == label_extension and wanted(member)]
-        if needed:  # one request each on a server (concurrent), not the videos between them
-            ranges = [(member.offset, member.size) for member in needed]
-            found = reader.read_ranges(ranges, gap=0) if isinstance(reader, RemoteReader) else \
-                reader.read_ranges(ranges)
-            for member, data in zip(needed, found):
-                payloads[member.offset] = data
-    return ShardListing(shard, samples, payloads, without, members is not None)
+    return ShardListing(shard, samples, payloads, without, from_index)
 
 
 def _intact_members(table: TarTable) -> tuple[list[TarMember], str | None]:

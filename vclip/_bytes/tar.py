@@ -24,8 +24,8 @@ from typing import BinaryIO
 from ..errors import CorruptVideoError, NotAVideoError
 from .range_reader import RangeReader
 
-__all__ = ["LARGEST_MEMBER", "TarMember", "TarStream", "TarTable", "format_member_index", "index_problem",
-           "parse_member_index", "read_tar_table"]
+__all__ = ["BLOCK", "LARGEST_MEMBER", "TarMember", "TarStream", "TarTable", "format_member_index", "header_problem",
+           "index_layout_problem", "parse_member_index", "read_tar_table"]
 
 BLOCK = 512
 _REGULAR = (b"0", b"\0", b"7")  # a file (7: contiguous file, read as one)
@@ -404,20 +404,48 @@ def format_member_index(samples: list[list[tuple[str, TarMember]]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def index_problem(reader: RangeReader, members: list[TarMember]) -> str | None:
-    """Why a member index does not fit the archive ``reader`` reads (None when it fits): members
-    outside it or off the 512-byte grid, or headers before the first and last member's data that
-    are not tar headers of their sizes (an index left over from an earlier archive)."""
-    if not members:
-        return None
-    size = reader.size()
+def index_layout_problem(members: list[TarMember], size: int) -> str | None:
+    """Why the members a member index lists cannot lie in a ``size``-byte archive as listed (None
+    when they can): off the 512-byte grid, outside it, out of archive order, or without room for
+    a header between one member's data and the next."""
+    room = BLOCK  # the first member's header
     for member in members:
-        if member.offset % BLOCK or member.offset < BLOCK or member.offset + member.size > size:
+        if member.offset % BLOCK or member.size > LARGEST_MEMBER or member.offset + member.size > size:
             return (f"member {member.name!r} at byte {member.offset} (+{member.size}) lies outside the "
-                    f"{size}-byte archive")
-    ends = [members[0]] if len(members) == 1 else [members[0], members[-1]]
-    blocks = reader.read_ranges([(member.offset - BLOCK, BLOCK) for member in ends])
-    for member, block in zip(ends, blocks):
-        if not _is_header(block) or (member.size < 8 << 30 and _number(block[124:136], reader.name, 0) != member.size):
-            return f"no tar header of member {member.name!r} ({member.size} bytes) before byte {member.offset}"
+                    f"{size}-byte archive or off its 512-byte grid")
+        if member.offset < room:
+            return (f"member {member.name!r} at byte {member.offset} overlaps the member before it (or its header): "
+                    "the index is not in archive order")
+        room = member.offset + -(-member.size // BLOCK) * BLOCK + BLOCK
     return None
+
+
+def header_problem(member: TarMember, block: bytes, *, named: bool = True) -> str | None:
+    """Why ``block``, the 512 bytes before ``member``'s data, is not the header an index entry
+    promises (None when it is): no tar header, not a file, another size, or (``named``) another
+    name. A name the header holds only in part (a long or non-ASCII one, from an extension
+    header before it) is compared by the part the header holds."""
+    where = f"before byte {member.offset}"
+    if not _is_header(block) or block[156:157] not in _REGULAR:
+        return f"no tar header of a file {member.name!r} ({member.size} bytes) {where}"
+    try:
+        stored = _number(block[124:136], "", member.offset - BLOCK)
+    except CorruptVideoError:
+        stored = -1
+    if stored != member.size and not (member.size >= 8 << 30 and stored == 0):  # PAX holds sizes from 8 GiB
+        return f"the tar header {where} is of a {stored}-byte member, not of {member.name!r} ({member.size} bytes)"
+    held = _name(block, {})
+    if named and not _names_agree(held, member.name):
+        return f"the tar header {where} is of member {held!r}, not {member.name!r}"
+    return None
+
+
+def _names_agree(held: str, name: str) -> bool:
+    """Whether a header holding ``held`` may be the header of ``name``: the same name, or, for a
+    name in an extension header, its first 100 bytes with ``?`` for non-ASCII characters (PAX)."""
+    if held == name:
+        return True
+    if name.isascii() and len(name) <= 100:
+        return False
+    start = name[:len(held)]
+    return len(start) == len(held) and all(h == n or (h == "?" and not n.isascii()) for h, n in zip(held, start))
