@@ -217,3 +217,57 @@ def test_every_entry_of_a_member_index_is_checked_against_its_header(videos, tmp
     assert [video.label for video in source.videos] == [0, 1, 2] and frame_counts(source) == [12, 16, 20]
     (tmp_path / "s.idx").write_text(format_member_index([list(sample.members.items()) for sample in samples]))
     assert WebDatasetSource(str(shard)).from_member_index == 1  # the true index is used
+
+
+# -- labels ----------------------------------------------------------------------------------------
+@pytest.mark.parametrize("rule, bad, reason", [
+    ("cls", b"9" * 5000, "does not fit a 64-bit integer"),
+    ("cls", b"\xff\xfe", "not UTF-8"),
+    ("cls", b"  ", "is empty"),
+    ("json:label", b"[" * 100_000 + b"]" * 100_000, "nested too deeply"),
+    ("json:label", b'{"label": 1e400}', "must be an integer or a class name"),
+])
+def test_one_bad_label_leaves_out_its_sample_not_the_epoch(videos, tmp_path, caplog, rule, bad, reason):
+    """A label member that is not a label ended a whole ClipStream epoch with a bare ValueError or
+    RecursionError, on_error="skip" notwithstanding. Under "skip" that sample is left out with a
+    warning naming it; under "raise", and for WebDatasetSource, an ArgumentError names it."""
+    extension = rule.split(":")[0]
+    good = (lambda number: str(number).encode()) if extension == "cls" else (
+        lambda number: f'{{"label": {number}}}'.encode())
+    members = [member for number, video in enumerate(videos) for member in (
+        (f"{number}.mp4", video), (f"{number}.{extension}", bad if number == 1 else good(number)))]
+    shard = tmp_path / "labels.tar"
+    shard.write_bytes(shard_bytes(members))
+    where = f"{shard}#1"
+    stream = vclip.ClipStream(str(shard), vclip.contiguous(4), batch_size=1, shuffle_buffer=1, shuffle=False,
+                              device="cpu", label=rule)
+    with caplog.at_level(logging.WARNING, logger="vclip"):
+        assert [int(batch.labels[0]) for batch in stream] == [0, 2]
+    assert f"ClipStream left out {where}" in caplog.text and reason in caplog.text
+    raising = vclip.ClipStream(str(shard), vclip.contiguous(4), batch_size=1, shuffle_buffer=1, shuffle=False,
+                               device="cpu", label=rule, on_error="raise")
+    with pytest.raises(vclip.ArgumentError, match=f"{where}: .*{reason}"):
+        list(raising)
+    with pytest.raises(vclip.ArgumentError, match=f"{where}: .*{reason}"):
+        WebDatasetSource(str(shard), label=rule)
+
+
+def test_label_errors_name_a_sample(videos, tmp_path):
+    members = [("0.mp4", videos[0]), ("0.cls", b"3"), ("1.mp4", videos[1]), ("1.cls", b"cat"),
+               ("2.mp4", videos[2]), ("2.cls", b"dog")]
+    shard = tmp_path / "mixed.tar"
+    shard.write_bytes(shard_bytes(members))
+    with pytest.raises(vclip.ArgumentError, match=f"mix integers and class names, e.g. {shard}#0 has 3 and "
+                                                  f"{shard}#1 has 'cat'"):
+        WebDatasetSource(str(shard))
+    shard.write_bytes(shard_bytes([member for member in members if member[0][0] != "0"]))
+    with pytest.raises(vclip.ArgumentError, match=f"name classes not in class_names \\(1 samples\\), e.g. {shard}#2 "
+                                                  "has 'dog'"):
+        WebDatasetSource(str(shard), class_names=["cat", "cow"])
+    stream = vclip.ClipStream(str(shard), vclip.contiguous(4), device="cpu", class_names=["cat"], on_error="raise")
+    with pytest.raises(vclip.ArgumentError, match=f"{shard}#2: label 'dog' is a class name"):
+        list(stream)
+    (tmp_path / "meta.tar").write_bytes(shard_bytes([("0.mp4", videos[0]), ("0.json", b"{" * 5)]))
+    source = WebDatasetSource(str(tmp_path / "meta.tar"))
+    with pytest.raises(CorruptVideoError, match=r"meta.tar#0.mp4@\d+\+\d+: its .json member is not JSON"):
+        source.metadata(0)

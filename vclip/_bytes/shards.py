@@ -24,6 +24,7 @@ import json
 import logging
 import os
 import posixpath
+import re
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -148,21 +149,29 @@ class LabelRule:
         return self.extension + (":" + ".".join(self.key_path) if self.key_path else "")
 
     def value(self, payload: bytes, where: str) -> int | str:
-        """The label in ``payload``: an integer, or a class name (a string).
+        """The label in ``payload``: an integer (that fits int64), or a class name (a string).
 
         Raises:
-            ValueError: No such key, or a value that is neither an integer nor a string (naming ``where``).
+            ValueError: Not UTF-8, empty, not JSON (or nested too deeply to read), no such key, or a
+                value that is neither such an integer nor a string (naming ``where``).
         """
         try:
             text = payload.decode("utf-8").strip()
         except UnicodeDecodeError:
             raise ValueError(f"{where}: its .{self.extension} member is not UTF-8 text") from None
         if not self.key_path:
-            return int(text) if _is_integer_text(text) else text
+            if not text:
+                raise ValueError(f"{where}: its .{self.extension} member is empty")
+            if not _INTEGER.fullmatch(text):
+                return text  # a class name
+            if len(text) > 20:  # int() refuses over 4300 digits; no int64 has more than 19
+                raise ValueError(f"{where}: label {text[:30]}... (from {self}) does not fit a 64-bit integer")
+            return _label_integer(int(text), where, self)
         try:
             value: Any = json.loads(text)
-        except json.JSONDecodeError as error:
-            raise ValueError(f"{where}: its .{self.extension} member is not JSON ({error})") from None
+        except (json.JSONDecodeError, RecursionError) as error:
+            reason = "nested too deeply" if isinstance(error, RecursionError) else str(error)
+            raise ValueError(f"{where}: its .{self.extension} member is not JSON ({reason})") from None
         for depth, key in enumerate(self.key_path):
             try:
                 value = value[int(key)] if isinstance(value, list) else value[key]
@@ -170,25 +179,43 @@ class LabelRule:
                 raise ValueError(f"{where}: its .{self.extension} member has no "
                                  f"{'.'.join(self.key_path[:depth + 1])!r}") from None
         if isinstance(value, bool) or not isinstance(value, (int, str)):
-            raise ValueError(f"{where}: label {'.'.join(self.key_path)!r} ({value!r}) must be an integer or a "
+            shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
+            raise ValueError(f"{where}: label {'.'.join(self.key_path)!r} ({shown}) must be an integer or a "
                              "class name (a string)")
-        return value
+        return _label_integer(value, where, self) if isinstance(value, int) else value
 
 
-def _is_integer_text(text: str) -> bool:
-    return text.lstrip("-").isdigit()
+_INTEGER = re.compile(r"-?[0-9]+")
+_INT64 = 1 << 63
+
+
+def _label_integer(value: int, where: str, rule: LabelRule) -> int:
+    if not -_INT64 <= value < _INT64:
+        raise ValueError(f"{where}: label {str(value)[:30]} (from {rule}) does not fit a 64-bit integer")
+    return value
 
 
 def decode_member(extension: str, payload: bytes) -> Any:
     """A sibling member's content as WebDataset's default decoding gives it: JSON parsed, ``cls``
-    (and ``cls2``, ``index``) as an integer, ``txt``/``text`` as a string, anything else bytes."""
+    (and ``cls2``, ``index``) as an integer, ``txt``/``text`` as a string, anything else bytes.
+
+    Raises:
+        ValueError: Content that is not what its extension says (the message says what it is not).
+    """
     last = extension.rsplit(".", 1)[-1]
-    if last == "json":
-        return json.loads(payload)
-    if last in ("cls", "cls2", "index"):
-        return int(payload.decode().strip())
-    if last in ("txt", "text"):
-        return payload.decode("utf-8")
+    try:
+        if last == "json":
+            return json.loads(payload)
+        if last in ("cls", "cls2", "index"):
+            text = payload.decode("utf-8").strip()
+            if not _INTEGER.fullmatch(text) or len(text) > 20:
+                raise ValueError(f"not an integer ({text[:30]!r})")
+            return int(text)
+        if last in ("txt", "text"):
+            return payload.decode("utf-8")
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as error:
+        reason = "JSON nested too deeply" if isinstance(error, RecursionError) else str(error)
+        raise ValueError(f"not {'JSON' if last == 'json' else 'UTF-8 text'} ({reason})") from None
     return payload
 
 
