@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import logging
 import signal
 import tarfile
@@ -14,6 +15,7 @@ from collections.abc import Iterator
 
 import pytest
 from helpers import require_extra
+from range_server import range_server
 
 import vclip
 from vclip._bytes.shards import list_shard
@@ -271,3 +273,69 @@ def test_label_errors_name_a_sample(videos, tmp_path):
     source = WebDatasetSource(str(tmp_path / "meta.tar"))
     with pytest.raises(CorruptVideoError, match=r"meta.tar#0.mp4@\d+\+\d+: its .json member is not JSON"):
         source.metadata(0)
+
+
+# -- dataset descriptions --------------------------------------------------------------------------
+@pytest.fixture
+def served(videos, tmp_path):
+    """A served folder with a shard, and a private local shard of the client's, outside it."""
+    (tmp_path / "served").mkdir()
+    (tmp_path / "served" / "s.tar").write_bytes(shard_bytes(three_samples(videos)))
+    (tmp_path / "private").mkdir()
+    (tmp_path / "private" / "mine.tar").write_bytes(shard_bytes([("k.mp4", videos[0])]))
+    with range_server(tmp_path / "served") as http:
+        yield http, tmp_path
+
+
+@pytest.mark.parametrize("lie", ["base", "absolute path", "file URL", "chained URL", "memory URL"])
+def test_a_remote_description_cannot_point_the_reader_at_local_files(served, lie):
+    """Threat: a shardindex.json on a server (given by URL, or read automatically beside a remote
+    shard) whose ``base``, an absolute shard path or a ``file://`` URL names the client's own files:
+    they were read as shards (or probed, "does not exist"). A remote description may name remote
+    shards only; one beside a shard that breaks this is left aside with a warning."""
+    http, root = served
+    private = root / "private" / "mine.tar"
+    entry = {"base": {"base": str(private.parent)}, "absolute path": {"url": str(private)},
+             "file URL": {"url": private.as_uri()}, "chained URL": {"url": f"tar://k.mp4::{private.as_uri()}"},
+             "memory URL": {"url": "memory://mine.tar"}}[lie]
+    description = {"shardlist": [{"url": entry.get("url", "mine.tar"), "nsamples": 1}], "base": entry.get("base")}
+    (root / "served" / "shardindex.json").write_text(json.dumps(description))
+    with pytest.raises(vclip.ArgumentError, match="comes from a server but names .* read from this machine"):
+        WebDatasetSource(http.url("shardindex.json"))
+    with pytest.raises(vclip.ArgumentError, match="comes from a server"):
+        vclip.ClipStream(http.url("shardindex.json"), vclip.contiguous(4), device="cpu")
+    description["shardlist"].append({"url": http.url("s.tar"), "nsamples": 3})
+    description["class_names"] = ["stolen"]
+    (root / "served" / "shardindex.json").write_text(json.dumps(description))
+    source = WebDatasetSource(http.url("s.tar"))  # the description beside it is not used
+    assert len(source) == 3 and source.class_names is None
+
+
+@pytest.mark.parametrize("field, value, problem", [
+    ("base", 7, r"'base' \(7\) must be a URL or a folder"),
+    ("shardlist", "s.tar", "needs a 'shardlist'"),
+    ("shardlist", [{"url": 5}], "needs a 'shardlist'"),
+    ("nsamples", -1, r"shardlist\[0\]\['nsamples'\] \(-1\) must be an integer >= 0"),
+    ("class_names", [1, 2], "'class_names' must be a list of distinct strings"),
+    ("class_names", ["a", "a"], "'class_names' must be a list of distinct strings"),
+    ("everything", "[" * 100_000, "nested too deeply"),
+])
+def test_a_malformed_description_is_a_clean_error_and_is_ignored_beside_a_shard(videos, tmp_path, caplog, field,
+                                                                                value, problem):
+    """``"base": 7`` in the description beside a shard broke every reader with a TypeError."""
+    shard = tmp_path / "s.tar"
+    shard.write_bytes(shard_bytes(three_samples(videos)))
+    description: dict = {"shardlist": [{"url": "s.tar", "nsamples": 3}]}
+    if field == "nsamples":
+        description["shardlist"][0]["nsamples"] = value
+    else:
+        description[field] = value
+    path = tmp_path / "shardindex.json"
+    path.write_text(value if field == "everything" else json.dumps(description))
+    with pytest.raises(vclip.ArgumentError, match=f"{path}: .*{problem}"):
+        WebDatasetSource(str(path))
+    with caplog.at_level(logging.WARNING, logger="vclip"):
+        assert [video.label for video in WebDatasetSource(str(shard)).videos] == [0, 1, 2]
+    assert "the dataset description beside" in caplog.text and "is not used" in caplog.text
+    assert main(["info", str(shard), "--json", "--no-progress"]) == 0
+    assert main(["info", str(path), "--json", "--no-progress"]) == 2

@@ -3,8 +3,7 @@ grouped into samples, the video member of each sample, and its label and metadat
 
 - Shards: local tar paths, URLs (``https://``, ``s3://``: read through :mod:`vclip._bytes.sources`),
   brace patterns (``shard-{000000..000127}.tar``) and lists of them, or a ``wids`` dataset
-  description (a JSON file with a ``shardlist`` of ``{"url", "nsamples"}``, relative URLs taken
-  from its ``base`` or its folder).
+  description (:mod:`vclip._bytes.descriptions`).
 - Member table: the ``wds2idx`` index beside the shard (``shard-000000.idx`` or
   ``shard-000000.tar.idx``) when there is one and it fits the shard (every member's header is read
   and must be a file's of the listed name and size: :func:`vclip._bytes.tar.header_problem`), else
@@ -23,15 +22,15 @@ from __future__ import annotations
 import json
 import logging
 import os
-import posixpath
 import re
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeGuard
 
-from ..errors import ArgumentError, UnreadableVideoError, VideoError, VideoNotFoundError
+from ..errors import ArgumentError, VideoError, VideoNotFoundError
 from .braces import expand_braces
+from .descriptions import DESCRIPTION_NAME, description_beside, read_description, small_file
 from .range_reader import RangeReader
 from .remote import RemoteReader
 from .sources import VideoInput, is_local, is_url, open_reader, slice_name, split_slice_name
@@ -57,7 +56,6 @@ LABEL_PAYLOAD_LIMIT = 1 << 20  # a label member larger than this is not a label
 _LISTING_THREADS = 16  # shards listed at once (remote shards wait on round trips, not on the CPU)
 MEMBER_INDEX_LIMIT = 256 << 20  # a wds2idx index larger than this is not read (a million samples take ~60 MB)
 _HEADER_READ_GAP = 64 << 10  # headers of an index check closer than this share a request (small members between)
-DESCRIPTION_NAME = "shardindex.json"  # a wids dataset description, as vclip shard writes it beside its shards
 
 
 def split_key(name: str) -> tuple[str, str] | None:
@@ -248,7 +246,7 @@ def shard_names(shards: str | os.PathLike | Sequence[str | os.PathLike]) -> tupl
             raise ArgumentError(f"shards ({item!r}) must be paths, URLs or brace patterns of .tar shards")
         text = os.fspath(item)
         if text.lower().endswith(".json"):
-            found, description = _wids_shards(text)
+            found, description = read_description(text)
             names.extend(found)
             continue
         try:
@@ -261,51 +259,7 @@ def shard_names(shards: str | os.PathLike | Sequence[str | os.PathLike]) -> tupl
     for name in names:
         if is_local(name) and not os.path.isfile(name):
             raise FileNotFoundError(f"shard {name!r} does not exist")
-    return names, description if description is not None else _description_beside(names[0])
-
-
-def _description_beside(shard: str) -> dict | None:
-    """The ``wids`` description (``shardindex.json``) in the folder of ``shard`` when it lists that
-    shard (as ``vclip shard`` writes it), else None."""
-    folder = shard.rsplit("/", 1)[0] if is_url(shard) else os.path.dirname(shard)
-    path = f"{folder}/{DESCRIPTION_NAME}" if is_url(shard) else os.path.join(folder, DESCRIPTION_NAME)
-    if is_local(path) and not os.path.isfile(path):
-        return None
-    try:
-        listed, description = _wids_shards(path)
-    except (VideoError, ArgumentError, FileNotFoundError):
-        return None
-    return description if shard in listed else None
-
-
-def _wids_shards(path: str) -> tuple[list[str], dict]:
-    """The shard URLs of a ``wids`` dataset description (relative ones from its base or folder)."""
-    try:
-        reader = open_reader(path if not is_local(path) else os.path.abspath(path))
-        description = json.loads(reader.read_ranges([(0, reader.size())])[0])
-    except VideoError as error:
-        if isinstance(error, FileNotFoundError):
-            raise FileNotFoundError(f"dataset description {path!r} does not exist") from None
-        raise
-    except (ValueError, UnicodeDecodeError) as error:
-        raise ArgumentError(f"{path}: not a JSON dataset description ({error})") from None
-    shardlist = description.get("shardlist") if isinstance(description, dict) else None
-    if not isinstance(shardlist, list) or not all(isinstance(s, dict) and isinstance(s.get("url"), str)
-                                                  for s in shardlist):
-        raise ArgumentError(f"{path}: a wids dataset description needs a 'shardlist' of {{'url': ..., "
-                            "'nsamples': ...}} objects")
-    base = description.get("base") or (path.rsplit("/", 1)[0] if is_url(path) else os.path.dirname(
-        os.path.abspath(path)))
-    names = []
-    for shard in shardlist:
-        url = shard["url"]
-        if is_url(url):
-            names.append(url)
-        elif is_url(base) and not os.path.isabs(url):
-            names.append(posixpath.join(base, url))
-        else:
-            names.append(os.path.abspath(os.path.join(base, url)))
-    return names, description
+    return names, description if description is not None else description_beside(names[0])
 
 
 # -- member tables and samples -------------------------------------------------------------------
@@ -343,7 +297,7 @@ def _member_index(shard: str) -> tuple[list[TarMember], bool] | None:
         if is_local(name) and not os.path.isfile(name):
             continue
         try:
-            text = _small_file(name, MEMBER_INDEX_LIMIT, "member index").decode("utf-8", "surrogateescape")
+            text = small_file(name, MEMBER_INDEX_LIMIT, "member index").decode("utf-8", "surrogateescape")
         except VideoNotFoundError:  # missing: the headers will do
             continue
         except VideoError as error:
@@ -354,19 +308,6 @@ def _member_index(shard: str) -> tuple[list[TarMember], bool] | None:
         except ValueError as error:
             logger.warning("vclip: %s; reading the headers of %s instead", error, shard)
     return None
-
-
-def _small_file(name: str, limit: int, what: str) -> bytes:
-    """The whole content of a file that should be small (an index, a description).
-
-    Raises:
-        VideoError: It cannot be read, or holds more than ``limit`` bytes (then it is not read).
-    """
-    reader = open_reader(name)
-    size = reader.size()
-    if size > limit:
-        raise UnreadableVideoError(name, f"is {size:,} bytes, more than a {what} holds ({limit:,} at most)")
-    return reader.read_ranges([(0, size)])[0]
 
 
 def _indexed_table(shard: str, reader: RangeReader, members: list[TarMember], named: bool,
