@@ -331,6 +331,11 @@ def test_a_busy_server_is_asked_again_after_its_retry_after(http, folder):
     np.testing.assert_array_equal(frames.data, local_frames(folder / "short.mp4", [0]))
 
 
+def test_a_missing_object_of_a_protocol_without_status_is_not_called_http_404():
+    with pytest.raises(VideoNotFoundError, match=r"memory://nothing.mp4: not found \(no such object\)$"):
+        vclip.index_video("memory://nothing.mp4")
+
+
 def test_a_redirect_loop_is_reported_as_such(http):
     url, before = http.url("loop/short.mp4"), remote_reads()
     with pytest.raises(UnreadableVideoError, match="too many redirects"):

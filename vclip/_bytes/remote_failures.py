@@ -131,7 +131,8 @@ def remote_error(url: str, error: BaseException, options: RemoteOptions | None =
         because = f"HTTP {failure.status}" if failure.status else _reason(error)
         return UnreadableVideoError(url, f"access denied ({because})")
     if failure.kind == "not found" or failure.status in (404, 410):
-        return VideoNotFoundError(url, f"not found (no such object; HTTP {failure.status or 404})")
+        because = f"; HTTP {failure.status}" if failure.status else ""  # memory://, file://... have no status
+        return VideoNotFoundError(url, f"not found (no such object{because})")
     return UnreadableVideoError(url, _problem(failure, options or remote_options()))
 
 
