@@ -19,15 +19,16 @@ their counts back with each decoded video.
 from __future__ import annotations
 
 import os
-import tempfile
 import threading
 import warnings
 from collections import OrderedDict
+from typing import BinaryIO
 
 from .._thread_pools import SharedThreadPool
 from ..errors import RemoteReadWarning, UnreadableVideoError, VideoNotFoundError, check_lengths, format_bytes
+from .answers import Answer, http_info, read_span, spill_file, too_large_to_spill
 from .range_reader import RangeReader
-from .remote_failures import TruncatedBody, remote_error, with_retries
+from .remote_failures import remote_error, with_retries
 from .remote_options import RemoteOptions, remote_options, set_remote_options, storage_options
 from .remote_reads import RemoteReads, add_remote_reads, count_read, remote_reads, take_remote_reads
 
@@ -53,11 +54,9 @@ REQUEST_THREADS = 8
 class _Spill:
     """A remote file's whole content in an anonymous local file; reads fail once it is closed."""
 
-    def __init__(self, data: bytes):
-        self.size = len(data)
-        self._file = tempfile.TemporaryFile(prefix="vclip-spill-")
-        self._file.write(data)
-        self._file.flush()
+    def __init__(self, file: BinaryIO, size: int):
+        self.size = size
+        self._file = file
         self._lock = threading.Lock()
 
     def read(self, ranges: list[tuple[int, int]]) -> list[bytes] | None:
@@ -85,8 +84,7 @@ class _Spills:
                 self._spills.move_to_end(url)
             return spill
 
-    def put(self, url: str, data: bytes, limit: int) -> _Spill:
-        spill = _Spill(data)
+    def put(self, url: str, spill: _Spill, limit: int) -> _Spill:
         evicted = []
         with self._lock:
             previous = self._spills.pop(url, None)
@@ -102,10 +100,8 @@ class _Spills:
 
 _spills = _Spills()
 _warned_whole: set[str] = set()
-_requests = SharedThreadPool(REQUEST_THREADS, "vclip-range")
-
-
 _warned_lock = threading.Lock()
+_requests = SharedThreadPool(REQUEST_THREADS, "vclip-range")
 
 
 def _after_fork() -> None:  # locks and spill files do not belong to the child
@@ -120,6 +116,10 @@ os.register_at_fork(after_in_child=_after_fork)
 class RemoteReader(RangeReader):
     """A file fsspec opens, read by byte range with coalescing, concurrency, retries and counts.
 
+    Until a server has answered one range request with the range, a read of several spans sends
+    its first span alone: a server that ignores ``Range`` then sends the whole file once, not once
+    per span.
+
     Args:
         url: ``protocol://...``; storage options come from fsspec's configuration (environment
             variables, ``~/.config/fsspec``), e.g. credentials or ``endpoint_url`` for S3, plus
@@ -132,6 +132,7 @@ class RemoteReader(RangeReader):
         self._filesystem()
         self._size: int | None = None
         self._ignores_ranges = False
+        self._honours_ranges = False
         self._whole_lock = threading.Lock()
 
     def _filesystem(self):
@@ -156,7 +157,10 @@ class RemoteReader(RangeReader):
     def info(self) -> dict:
         """Fresh metadata (size, ETag...) from the server: one HEAD or stat request."""
         fs, options = self._filesystem()
-        info = with_retries(self.name, lambda: fs.info(self.path), options)
+        if hasattr(fs, "set_session") and {"http", "https"} & set(getattr(fs, "protocol", ())):
+            info = with_retries(self.name, lambda: http_info(fs, self.path), options)
+        else:
+            info = with_retries(self.name, lambda: fs.info(self.path), options)
         if info.get("type") == "directory":
             raise VideoNotFoundError(self.name, "is a folder (prefix), not a file")
         size = info.get("size", info.get("Size"))
@@ -176,7 +180,11 @@ class RemoteReader(RangeReader):
         if self._ignores_ranges:
             return check_lengths(self.name, ranges, self._from_spill(ranges))
         spans = coalesce(ranges, gap)
-        fetched = list(_requests.get().map(self._fetch, spans)) if len(spans) > 1 else [self._fetch(spans[0])]
+        fetched = [self._fetch(spans[0])] if len(spans) == 1 or not self._honours_ranges else []
+        if self._ignores_ranges:  # found by the first span: the rest from its spill
+            return check_lengths(self.name, ranges, self._from_spill(ranges))
+        if len(fetched) < len(spans):
+            fetched += list(_requests.get().map(self._fetch, spans[len(fetched):]))
         by_span = {span: data for span, data in zip(spans, fetched)}
         chunks = []
         for offset, length in ranges:
@@ -188,44 +196,39 @@ class RemoteReader(RangeReader):
     def _fetch(self, span: tuple[int, int]) -> bytes:
         start, end = span
         fs, options = self._filesystem()
-
-        def request() -> bytes:
-            data = fs.cat_file(self.path, start=start, end=end)
-            count_read(self.name, bytes_read=len(data))
-            if len(data) < end - start and end <= self.size():
-                raise TruncatedBody(f"{len(data)} of {end - start} bytes")
-            return data
-
-        data = with_retries(self.name, request, options)
-        if len(data) > end - start:  # the server ignores Range: it sent the whole file
-            self._keep_whole(data, asked=end - start)
-            return data[start:end]
-        return data
-
-    def _keep_whole(self, data: bytes, *, asked: int) -> _Spill:
-        """Keep the whole file ``data`` in a spill file; warn the first time."""
-        count_read(self.name, whole_file_reads=1)
         size = self.size()
-        if len(data) != size:
-            raise UnreadableVideoError(self.name, f"the server answered a range request for {asked} bytes with "
-                                                  f"{len(data)}: neither the range nor the whole file ({size})")
-        limit = self._filesystem()[1].spill_limit
-        if size > limit:
-            raise UnreadableVideoError(
-                self.name, f"the server ignores Range requests, so every read sends the whole file "
-                           f"({format_bytes(size)}), more than the spill limit ({format_bytes(limit)}): raise it "
-                           "with vclip.set_remote_options(spill_limit=...) or serve the file with Range support")
+        answer = with_retries(self.name, lambda: read_span(fs, self.path, self.name, start, end, file_size=size,
+                                                           whole_limit=options.spill_limit), options)
+        if answer.whole is not None:
+            chunks = self._keep_whole(answer.whole, asked=end - start).read([(start, end - start)])
+            if chunks is not None:
+                return chunks[0]
+            raise UnreadableVideoError(self.name, "its spill file was evicted while it was read (spill_limit too "
+                                                  "small for the files read at once)")
+        if answer.ranges_ignored:  # the whole file, too large to keep: later reads are refused
+            count_read(self.name, whole_file_reads=1)
+            self._ignores_ranges = True
+        else:
+            self._honours_ranges = True
+        return answer.data
+
+    def _keep_whole(self, file: BinaryIO, *, asked: int) -> _Spill:
+        """Keep the whole file (in the anonymous ``file``) as this URL's spill; warn the first time."""
+        self._warn_whole(asked=asked)
+        self._ignores_ranges = True
+        return _spills.put(self.name, _Spill(file, self.size()), self._filesystem()[1].spill_limit)
+
+    def _warn_whole(self, *, asked: int) -> None:
+        count_read(self.name, whole_file_reads=1)  # one whole-file answer
         with _warned_lock:
             first = self.name not in _warned_whole
             _warned_whole.add(self.name)
         if first:
             warnings.warn(
-                f"{self.name}: the server ignores Range requests (it sent the whole file, {format_bytes(size)}, "
-                f"for {asked} bytes); the file is kept in a local spill file and read from there",
-                RemoteReadWarning, stacklevel=2,
+                f"{self.name}: the server ignores Range requests (it sent the whole file, "
+                f"{format_bytes(self.size())}, for {asked} bytes); the file is kept in a local spill file and "
+                "read from there", RemoteReadWarning, stacklevel=3,
             )
-        self._ignores_ranges = True
-        return _spills.put(self.name, data, limit)
 
     def _from_spill(self, ranges: list[tuple[int, int]]) -> list[bytes]:
         spill = _spills.get(self.name)
@@ -237,13 +240,14 @@ class RemoteReader(RangeReader):
             chunks = spill.read(ranges) if spill is not None else None
             if chunks is None:
                 fs, options = self._filesystem()
-
-                def request() -> bytes:
-                    data = fs.cat_file(self.path)
-                    count_read(self.name, bytes_read=len(data))
-                    return data
-
-                chunks = self._keep_whole(with_retries(self.name, request, options), asked=self.size()).read(ranges)
+                size = self.size()
+                answer = with_retries(self.name, lambda: read_span(fs, self.path, self.name, 0, size, file_size=size,
+                                                                   whole_limit=options.spill_limit), options)
+                if answer.whole is None and answer.data is not None and size <= options.spill_limit:
+                    answer = Answer(whole=spill_file(answer.data))
+                if answer.whole is None:
+                    raise too_large_to_spill(self.name, size, options.spill_limit)
+                chunks = self._keep_whole(answer.whole, asked=size).read(ranges)
         if chunks is None:
             raise UnreadableVideoError(self.name, "its spill file was evicted while it was read (spill_limit too "
                                                   "small for the files read at once)")

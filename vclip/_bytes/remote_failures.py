@@ -76,14 +76,17 @@ def _retry_after(error: BaseException) -> float | None:
 def _diagnose(error: BaseException) -> _Failure:
     """Drivers wrap errors (fsspec's HTTP ``info`` raises a FileNotFoundError from a refused
     connection): the innermost specific cause decides."""
-    for cause in _chain(error):
+    chain = _chain(error)
+    for at, cause in enumerate(chain):
         names = {kind.__name__ for kind in type(cause).__mro__}
         if "TooManyRedirects" in names:
             return _Failure("redirects", cause)
         if names & _TRUNCATED:
             return _Failure("truncated", cause)
-        if names & _TIMEOUTS:
-            return _Failure("timeout", cause)
+        if names & _TIMEOUTS:  # fsspec's FSTimeoutError wraps the driver's, which says which timeout
+            specific = next((inner for inner in chain[at:] if {kind.__name__ for kind in type(inner).__mro__}
+                             & (_CONNECT_TIMEOUTS | _READ_TIMEOUTS)), cause)
+            return _Failure("timeout", specific)
         status = getattr(cause, "status", None)
         if isinstance(status, int) and not isinstance(status, bool):
             return _Failure("status", cause, status, _retry_after(cause))
