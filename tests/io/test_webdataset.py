@@ -161,6 +161,27 @@ def test_brace_patterns_expand_as_shard_lists_are_written():
             expand_braces(bad)
 
 
+def test_a_pattern_of_too_many_names_is_refused_before_any_is_made():
+    """10**7 names cost 1.6 GB before anything was read; the count is now known first."""
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        with pytest.raises(ValueError, match=r"names 10,000,000 files, more than 1,000,000"):
+            expand_braces("s-{0000000..9999999}.tar")
+        with pytest.raises(ValueError, match=r"names 1,048,576 files"):
+            expand_braces("s" + "{a,b}" * 20)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 1 << 20, peak
+    with pytest.raises(ValueError, match="too many braces"):
+        expand_braces("{a}" * 5000)
+    with pytest.raises(vclip.ArgumentError, match="names 10,000,000 files"):
+        WebDatasetSource("s3://bucket/s-{0000000..9999999}.tar")
+    assert len(expand_braces("s-{000000..999999}.tar")) == 1_000_000
+
+
 # -- samples and labels -----------------------------------------------------------------------------
 def _tar(members: list[tuple[str, bytes]]) -> bytes:
     buffer = io.BytesIO()
