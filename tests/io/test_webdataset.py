@@ -277,6 +277,21 @@ def test_decoders_take_members_by_name(root):
         vclip.index_video(f"{shard}#nope.mp4")
 
 
+def test_a_local_file_named_like_a_slice_is_that_file(root, tmp_path, capsys):
+    """``clip#cut@0+100`` was taken for 100 bytes of a file called ``clip``, and could not be opened."""
+    path = tmp_path / "clip#cut@0+100"
+    shutil.copy(root / "classes" / "run" / "v1.mp4", path)
+    decoder = vclip.VideoDecoder(str(path), device="cpu")
+    assert decoder.index.num_frames == 40 and decoder.index.path == str(path)
+    assert [read_barcode(frame) for frame in decoder.get_frames([0, 39]).data] == [0, 39]
+    assert main(["info", str(path), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)[0]["video"]["num_frames"] == 40
+    shutil.copy(root / "shards" / "shard-000000.tar", tmp_path / "clip")  # a slice of an existing file stays one
+    member = WebDatasetSource(str(root / "shards" / "shard-000000.tar")).videos[0].path
+    as_slice = member.replace(str(root / "shards" / "shard-000000.tar"), str(tmp_path / "clip"))
+    assert vclip.VideoDecoder(as_slice, device="cpu").index.num_frames == 40
+
+
 # -- the loader over shards ------------------------------------------------------------------------
 def test_a_loader_over_local_shards_gives_the_batches_of_the_loader_over_the_folder(root, pattern, folder_batches,
                                                                                       tmp_path):
