@@ -23,7 +23,7 @@ from vclip._bytes.braces import expand_braces
 from vclip._bytes.shards import group_samples, split_key
 from vclip._bytes.sources import hold_video, open_reader, split_slice_name
 from vclip._bytes.tar import parse_member_index, read_tar_table
-from vclip._datasets.shard_writer import needs_faststart
+from vclip._datasets.shard_videos import needs_faststart
 from vclip.cli import main
 from vclip.errors import CorruptVideoError, NotAVideoError
 from vclip.synthetic import make_video, read_barcode

@@ -3,7 +3,8 @@ video moved to a faststart MP4 where its ``moov`` atom came after its data (so a
 byte range without a trip to the end), a ``wds2idx`` member index beside every shard, and a ``wids``
 dataset description of all of them.
 
-Shards are written in the source's order, one sample per video: ``KEY.EXT`` (the video, its own
+Only videos go into shards (:func:`vclip._datasets.shard_videos.checked_video`): anything else is
+skipped with its reason. Shards are written in the source's order, one sample per video: ``KEY.EXT`` (the video, its own
 extension), ``KEY.cls`` (the label as text, when it has one) and ``KEY.json`` (``label``,
 ``class_name``, ``source``: where the video came from, and ``start``/``end`` for a segment). Keys
 count up across shards (``000000000``...). Member headers carry no time or owner, so the same
@@ -16,7 +17,6 @@ import io
 import json
 import os
 import re
-import struct
 import tarfile
 import tempfile
 import time
@@ -24,20 +24,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-import av
-
 from .._bytes.shards import DESCRIPTION_NAME
-from .._bytes.sources import is_local, open_binary, open_container, open_reader, split_slice_name
+from .._bytes.sources import open_binary
 from .._bytes.tar import TarMember, format_member_index
 from .._outputs.files import written_whole
-from ..errors import ArgumentError, CorruptVideoError, NotAVideoError, VideoError, os_reason
+from ..errors import ArgumentError, VideoError
 from .inputs import LabeledVideo
+from .shard_videos import checked_video, stored_video
 
-__all__ = ["ShardWriteResult", "SourceVideo", "needs_faststart", "shard_path_pattern", "write_video_shards"]
+__all__ = ["ShardWriteResult", "SourceVideo", "shard_path_pattern", "write_video_shards"]
 
 _PLACEHOLDER = re.compile(r"\{(0+)\}|%0?(\d*)d")
-_MP4_LIKE = ("mp4", "mov", "m4v")
-_TOP_LEVEL_SCAN = 64  # boxes looked at for moov and mdat
 
 
 @dataclass(frozen=True)
@@ -89,82 +86,6 @@ def shard_path_pattern(out: str | os.PathLike) -> Callable[[int], str]:
     match = found[0]
     width = len(match.group(1)) if match.group(1) else int(match.group(2) or 0)
     return lambda number: text[:match.start()] + f"{number:0{width}d}" + text[match.end():]
-
-
-def needs_faststart(head: bytes) -> bool:
-    """Whether an MP4 whose first bytes are ``head`` has its ``mdat`` before its ``moov`` (read from
-    the top-level boxes; a file whose ``moov`` is not reached within ``head`` needs it too)."""
-    position = 0
-    for _ in range(_TOP_LEVEL_SCAN):
-        if position + 8 > len(head):
-            return True
-        size, kind = struct.unpack(">I4s", head[position:position + 8])
-        if kind == b"moov":
-            return False
-        if kind == b"mdat":
-            return True
-        if size == 1 and position + 16 <= len(head):
-            size = struct.unpack(">Q", head[position + 8:position + 16])[0]
-        if size < 8:
-            return True
-        position += size
-    return True
-
-
-_EXTENSION_OF_FORMAT = {"mov": "mp4", "matroska": "mkv", "mpegts": "ts"}  # FFmpeg's first format name -> file extension
-
-
-def _extension(name: str) -> str:
-    """The member extension of a video: its name's, else (bytes) its container's as FFmpeg finds it."""
-    parts = split_slice_name(name)
-    base = parts[1] if parts is not None else name.rstrip("/").rsplit("/", 1)[-1]
-    if "." in base and not base.startswith("<"):
-        return base.rsplit(".", 1)[-1].lower()
-    with open_container(name) as container:
-        first = container.format.name.split(",")[0]
-    return _EXTENSION_OF_FORMAT.get(first, first)
-
-
-def _video_bytes(name: str, extension: str, scratch: str) -> tuple[str, int, bool]:
-    """The video to store: ``(name, size, remuxed)``; an MP4 whose ``moov`` follows its
-    data is remuxed (no re-encode) into ``scratch`` with ``movflags=faststart``."""
-    if is_local(name):
-        try:
-            size = os.path.getsize(name)
-            with open(name, "rb") as file:
-                head = file.read(1 << 16)
-        except OSError as error:
-            raise VideoError(name, f"cannot be read ({os_reason(error)})") from None
-    else:
-        reader = open_reader(name)
-        size = reader.size()
-        head = reader.read_ranges([(0, min(size, 1 << 16))])[0]
-    if size == 0:
-        raise CorruptVideoError(name, "file is empty (0 bytes)")
-    if extension not in _MP4_LIKE or not needs_faststart(head):
-        return name, size, False
-    _remux_faststart(name, scratch)
-    return scratch, os.path.getsize(scratch), True
-
-
-def _remux_faststart(name: str, out: str) -> None:
-    """Copy every stream's packets of ``name`` into an MP4 at ``out`` whose ``moov`` comes first."""
-    source = open_container(name)
-    try:
-        with av.open(out, "w", format="mp4", options={"movflags": "faststart"}) as target:
-            streams = {}
-            for stream in source.streams:
-                if stream.type in ("video", "audio", "subtitle"):
-                    streams[stream.index] = target.add_stream_from_template(stream)
-            for packet in source.demux(*[source.streams[index] for index in streams]):
-                if packet.dts is None and packet.size == 0:
-                    continue  # the flush packet a demuxer ends with
-                packet.stream = streams[packet.stream.index]
-                target.mux(packet)
-    except av.error.FFmpegError as error:
-        raise NotAVideoError(name, f"could not be rewritten as a faststart MP4 ({os_reason(error)})") from None
-    finally:
-        source.close()
 
 
 def _stored_bytes(size: int) -> int:
@@ -225,8 +146,9 @@ def write_video_shards(
             for source in videos:
                 name = source.video.path
                 try:
-                    extension = _extension(name)
-                    data, size, was_remuxed = _video_bytes(name, extension, scratch)
+                    extension = checked_video(name)
+                    video = stored_video(name, extension, scratch)
+                    data, size, was_remuxed = video.source, video.size, video.remuxed
                 except VideoError as error:
                     skipped.append((name, error.problem))
                     if on_video:
