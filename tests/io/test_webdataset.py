@@ -258,7 +258,8 @@ def test_written_shards_hold_faststart_videos_labels_and_indexes(root, tmp_path)
     assert [Path(a).read_bytes() == b.read_bytes() for a, b in zip(again.shards, shards)] == [True] * len(shards)
     description = json.loads((tmp_path / "shardindex.json").read_text())
     assert [s["nsamples"] for s in description["shardlist"]] == [len(WebDatasetSource(s).videos) for s in again.shards]
-    with pytest.raises(vclip.ArgumentError, match="exists; pass overwrite=True"):
+    with pytest.raises(vclip.ArgumentError, match=r"exists \(and 10 more files of this shard set\); pass "
+                                                  "overwrite=True"):
         write_shards(root / "classes", tmp_path / "s-{000000}.tar")
     with pytest.raises(vclip.ArgumentError, match="placeholder"):
         write_shards(root / "classes", tmp_path / "s.tar")
