@@ -253,3 +253,30 @@ def test_a_video_that_fails_while_it_is_copied_is_taken_back_out(videos, tmp_pat
     with tarfile.open(written.shards[0]) as archive:
         assert archive.getnames() == ["000000000.mp4", "000000000.cls", "000000000.json", "000000001.mp4",
                                       "000000001.cls", "000000001.json"]
+
+
+def test_a_video_whose_name_is_not_utf8_is_listed_unusable_by_the_catalog(videos, tmp_path, capsys):
+    """The Latin-1 list file of round 3 (read by the loader byte for byte) stopped ``vclip index``
+    with a UnicodeEncodeError on the Parquet column, and nothing was written for any video. A
+    Parquet text column cannot hold such a name: the video is listed unusable, saying why, and the
+    others are catalogued."""
+    require_extra("pyarrow")
+    from vclip.catalog import read_catalog
+
+    name = b"caf\xe9 \xe0 la cr\xe8me.mp4"  # Latin-1
+    (tmp_path / os.fsdecode(name)).write_bytes((videos / "v0.mp4").read_bytes())
+    (tmp_path / "plain.mp4").write_bytes((videos / "v1.mp4").read_bytes())
+    listing = tmp_path / "latin1.txt"
+    listing.write_bytes(name + b" 3\nplain.mp4 1\n")
+    out = tmp_path / "c.parquet"
+    assert main(["index", str(listing), "--out", str(out), "--workers", "1"]) == 3
+    shown = f"{tmp_path}/caf\\xe9 \\xe0 la cr\\xe8me.mp4"
+    assert f"unusable {shown}: its name is not valid UTF-8" in capsys.readouterr().err
+    catalog = read_catalog(out)
+    assert [(entry.path, entry.label) for entry in catalog.usable] == [(str(tmp_path / "plain.mp4"), 1)]
+    assert [entry.path for entry in catalog.entries] == [shown, str(tmp_path / "plain.mp4")]
+    loader = vclip.ClipLoader(str(out), vclip.contiguous(4), batch_size=1, device="cpu")
+    try:
+        assert {label for batch in loader for label in batch.labels.tolist()} == {1}
+    finally:
+        loader.close()
