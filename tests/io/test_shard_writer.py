@@ -80,6 +80,11 @@ def test_only_videos_go_into_shards(videos, tmp_path, capsys):
     assert frame_counts(shards) == [12, 14]
     data = member_bytes(shards)
     assert b"PRIVATE KEY" not in data and b"s3cr3t" not in data
+    listing.write_text(f"{key} 1\n{tmp_path / 'settings.mp4'} 1\n")  # nothing to write: the set stays
+    before = {path: Path(path).read_bytes() for path in (tmp_path / "out").iterdir()}
+    assert main(["shard", str(listing), "--out", str(out), "--overwrite", "--no-progress"]) == 1
+    assert "no video could be written (2 skipped); nothing was written or removed" in capsys.readouterr().out
+    assert {path: Path(path).read_bytes() for path in (tmp_path / "out").iterdir()} == before
 
 
 # -- the output is not the input -------------------------------------------------------------------

@@ -56,7 +56,8 @@ class ShardWriteResult:
     Attributes:
         shards: The shard files, in order.
         index_files: The ``wds2idx`` member index of each shard.
-        description: The ``wids`` dataset description (``shardindex.json`` beside the shards).
+        description: The ``wids`` dataset description (``shardindex.json`` beside the shards);
+            empty when no video could be written (then nothing was written or removed).
         videos: Videos written.
         remuxed: Videos rewritten as faststart MP4s (their ``moov`` came after their data).
         skipped: ``(video, problem)`` of each video that could not be written.
@@ -205,13 +206,16 @@ def write_video_shards(
         staging.close()
         raise
     try:
-        staging.swap(existing)
+        if sum(written[3]):  # a run that wrote no video replaces nothing
+            staging.swap(existing)
     except OSError as error:
         raise OSError(error.errno, f"moving the new shards into {family.folder} failed ({os_reason(error)}); the "
                                    f"shard set there is incomplete: write it again") from None
     finally:
         staging.close()
     shards, indexes, description, counts, skipped, remuxed, size = written
+    if not sum(counts):
+        description = ""
     return ShardWriteResult(
         shards=tuple(shards), index_files=tuple(indexes), description=description, videos=sum(counts),
         remuxed=remuxed, skipped=tuple(skipped), bytes=size, seconds=time.perf_counter() - started,

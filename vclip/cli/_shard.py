@@ -36,6 +36,8 @@ def _run_shard(args: argparse.Namespace) -> int:
             "skipped": [{"file": path, "problem": problem} for path, problem in written.skipped],
             "bytes": written.bytes, "seconds": written.seconds,
         }, indent=2))
+    elif not written.videos:
+        say(f"no video could be written ({len(written.skipped)} skipped); nothing was written or removed")
     else:
         say(f"{written.videos} videos ({written.remuxed} remuxed to faststart MP4), {len(written.skipped)} skipped "
              f"-> {len(written.shards)} shards, {written.bytes / 2**20:.1f} MiB, in {written.seconds:.1f} s; "
