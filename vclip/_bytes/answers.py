@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any, BinaryIO
 
 from ..errors import UnreadableVideoError, format_bytes
-from .remote_failures import TruncatedBody
+from .remote_failures import _TruncatedBody
 from .remote_reads import count_read
 
 __all__ = ["Answer", "http_info", "read_span", "spill_file", "too_large_to_spill"]
@@ -66,7 +66,7 @@ def read_span(fs: Any, path: str, url: str, start: int, end: int, *, file_size: 
     Raises:
         UnreadableVideoError: An answer longer than asked and not the whole file, or the whole file
             when it is larger than ``whole_limit`` bytes.
-        TruncatedBody: An answer shorter than asked (a transient failure).
+        _TruncatedBody: An answer shorter than asked (a transient failure).
         Exception: The driver's own errors (diagnosed by :mod:`vclip._bytes.remote_failures`).
     """
     request = _Request(url, start, end, file_size, whole_limit)
@@ -195,7 +195,7 @@ async def _answer(partial: bool, declared: int | None, read: Callable[[int], Awa
         if written != request.file_size:
             if written > request.file_size:
                 raise _neither(written, request)
-            raise TruncatedBody(f"{written} of {request.file_size} bytes of the whole file")
+            raise _TruncatedBody(f"{written} of {request.file_size} bytes of the whole file")
         spill.flush()
     except BaseException:
         spill.close()
@@ -220,7 +220,7 @@ def _range_answer(data: bytes, request: _Request) -> Answer:
     if len(data) > request.length:
         raise _neither(len(data), request)
     if len(data) < request.length and request.end <= request.file_size:
-        raise TruncatedBody(f"{len(data)} of {request.length} bytes")
+        raise _TruncatedBody(f"{len(data)} of {request.length} bytes")
     return Answer(data=data)
 
 

@@ -14,18 +14,18 @@ from ..errors import UnreadableVideoError, VideoError, VideoNotFoundError
 from .remote_options import RemoteOptions, remote_options
 from .remote_reads import count_read
 
-__all__ = ["TruncatedBody", "remote_error", "with_retries"]
+__all__ = ["remote_error", "with_retries"]
 
 _BACKOFF_SECONDS = 0.1  # waits of 0.1, 0.2, 0.4 s... (+ jitter) between tries
 _LONGEST_RETRY_AFTER_SECONDS = 60.0
 
 
-class TruncatedBody(Exception):
+class _TruncatedBody(Exception):
     """An answer shorter than the range asked, inside the file."""
 
 
 _TRUNCATED = {"ClientPayloadError", "ContentLengthError", "TransferEncodingError", "IncompleteReadError",
-              "ResponseStreamingError", "TruncatedBody"}
+              "ResponseStreamingError", "_TruncatedBody"}
 _CONNECT_TIMEOUTS = {"ConnectionTimeoutError", "ConnectTimeoutError"}
 _READ_TIMEOUTS = {"SocketTimeoutError", "ReadTimeoutError"}
 _TIMEOUTS = {"ServerTimeoutError", "FSTimeoutError", "TimeoutError"} | _CONNECT_TIMEOUTS | _READ_TIMEOUTS
