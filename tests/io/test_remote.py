@@ -364,7 +364,7 @@ def test_a_server_that_ignores_range_is_read_once_into_a_spill_file(http, folder
 
 
 def test_a_loader_over_a_server_without_range_downloads_each_video_once(http, folder):
-    """Issue: a server without Range was downloaded twice per video by the loader."""
+    """A server without Range was downloaded twice per video by the loader."""
     names = ["once.mp4", "once.mkv"]  # read nowhere else: nothing of them is cached yet
     for name in names:
         shutil.copy(folder / name.replace("once", "short"), folder / name)

@@ -261,7 +261,7 @@ def test_a_video_that_fails_while_it_is_copied_is_taken_back_out(videos, tmp_pat
 
 
 def test_a_video_whose_name_is_not_utf8_is_listed_unusable_by_the_catalog(videos, tmp_path, capsys):
-    """The Latin-1 list file of round 3 (read by the loader byte for byte) stopped ``vclip index``
+    """A Latin-1 list file (read by the loader byte for byte) stopped ``vclip index``
     with a UnicodeEncodeError on the Parquet column, and nothing was written for any video. A
     Parquet text column cannot hold such a name: the video is listed unusable, saying why, and the
     others are catalogued."""

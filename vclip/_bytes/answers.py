@@ -8,7 +8,7 @@ body is, and the body is read in pieces, never past what the request can rightly
   refused before its body is read when the file is larger than the spill limit (unless the range
   asked for is the whole file).
 
-HTTP(S) is read through the aiohttp session of fsspec's HTTP filesystem and S3 through s3fs's
+HTTP(S) is read through the aiohttp client of fsspec's HTTP filesystem and S3 through s3fs's
 client (their configuration, credentials and vclip's timeouts apply); other protocols through their
 fsspec driver's ``cat_file``, whose answer arrives whole before it is checked. File metadata over
 HTTP is one HEAD request per try (a GET, body unread, only where HEAD is refused or tells no size):
