@@ -16,6 +16,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 _RANGE = re.compile(r"bytes=(\d+)-(\d*)$")
+LIE_BYTES = 800 << 20  # what /lying/ and /endless/ send at most
 
 
 class RangeServer(ThreadingHTTPServer):
@@ -30,7 +31,9 @@ class RangeServer(ThreadingHTTPServer):
     ``/down/`` always 503; ``/hang/`` accepts the request and never answers; ``/whole/`` ignores
     ``Range`` (200 and the whole file); ``/cut/`` sends half of each body, then closes the
     connection, and ``/cut-once/`` does so to the first GET of each range only; ``/loop/``
-    redirects to itself.
+    redirects to itself; ``/lying/`` answers every GET with 200 and a body of :data:`LIE_BYTES`
+    (declared), ``/endless/`` with 200 and a body without a length that never ends (both stream
+    zeros until the client hangs up; HEAD tells the true size).
     """
 
     daemon_threads = True
@@ -97,6 +100,8 @@ class _Handler(BaseHTTPRequestHandler):
             return None
         if prefix == "loop":
             return self._status(302, Location=self.path)
+        if prefix in ("lying", "endless") and body:
+            return self._flood(declared=prefix == "lying")
         if prefix in ("flaky", "busy", "cut-once") and body:
             with self.server.lock:
                 first = (name, wanted) not in self.server._failed_once
@@ -108,7 +113,7 @@ class _Handler(BaseHTTPRequestHandler):
             cut = first
         else:
             cut = prefix == "cut"
-        if prefix in ("flaky", "busy", "cut-once", "cut", "whole"):
+        if prefix in ("flaky", "busy", "cut-once", "cut", "whole", "lying", "endless"):
             name = rest
         file = self.server.root / name
         if not file.is_file():
@@ -141,6 +146,23 @@ class _Handler(BaseHTTPRequestHandler):
             if sent < end - start:
                 self.close_connection = True
         return None
+
+    def _flood(self, declared: bool) -> None:
+        """200 and zeros until the client hangs up (:data:`LIE_BYTES` of them at most)."""
+        self.send_response(200)
+        if declared:
+            self.send_header("Content-Length", str(LIE_BYTES))
+        self.end_headers()
+        piece, sent = bytes(1 << 20), 0
+        try:
+            while sent < LIE_BYTES:
+                self.wfile.write(piece)
+                sent += len(piece)
+        except OSError:  # the client hung up
+            pass
+        finally:
+            self._record(200, sent)
+            self.close_connection = True
 
     def _status(self, status: int, **headers: str) -> None:
         self._record(status)

@@ -104,9 +104,10 @@ class ClipStream(IterableDataset):
         shard_id, num_shards: This process's part (default: ``torch.distributed`` rank and world
             size when initialised, else all); DataLoader workers split it further. Every part needs
             a shard at least.
-        on_error: ``"skip"`` (default): a video that cannot be decoded is left out, with a warning
-            on the ``"vclip"`` logger; ``"raise"``: its VideoError is raised. A shard that cannot
-            be read raises either way.
+        on_error: ``"skip"`` (default): a sample whose video cannot be decoded or whose label cannot
+            be read is left out, with a warning on the ``"vclip"`` logger naming it; ``"raise"``:
+            its VideoError (or ArgumentError, for a label) is raised. A shard that cannot be read
+            raises either way; one cut off gives its whole samples, with a warning.
 
     Raises:
         ArgumentError: Bad options; fewer shards than parts.
@@ -214,11 +215,11 @@ class ClipStream(IterableDataset):
     def _clips(self, sample: StreamedSample, epoch: int) -> tuple[str, int, Frames] | None:
         """One video's clips (decode thread); None for a video that cannot be used under ``"skip"``."""
         where = f"{sample.shard}#{sample.key}"
-        label = self._label(sample, where)
         # Seeded by the shard's file name, not where it lies: a copy elsewhere gives the same clips.
         named = f"{self.seed}/{epoch}/{posixpath.basename(sample.shard)}#{sample.key}"
         seed = zlib.crc32(named.encode("utf-8", "surrogateescape"))
         try:
+            label = self._label(sample, where)
             decoder = VideoDecoder(sample.video, device=self._device)
             frames = decoder.get_clips(self.sampler, transform=self.transform, seed=seed)
         except (VideoError, ValueError) as error:
@@ -229,6 +230,12 @@ class ClipStream(IterableDataset):
         return where, label, frames
 
     def _label(self, sample: StreamedSample, where: str) -> int:
+        """The sample's label (-1 without one).
+
+        Raises:
+            ArgumentError: A label member that is missing (when asked for), malformed, or a class
+                name not in ``class_names`` (naming the sample).
+        """
         if self.label_rule is None:
             return -1
         payload = sample.members.get(self.label_rule.extension)
@@ -236,11 +243,14 @@ class ClipStream(IterableDataset):
             if self._label_required:
                 raise ArgumentError(f"{where} has no .{self.label_rule.extension} label member")
             return -1
-        value = self.label_rule.value(payload, where)
+        try:
+            value = self.label_rule.value(payload, where)
+        except ValueError as error:
+            raise ArgumentError(str(error)) from None
         if isinstance(value, int):
             return value
         if self.class_names is None or value not in self.class_names:
-            raise ArgumentError(f"{where}: label {value!r} is a class name; pass class_names= that holds it")
+            raise ArgumentError(f"{where}: label {value[:60]!r} is a class name; pass class_names= that holds it")
         return self.class_names.index(value)
 
     @staticmethod

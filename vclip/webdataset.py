@@ -72,17 +72,28 @@ def write_shards(
         max_size: Largest shard, in bytes or with a unit (default ``"1GB"``); a video larger
             than that gets a shard of its own.
         max_count: Largest number of videos per shard (default: no limit).
-        overwrite: Replace shards and a ``shardindex.json`` already there (default: refuse).
+        overwrite: Replace the shard set already there: every file in the folder that ``out``
+            names (with any number), their indexes and the ``shardindex.json`` (default: refuse if
+            there is any). The new set is written in a private staging folder and swapped in at
+            the end, so the old set stays whole until then; old shards the new set does not
+            replace are removed then.
         on_video: Called once per video handled (for a progress bar).
 
     Returns:
         What was written (:class:`ShardWriteResult`); videos that could not be read are in
         ``skipped``, with the problem.
 
+    Only videos go into shards: every file is opened as a video first (a container FFmpeg reads,
+    not a still image or text, with a video stream and a packet of it); anything else is skipped,
+    with the reason, and so is a video that fails while it is copied.
+
     Raises:
-        ArgumentError: Bad options, an ``out`` without a placeholder, shards already there.
+        ArgumentError: Bad options, an ``out`` without a placeholder (or with one in a folder's
+            name), files of the shard set already there, an ``out`` whose files the source reads
+            (re-sharding in place).
         FileNotFoundError: A source folder or list file that does not exist.
-        OSError: A shard cannot be written.
+        OSError: The shards cannot be written (a full disk): nothing of the run is left, and the
+            files that were there are unchanged.
     """
     limit = parse_bytes(max_size, name="max_size")
     if limit < 16 << 10:

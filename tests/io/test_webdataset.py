@@ -23,7 +23,7 @@ from vclip._bytes.braces import expand_braces
 from vclip._bytes.shards import group_samples, split_key
 from vclip._bytes.sources import hold_video, open_reader, split_slice_name
 from vclip._bytes.tar import parse_member_index, read_tar_table
-from vclip._datasets.shard_writer import needs_faststart
+from vclip._datasets.shard_videos import needs_faststart
 from vclip.cli import main
 from vclip.errors import CorruptVideoError, NotAVideoError
 from vclip.synthetic import make_video, read_barcode
@@ -107,8 +107,9 @@ def test_the_member_table_is_what_tarfile_finds_from_headers_only(kind):
     assert len(expected) == (3 if kind == tarfile.USTAR_FORMAT else 5)
     for member in table.members:
         if member.name.endswith(".json"):
-            assert table.payloads[member.name] == data[member.offset:member.offset + member.size]
-    assert set(table.payloads) == {m.name for m in table.members if m.name.endswith(".json")}
+            assert table.payloads[member.offset] == data[member.offset:member.offset + member.size]
+    assert set(table.payloads) == {m.offset for m in table.members if m.name.endswith(".json")}
+    assert table.problem is None and table.cut_member is None
 
 
 def test_the_member_index_written_beside_a_shard_is_its_table(root):
@@ -140,8 +141,8 @@ def test_compressed_cut_off_and_non_tar_shards_are_refused_naming_them(root, tmp
     with pytest.raises(NotAVideoError, match="gzip-compressed.*uncompressed .tar") as caught:
         WebDatasetSource(str(tmp_path / "z.tar"))
     assert caught.value.path == str(tmp_path / "z.tar")
-    (tmp_path / "cut.tar").write_bytes(shard[:len(shard) // 2])
-    with pytest.raises(CorruptVideoError, match="ends inside member"):
+    (tmp_path / "cut.tar").write_bytes(shard[:700])  # inside its first member
+    with pytest.raises(CorruptVideoError, match="ends at byte 700 inside member '000000000.mp4'"):
         WebDatasetSource(str(tmp_path / "cut.tar"))
     (tmp_path / "text.tar").write_bytes(b"hello, not a tar\n" * 100)
     with pytest.raises(NotAVideoError, match="not a tar archive"):
@@ -158,6 +159,27 @@ def test_brace_patterns_expand_as_shard_lists_are_written():
     for bad in ("s-{0..3.tar", "s-}.tar"):
         with pytest.raises(ValueError, match="pattern"):
             expand_braces(bad)
+
+
+def test_a_pattern_of_too_many_names_is_refused_before_any_is_made():
+    """10**7 names cost 1.6 GB before anything was read; the count is now known first."""
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        with pytest.raises(ValueError, match=r"names 10,000,000 files, more than 1,000,000"):
+            expand_braces("s-{0000000..9999999}.tar")
+        with pytest.raises(ValueError, match=r"names 1,048,576 files"):
+            expand_braces("s" + "{a,b}" * 20)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 1 << 20, peak
+    with pytest.raises(ValueError, match="too many braces"):
+        expand_braces("{a}" * 5000)
+    with pytest.raises(vclip.ArgumentError, match="names 10,000,000 files"):
+        WebDatasetSource("s3://bucket/s-{0000000..9999999}.tar")
+    assert len(expand_braces("s-{000000..999999}.tar")) == 1_000_000
 
 
 # -- samples and labels -----------------------------------------------------------------------------
@@ -236,7 +258,8 @@ def test_written_shards_hold_faststart_videos_labels_and_indexes(root, tmp_path)
     assert [Path(a).read_bytes() == b.read_bytes() for a, b in zip(again.shards, shards)] == [True] * len(shards)
     description = json.loads((tmp_path / "shardindex.json").read_text())
     assert [s["nsamples"] for s in description["shardlist"]] == [len(WebDatasetSource(s).videos) for s in again.shards]
-    with pytest.raises(vclip.ArgumentError, match="exists; pass overwrite=True"):
+    with pytest.raises(vclip.ArgumentError, match=r"exists \(and 10 more files of this shard set\); pass "
+                                                  "overwrite=True"):
         write_shards(root / "classes", tmp_path / "s-{000000}.tar")
     with pytest.raises(vclip.ArgumentError, match="placeholder"):
         write_shards(root / "classes", tmp_path / "s.tar")
@@ -253,6 +276,21 @@ def test_decoders_take_members_by_name(root):
         vclip.index_video(shard)
     with pytest.raises(vclip.ArgumentError, match="has no video member 'nope.mp4'"):
         vclip.index_video(f"{shard}#nope.mp4")
+
+
+def test_a_local_file_named_like_a_slice_is_that_file(root, tmp_path, capsys):
+    """``clip#cut@0+100`` was taken for 100 bytes of a file called ``clip``, and could not be opened."""
+    path = tmp_path / "clip#cut@0+100"
+    shutil.copy(root / "classes" / "run" / "v1.mp4", path)
+    decoder = vclip.VideoDecoder(str(path), device="cpu")
+    assert decoder.index.num_frames == 40 and decoder.index.path == str(path)
+    assert [read_barcode(frame) for frame in decoder.get_frames([0, 39]).data] == [0, 39]
+    assert main(["info", str(path), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)[0]["video"]["num_frames"] == 40
+    shutil.copy(root / "shards" / "shard-000000.tar", tmp_path / "clip")  # a slice of an existing file stays one
+    member = WebDatasetSource(str(root / "shards" / "shard-000000.tar")).videos[0].path
+    as_slice = member.replace(str(root / "shards" / "shard-000000.tar"), str(tmp_path / "clip"))
+    assert vclip.VideoDecoder(as_slice, device="cpu").index.num_frames == 40
 
 
 # -- the loader over shards ------------------------------------------------------------------------

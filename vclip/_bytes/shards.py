@@ -3,11 +3,11 @@ grouped into samples, the video member of each sample, and its label and metadat
 
 - Shards: local tar paths, URLs (``https://``, ``s3://``: read through :mod:`vclip._bytes.sources`),
   brace patterns (``shard-{000000..000127}.tar``) and lists of them, or a ``wids`` dataset
-  description (a JSON file with a ``shardlist`` of ``{"url", "nsamples"}``, relative URLs taken
-  from its ``base`` or its folder).
+  description (:mod:`vclip._bytes.descriptions`).
 - Member table: the ``wds2idx`` index beside the shard (``shard-000000.idx`` or
-  ``shard-000000.tar.idx``) when there is one and it fits the shard (see
-  :func:`vclip._bytes.tar.index_problem`), else one pass over the shard's headers.
+  ``shard-000000.tar.idx``) when there is one and it fits the shard (every member's header is read
+  and must be a file's of the listed name and size: :func:`vclip._bytes.tar.header_problem`), else
+  one pass over the shard's headers.
 - Samples: consecutive members with the same key, the part of the name before the first dot of
   its base name (``videos/000123.mp4`` and ``videos/000123.json`` form sample ``videos/000123``
   with extensions ``mp4`` and ``json``), as WebDataset groups them; names without a dot are left out.
@@ -22,17 +22,27 @@ from __future__ import annotations
 import json
 import logging
 import os
-import posixpath
-from collections.abc import Iterable, Sequence
+import re
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeGuard
 
-from ..errors import ArgumentError, VideoError
+from ..errors import ArgumentError, VideoError, VideoNotFoundError
 from .braces import expand_braces
+from .descriptions import DESCRIPTION_NAME, description_beside, read_description, small_file
+from .range_reader import RangeReader
 from .remote import RemoteReader
 from .sources import VideoInput, is_local, is_url, open_reader, slice_name, split_slice_name
-from .tar import TarMember, TarTable, index_problem, parse_member_index, read_tar_table
+from .tar import (
+    BLOCK,
+    TarMember,
+    TarTable,
+    header_problem,
+    index_layout_problem,
+    parse_member_index,
+    read_tar_table,
+)
 
 __all__ = [
     "DEFAULT_VIDEO_EXTENSIONS", "LabelRule", "ShardListing", "ShardSample", "decode_member", "is_shard_source",
@@ -44,7 +54,8 @@ logger = logging.getLogger("vclip")
 DEFAULT_VIDEO_EXTENSIONS = ("mp4", "webm", "mkv", "avi", "mov", "m4v")
 LABEL_PAYLOAD_LIMIT = 1 << 20  # a label member larger than this is not a label
 _LISTING_THREADS = 16  # shards listed at once (remote shards wait on round trips, not on the CPU)
-DESCRIPTION_NAME = "shardindex.json"  # a wids dataset description, as vclip shard writes it beside its shards
+MEMBER_INDEX_LIMIT = 256 << 20  # a wds2idx index larger than this is not read (a million samples take ~60 MB)
+_HEADER_READ_GAP = 64 << 10  # headers of an index check closer than this share a request (small members between)
 
 
 def split_key(name: str) -> tuple[str, str] | None:
@@ -136,21 +147,29 @@ class LabelRule:
         return self.extension + (":" + ".".join(self.key_path) if self.key_path else "")
 
     def value(self, payload: bytes, where: str) -> int | str:
-        """The label in ``payload``: an integer, or a class name (a string).
+        """The label in ``payload``: an integer (that fits int64), or a class name (a string).
 
         Raises:
-            ValueError: No such key, or a value that is neither an integer nor a string (naming ``where``).
+            ValueError: Not UTF-8, empty, not JSON (or nested too deeply to read), no such key, or a
+                value that is neither such an integer nor a string (naming ``where``).
         """
         try:
             text = payload.decode("utf-8").strip()
         except UnicodeDecodeError:
             raise ValueError(f"{where}: its .{self.extension} member is not UTF-8 text") from None
         if not self.key_path:
-            return int(text) if _is_integer_text(text) else text
+            if not text:
+                raise ValueError(f"{where}: its .{self.extension} member is empty")
+            if not _INTEGER.fullmatch(text):
+                return text  # a class name
+            if len(text) > 20:  # int() refuses over 4300 digits; no int64 has more than 19
+                raise ValueError(f"{where}: label {text[:30]}... (from {self}) does not fit a 64-bit integer")
+            return _label_integer(int(text), where, self)
         try:
             value: Any = json.loads(text)
-        except json.JSONDecodeError as error:
-            raise ValueError(f"{where}: its .{self.extension} member is not JSON ({error})") from None
+        except (json.JSONDecodeError, RecursionError) as error:
+            reason = "nested too deeply" if isinstance(error, RecursionError) else str(error)
+            raise ValueError(f"{where}: its .{self.extension} member is not JSON ({reason})") from None
         for depth, key in enumerate(self.key_path):
             try:
                 value = value[int(key)] if isinstance(value, list) else value[key]
@@ -158,25 +177,43 @@ class LabelRule:
                 raise ValueError(f"{where}: its .{self.extension} member has no "
                                  f"{'.'.join(self.key_path[:depth + 1])!r}") from None
         if isinstance(value, bool) or not isinstance(value, (int, str)):
-            raise ValueError(f"{where}: label {'.'.join(self.key_path)!r} ({value!r}) must be an integer or a "
+            shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
+            raise ValueError(f"{where}: label {'.'.join(self.key_path)!r} ({shown}) must be an integer or a "
                              "class name (a string)")
-        return value
+        return _label_integer(value, where, self) if isinstance(value, int) else value
 
 
-def _is_integer_text(text: str) -> bool:
-    return text.lstrip("-").isdigit()
+_INTEGER = re.compile(r"-?[0-9]+")
+_INT64 = 1 << 63
+
+
+def _label_integer(value: int, where: str, rule: LabelRule) -> int:
+    if not -_INT64 <= value < _INT64:
+        raise ValueError(f"{where}: label {str(value)[:30]} (from {rule}) does not fit a 64-bit integer")
+    return value
 
 
 def decode_member(extension: str, payload: bytes) -> Any:
     """A sibling member's content as WebDataset's default decoding gives it: JSON parsed, ``cls``
-    (and ``cls2``, ``index``) as an integer, ``txt``/``text`` as a string, anything else bytes."""
+    (and ``cls2``, ``index``) as an integer, ``txt``/``text`` as a string, anything else bytes.
+
+    Raises:
+        ValueError: Content that is not what its extension says (the message says what it is not).
+    """
     last = extension.rsplit(".", 1)[-1]
-    if last == "json":
-        return json.loads(payload)
-    if last in ("cls", "cls2", "index"):
-        return int(payload.decode().strip())
-    if last in ("txt", "text"):
-        return payload.decode("utf-8")
+    try:
+        if last == "json":
+            return json.loads(payload)
+        if last in ("cls", "cls2", "index"):
+            text = payload.decode("utf-8").strip()
+            if not _INTEGER.fullmatch(text) or len(text) > 20:
+                raise ValueError(f"not an integer ({text[:30]!r})")
+            return int(text)
+        if last in ("txt", "text"):
+            return payload.decode("utf-8")
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as error:
+        reason = "JSON nested too deeply" if isinstance(error, RecursionError) else str(error)
+        raise ValueError(f"not {'JSON' if last == 'json' else 'UTF-8 text'} ({reason})") from None
     return payload
 
 
@@ -209,7 +246,7 @@ def shard_names(shards: str | os.PathLike | Sequence[str | os.PathLike]) -> tupl
             raise ArgumentError(f"shards ({item!r}) must be paths, URLs or brace patterns of .tar shards")
         text = os.fspath(item)
         if text.lower().endswith(".json"):
-            found, description = _wids_shards(text)
+            found, description = read_description(text)
             names.extend(found)
             continue
         try:
@@ -222,51 +259,7 @@ def shard_names(shards: str | os.PathLike | Sequence[str | os.PathLike]) -> tupl
     for name in names:
         if is_local(name) and not os.path.isfile(name):
             raise FileNotFoundError(f"shard {name!r} does not exist")
-    return names, description if description is not None else _description_beside(names[0])
-
-
-def _description_beside(shard: str) -> dict | None:
-    """The ``wids`` description (``shardindex.json``) in the folder of ``shard`` when it lists that
-    shard (as ``vclip shard`` writes it), else None."""
-    folder = shard.rsplit("/", 1)[0] if is_url(shard) else os.path.dirname(shard)
-    path = f"{folder}/{DESCRIPTION_NAME}" if is_url(shard) else os.path.join(folder, DESCRIPTION_NAME)
-    if is_local(path) and not os.path.isfile(path):
-        return None
-    try:
-        listed, description = _wids_shards(path)
-    except (VideoError, ArgumentError, FileNotFoundError):
-        return None
-    return description if shard in listed else None
-
-
-def _wids_shards(path: str) -> tuple[list[str], dict]:
-    """The shard URLs of a ``wids`` dataset description (relative ones from its base or folder)."""
-    try:
-        reader = open_reader(path if not is_local(path) else os.path.abspath(path))
-        description = json.loads(reader.read_ranges([(0, reader.size())])[0])
-    except VideoError as error:
-        if isinstance(error, FileNotFoundError):
-            raise FileNotFoundError(f"dataset description {path!r} does not exist") from None
-        raise
-    except (ValueError, UnicodeDecodeError) as error:
-        raise ArgumentError(f"{path}: not a JSON dataset description ({error})") from None
-    shardlist = description.get("shardlist") if isinstance(description, dict) else None
-    if not isinstance(shardlist, list) or not all(isinstance(s, dict) and isinstance(s.get("url"), str)
-                                                  for s in shardlist):
-        raise ArgumentError(f"{path}: a wids dataset description needs a 'shardlist' of {{'url': ..., "
-                            "'nsamples': ...}} objects")
-    base = description.get("base") or (path.rsplit("/", 1)[0] if is_url(path) else os.path.dirname(
-        os.path.abspath(path)))
-    names = []
-    for shard in shardlist:
-        url = shard["url"]
-        if is_url(url):
-            names.append(url)
-        elif is_url(base) and not os.path.isabs(url):
-            names.append(posixpath.join(base, url))
-        else:
-            names.append(os.path.abspath(os.path.join(base, url)))
-    return names, description
+    return names, description if description is not None else description_beside(names[0])
 
 
 # -- member tables and samples -------------------------------------------------------------------
@@ -277,7 +270,7 @@ class ShardListing:
     Attributes:
         shard: The shard.
         samples: Its samples with a video member, in archive order.
-        payloads: The data of the members read for labels, by member name.
+        payloads: The data of the members read for labels, by member offset (names may repeat).
         without_video: Samples left out for want of a video member.
         from_member_index: Whether the member table came from an ``.idx`` file beside the shard
             (else from its headers).
@@ -285,7 +278,7 @@ class ShardListing:
 
     shard: str
     samples: list[ShardSample]
-    payloads: dict[str, bytes]
+    payloads: dict[int, bytes]
     without_video: int
     from_member_index: bool
 
@@ -297,22 +290,47 @@ def member_index_names(shard: str) -> list[str]:
     return [stem + ".idx", shard + ".idx"]
 
 
-def _member_index(shard: str) -> list[TarMember] | None:
-    """The members the index beside ``shard`` lists, or None when it has none (or a malformed one,
-    with a warning on the ``"vclip"`` logger)."""
+def _member_index(shard: str) -> tuple[list[TarMember], bool] | None:
+    """The members the index beside ``shard`` lists, and whether it names them (version 1.2); None
+    when it has none (or a malformed one, with a warning on the ``"vclip"`` logger)."""
     for name in member_index_names(shard):
         if is_local(name) and not os.path.isfile(name):
             continue
         try:
-            reader = open_reader(name)
-            text = reader.read_ranges([(0, reader.size())])[0].decode("utf-8", "surrogateescape")
-        except VideoError:  # missing (or unreadable): the headers will do
+            text = small_file(name, MEMBER_INDEX_LIMIT, "member index").decode("utf-8", "surrogateescape")
+        except VideoNotFoundError:  # missing: the headers will do
+            continue
+        except VideoError as error:
+            logger.warning("vclip: %s; reading the headers of %s instead", error, shard)
             continue
         try:
-            return parse_member_index(text, name)
+            return parse_member_index(text, name), text.lstrip().startswith("v1.2")
         except ValueError as error:
             logger.warning("vclip: %s; reading the headers of %s instead", error, shard)
     return None
+
+
+def _indexed_table(shard: str, reader: RangeReader, members: list[TarMember], named: bool,
+                   wanted: Callable[[TarMember], bool] | None) -> TarTable | None:
+    """The table a member index gives, with the payloads ``wanted``, once every member's header has
+    been read and agrees with it; None (with a warning) when one does not. The headers and the small
+    members between them are read together: on a server, about one request per sample."""
+    problem = index_layout_problem(members, reader.size())
+    payloads: dict[int, bytes] = {}
+    if problem is None and members:
+        ranges = [(m.offset - BLOCK, BLOCK + (m.size if wanted is not None and wanted(m) else 0)) for m in members]
+        chunks = reader.read_ranges(ranges, gap=_HEADER_READ_GAP) if isinstance(reader, RemoteReader) else \
+            reader.read_ranges(ranges)
+        for member, (_, length), chunk in zip(members, ranges, chunks):
+            problem = header_problem(member, chunk[:BLOCK], named=named)
+            if problem is not None:
+                break
+            if length > BLOCK:
+                payloads[member.offset] = chunk[BLOCK:]
+    if problem is not None:
+        logger.warning("vclip: the member index beside %s does not fit it (%s); reading its headers", shard, problem)
+        return None
+    return TarTable(members, payloads)
 
 
 def list_shard(shard: str, video_extensions: Sequence[str], label_extension: str | None) -> ShardListing:
@@ -322,35 +340,37 @@ def list_shard(shard: str, video_extensions: Sequence[str], label_extension: str
         VideoError: The shard cannot be read, is compressed, or is not a tar archive (naming it).
     """
     reader = open_reader(shard)
-    members = _member_index(shard)
-    if members is not None:
-        problem = index_problem(reader, members)
-        if problem is not None:
-            logger.warning("vclip: the member index beside %s does not fit it (%s); reading its headers", shard,
-                           problem)
-            members = None
 
     def wanted(member: TarMember) -> bool:
         split = split_key(member.name)
         return (split is not None and split[1].lower() == label_extension
                 and member.size <= LABEL_PAYLOAD_LIMIT)
 
-    if members is not None:
-        table = TarTable(members, {})
-    else:
+    indexed = _member_index(shard)
+    table = _indexed_table(shard, reader, *indexed, wanted if label_extension else None) if indexed else None
+    from_index = table is not None
+    if table is None:
         table = read_tar_table(reader, payload_wanted=wanted if label_extension else None)
-    samples, without = group_samples(shard, table.members, video_extensions)
+    kept, left_out = _intact_members(table)
+    samples, without = group_samples(shard, kept, video_extensions)
+    if table.problem is not None:
+        logger.warning("vclip: shard %s is incomplete: %s; the samples before that are used (%d)%s", shard,
+                       table.problem, len(samples), f", sample {left_out!r} is left out" if left_out else "")
     payloads = dict(table.payloads)
-    if label_extension and members is not None:
-        needed = [member for sample in samples for extension, member in sample.members.items()
-                  if extension == label_extension and wanted(member)]
-        if needed:  # one request each on a server (concurrent), not the videos between them
-            ranges = [(member.offset, member.size) for member in needed]
-            found = reader.read_ranges(ranges, gap=0) if isinstance(reader, RemoteReader) else \
-                reader.read_ranges(ranges)
-            for member, data in zip(needed, found):
-                payloads[member.name] = data
-    return ShardListing(shard, samples, payloads, without, members is not None)
+    return ShardListing(shard, samples, payloads, without, from_index)
+
+
+def _intact_members(table: TarTable) -> tuple[list[TarMember], str | None]:
+    """The members of ``table`` that belong to whole samples, and the key of the sample left out:
+    an archive that ends inside a member loses that member's sample (its other members too)."""
+    members = table.members
+    cut = split_key(table.cut_member) if table.cut_member is not None else None
+    if cut is None:
+        return members, None
+    keep = len(members)
+    while keep and (split_key(members[keep - 1].name) or ("",))[0] == cut[0]:
+        keep -= 1
+    return members[:keep], cut[0]
 
 
 def list_shards(names: Sequence[str], video_extensions: Sequence[str], label_extension: str | None,

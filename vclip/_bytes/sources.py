@@ -91,7 +91,7 @@ def is_local(video: object) -> bool:
     if not isinstance(video, (str, os.PathLike)):
         return False
     name = os.fspath(video)
-    return isinstance(name, bytes) or not (is_url(name) or _MEMORY_NAME.match(name) or _SLICE_NAME.match(name))
+    return isinstance(name, bytes) or not (is_url(name) or _MEMORY_NAME.match(name) or _slice_match(name))
 
 
 def is_shareable(name: str) -> bool:
@@ -375,8 +375,9 @@ def slice_name(container: str, label: str, offset: int, size: int) -> str:
 
 
 def split_slice_name(name: str) -> tuple[str, str, int, int] | None:
-    """``(container, label, offset, size)`` of a :func:`slice_name`, or None for any other name."""
-    match = _SLICE_NAME.match(name)
+    """``(container, label, offset, size)`` of a :func:`slice_name`, or None for any other name
+    (a local file whose own name looks like a slice's, ``clip#cut@0+100``, is that file)."""
+    match = _slice_match(name)
     if match is None:
         return None
     container, label, offset, size = match.groups()
@@ -437,6 +438,15 @@ class SliceReader(RangeReader):
         except VideoError as error:  # the container's problem, told as this slice's
             raise type(error)(self.name, f"{error.path}: {error.problem}") from None
         return check_lengths(self.name, ranges, chunks)
+
+
+def _slice_match(name: str) -> re.Match | None:
+    """The match of ``name`` as a slice name, None when it is not one or names an existing local
+    file (checked only for names that look like slices of local files)."""
+    match = _SLICE_NAME.match(name)
+    if match is None or is_url(match.group(1)) or _MEMORY_NAME.match(match.group(1)):
+        return match
+    return None if os.path.lexists(name) else match
 
 
 def _open_slice(name: str, container: str, label: str, offset: int, size: int) -> SliceReader:

@@ -17,7 +17,7 @@ from .._bytes.shards import (
     shard_names,
 )
 from .._bytes.sources import open_reader
-from ..errors import ArgumentError, check_integer, fail
+from ..errors import ArgumentError, CorruptVideoError, check_integer, fail
 from ..index import VideoIndex, index_video
 from .inputs import LabeledVideo
 
@@ -98,7 +98,7 @@ class WebDatasetSource:
         if not self.samples:
             raise ArgumentError(f"shards ({shards!r}) hold no video member (extensions "
                                 f"{', '.join(self.video_extensions)}; {self.without_video} samples without one)")
-        payloads = {(listing.shard, name): data for listing in listings for name, data in listing.payloads.items()}
+        payloads = {(listing.shard, offset): data for listing in listings for offset, data in listing.payloads.items()}
         if class_names is None and isinstance(description, dict) and isinstance(description.get("class_names"), list):
             class_names = description["class_names"]
         labels, self.class_names, self.label_rule = _labels(self.samples, payloads, rule, label == "auto", class_names)
@@ -121,17 +121,27 @@ class WebDatasetSource:
     def metadata(self, number: int) -> dict[str, Any]:
         """The other members of video ``number``'s sample, by extension, decoded as WebDataset
         decodes them (JSON parsed, ``cls`` an integer, ``txt`` a string, anything else bytes):
-        e.g. ``{"json": {"caption": ...}, "txt": "..."}``. Read when asked for (one request)."""
+        e.g. ``{"json": {"caption": ...}, "txt": "..."}``. Read when asked for (one request).
+
+        Raises:
+            CorruptVideoError: A member that is not what its extension says (naming the sample).
+        """
         sample = self.samples[number]
         others = [(extension, member) for extension, member in sample.members.items()
                   if extension != sample.video_extension]
         if not others:
             return {}
         data = open_reader(sample.shard).read_ranges([(member.offset, member.size) for _, member in others])
-        return {extension: decode_member(extension, payload) for (extension, _), payload in zip(others, data)}
+        found = {}
+        for (extension, _), payload in zip(others, data):
+            try:
+                found[extension] = decode_member(extension, payload)
+            except ValueError as error:
+                raise CorruptVideoError(sample.name, f"its .{extension} member is {error}") from None
+        return found
 
 
-def _labels(samples: list[ShardSample], payloads: dict[tuple[str, str], bytes], rule: LabelRule | None, auto: bool,
+def _labels(samples: list[ShardSample], payloads: dict[tuple[str, int], bytes], rule: LabelRule | None, auto: bool,
             class_names: Sequence[str] | None) -> tuple[list[int], tuple[str, ...] | None, LabelRule | None]:
     """Each sample's label (-1 without a rule), the class names and the rule the labels came from."""
     names = tuple(class_names) if class_names is not None else None
@@ -142,12 +152,12 @@ def _labels(samples: list[ShardSample], payloads: dict[tuple[str, str], bytes], 
     missing = []
     for sample in samples:
         member = sample.members.get(chosen.extension)
-        data = payloads.get((sample.shard, member.name)) if member is not None else None
+        data = payloads.get((sample.shard, member.offset)) if member is not None else None
         if data is None:
             missing.append(sample)
             continue
         try:
-            found.append(chosen.value(data, f"{sample.shard}#{sample.key}"))
+            found.append(chosen.value(data, _where(sample)))
         except ValueError as error:
             raise ArgumentError(str(error)) from None
     if auto and rule is None and len(missing) == len(samples):
@@ -155,17 +165,27 @@ def _labels(samples: list[ShardSample], payloads: dict[tuple[str, str], bytes], 
     if missing:
         first = missing[0]
         raise ArgumentError(f"{len(missing)} of {len(samples)} samples have no .{chosen.extension} label member "
-                            f"(of at most {LABEL_PAYLOAD_LIMIT:,} bytes), e.g. {first.shard}#{first.key}; pass "
+                            f"(of at most {LABEL_PAYLOAD_LIMIT:,} bytes), e.g. {_where(first)}; pass "
                             "label= with where the labels are (e.g. 'json:label'), or label=None")
     kinds = {type(value) for value in found}
     if kinds == {int}:
         return [int(value) for value in found], names, chosen
     if kinds != {str}:
-        raise ArgumentError(f"labels ({chosen}) mix integers and class names; give them one kind")
+        number = next(k for k, value in enumerate(found) if isinstance(value, int))
+        name = next(k for k, value in enumerate(found) if isinstance(value, str))
+        raise ArgumentError(f"labels ({chosen}) mix integers and class names, e.g. {_where(samples[number])} has "
+                            f"{found[number]!r} and {_where(samples[name])} has {found[name]!r}; give them one kind")
     if names is None:
         names = tuple(sorted(set(map(str, found))))
     position = {name: number for number, name in enumerate(names)}
-    unknown = sorted({str(value) for value in found} - set(position))
+    unknown = [number for number, value in enumerate(found) if value not in position]
     if unknown:
-        raise ArgumentError(f"labels ({chosen}) name classes not in class_names: {unknown[:5]}")
+        at = unknown[0]
+        raise ArgumentError(f"labels ({chosen}) name classes not in class_names ({len(unknown)} samples), e.g. "
+                            f"{_where(samples[at])} has {found[at]!r} (class_names: "
+                            f"{', '.join(map(repr, names[:5]))}{', ...' if len(names) > 5 else ''})")
     return [position[str(value)] for value in found], names, chosen
+
+
+def _where(sample: ShardSample) -> str:
+    return f"{sample.shard}#{sample.key}"

@@ -13,17 +13,20 @@ around it: the shuffle is as good as the buffer is large.
 from __future__ import annotations
 
 import io
+import logging
 import random
-import tarfile
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
 from .._bytes.shards import split_key
 from .._bytes.sources import open_binary
-from ..errors import CorruptVideoError, NotAVideoError, VideoError
+from .._bytes.tar import TarStream
+from ..errors import VideoError, video_error_from_os_error
 
 __all__ = ["StreamedSample", "epoch_shards", "read_samples", "shuffled"]
+
+logger = logging.getLogger("vclip")
 
 T = TypeVar("T")
 _READ_BUFFER = 1 << 20
@@ -56,39 +59,38 @@ def read_samples(shard: str, video_extensions: Sequence[str]) -> Iterator[Stream
     """The samples of ``shard`` with a video member, read in one sequential pass (members are
     grouped by key as WebDataset groups them; samples without a video member are left out).
 
+    A shard cut off (or damaged after its first member) gives its samples before the damage, with a
+    warning on the ``"vclip"`` logger; a sample whose member is cut is left out.
+
     Raises:
-        VideoError: The shard cannot be read, is compressed, damaged or not a tar archive.
+        VideoError: The shard cannot be read, is compressed, damaged from its start or not a tar archive.
     """
     key: str | None = None
     members: dict[str, bytes] = {}
-    read = 0
     try:
         with open_binary(shard) as raw:
             stream = raw if not isinstance(raw, io.RawIOBase) else io.BufferedReader(raw, _READ_BUFFER)
-            with tarfile.open(fileobj=stream, mode="r|") as archive:
-                for info in archive:
-                    read += 1
-                    split = split_key(info.name) if info.isfile() else None
-                    if split is None:
-                        continue
-                    if split[0] != key:
-                        if key is not None:
-                            yield from _sample(shard, key, members, video_extensions)
-                        key, members = split[0], {}
-                    payload = archive.extractfile(info)
-                    members.setdefault(split[1].lower(), payload.read() if payload is not None else b"")
-    except tarfile.ReadError as error:
-        if not read:
-            raise NotAVideoError(shard, f"is not an uncompressed tar archive ({error})") from None
-        raise CorruptVideoError(shard, f"damaged or cut-off tar archive after {read} members ({error})") from None
-    except (tarfile.TarError, EOFError) as error:
-        raise CorruptVideoError(shard, f"damaged tar archive ({error})") from None
+            walk = TarStream(stream, shard)
+            for member, data in walk:
+                split = split_key(member.name)
+                if split is None:
+                    continue
+                if split[0] != key:
+                    if key is not None:
+                        yield from _sample(shard, key, members, video_extensions)
+                    key, members = split[0], {}
+                members.setdefault(split[1].lower(), data)
     except OSError as error:
         if isinstance(error, VideoError):
             raise
-        raise CorruptVideoError(shard, f"cannot be read ({error})") from None
-    if key is not None:
+        raise video_error_from_os_error(shard, error) from None
+    cut = split_key(walk.cut_member) if walk.cut_member is not None else None
+    left_out = cut[0] if cut is not None else None
+    if key is not None and key != left_out:
         yield from _sample(shard, key, members, video_extensions)
+    if walk.problem is not None:
+        logger.warning("vclip: shard %s is incomplete: %s; the samples before that were read%s", shard, walk.problem,
+                       f" (sample {left_out!r} is left out)" if left_out else "")
 
 
 def _sample(shard: str, key: str, members: dict[str, bytes], video_extensions: Sequence[str]) -> Iterator[

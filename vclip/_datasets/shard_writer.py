@@ -8,36 +8,36 @@ extension), ``KEY.cls`` (the label as text, when it has one) and ``KEY.json`` (`
 ``class_name``, ``source``: where the video came from, and ``start``/``end`` for a segment). Keys
 count up across shards (``000000000``...). Member headers carry no time or owner, so the same
 source gives the same bytes.
+
+Only videos go into shards (:func:`vclip._datasets.shard_videos.checked_video`); anything else is
+skipped with its reason, as is a video that fails while it is copied (its sample is taken back
+out of the shard). The files are written in a private staging folder and swapped in at the end
+(:mod:`vclip._datasets.shard_files`); an output that would replace a file the source reads is
+refused before anything is written, and a write that fails (a full disk) leaves nothing behind.
 """
 
 from __future__ import annotations
 
-import io
 import json
 import os
-import re
-import struct
 import tarfile
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
-import av
-
-from .._bytes.shards import DESCRIPTION_NAME
-from .._bytes.sources import is_local, open_binary, open_container, open_reader, split_slice_name
+from .._bytes.descriptions import DESCRIPTION_NAME
+from .._bytes.sources import is_local, split_slice_name
 from .._bytes.tar import TarMember, format_member_index
-from .._outputs.files import written_whole
-from ..errors import ArgumentError, CorruptVideoError, NotAVideoError, VideoError, os_reason
+from ..errors import ArgumentError, CorruptVideoError, VideoError, os_reason
 from .inputs import LabeledVideo
+from .shard_files import PLACEHOLDER, ShardFamily, Staging, index_name, synced
+from .shard_videos import StoredVideo, checked_video, stored_video
 
-__all__ = ["ShardWriteResult", "SourceVideo", "needs_faststart", "shard_path_pattern", "write_video_shards"]
+__all__ = ["ShardWriteResult", "SourceVideo", "shard_path_pattern", "write_video_shards"]
 
-_PLACEHOLDER = re.compile(r"\{(0+)\}|%0?(\d*)d")
-_MP4_LIKE = ("mp4", "mov", "m4v")
-_TOP_LEVEL_SCAN = 64  # boxes looked at for moov and mdat
+_COPY_PIECE = 1 << 20  # a video is copied into its shard this much at a time
 
 
 @dataclass(frozen=True)
@@ -56,7 +56,8 @@ class ShardWriteResult:
     Attributes:
         shards: The shard files, in order.
         index_files: The ``wds2idx`` member index of each shard.
-        description: The ``wids`` dataset description (``shardindex.json`` beside the shards).
+        description: The ``wids`` dataset description (``shardindex.json`` beside the shards);
+            empty when no video could be written (then nothing was written or removed).
         videos: Videos written.
         remuxed: Videos rewritten as faststart MP4s (their ``moov`` came after their data).
         skipped: ``(video, problem)`` of each video that could not be written.
@@ -82,7 +83,7 @@ def shard_path_pattern(out: str | os.PathLike) -> Callable[[int], str]:
         ArgumentError: ``out`` has no such placeholder, or more than one.
     """
     text = os.fspath(out)
-    found = list(_PLACEHOLDER.finditer(text))
+    found = list(PLACEHOLDER.finditer(text))
     if len(found) != 1:
         raise ArgumentError(f"out ({text!r}) must hold one shard-number placeholder, e.g. "
                             "'out/shard-{000000}.tar' (or %06d)")
@@ -91,99 +92,72 @@ def shard_path_pattern(out: str | os.PathLike) -> Callable[[int], str]:
     return lambda number: text[:match.start()] + f"{number:0{width}d}" + text[match.end():]
 
 
-def needs_faststart(head: bytes) -> bool:
-    """Whether an MP4 whose first bytes are ``head`` has its ``mdat`` before its ``moov`` (read from
-    the top-level boxes; a file whose ``moov`` is not reached within ``head`` needs it too)."""
-    position = 0
-    for _ in range(_TOP_LEVEL_SCAN):
-        if position + 8 > len(head):
-            return True
-        size, kind = struct.unpack(">I4s", head[position:position + 8])
-        if kind == b"moov":
-            return False
-        if kind == b"mdat":
-            return True
-        if size == 1 and position + 16 <= len(head):
-            size = struct.unpack(">Q", head[position + 8:position + 16])[0]
-        if size < 8:
-            return True
-        position += size
-    return True
+class _TarWriter:
+    """One shard being written: PAX tar members appended to ``file``, and taken back out."""
+
+    def __init__(self, file: BinaryIO):
+        self.file, self.offset = file, 0
+
+    def add(self, name: str, data: bytes | StoredVideo) -> TarMember:
+        """Append a member (``data``: its bytes, or a video to copy) with no time or owner.
+
+        Raises:
+            VideoError: The video cannot be read (the shard is then as before after :meth:`take_back`).
+            OSError: The shard cannot be written.
+        """
+        size = len(data) if isinstance(data, bytes) else data.size
+        info = tarfile.TarInfo(name)
+        info.size, info.mtime, info.mode = size, 0, 0o644
+        header = info.tobuf(tarfile.PAX_FORMAT, "utf-8", "surrogateescape")
+        self.file.write(header)
+        start = self.offset + len(header)
+        if isinstance(data, bytes):
+            self.file.write(data)
+        else:
+            _copy(data, self.file)
+        self.file.write(bytes(-size % tarfile.BLOCKSIZE))
+        self.offset = start + size + (-size % tarfile.BLOCKSIZE)
+        return TarMember(name, start, size)
+
+    def take_back(self, offset: int) -> None:
+        """Cut the shard back to ``offset`` (the start of a sample that could not be written)."""
+        self.file.seek(offset)
+        self.file.truncate()
+        self.offset = offset
+
+    def close(self) -> int:
+        """End the archive (two zero blocks, padded to a tar record), sync and close; its size."""
+        end = self.offset + 2 * tarfile.BLOCKSIZE
+        end += -end % tarfile.RECORDSIZE
+        self.file.seek(self.offset)
+        self.file.write(bytes(end - self.offset))
+        synced(self.file)
+        self.file.close()
+        return end
 
 
-_EXTENSION_OF_FORMAT = {"mov": "mp4", "matroska": "mkv", "mpegts": "ts"}  # FFmpeg's first format name -> file extension
+def _copy(video: StoredVideo, target: BinaryIO) -> None:
+    """Copy ``video.size`` bytes of the video into ``target``, in pieces.
 
-
-def _extension(name: str) -> str:
-    """The member extension of a video: its name's, else (bytes) its container's as FFmpeg finds it."""
-    parts = split_slice_name(name)
-    base = parts[1] if parts is not None else name.rstrip("/").rsplit("/", 1)[-1]
-    if "." in base and not base.startswith("<"):
-        return base.rsplit(".", 1)[-1].lower()
-    with open_container(name) as container:
-        first = container.format.name.split(",")[0]
-    return _EXTENSION_OF_FORMAT.get(first, first)
-
-
-def _video_bytes(name: str, extension: str, scratch: str) -> tuple[str, int, bool]:
-    """The video to store: ``(name, size, remuxed)``; an MP4 whose ``moov`` follows its
-    data is remuxed (no re-encode) into ``scratch`` with ``movflags=faststart``."""
-    if is_local(name):
-        try:
-            size = os.path.getsize(name)
-            with open(name, "rb") as file:
-                head = file.read(1 << 16)
-        except OSError as error:
-            raise VideoError(name, f"cannot be read ({os_reason(error)})") from None
-    else:
-        reader = open_reader(name)
-        size = reader.size()
-        head = reader.read_ranges([(0, min(size, 1 << 16))])[0]
-    if size == 0:
-        raise CorruptVideoError(name, "file is empty (0 bytes)")
-    if extension not in _MP4_LIKE or not needs_faststart(head):
-        return name, size, False
-    _remux_faststart(name, scratch)
-    return scratch, os.path.getsize(scratch), True
-
-
-def _remux_faststart(name: str, out: str) -> None:
-    """Copy every stream's packets of ``name`` into an MP4 at ``out`` whose ``moov`` comes first."""
-    source = open_container(name)
+    Raises:
+        VideoError: The video cannot be read, or ends early (it changed while it was copied).
+    """
+    source = video.open()
     try:
-        with av.open(out, "w", format="mp4", options={"movflags": "faststart"}) as target:
-            streams = {}
-            for stream in source.streams:
-                if stream.type in ("video", "audio", "subtitle"):
-                    streams[stream.index] = target.add_stream_from_template(stream)
-            for packet in source.demux(*[source.streams[index] for index in streams]):
-                if packet.dts is None and packet.size == 0:
-                    continue  # the flush packet a demuxer ends with
-                packet.stream = streams[packet.stream.index]
-                target.mux(packet)
-    except av.error.FFmpegError as error:
-        raise NotAVideoError(name, f"could not be rewritten as a faststart MP4 ({os_reason(error)})") from None
+        left = video.size
+        while left:
+            piece = source.read(min(left, _COPY_PIECE))
+            if not piece:
+                raise CorruptVideoError(video.name, f"ended {left:,} bytes early while it was copied (it changed?)")
+            target.write(piece)
+            left -= len(piece)
     finally:
         source.close()
 
 
-def _stored_bytes(size: int) -> int:
+def stored_bytes(size: int) -> int:
     """Bytes a member of ``size`` bytes takes in a tar archive: its header and its padded data."""
     return tarfile.BLOCKSIZE + size + (-size % tarfile.BLOCKSIZE)
-
-
-def _add_member(tar: tarfile.TarFile, name: str, data: bytes | str, size: int) -> TarMember:
-    """Add one member (``data``: its bytes, or the name of a video to copy) with no time or owner (the
-    same input gives the same bytes); returns where its data lies."""
-    info = tarfile.TarInfo(name)
-    info.size, info.mtime, info.mode = size, 0, 0o644
-    if isinstance(data, bytes):
-        tar.addfile(info, io.BytesIO(data))
-    else:
-        with open_binary(data) as file:
-            tar.addfile(info, file)
-    offset = tar.offset - size - (-size % tarfile.BLOCKSIZE)
-    return TarMember(name, offset, size)
 
 
 def write_video_shards(
@@ -199,82 +173,120 @@ def write_video_shards(
     """Write ``videos`` into shards named by ``out`` (see :func:`vclip.webdataset.write_shards`).
 
     Raises:
-        ArgumentError: ``out`` without a placeholder; shards or an index already there and not
-            ``overwrite``.
-        OSError: A shard cannot be written.
+        ArgumentError: ``out`` without a placeholder, or with one in a folder's name; files of the
+            shard set already there and not ``overwrite``; an output that would replace a file the
+            source reads.
+        OSError: The shards cannot be written (a full disk): nothing of the run is left, and the
+            files that were there are unchanged (the message says so, or what is missing).
     """
     started = time.perf_counter()
     shard_path = shard_path_pattern(out)
-    folder = Path(shard_path(0)).parent
-    if not overwrite:
-        for existing in (shard_path(0), str(folder / DESCRIPTION_NAME)):
-            if os.path.exists(existing):
-                raise ArgumentError(f"out: {existing} exists; pass overwrite=True (--overwrite) to replace the shards")
-    folder.mkdir(parents=True, exist_ok=True)
-    shards: list[str] = []
-    indexes: list[str] = []
-    counts: list[int] = []
-    skipped: list[tuple[str, str]] = []
-    remuxed = 0
-    tar: tarfile.TarFile | None = None
-    samples: list[list[tuple[str, TarMember]]] = []
-    key = 0
-    with tempfile.TemporaryDirectory(prefix="vclip-shard-") as scratch_folder:
-        scratch = os.path.join(scratch_folder, "faststart.mp4")
-        try:
-            for source in videos:
-                name = source.video.path
-                try:
-                    extension = _extension(name)
-                    data, size, was_remuxed = _video_bytes(name, extension, scratch)
-                except VideoError as error:
-                    skipped.append((name, error.problem))
-                    if on_video:
-                        on_video()
-                    continue
-                members = _sample_members(source, name)
-                sample_bytes = _stored_bytes(size) + sum(_stored_bytes(len(payload)) for _, payload in members)
-                if tar is not None and (tar.offset + sample_bytes + tarfile.RECORDSIZE > max_size or
-                                        (max_count is not None and len(samples) >= max_count)):
-                    _finish(tar, shards[-1], samples, indexes)
-                    counts.append(len(samples))
-                    tar, samples = None, []
-                if tar is None:
-                    shards.append(shard_path(len(shards)))
-                    tar = tarfile.open(shards[-1] + ".partial", "w", format=tarfile.PAX_FORMAT)
-                sample = [(extension, _add_member(tar, f"{key:09d}.{extension}", data, size))]
-                sample += [(extension, _add_member(tar, f"{key:09d}.{extension}", payload, len(payload)))
-                           for extension, payload in members]
-                samples.append(sample)
-                remuxed += was_remuxed
-                key += 1
-                if on_video:
-                    on_video()
-            if tar is not None:
-                _finish(tar, shards[-1], samples, indexes)
-                counts.append(len(samples))
-                tar = None
-        finally:
-            if tar is not None:
-                tar.close()
-                os.unlink(shards[-1] + ".partial")
-    description = str(folder / DESCRIPTION_NAME)
-    _write_description(description, shards, counts, class_names)
+    family = ShardFamily(out)
+    existing = family.existing()
+    if existing and not overwrite:
+        more = f" (and {len(existing) - 1} more files of this shard set)" if len(existing) > 1 else ""
+        raise ArgumentError(f"out: {existing[0]} exists{more}; pass overwrite=True (--overwrite) to replace the "
+                            "shard set")
+    _refuse_overlap(videos, existing)
+    try:
+        os.makedirs(family.folder, exist_ok=True)
+        staging = Staging(family.folder)
+    except OSError as error:
+        raise OSError(error.errno, f"out: the folder {family.folder} cannot be used ({os_reason(error)})") from None
+    try:
+        written = _write_staged(videos, staging, shard_path, max_size=max_size, max_count=max_count,
+                                class_names=class_names, on_video=on_video)
+    except OSError as error:
+        staging.close()
+        if isinstance(error, VideoError):
+            raise
+        raise OSError(error.errno, f"writing the shards in {family.folder} failed ({os_reason(error)}); nothing "
+                                   "of this run was kept, the files there are unchanged") from None
+    except BaseException:
+        staging.close()
+        raise
+    try:
+        if sum(written[3]):  # a run that wrote no video replaces nothing
+            staging.swap(existing)
+    except OSError as error:
+        raise OSError(error.errno, f"moving the new shards into {family.folder} failed ({os_reason(error)}); the "
+                                   f"shard set there is incomplete: write it again") from None
+    finally:
+        staging.close()
+    shards, indexes, description, counts, skipped, remuxed, size = written
+    if not sum(counts):
+        description = ""
     return ShardWriteResult(
-        shards=tuple(shards), index_files=tuple(indexes), description=description, videos=key, remuxed=remuxed,
-        skipped=tuple(skipped), bytes=sum(os.path.getsize(shard) for shard in shards),
-        seconds=time.perf_counter() - started,
+        shards=tuple(shards), index_files=tuple(indexes), description=description, videos=sum(counts),
+        remuxed=remuxed, skipped=tuple(skipped), bytes=size, seconds=time.perf_counter() - started,
     )
 
 
+def _write_staged(videos: list[SourceVideo], staging: Staging, shard_path: Callable[[int], str], *, max_size: int,
+                  max_count: int | None, class_names: tuple[str, ...] | None,
+                  on_video: Callable[[], None] | None) -> tuple:
+    """Write every shard, index and the description into ``staging``; what was written."""
+    shards: list[str] = []
+    counts: list[int] = []
+    skipped: list[tuple[str, str]] = []
+    remuxed = total = 0
+    tar: _TarWriter | None = None
+    samples: list[list[tuple[str, TarMember]]] = []
+    scratch = staging.scratch("faststart.mp4")
+    for source in videos:
+        name = source.video.path
+        try:
+            extension = checked_video(name)
+            video = stored_video(name, extension, scratch)
+        except VideoError as error:
+            skipped.append((name, error.problem))
+            if on_video:
+                on_video()
+            continue
+        members = _sample_members(source, name)
+        sample_bytes = stored_bytes(video.size) + sum(stored_bytes(len(payload)) for _, payload in members)
+        if tar is not None and (tar.offset + sample_bytes + tarfile.RECORDSIZE > max_size or
+                                (max_count is not None and len(samples) >= max_count)):
+            total += _finish(tar, shards[-1], samples, staging)
+            counts.append(len(samples))
+            tar, samples = None, []
+        if tar is None:
+            shards.append(shard_path(len(shards)))
+            tar = _TarWriter(staging.create(shards[-1]))
+        key = f"{sum(counts) + len(samples):09d}"
+        start = tar.offset
+        try:
+            sample = [(extension, tar.add(f"{key}.{extension}", video))]
+        except VideoError as error:  # read while copied: the sample is taken back out
+            tar.take_back(start)
+            skipped.append((name, error.problem))
+            if on_video:
+                on_video()
+            continue
+        sample += [(member, tar.add(f"{key}.{member}", payload)) for member, payload in members]
+        samples.append(sample)
+        remuxed += video.remuxed
+        if on_video:
+            on_video()
+    if tar is not None:
+        total += _finish(tar, shards[-1], samples, staging)
+        counts.append(len(samples))
+    description = os.path.join(os.path.dirname(shard_path(0)), DESCRIPTION_NAME)
+    with staging.create(description) as file:
+        file.write(_description(shards, counts, class_names, staging).encode())
+        synced(file)
+    return shards, [index_name(shard) for shard in shards], description, counts, skipped, remuxed, total
+
+
 def _sample_members(source: SourceVideo, name: str) -> list[tuple[str, bytes]]:
-    """The label and JSON members beside a video: ``(extension, data)``."""
+    """The label and JSON members beside a video: ``(extension, data)``. A name whose bytes are not
+    UTF-8 (a file system's) is written with them as ``\\xNN``."""
     video = source.video
-    facts: dict = {"source": name}
+    facts: dict = {"source": _text(name)}
     if source.has_label:
         facts["label"] = video.label
     if source.class_name is not None:
-        facts["class_name"] = source.class_name
+        facts["class_name"] = _text(source.class_name)
     if video.start is not None:
         facts["start"] = video.start
     if video.end is not None:
@@ -283,23 +295,61 @@ def _sample_members(source: SourceVideo, name: str) -> list[tuple[str, bytes]]:
     return members + [("json", json.dumps(facts, sort_keys=True, ensure_ascii=False).encode())]
 
 
-def _finish(tar: tarfile.TarFile, shard: str, samples: list[list[tuple[str, TarMember]]], indexes: list[str]) -> None:
-    """Close a shard under its final name and write its member index beside it."""
-    tar.close()
-    os.replace(shard + ".partial", shard)
-    index = shard[:-4] + ".idx" if shard.lower().endswith(".tar") else shard + ".idx"
-    with written_whole(index) as temporary:
-        Path(temporary).write_text(format_member_index(samples))
-    indexes.append(index)
+def _text(name: str) -> str:
+    """``name`` as UTF-8 text: undecodable file-name bytes (surrogate escapes) as ``\\xNN``."""
+    return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
-def _write_description(path: str, shards: list[str], counts: list[int], class_names: tuple[str, ...] | None) -> None:
-    folder = os.path.dirname(path)
+def _finish(tar: _TarWriter, shard: str, samples: list[list[tuple[str, TarMember]]], staging: Staging) -> int:
+    """End a shard and write its member index beside it; the shard's size."""
+    size = tar.close()
+    with staging.create(index_name(shard)) as file:
+        file.write(format_member_index(samples).encode("utf-8", "surrogateescape"))
+        synced(file)
+    return size
+
+
+def _description(shards: list[str], counts: list[int], class_names: tuple[str, ...] | None,
+                 staging: Staging) -> str:
     description: dict = {
         "__kind__": "wids-shard-index-v1", "wids_version": 1, "name": Path(shards[0]).stem if shards else "",
-        "shardlist": [{"url": os.path.relpath(shard, folder), "nsamples": count, "filesize": os.path.getsize(shard)}
-                      for shard, count in zip(shards, counts)],
+        "shardlist": [{"url": os.path.basename(shard), "nsamples": count,
+                       "filesize": staging.size_of(shard)} for shard, count in zip(shards, counts)],
     }
     if class_names is not None:
-        description["class_names"] = list(class_names)
-    Path(path).write_text(json.dumps(description, indent=2) + "\n")
+        description["class_names"] = [_text(name) for name in class_names]
+    return json.dumps(description, indent=2) + "\n"
+
+
+def _refuse_overlap(videos: list[SourceVideo], existing: list[str]) -> None:
+    """Refuse an output whose files (those there now, which the run replaces or removes) include a
+    file the source reads (a video, or the shard that holds it), by file identity, links included.
+
+    Raises:
+        ArgumentError: Naming the file.
+    """
+    replaced = {}
+    for path in existing:
+        try:
+            stat = os.stat(path)
+        except OSError:
+            continue
+        replaced[(stat.st_dev, stat.st_ino)] = path
+    if not replaced:
+        return
+    seen = set()
+    for source in videos:
+        parts = split_slice_name(source.video.path)
+        read = parts[0] if parts is not None else source.video.path
+        if read in seen or not is_local(read):
+            continue
+        seen.add(read)
+        try:
+            stat = os.stat(read)
+        except OSError:
+            continue
+        target = replaced.get((stat.st_dev, stat.st_ino))
+        if target is not None:
+            through = "" if os.path.abspath(read) == target else f" (as {read})"
+            raise ArgumentError(f"out would replace {target}, which the source reads{through}; write the shards "
+                                "elsewhere")

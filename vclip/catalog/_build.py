@@ -5,6 +5,7 @@ change. :func:`build_catalog` is public as :func:`vclip.catalog.build_catalog`."
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import os
@@ -32,7 +33,7 @@ from .._outputs.files import check_output_file, written_whole
 from .._version import __version__
 from ..errors import CatalogWarning, OutputError
 from ..huggingface import HuggingFaceSource, is_hf_dataset
-from ._indexing import IndexJob, index_rows
+from ._indexing import IndexJob, index_rows, unusable_row
 from ._schema import (
     ARRAY_TYPES,
     FACT_TYPES,
@@ -216,12 +217,15 @@ def build_catalog(
     """
     started = time.perf_counter()
     videos, class_names = sources if isinstance(sources, ResolvedSources) else resolve_sources(sources)
+    videos, unnameable = _nameable(videos)
     out = os.path.abspath(os.fspath(out))
     exists = check_catalog_out(out)
     runner = choose_runner("cpu", workers=workers, items=len(videos), ray=ray, ray_address=ray_address)
     earlier = _earlier_rows(out) if incremental and exists else {}
     jobs = []
     for position, (path, _) in enumerate(videos):
+        if position in unnameable:
+            continue
         known = earlier.get(path)
         known_fingerprint = None
         if known is not None and (stream_index is None or known[2] == stream_index):
@@ -230,7 +234,9 @@ def build_catalog(
     bar = _progress_bar(len(jobs), progress)
     try:
         rows = index_rows(jobs, runner, on_row=(lambda _: bar.update()) if bar else None)
-        table = pa.concat_tables(_tables_of(rows))
+        named_not = [unusable_row(IndexJob(position, videos[position][0]), "UnreadableVideoError", problem)
+                     for position, problem in unnameable.items()]
+        table = pa.concat_tables(_tables_of(itertools.chain(rows, named_not)))
     finally:
         if bar is not None:
             bar.close()
@@ -262,6 +268,23 @@ def build_catalog(
     logger.info("vclip: catalog %s: %d videos, %d indexed, %d kept, %d unusable, %.1f s", out, built.videos,
                 len(built.indexed), built.kept, len(unusable), built.seconds)
     return built
+
+
+def _nameable(videos: list[tuple[str, int | None]]) -> tuple[list[tuple[str, int | None]], dict[int, str]]:
+    """``videos`` with each name that is not UTF-8 (file-name bytes a Parquet text column cannot
+    hold: a Latin-1 name, read as surrogate escapes) written with those bytes as ``\\xNN``, and
+    the problem of each such video by position: it is listed as unusable, not indexed."""
+    unnameable: dict[int, str] = {}
+    shown = []
+    for position, (path, label) in enumerate(videos):
+        try:
+            path.encode("utf-8")
+        except UnicodeEncodeError:
+            path = path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+            unnameable[position] = ("its name is not valid UTF-8 (the \\xNN bytes), which a catalog cannot hold; "
+                                    "rename the file to UTF-8 (e.g. convmv -f latin1 -t utf8) to catalog it")
+        shown.append((path, label))
+    return shown, unnameable
 
 
 def _with_locations(table: pa.Table) -> pa.Table:
