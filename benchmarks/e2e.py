@@ -10,7 +10,7 @@ keyframe every 60, 2 B-frames), and each (model, tool) runs in a fresh process, 
 
     python benchmarks/e2e.py --out results/ [--runs r3d_18@112,r3d_18@224,mvit_v2_s@224]
         [--tools model_alone,vclip-default,vclip-baseline,vclip-short-epochs,vclip-repeated-2,spdl,decord-dataloader]
-        [--baseline PATH] [--steps 60] [--warmup 15]
+        [--baseline PATH] [--steps 40] [--warmup 40]
 
 Tools:
 
@@ -375,8 +375,8 @@ def main() -> None:
     parser.add_argument("--runs", default=DEFAULT_RUNS)
     parser.add_argument("--tools", default=DEFAULT_TOOLS)
     parser.add_argument("--baseline", default=None, help="a folder with another checkout's vclip/ and kernels/")
-    parser.add_argument("--steps", type=int, default=60)
-    parser.add_argument("--warmup", type=int, default=15)
+    parser.add_argument("--steps", type=int, default=40)
+    parser.add_argument("--warmup", type=int, default=40, help="steps first, untimed: the pacing settles")
     args = parser.parse_args()
     paths = make_video_set(args.videos, "360p")
     tools = [tool for tool in args.tools.split(",") if tool != "vclip-baseline" or args.baseline]
