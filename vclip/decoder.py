@@ -13,6 +13,8 @@ from ._audio.spans import ClipSpans, clip_spans
 from ._bytes.sources import VideoInput, hold_video
 from ._device import resolve_device
 from ._engine.backends import make_backend, shared_process_backend
+from ._engine.contract import Backend
+from ._engine.cpu import CpuBackend
 from ._engine.pipeline import ClipTarget, DecodeStats, VideoJob, resolve_transform
 from ._engine.runner import JobRunner
 from .audio import AudioClips, AudioIndex, AudioSpec, audio_index_for, clips_audio
@@ -120,10 +122,17 @@ class VideoDecoder:
             One call's frames are decoded by one worker thread either way; this pays when many
             calls run at once from several threads (the scene method's chunks, several videos),
             whose Python work would otherwise share one interpreter lock.
+        accept_concealed: Deliver pictures FFmpeg flags as damaged (it concealed a loss in them,
+            e.g. filled a broken slice from its neighbours) and the frames decoded from them, as
+            FFmpeg made them. False (the default): asking for such a frame raises
+            :class:`~vclip.errors.CorruptVideoError` naming it (``frames`` lists the ones lost: the
+            damaged picture and every frame decoded from it up to the next keyframe). CPU decoding
+            only (NVDEC does not report concealment); decodes in this process (``decode_processes=0``).
 
     Raises:
         VideoNotFoundError, NotAVideoError, CorruptVideoError, UnsupportedCodecError: see
             :func:`~vclip.index_video`.
+        ArgumentError: A bad argument, or ``accept_concealed=True`` with ``decode_processes``.
     """
 
     def __init__(
@@ -135,12 +144,16 @@ class VideoDecoder:
         cache_dir: str | os.PathLike | None = None,
         skip_non_reference: bool = True,
         decode_processes: int = 0,
+        accept_concealed: bool = False,
     ):
         check_optional_integer("stream_index", stream_index, minimum=0, none_means="(the first video stream)")
         self._cache_dir = cache_dir
         self._audio_indexes: dict[tuple[int | None, str], AudioIndex | None] = {}  # by (stream, missing)
         check_flag("skip_non_reference", skip_non_reference)
         decode_processes = check_integer("decode_processes", decode_processes, minimum=0)
+        if check_flag("accept_concealed", accept_concealed) and decode_processes:
+            raise fail("decode_processes", decode_processes, "0 with accept_concealed=True (damaged pictures are "
+                                                             "accepted by decoders in this process only)")
         resolved = resolve_device(device)
         from_catalog = getattr(path, "verified_index", None)  # a vclip.catalog.CatalogEntry
         if from_catalog is not None:
@@ -149,8 +162,13 @@ class VideoDecoder:
         else:
             name, self._held = hold_video(path)  # keeps bytes and file objects readable by name
             self.index = index_video(name, stream_index=stream_index, cache_dir=cache_dir)
-        backend = (shared_process_backend(resolved.device, decode_processes, skip_non_reference=skip_non_reference)
-                   if decode_processes else make_backend(resolved.device, skip_non_reference=skip_non_reference))
+        backend: Backend
+        if accept_concealed and not resolved.device.is_cuda:
+            backend = CpuBackend(skip_non_reference=skip_non_reference, accept_concealed=True)
+        elif decode_processes:
+            backend = shared_process_backend(resolved.device, decode_processes, skip_non_reference=skip_non_reference)
+        else:
+            backend = make_backend(resolved.device, skip_non_reference=skip_non_reference)
         self._runner = JobRunner(backend, num_workers=1)
         self.device: str = str(resolved.device)
         self.fell_back_to_cpu: bool = resolved.fell_back_to_cpu
@@ -253,6 +271,9 @@ class VideoDecoder:
             ValueError: ``end_policy="error"`` and the video (or segment) is shorter than one clip.
             ArgumentError: An argument of the wrong type or value.
             NoAudioError: ``audio`` with ``missing="error"`` and the video has no (such) audio stream.
+            CorruptVideoError: A frame of the clips cannot be decoded, or is damaged (concealed by
+                the decoder, or decoded from such a picture; unless ``accept_concealed``): the
+                message names the damaged frame, ``frames`` lists the frames asked for that are lost.
         """
         if not isinstance(sampler, ClipSampler):
             raise fail("sampler", sampler, "a ClipSampler, e.g. vclip.strided(16, 2)")
