@@ -9,7 +9,7 @@ CPU and GPU agree within rounding.
 
 A picture FFmpeg flags as corrupt (it concealed damage: missing slices filled from neighbours or
 from the previous picture) is damage, as a decode error is: the decoder raises
-:class:`ConcealedPicture`, and :func:`~vclip._engine.contract.execute_plan` loses that frame and
+:class:`_ConcealedPicture`, and :func:`~vclip._engine.contract.execute_plan` loses that frame and
 every frame decoded after it up to the next keyframe. ``accept_concealed=True`` delivers such
 pictures as FFmpeg made them.
 """
@@ -65,7 +65,7 @@ _CONTEXT_PARAMETERS = (
 )
 
 
-class ConcealedPicture(Exception):
+class _ConcealedPicture(Exception):
     """FFmpeg delivered a picture it flagged as corrupt: it concealed damage in it (a decoder error
     to :func:`~vclip._engine.contract.execute_plan`, which names the frame and the frames lost)."""
 
@@ -85,7 +85,7 @@ class PyAVDecoder(PictureDecoder):
     libavcodec; issue 25). A new context costs about 0.2 ms; a segment decodes a GOP. After a
     segment that failed, the next one gets a new context too, whatever the threads.
 
-    A picture FFmpeg flags as corrupt raises :class:`ConcealedPicture` unless ``accept_concealed``.
+    A picture FFmpeg flags as corrupt raises :class:`_ConcealedPicture` unless ``accept_concealed``.
     Damage is then looked for with one decode thread whatever ``threads`` says: FFmpeg's frame
     threads drop the damage flags and decode errors of the pictures still in flight when a segment
     is flushed (the last few of every segment, up to one per thread: measured with H.264 at 2 to 8
@@ -135,7 +135,7 @@ class PyAVDecoder(PictureDecoder):
 
     def _checked(self, frame: av.VideoFrame) -> tuple[int | None, av.VideoFrame]:
         if frame.is_corrupt and not self._accept_concealed:
-            raise ConcealedPicture(frame.pts)
+            raise _ConcealedPicture(frame.pts)
         return frame.pts, frame
 
     def damaged_packet(self, packets: PacketRun) -> int | None:
