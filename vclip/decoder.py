@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, NoReturn
 
@@ -18,12 +18,17 @@ from ._engine.cpu import CpuBackend
 from ._engine.pipeline import ClipTarget, DecodeStats, VideoJob, resolve_transform
 from ._engine.runner import JobRunner
 from .audio import AudioClips, AudioIndex, AudioSpec, audio_index_for, clips_audio
-from .errors import check_flag, check_integer, check_number, check_optional_integer, fail
+from .errors import ArgumentError, check_flag, check_integer, check_number, check_optional_integer, fail, is_integer
+from .gop import keyframe_chunks
 from .index import VideoIndex, index_video
 from .sampling import ClipSampler, check_scaling_factor
 from .transforms import Augmentations, TransformSpec, as_transform_spec
 
-__all__ = ["VideoDecoder", "Frames"]
+__all__ = ["VideoDecoder", "Frames", "ITERATION_CHUNK_BYTES"]
+
+ITERATION_CHUNK_BYTES = 256 * 2**20
+"""Most bytes of RGB frames that iterating over a :class:`VideoDecoder` decodes at once (a long
+group of pictures is decoded in pieces of this size, each from its keyframe)."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -173,12 +178,77 @@ class VideoDecoder:
         self.device: str = str(resolved.device)
         self.fell_back_to_cpu: bool = resolved.fell_back_to_cpu
         self.stats = DecodeStats()
+        self._closed = False
 
     def __len__(self) -> int:
         return self.index.num_frames
 
     def __repr__(self) -> str:
-        return f"VideoDecoder({self.index!r}, device={self.device!r})"
+        closed = ", closed" if self._closed else ""
+        return f"VideoDecoder({self.index!r}, device={self.device!r}{closed})"
+
+    @property
+    def metadata(self) -> VideoIndex:
+        """The stream's facts, as torchcodec's ``metadata``: ``num_frames``, ``width``, ``height``,
+        ``codec``, ``average_fps``, ``duration_seconds``, ``start_seconds``, ``end_seconds``,
+        ``bit_depth``, colour, rotation (the :class:`~vclip.VideoIndex` the decoder reads)."""
+        return self.index
+
+    def __getitem__(self, key: int | slice) -> Frames:
+        """``decoder[i]``: frame ``i`` (negative counts from the end), ``data`` ``[H, W, 3]`` and
+        ``frame_indices`` a 0-d array; ``decoder[start:stop:step]``: those frames, as
+        :meth:`get_frames` gives them (``[N, H, W, 3]``; an empty slice gives ``N = 0``).
+
+        Raises:
+            IndexError: (a vclip :class:`~vclip.errors.FrameIndexError`) ``i`` is out of range.
+            ArgumentError: ``key`` is neither an integer nor a slice.
+        """
+        self._check_open()
+        if isinstance(key, slice):
+            numbers = np.arange(*key.indices(len(self)), dtype=np.int64)
+            return self.get_frames(numbers) if numbers.size else self._no_frames()
+        if not is_integer(key):
+            raise fail("key", key, "a frame number (an integer) or a slice; for a list of frames use "
+                                   "get_frames(indices)")
+        frames = self.get_frames([int(key)])
+        return replace(frames, data=frames.data[0], frame_indices=frames.frame_indices[0],
+                       pts_seconds=frames.pts_seconds[0], padded=frames.padded[0])
+
+    def __iter__(self) -> Iterator[Frames]:
+        """Every frame in presentation order, one :class:`Frames` each (as ``decoder[i]``), decoded
+        a group of pictures at a time (groups cut to :data:`ITERATION_CHUNK_BYTES` of frames)."""
+        self._check_open()
+        width, height = self.index.display_size
+        chunk = max(1, ITERATION_CHUNK_BYTES // (width * height * 3))
+        for start, stop in keyframe_chunks(self.index, 1):
+            for first in range(start, stop, chunk):
+                frames = self.get_frames(np.arange(first, min(first + chunk, stop)))
+                for k in range(frames.frame_indices.size):
+                    yield replace(frames, data=frames.data[k], frame_indices=frames.frame_indices[k],
+                                  pts_seconds=frames.pts_seconds[k], padded=frames.padded[k])
+
+    def close(self) -> None:
+        """Release what the decoder holds (its decode thread, the bytes or file object it reads);
+        later calls raise. Idempotent; ``with VideoDecoder(path) as decoder:`` closes on exit."""
+        if not self._closed:
+            self._closed = True
+            self._runner.close()
+            self._held = None
+
+    def __enter__(self) -> VideoDecoder:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ArgumentError(f"{self.index.path}: this VideoDecoder is closed; open a new one to decode")
+
+    def _no_frames(self) -> Frames:
+        empty = self._decode([], None, 1.0, None)
+        return replace(empty, data=empty.data.reshape(empty.data.shape[1:]),
+                       frame_indices=np.zeros(0, np.int64), pts_seconds=np.zeros(0), padded=np.zeros(0, bool))
 
     def get_frames(
         self,
@@ -203,6 +273,7 @@ class VideoDecoder:
             IndexError: An index is out of range. ValueError: The list is empty.
             ArgumentError: An argument of the wrong type or value.
         """
+        self._check_open()
         indices = self.index.check_frame_indices(_frame_numbers(indices))
         transform, scaling_factor = _check_options(transform, scaling_factor, seed)
         if transform is not None and transform.spatial_views > 1:
@@ -275,6 +346,7 @@ class VideoDecoder:
                 the decoder, or decoded from such a picture; unless ``accept_concealed``): the
                 message names the damaged frame, ``frames`` lists the frames asked for that are lost.
         """
+        self._check_open()
         if not isinstance(sampler, ClipSampler):
             raise fail("sampler", sampler, "a ClipSampler, e.g. vclip.strided(16, 2)")
         transform, _ = _check_options(transform, sampler.scaling_factor, seed)
@@ -311,6 +383,7 @@ class VideoDecoder:
             ArgumentError: Not numbers, or ``end_seconds <= start_seconds``.
             NoAudioError: ``missing="error"`` and the video has no (such) audio stream.
         """
+        self._check_open()
         audio = AudioSpec() if audio is None else audio
         _check_audio(audio)
         start = check_number("start_seconds", start_seconds)
