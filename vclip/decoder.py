@@ -270,8 +270,10 @@ class VideoDecoder:
             seed: Seed of the transform's random draws (crop, scale, flip, colour).
 
         Raises:
-            IndexError: An index is out of range. ValueError: The list is empty.
-            ArgumentError: An argument of the wrong type or value.
+            FrameIndexError: (an IndexError) An index is out of range.
+            ArgumentError: (a ValueError) The list is empty; an argument of the wrong type or value;
+                a crop larger than the resized frames.
+            CorruptVideoError: A frame cannot be decoded, or is damaged (see :meth:`get_clips`).
         """
         self._check_open()
         indices = self.index.check_frame_indices(_frame_numbers(indices))
@@ -296,8 +298,8 @@ class VideoDecoder:
         The name and meaning of torchcodec's method. Options as :meth:`get_frames`.
 
         Raises:
-            ValueError: A time before the first frame or at/after the end of the stream; no time.
-            ArgumentError: ``seconds`` is not a number or a sequence of numbers.
+            ArgumentError: (a ValueError) A time before the first frame or at/after the end of the
+                stream; no time; ``seconds`` is not a number or a sequence of numbers.
         """
         times = _times(seconds)
         return self.get_frames([self.index.frame_at(float(t)) for t in times], transform=transform,
@@ -308,9 +310,9 @@ class VideoDecoder:
 
         It took seconds, while torchcodec's method of the same name takes frame indices: a
         torchcodec user asking for ``[0, 5]`` got the frames shown at 0 s and 5 s. Calling it
-        raises :class:`TypeError` naming both replacements.
+        raises :class:`~vclip.errors.ArgumentError` (a ``TypeError``) naming both replacements.
         """
-        raise TypeError(
+        raise ArgumentError(
             "VideoDecoder.get_frames_at is ambiguous and no longer exists: use get_frames(indices) for frame "
             "numbers (what torchcodec's get_frames_at takes) or get_frames_played_at(seconds) for times in seconds"
         )
@@ -339,8 +341,10 @@ class VideoDecoder:
         ``AudioSpec(span="frame")``; positions the end policy padded have none (see :mod:`vclip.audio`).
 
         Raises:
-            ValueError: ``end_policy="error"`` and the video (or segment) is shorter than one clip.
-            ArgumentError: An argument of the wrong type or value.
+            NoClipFitsError: (a ValueError) ``end_policy="error"`` and the video (or segment) is
+                shorter than one clip; no frame in ``segment``.
+            ArgumentError: (a ValueError) An argument of the wrong type or value; a crop larger
+                than the resized frames.
             NoAudioError: ``audio`` with ``missing="error"`` and the video has no (such) audio stream.
             CorruptVideoError: A frame of the clips cannot be decoded, or is damaged (concealed by
                 the decoder, or decoded from such a picture; unless ``accept_concealed``): the
@@ -415,7 +419,10 @@ class VideoDecoder:
         rng = np.random.default_rng(seed)
         views = conversion.views
         frames_per_clip = clips[0].size if clips else frames_per_clip
-        draws = [conversion.draw(index, rng, frames_per_clip) for _ in clips]  # per clip, one draw per view
+        try:
+            draws = [conversion.draw(index, rng, frames_per_clip) for _ in clips]  # per clip, one draw per view
+        except ArgumentError as error:  # the transform does not fit this video (a crop larger than its frames)
+            raise ArgumentError(f"{index.path}: {error}") from None
         targets = [
             ClipTarget.of(np.asarray(frames, dtype=np.int64), draw, number * views + view)
             for number, (frames, clip_draws) in enumerate(zip(clips, draws))

@@ -81,7 +81,7 @@ def write_shards(
 
     Raises:
         ArgumentError: Bad options, an ``out`` without a placeholder, shards already there.
-        FileNotFoundError: A source folder or list file that does not exist.
+        PathNotFoundError: (a FileNotFoundError) A source folder or list file that does not exist.
         OSError: A shard cannot be written.
     """
     limit = parse_bytes(max_size, name="max_size")

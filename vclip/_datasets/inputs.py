@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .._bytes.sources import is_url
-from ..errors import ArgumentError
+from ..errors import ArgumentError, PathNotFoundError
 
 __all__ = ["LabeledVideo", "LABEL_RANGE", "UNLABELLED", "list_file_paths", "list_file_text", "load_videos",
            "video_files", "VIDEO_EXTENSIONS"]
@@ -91,7 +91,7 @@ def load_videos(source: VideoSource) -> tuple[list[LabeledVideo], tuple[str, ...
     the bytes of the file names they spell, as the file system has them.
 
     Raises:
-        FileNotFoundError: ``source`` is a path that does not exist.
+        PathNotFoundError: (a FileNotFoundError) ``source`` is a path that does not exist.
         ArgumentError: (a ValueError) A malformed line or pair, a label that is not an int64
             integer, a bad segment, a list file that is not text, no videos at all; the message
             names the file and line.
@@ -103,7 +103,8 @@ def load_videos(source: VideoSource) -> tuple[list[LabeledVideo], tuple[str, ...
         elif path.is_file():
             videos, names = _from_file_list(path), None
         else:
-            raise FileNotFoundError(f"videos ({os.fspath(source)!r}) is neither a folder nor a file list")
+            raise PathNotFoundError(f"videos ({os.fspath(source)!r}) is neither a folder nor a file list that "
+                                    "exists")
     else:
         videos, names = _from_pairs(source), None
     if not videos:

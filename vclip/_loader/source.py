@@ -208,7 +208,9 @@ def _inspect(source: DatasetSource, drawer: ClipDrawer, number: int) -> VideoFac
         return as_video_error(path, error, "indexing")
     try:
         return drawer.inspect(index, source.videos[number].segment)
-    except ValueError as error:  # no clip fits: the message says why
+    except VideoError as error:  # no clip fits (NoClipFitsError): the message says why
+        return error
+    except ValueError as error:  # a transform that does not fit its frames: the message says why
         return VideoError(path, str(error).removeprefix(f"{path}: "))
     except Exception as error:  # anything else keeps its type in the message
         return as_video_error(path, error, "checking its clips")

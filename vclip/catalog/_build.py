@@ -30,7 +30,7 @@ from .._index.record import VideoIndex
 from .._jobs.runner import RayTasks, choose_runner
 from .._outputs.files import check_output_file, written_whole
 from .._version import __version__
-from ..errors import CatalogWarning, OutputError
+from ..errors import ArgumentError, CatalogWarning, OutputError, PathNotFoundError
 from ..huggingface import HuggingFaceSource, is_hf_dataset
 from ._indexing import IndexJob, index_rows
 from ._schema import (
@@ -75,8 +75,8 @@ def resolve_sources(sources) -> ResolvedSources:
             class names. A path listed twice is kept once (the first).
 
     Raises:
-        FileNotFoundError: A folder or list file that does not exist.
-        ValueError: A malformed list file or pair, or no videos at all.
+        PathNotFoundError: (a FileNotFoundError) A folder or list file that does not exist.
+        ArgumentError: (a ValueError) A malformed list file or pair, or no videos at all.
     """
     items = [sources] if isinstance(sources, (str, os.PathLike)) or _is_dataset_object(sources) else list(sources)
     groups: list[tuple[list[tuple[str, int | None]], tuple[str, ...] | None]] = []
@@ -102,7 +102,7 @@ def resolve_sources(sources) -> ResolvedSources:
                 label = class_names.index(names[label])
             resolved.append((path, label))
     if not resolved:
-        raise ValueError(f"sources ({sources!r}) hold no videos")
+        raise ArgumentError(f"sources ({sources!r}) hold no videos")
     return ResolvedSources(resolved, class_names)
 
 
@@ -116,9 +116,10 @@ def _dataset_source(item) -> tuple[list[tuple[str, int | None]], tuple[str, ...]
         rows = item if type(item).__name__ == "HuggingFaceSource" else HuggingFaceSource(item)
         held = [video.path for video in rows.videos if video.path.startswith("<bytes:")]
         if held:
-            raise ValueError(f"a catalog names videos that outlive this process, but column {rows.video_column!r} "
-                             "holds bytes; write them as shards first (vclip.webdataset.write_shards(source, "
-                             "'out/shard-{000000}.tar')) and catalog the shards")
+            raise ArgumentError(f"a catalog names videos that outlive this process, but column "
+                                f"{rows.video_column!r} holds bytes; write them as shards first "
+                                "(vclip.webdataset.write_shards(source, 'out/shard-{000000}.tar')) and catalog the "
+                                "shards")
         labelled = rows.label_column is not None
         return [(video.path, video.label if labelled else None) for video in rows.videos], rows.class_names
     shards = item if isinstance(item, WebDatasetSource) else WebDatasetSource(item)
@@ -140,7 +141,7 @@ def _one_source(path: Path) -> tuple[list[tuple[str, int | None]], tuple[str, ..
     if path.suffix.lower() in VIDEO_EXTENSIONS:
         return [(os.fspath(path), None)], None  # a missing video becomes an unusable row
     if not file:
-        raise FileNotFoundError(f"{os.fspath(path)!r} is not a video, a folder or a list file that exists")
+        raise PathNotFoundError(f"{os.fspath(path)!r} is not a video, a folder or a list file that exists")
     videos, _ = load_videos(path)
     return [(video.path, video.label) for video in videos], None
 
@@ -209,7 +210,7 @@ def build_catalog(
         What was done (:class:`CatalogBuild`); unusable videos are listed there and in the catalog.
 
     Raises:
-        FileNotFoundError, ValueError: see :func:`resolve_sources`; also ValueError when ``out``
+        PathNotFoundError, ArgumentError: see :func:`resolve_sources`; also ArgumentError when ``out``
             is a folder or a file that is not a vclip catalog (it is never replaced), and
             ArgumentError for ``workers`` below 1 or a ``ray`` that is not a bool.
         ImportError: ``ray`` without Ray installed.
@@ -293,23 +294,23 @@ def check_catalog_out(out: str) -> bool:
     before any work, so that no other file is replaced by mistake.
 
     Raises:
-        ValueError: ``out`` is a folder, a file that is not a vclip catalog, or a path that cannot
-            be written (a symbolic link to nothing, below a file, a name too long).
+        ArgumentError: (a ValueError) ``out`` is a folder, a file that is not a vclip catalog, or a
+            path that cannot be written (a symbolic link to nothing, below a file, a name too long).
     """
     try:
         check_output_file(Path(out), "out", make_folder=True)
     except OutputError as error:
         if not os.path.isdir(out):
-            raise ValueError(str(error)) from None
+            raise ArgumentError(str(error)) from None
     if not os.path.lexists(out):
         return False
     if os.path.isdir(out):
-        raise ValueError(f"out ({out!r}) is a folder; name the catalog file, "
-                         f"e.g. {os.path.join(out, 'catalog.parquet')}")
+        raise ArgumentError(f"out ({out!r}) is a folder; name the catalog file, "
+                            f"e.g. {os.path.join(out, 'catalog.parquet')}")
     try:
         catalog_metadata(pq.read_schema(out), out)
     except (OSError, ValueError, pa.ArrowException):
-        raise ValueError(f"out ({out!r}) exists and is not a vclip catalog; refusing to replace it "
+        raise ArgumentError(f"out ({out!r}) exists and is not a vclip catalog; refusing to replace it "
                          "(remove it, or write the catalog elsewhere)") from None
     return True
 
@@ -361,7 +362,8 @@ def rows_table(rows: list[dict]) -> pa.Table:
         arrays = [row.get(name) for row in rows]
         lengths = np.array([0 if a is None else len(a) for a in arrays], dtype=np.int64)
         if lengths.sum() >= 2**31:
-            raise ValueError(f"more than 2**31 {name} values in one batch of rows; index fewer videos at once")
+            raise ArgumentError(f"more than 2**31 {name} values in one batch of rows; index fewer videos at "
+                                "once")
         offsets = pa.array(np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32))
         present = [a for a in arrays if a is not None]
         dtype = VideoIndex.STORED_ARRAYS[name]
