@@ -6,7 +6,10 @@ from __future__ import annotations
 import codecs
 import csv
 import math
+import numbers
+import operator
 import os
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -112,14 +115,24 @@ def load_videos(source: VideoSource) -> tuple[list[LabeledVideo], tuple[str, ...
     return videos, names
 
 
+_INTEGER = re.compile(r"[+-]?[0-9]+")
+_DECIMAL = re.compile(r"(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")  # seconds as CSVs write them
+_CLOCK_PART = re.compile(r"[0-9]+(?:\.[0-9]*)?")  # MM or SS[.ff] of [HH:]MM:SS[.ff]
+
+
 def _label(value, where: str) -> int:
     expected = f"{where}: label ({value!r}) must be an integer in [{LABEL_RANGE[0]}, {LABEL_RANGE[1]}] (int64)"
     if isinstance(value, bool):
         raise ArgumentError(expected)
-    try:
-        label = int(value) if isinstance(value, int) else int(str(value).strip())
-    except (ValueError, TypeError):
-        raise ArgumentError(expected) from None
+    if isinstance(value, int):
+        label = value
+    elif isinstance(value, str) and _INTEGER.fullmatch(text := value.strip()):
+        label = int(text)  # Python's int() would also take "1_0" as 10
+    else:
+        try:
+            label = operator.index(value)  # NumPy integers
+        except TypeError:
+            raise ArgumentError(expected) from None
     if not LABEL_RANGE[0] <= label <= LABEL_RANGE[1]:
         raise ArgumentError(expected)
     return label
@@ -130,16 +143,17 @@ def _seconds(value, where: str) -> float:
     expected = f"{where} ({value!r}) must be seconds >= 0 (a number or [HH:]MM:SS[.ff])"
     if isinstance(value, bool):
         raise ArgumentError(expected)
-    try:
-        if isinstance(value, (int, float)):
-            seconds = float(value)
-        else:
-            parts = str(value).strip().split(":")
-            if len(parts) > 3 or (len(parts) > 1 and any(float(part) >= 60 for part in parts[1:])):
-                raise ValueError
-            seconds = sum(float(part) * 60 ** power for power, part in enumerate(reversed(parts)))
-    except (TypeError, ValueError):
-        raise ArgumentError(expected) from None
+    if isinstance(value, numbers.Real):
+        seconds = float(value)
+    elif isinstance(value, str):
+        parts = value.strip().split(":")
+        pattern = _DECIMAL if len(parts) == 1 else _CLOCK_PART  # Python's float() would take "1_0" as 10
+        if len(parts) > 3 or not all(pattern.fullmatch(part) for part in parts) or any(
+                float(part) >= 60 for part in parts[1:]):
+            raise ArgumentError(expected)
+        seconds = sum(float(part) * 60 ** power for power, part in enumerate(reversed(parts)))
+    else:
+        raise ArgumentError(expected)
     if not math.isfinite(seconds) or seconds < 0:
         raise ArgumentError(expected)
     return seconds
