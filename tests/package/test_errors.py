@@ -119,8 +119,9 @@ def test_catalog_errors_are_vclips(files, tmp_path):
 def test_the_new_classes_keep_their_fields_across_processes():
     import pickle
 
-    for error in (vclip.FrameIndexError("a.mp4: frame index 9 is out of range"), vclip.NoClipFitsError("a.mp4", "short"),
-                  vclip.PathNotFoundError("videos ('x') is neither"), vclip.NotInCatalogError("'x' is not in catalog")):
+    for error in (vclip.FrameIndexError("a.mp4: frame index 9 is out of range"),
+                  vclip.NoClipFitsError("a.mp4", "short"), vclip.PathNotFoundError("videos ('x') is neither"),
+                  vclip.NotInCatalogError("'x' is not in catalog")):
         copy = pickle.loads(pickle.dumps(error))
         assert type(copy) is type(error) and str(copy) == str(error)
     assert vclip.NoClipFitsError("a.mp4", "short").path == "a.mp4"
