@@ -81,8 +81,10 @@ class ClipLoader(IterableDataset):
         videos: (path, label) pairs, ``(path, label, start_seconds, end_seconds)`` segments or
             ``vclip.LabeledVideo`` rows; a text/CSV file with one ``path label`` (or
             ``path,label``) or ``path start end label`` per line, or a CSV whose header names the
-            columns (``path,start,end,label``, any order; UTF-8, UTF-16 or UTF-32); a root folder
-            with one subfolder per class, labelled in sorted name order (``class_names`` lists
+            columns (``path,start,end,label``, any order; UTF-8, UTF-16 or UTF-32), whose labels
+            are integers or class names (numbered in sorted name order: :attr:`classes` lists them,
+            as torchvision's ``ImageFolder`` does); a root folder
+            with one subfolder per class, labelled in sorted name order (:attr:`classes` lists
             them), or a folder of videos without subfolders (label -1: unlabelled); a dataset catalog
             (``vclip index``'s ``.parquet`` file or a ``vclip.catalog.Catalog``: the loader then
             starts without opening any video, and checks each video's fingerprint at its first
@@ -206,7 +208,10 @@ class ClipLoader(IterableDataset):
 
     Attributes:
         videos: The dataset (``LabeledVideo(path, label)`` each), in input order.
-        class_names: Class names for folder input, else None.
+        classes: The class names (label ``i`` is ``classes[i]``, sorted as torchvision's
+            ``ImageFolder`` sorts them) for class folders, class-name labels and sources that name
+            their classes, else None; ``class_to_idx`` maps each to its label, ``class_names`` is
+            the same tuple.
         device: ``"cpu"`` or ``"cuda:N"``, where clips are decoded and delivered (resolved once,
             at construction: ``"cuda"`` and ``"auto"`` mean the process's current CUDA device).
         decode_workers: Decode threads, in all processes (NVDEC decoders on the GPU).
@@ -354,8 +359,20 @@ class ClipLoader(IterableDataset):
         return self._source.videos
 
     @property
+    def classes(self) -> tuple[str, ...] | None:
+        """The class names, label ``i`` is ``classes[i]`` (torchvision ``ImageFolder``'s name), or
+        None where the labels are integers of the user's own."""
+        return self._source.class_names
+
+    @property
+    def class_to_idx(self) -> dict[str, int] | None:
+        """Each class name's label (torchvision ``ImageFolder``'s name), or None without names."""
+        names = self._source.class_names
+        return None if names is None else {name: label for label, name in enumerate(names)}
+
+    @property
     def class_names(self) -> tuple[str, ...] | None:
-        """Class names for folder input, else None."""
+        """The same as :attr:`classes`."""
         return self._source.class_names
 
     @property

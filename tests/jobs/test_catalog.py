@@ -355,6 +355,25 @@ def test_sources_can_be_files_list_files_and_pairs(dataset, tmp_path):
         vcatalog.resolve_sources([tmp_path / "nope"])
 
 
+def test_class_name_labels_of_a_list_file_are_kept_in_the_catalog(dataset, tmp_path):
+    """A list naming classes: the catalog numbers them in sorted order (as the loader does), keeps
+    the names in its metadata and rows, and a loader from it has the same ``classes``."""
+    listing = tmp_path / "named.csv"
+    listing.write_text(f"path,label\n{dataset / 'cats' / 'a.mp4'},playing guitar\n"
+                       f"{dataset / 'dogs' / 'd.mp4'},abseiling\n{dataset / 'cats' / 'c.mp4'},playing guitar\n")
+    videos, names = vcatalog.resolve_sources(listing)
+    assert names == ("abseiling", "playing guitar") and [label for _, label in videos] == [1, 0, 1]
+    built = vcatalog.build_catalog(listing, tmp_path / "named.parquet", workers=1, progress=False)
+    catalog = vcatalog.read_catalog(built.path)
+    assert catalog.class_names == ("abseiling", "playing guitar")
+    assert pq.read_table(built.path, columns=["class_name"]).column(0).to_pylist() == [
+        "playing guitar", "abseiling", "playing guitar"]
+    loader = vclip.ClipLoader(built.path, vclip.contiguous(4), transform=vclip.TransformSpec(resize=(32, 32)),
+                              device="cpu", decode_processes=0)
+    assert loader.classes == ("abseiling", "playing guitar") and [v.label for v in loader.videos] == [1, 0, 1]
+    loader.close()
+
+
 def test_a_file_that_crashes_its_worker_is_listed_not_fatal(dataset):
     paths = [str(p) for p in sorted(dataset.rglob("*.mp4")) if p.name not in ("empty.mp4", "not_a_video.mp4")]
     jobs = [IndexJob(number, path) for number, path in enumerate(paths + ["/crash/me.mp4"] + paths)]

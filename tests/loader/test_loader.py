@@ -123,10 +123,38 @@ def test_inputs_pairs_file_lists_and_class_folders(folder, dataset):
     assert names == [by_folder.videos[v].path.split("/")[-2] for v in batch.video_ids.tolist()]
 
 
+def test_class_name_labels_are_numbered_in_sorted_order(folder, dataset):
+    """Kinetics-style lists name the class: names are numbered in sorted order as torchvision's
+    ImageFolder numbers its folders, ``loader.classes`` and ``class_to_idx`` say which is which, and
+    the batches' labels follow; a name that looks like a file (a path with spaces, no label) is
+    refused."""
+    names = ["playing guitar", "abseiling", "zumba"]  # sorted: abseiling, playing guitar, zumba
+    (folder / "named.csv").write_text("path,label\n" + "".join(f"{p},{names[label]}\n" for p, label in dataset))
+    words = [name.replace(" ", "_") for name in names]  # a whitespace-separated list: the label is the last word
+    (folder / "named.txt").write_text("".join(f"{p.split('/')[-1]} {words[label]}\n" for p, label in dataset))
+    for listing, written in (("named.csv", names), ("named.txt", words)):
+        loader = make_loader(str(folder / listing), vclip.indexed([0]), batch_size=6)
+        assert loader.classes == loader.class_names == tuple(sorted(written))
+        assert loader.class_to_idx == {name: number for number, name in enumerate(sorted(written))}
+        expected = [loader.class_to_idx[written[label]] for _, label in dataset]
+        assert [v.label for v in loader.videos] == expected
+        batch = next(iter(loader))
+        assert batch.labels.tolist() == [expected[v] for v in batch.video_ids.tolist()]
+    pairs = make_loader([(p, ["playing guitar", "abseiling", "zumba"][label]) for p, label in dataset],
+                        vclip.indexed([0]))
+    assert pairs.classes == ("abseiling", "playing guitar", "zumba") and pairs.videos[1].label == 0
+    assert make_loader(dataset).classes is None  # integer labels stay the user's own
+    (folder / "spaces.txt").write_text(f"{dataset[0][0]} abseiling\nmy holiday.mp4\n")
+    with pytest.raises(vclip.ArgumentError, match=r"spaces.txt, line 2: label \('holiday.mp4'\) is a video's file "
+                                                  r"name, not a class name"):
+        make_loader(str(folder / "spaces.txt"))
+
+
 @pytest.mark.parametrize(
     "videos, message",
     [
-        ([("a.mp4", "cat")], r"label \('cat'\) must be an integer"),
+        ([("a.mp4", "")], r"videos\[0\]: the label is empty"),
+        ([("a.mp4", "cat"), ("b.mp4", 1)], r"videos\[1\]: label \(1\) is an integer among class names"),
         (["a.mp4"], r"must be a \(path, label\) pair"),
         ("/no/such/list.txt", "neither a folder nor a file list"),
         ([], "holds no videos"),

@@ -66,13 +66,14 @@ def resolve_sources(sources) -> ResolvedSources:
         sources: One item or a list of items, each one of: a video file (by extension, no
             label); a folder with one subfolder per class (labelled as :class:`~vclip.ClipLoader`
             labels them: the subfolder's position in sorted order); a folder of videos without
-            class subfolders (no labels); a text/CSV list file of ``path label`` lines; a
-            ``(path, label)`` pair; WebDataset shards (a ``.tar`` path, URL or brace pattern, or a
+            class subfolders (no labels); a text/CSV list file of ``path label`` lines (labels
+            that are class names are numbered in sorted name order); a ``(path, label)`` pair;
+            WebDataset shards (a ``.tar`` path, URL or brace pattern, or a
             :class:`vclip.webdataset.WebDatasetSource`: one row per video member, named by its
             shard, member and byte range, labelled as the source labels it); a Hugging Face
             ``datasets.Dataset`` or :class:`vclip.huggingface.HuggingFaceSource` whose videos are
-            paths or URLs. With several class folders, labels follow the sorted union of their
-            class names. A path listed twice is kept once (the first).
+            paths or URLs. With several sources of class names, labels follow the sorted union
+            of their class names. A path listed twice is kept once (the first).
 
     Raises:
         PathNotFoundError: (a FileNotFoundError) A folder or list file that does not exist.
@@ -86,8 +87,8 @@ def resolve_sources(sources) -> ResolvedSources:
         elif isinstance(item, (str, os.PathLike)):
             groups.append(_one_source(Path(item)))
         else:
-            loaded, _ = load_videos([item])
-            groups.append(([(loaded[0].path, loaded[0].label)], None))
+            loaded, names = load_videos([item])
+            groups.append(([(loaded[0].path, loaded[0].label)], names))
     named = [names for _, names in groups if names is not None]
     class_names = tuple(sorted(set().union(*named))) if named else None
     seen: set[str] = set()
@@ -142,8 +143,8 @@ def _one_source(path: Path) -> tuple[list[tuple[str, int | None]], tuple[str, ..
         return [(os.fspath(path), None)], None  # a missing video becomes an unusable row
     if not file:
         raise PathNotFoundError(f"{os.fspath(path)!r} is not a video, a folder or a list file that exists")
-    videos, _ = load_videos(path)
-    return [(video.path, video.label) for video in videos], None
+    videos, names = load_videos(path)
+    return [(video.path, video.label) for video in videos], names
 
 
 # -- building ------------------------------------------------------------------------------------
