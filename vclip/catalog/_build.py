@@ -33,12 +33,14 @@ from .._version import __version__
 from ..errors import ArgumentError, CatalogWarning, OutputError, PathNotFoundError
 from ..huggingface import HuggingFaceSource, is_hf_dataset
 from ._indexing import IndexJob, index_rows
+from ._paths import resolved_path, stored_path
 from ._schema import (
     ARRAY_TYPES,
     FACT_TYPES,
     FORMAT_VERSION,
     LOCATION_TYPES,
     METADATA_KEY,
+    READABLE_VERSIONS,
     ROW_GROUP_ROWS,
     SCHEMA,
     TIMING_TYPES,
@@ -246,12 +248,17 @@ def build_catalog(
         fresh = pa.concat_tables([fresh, old.take(pa.array(old_rows, pa.int64()))])
     order = np.argsort(np.concatenate([positions[~unchanged], kept_positions]), kind="stable")
     table = fresh.take(pa.array(order))
+    folder = os.path.dirname(out)
+    table = table.set_column(SCHEMA.get_field_index("path"), SCHEMA.field("path"),  # kept rows held stored ones
+                             pa.array([path for path, _ in videos], pa.string()))
     labels = [label for _, label in videos]  # labels and class names always follow the sources
     table = table.set_column(SCHEMA.get_field_index("label"), SCHEMA.field("label"), pa.array(labels, pa.int64()))
     table = table.set_column(SCHEMA.get_field_index("class_name"), SCHEMA.field("class_name"), pa.array(
         [class_names[label] if class_names is not None and label is not None else None for label in labels],
         pa.string()))
-    _write(_with_locations(table), out, class_names)
+    stored = pa.array([stored_path(path, folder) for path in table.column("path").to_pylist()], pa.string())
+    _write(_with_locations(table.set_column(SCHEMA.get_field_index("path"), SCHEMA.field("path"), stored)), out,
+           class_names)
     unusable = tuple((path, problem) for path, usable, problem in zip(
         table.column("path").to_pylist(), table.column("usable").to_pylist(), table.column("error").to_pylist())
         if not usable)
@@ -319,7 +326,7 @@ def check_catalog_out(out: str) -> bool:
 def _earlier_rows(out: str) -> dict[str, tuple[int, str, int | None]]:
     """``path -> (row, fingerprint, stream_index)`` of an existing catalog's rows that can be kept."""
     try:
-        if catalog_metadata(pq.read_schema(out), out).get("format_version") != FORMAT_VERSION:
+        if catalog_metadata(pq.read_schema(out), out).get("format_version") not in READABLE_VERSIONS:
             return {}  # another format: index everything again
         table = pq.read_table(out, columns=["path", "fingerprint", "stream_index", "error_type"])
     except (OSError, ValueError, pa.ArrowException) as error:
@@ -332,7 +339,7 @@ def _earlier_rows(out: str) -> dict[str, tuple[int, str, int | None]]:
         # Rows of usable videos and of videos FFmpeg refused can be kept; other failures
         # (an unreadable file, a crash) are tried again.
         if fingerprint and (error_type is None or hasattr(errors, error_type)):
-            earlier[path] = (row, fingerprint, stream)
+            earlier[resolved_path(path, os.path.dirname(out))] = (row, fingerprint, stream)
     return earlier
 
 
@@ -379,6 +386,7 @@ def rows_table(rows: list[dict]) -> pa.Table:
 def _write(table: pa.Table, out: str, class_names: tuple[str, ...] | None) -> None:
     metadata = {
         "format_version": FORMAT_VERSION,
+        "paths": "relative to the catalog's folder for videos inside it, else absolute; URLs as they are",
         "catalog_id": uuid.uuid4().hex,
         "class_names": list(class_names) if class_names is not None else None,
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),

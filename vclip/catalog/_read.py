@@ -37,6 +37,7 @@ from ..errors import (
     os_reason,
 )
 from ..index import index_video
+from ._paths import resolved_path
 from ._schema import ARRAY_TYPES, FORMAT_VERSION, INDEX_FACTS, SCALAR_COLUMNS, SCHEMA, catalog_metadata
 
 __all__ = ["Catalog", "CatalogEntry", "CatalogSource", "read_catalog"]
@@ -64,7 +65,8 @@ class CatalogEntry:
     """One video of a :class:`Catalog`.
 
     Attributes:
-        path: The video file (absolute).
+        path: The video file (absolute: a path the catalog stores relative to its folder is
+            resolved against where the catalog is now), or its URL.
         label: Its class label, or None (a file given alone, or a folder without classes).
         class_name: The label's class name, when the sources were class folders.
         fingerprint: Size, mtime and a hash of sampled bytes when it was indexed.
@@ -171,7 +173,8 @@ class Catalog:
         self._columns = {name: self._facts.column(name) for name in SCALAR_COLUMNS}
         self._lists = {name: self._columns[name].to_pylist() for name in (
             "path", "label", "class_name", "fingerprint", "error", "error_type", "stream_index", "usable")}
-        self._path_list: list[str] = self._lists["path"]
+        folder = os.path.dirname(self.path)
+        self._path_list: list[str] = [resolved_path(path, folder) for path in self._lists["path"]]
         self._label_list: list[int | None] = self._lists["label"]
         self._usable = np.array(self._lists["usable"], dtype=bool)
         group_rows = [self._file.metadata.row_group(g).num_rows for g in range(self._file.num_row_groups)]
@@ -217,6 +220,8 @@ class Catalog:
 
     @property
     def paths(self) -> list[str]:
+        """The videos' paths: absolute (those the catalog stores relative to its folder resolved
+        against where the catalog is now), or URLs."""
         return list(self._path_list)
 
     @property
@@ -264,11 +269,21 @@ class Catalog:
             yield CatalogSource(entry.path, UNLABELLED if entry.label is None else entry.label, entry.index)
 
     def to_table(self, columns: Iterable[str] | None = None) -> pa.Table:
-        """The catalog as a pyarrow Table (default: every column but the per-frame arrays)."""
-        return self._file.read(columns=list(columns) if columns is not None else list(SCALAR_COLUMNS))
+        """The catalog as a pyarrow Table (default: every column but the per-frame arrays), with
+        ``path`` and ``shard`` resolved as :attr:`paths` are (the file stores them relative to its
+        folder)."""
+        table = self._file.read(columns=list(columns) if columns is not None else list(SCALAR_COLUMNS))
+        folder = os.path.dirname(self.path)
+        for name in ("path", "shard"):
+            if name in table.column_names:
+                resolved = [None if value is None else resolved_path(value, folder)
+                            for value in table.column(name).to_pylist()]
+                table = table.set_column(table.column_names.index(name), table.schema.field(name),
+                                         pa.array(resolved, pa.string()))
+        return table
 
     def to_pandas(self, columns: Iterable[str] | None = None):
-        """The catalog as a pandas DataFrame (default: every column but the per-frame arrays)."""
+        """The catalog as a pandas DataFrame (as :meth:`to_table`)."""
         return self.to_table(columns).to_pandas()
 
     # -- indexes -----------------------------------------------------------------------------------

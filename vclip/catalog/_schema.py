@@ -16,10 +16,13 @@ except ImportError as _error:  # pragma: no cover - depends on the environment
 from .._index.record import VideoIndex
 from ..errors import ArgumentError
 
-__all__ = ["FORMAT_VERSION", "METADATA_KEY", "ROW_GROUP_ROWS", "SCHEMA", "FACT_TYPES", "ARRAY_TYPES", "TIMING_TYPES",
-           "INDEX_FACTS", "SCALAR_COLUMNS", "LOCATION_TYPES", "catalog_metadata"]
+__all__ = ["FORMAT_VERSION", "READABLE_VERSIONS", "METADATA_KEY", "ROW_GROUP_ROWS", "SCHEMA", "FACT_TYPES",
+           "ARRAY_TYPES", "TIMING_TYPES", "INDEX_FACTS", "SCALAR_COLUMNS", "LOCATION_TYPES", "catalog_metadata"]
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+"""The catalog format this vclip writes: 2 stores paths relative to the catalog's folder (see
+:mod:`vclip.catalog._paths`); format 1 stored absolute paths, with the same columns."""
+READABLE_VERSIONS = (1, 2)
 METADATA_KEY = b"vclip.catalog"
 ROW_GROUP_ROWS = 512
 
