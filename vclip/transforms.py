@@ -312,17 +312,22 @@ class TransformSpec:
 
         Read from the transforms' public attributes (torchvision need not be importable):
         ``Resize``, ``RandomResizedCrop``, ``RandomCrop``, ``CenterCrop``,
-        ``RandomHorizontalFlip``, ``ColorJitter``, ``RandomGrayscale``, ``ToDtype`` and
-        ``Normalize``, in the order torchvision applies them: the spatial ones first (at most one
-        resize and one crop), then the colour ones (``ColorJitter`` before ``RandomGrayscale``),
-        with ``ToDtype`` anywhere before ``Normalize``. Resampling must be bilinear (the spec
-        gets ``interpolation="bilinear"``, as torchvision's). vclip applies the colour changes
-        in float, as torchvision does on float tensors (on uint8 tensors torchvision rounds after
-        each), and resamples once from the decoded picture (a ``Resize`` followed by a random
-        resized crop is one resampling, not two).
+        ``RandomHorizontalFlip``, ``ColorJitter``, ``RandomGrayscale``, ``ToDtype`` (or
+        ``ConvertImageDtype``) and ``Normalize`` (at most one resize and one crop), in any order
+        that means the same as vclip's (resize, crop, flip, colour jitter, grayscale, dtype,
+        normalize): a flip may come anywhere, a crop after per-pixel steps but a contrast change,
+        a resize or resized crop after grayscale, ``ToDtype`` and ``Normalize``; ``ColorJitter``
+        comes before ``RandomGrayscale``, both before ``Normalize``, and ``ToDtype`` before
+        ``Normalize``. torchvision's video classification presets translate (the preset object
+        or its ``transforms``; their last step, ``ConvertBCHWtoCBHW``, gives layout ``"CTHW"``).
+        Resampling must be bilinear (the spec gets ``interpolation="bilinear"``, as torchvision's).
+        vclip applies the colour changes in float, as torchvision does on float tensors (on uint8
+        tensors torchvision rounds after each), and resamples once from the decoded picture (a
+        ``Resize`` followed by a random resized crop is one resampling, not two).
 
         Args:
-            transforms: A ``Compose`` (its ``transforms``), a sequence of transforms, or one transform.
+            transforms: A ``Compose`` (its ``transforms``), a preset holding one, a sequence of
+                transforms, or one transform.
             layout: Axis order of a clip; default ``"TCHW"``, the shape of torchvision's video tensors.
 
         Raises:
