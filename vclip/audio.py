@@ -1,7 +1,7 @@
 """The audio that goes with each clip, cut by the clip's own presentation times.
 
 Ask for it with an :class:`AudioSpec` (``VideoDecoder.get_clips(..., audio=AudioSpec())``,
-``ClipLoader(..., audio=AudioSpec())``, ``vclip sample --audio-rate``): each clip then comes with
+``ClipLoader(..., audio=AudioSpec())``, ``vclip sample --audio-sample-rate``): each clip then comes with
 the samples covering its span (see :mod:`vclip._audio.spans`: from its first frame's pts to the end
 of its last frame, the frames between its positions included; in seconds, its target times),
 resampled by FFmpeg to the requested rate and channels. Sample ``j`` of a clip's audio is the

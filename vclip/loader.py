@@ -46,7 +46,7 @@ from ._loader.stats import Choice, LoaderCounters, LoaderStats, epoch_summary, m
 from .audio import AudioSpec, audio_samples
 from .errors import ArgumentError, check_choice, check_count_or_auto, check_integer, fail, format_bytes, parse_bytes
 from .memory import LoaderMemoryEstimate, plan_loader_memory
-from .sampling import ClipSampler
+from .sampling import ClipSampler, draw_seed
 from .transforms import TransformSpec, as_transform_spec
 
 __all__ = ["ClipLoader", "ClipBatch"]
@@ -91,8 +91,8 @@ class ClipLoader(IterableDataset):
             clip); or a dataset source (``videos``, ``class_names``, ``stored_index(number)`` and
             ``index(number)``, see ``vclip._loader.source.DatasetSource``).
         sampler: Which frames make a clip: any of the six modes, in frames or in seconds
-            (``fps``, ``duration``). The loader's ``seed`` drives its random choices (the
-            sampler's own ``seed`` is not used). A row with a segment gets its clips from the
+            (``fps``, ``duration``). Its own ``seed``, when set, is the loader's ``seed`` (both
+            given and different: refused). A row with a segment gets its clips from the
             frames whose pts lie in ``[start, end)``, the end policy padding inside it.
         transform: Resize, crop (center or random), flip probability, normalization, dtype and
             layout, and the training augmentations fused with them (random resized, multi-scale
@@ -106,8 +106,9 @@ class ClipLoader(IterableDataset):
             frames with their own crop and flip). Not allowed with ``starts="step"``, where each
             video gives every clip that fits.
         shuffle: Visit videos and clips in a new seeded order each epoch (default False).
-        seed: Seed (>= 0) of every random choice. A clip's start, jitter and augmentations (crop
-            window, scale, flip, colour factors and their order, grayscale) are drawn from
+        seed: Seed (>= 0) of every random choice; None (default): the sampler's own ``seed``, else
+            0. A clip's start, jitter and augmentations (crop window, scale, flip, colour factors
+            and their order, grayscale) are drawn from
             ``(seed, epoch, video id, clip number)``: batches are the same for a seed and epoch on
             CPU and GPU, whatever the thread timing, and each batch records its draws
             (:attr:`ClipBatch.augmentations`).
@@ -236,7 +237,7 @@ class ClipLoader(IterableDataset):
         batch_size: int = 8,
         clips_per_video: int | None = None,
         shuffle: bool = False,
-        seed: int = 0,
+        seed: int | None = None,
         drop_last: bool = False,
         device: Any = "auto",
         num_threads: int = 0,
@@ -270,7 +271,7 @@ class ClipLoader(IterableDataset):
         self.transform = transform
         self.batch_size = check_integer("batch_size", batch_size, minimum=1)
         self.shuffle = bool(shuffle)
-        self.seed = check_integer("seed", seed, minimum=0)
+        self.seed = draw_seed(seed, sampler)
         self.drop_last = bool(drop_last)
         self.num_threads = check_integer("num_threads", num_threads, minimum=0)
         decode_processes = check_count_or_auto("decode_processes", decode_processes)

@@ -39,6 +39,7 @@ __all__ = [
     "scaled_size",
     "check_scaling_factor",
     "frames_shown_at",
+    "draw_seed",
 ]
 
 Mode = Literal["contiguous", "strided", "keyframe", "indexed", "jittered"]
@@ -503,3 +504,18 @@ def indexed(frame_indices: Sequence[int] | np.ndarray, *, scaling_factor: float 
 def downscaled(sampler: ClipSampler, scaling_factor: float) -> ClipSampler:
     """The same clips as ``sampler`` at ``round(W*f) x round(H*f)`` (antialiased)."""
     return replace(sampler, scaling_factor=scaling_factor)
+
+
+def draw_seed(seed: int | None, sampler: ClipSampler) -> int:
+    """The one seed a loader draws every clip with: ``seed``, else the sampler's own ``seed``, else 0.
+
+    Raises:
+        ArgumentError: ``seed`` is not an integer >= 0, or differs from the sampler's own seed.
+    """
+    if seed is None:
+        return 0 if sampler.seed is None else sampler.seed
+    seed = check_integer("seed", seed, minimum=0)
+    if sampler.seed is not None and sampler.seed != seed:
+        raise fail("seed", seed, f"the sampler's own seed ({sampler.seed}) or None: the loader draws every clip from "
+                                 "one seed; give it once, to the loader or to the sampler")
+    return seed

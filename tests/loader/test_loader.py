@@ -150,6 +150,21 @@ def test_class_name_labels_are_numbered_in_sorted_order(folder, dataset):
         make_loader(str(folder / "spaces.txt"))
 
 
+def test_a_samplers_own_seed_is_the_loaders_seed_or_refused(dataset):
+    """The sampler's ``seed`` was silently ignored: it now seeds the loader when the loader is given
+    none, and two different seeds are refused."""
+    def frames(loader):
+        return [batch.frame_indices.tolist() for batch in loader]
+
+    honoured = make_loader(dataset, vclip.strided(4, 2, seed=5), shuffle=True)
+    assert honoured.seed == 5
+    assert frames(honoured) == frames(make_loader(dataset, vclip.strided(4, 2), seed=5, shuffle=True))
+    assert frames(honoured) != frames(make_loader(dataset, vclip.strided(4, 2), shuffle=True))  # seed 0
+    assert make_loader(dataset, vclip.strided(4, 2, seed=5), seed=5).seed == 5
+    with pytest.raises(vclip.ArgumentError, match=r"seed \(3\) must be the sampler's own seed \(5\) or None"):
+        make_loader(dataset, vclip.strided(4, 2, seed=5), seed=3)
+
+
 @pytest.mark.parametrize(
     "videos, message",
     [
