@@ -415,9 +415,16 @@ def parse_bytes(value: int | float | str, *, name: str = "memory size") -> int:
     return math.floor(number * _UNITS[unit])
 
 
+_SIZE_UNITS = (("TB", "TiB", 4), ("GB", "GiB", 3), ("MB", "MiB", 2), ("KB", "KiB", 1))  # largest first
+
+
 def format_bytes(count: int) -> str:
-    """``"3,185,049,600 bytes (3.19 GB, 2.97 GiB)"``."""
-    return f"{count:,} bytes ({count / 1e9:.2f} GB, {count / 2**30:.2f} GiB)"
+    """``"3,185,049,600 bytes (3.19 GB, 2.97 GiB)"``, in the largest unit that shows at least 1.00
+    (``"4,194,304 bytes (4.19 MB, 4.00 MiB)"``; below 1.00 KB the bytes alone)."""
+    for decimal, binary, power in _SIZE_UNITS:
+        if round(abs(count) / 1000**power, 2) >= 1:
+            return f"{count:,} bytes ({count / 1000**power:.2f} {decimal}, {count / 1024**power:.2f} {binary})"
+    return f"{count:,} bytes"
 
 
 def check_lengths(name: str, ranges: list[tuple[int, int]], chunks: list[bytes]) -> list[bytes]:
