@@ -220,7 +220,7 @@ class ClipStream(IterableDataset):
         except (VideoError, ValueError) as error:
             if self.on_error == "raise":
                 raise
-            logger.warning("vclip: ClipStream left out %s: %s", where, error)
+            logger.warning("ClipStream left out %s: %s", where, error)
             return None
         return where, label, frames
 

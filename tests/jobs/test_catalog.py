@@ -431,6 +431,19 @@ def test_a_catalog_of_format_1_with_absolute_paths_still_reads(built, tmp_path):
     assert usable.index().num_frames == vclip.index_video(usable.path).num_frames
 
 
+def test_the_build_is_logged_once_named_by_the_logger(dataset, tmp_path, caplog):
+    """Log lines read ``INFO:vclip:catalog ...`` with Python's default format, not ``vclip:vclip:``:
+    the logger's name says where they come from."""
+    import logging
+
+    with caplog.at_level(logging.INFO, logger="vclip"):
+        vcatalog.build_catalog(dataset / "dogs", tmp_path / "logged.parquet", workers=1, progress=False)
+    lines = [logging.Formatter(logging.BASIC_FORMAT).format(record) for record in caplog.records]
+    assert [line for line in lines if "catalog" in line] == [
+        line for line in lines if line.startswith(f"INFO:vclip:catalog {tmp_path / 'logged.parquet'}: 3 videos")]
+    assert lines and not any("vclip:vclip" in line for line in lines)
+
+
 def test_a_file_that_crashes_its_worker_is_listed_not_fatal(dataset):
     paths = [str(p) for p in sorted(dataset.rglob("*.mp4")) if p.name not in ("empty.mp4", "not_a_video.mp4")]
     jobs = [IndexJob(number, path) for number, path in enumerate(paths + ["/crash/me.mp4"] + paths)]

@@ -268,7 +268,7 @@ def build_catalog(
         unusable=unusable, seconds=time.perf_counter() - started, workers=runner.workers,
         engine="ray" if isinstance(runner, RayTasks) else "processes",
     )
-    logger.info("vclip: catalog %s: %d videos, %d indexed, %d kept, %d unusable, %.1f s", out, built.videos,
+    logger.info("catalog %s: %d videos, %d indexed, %d kept, %d unusable, %.1f s", out, built.videos,
                 len(built.indexed), built.kept, len(unusable), built.seconds)
     return built
 
