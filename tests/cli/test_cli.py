@@ -750,6 +750,23 @@ def test_budget_chart(capsys, tmp_path):
     assert (tmp_path / "chart.svg").read_text().lstrip().startswith("<?xml")
 
 
+def test_index_without_pyarrow_names_the_extra(videos, tmp_path):
+    """pyarrow missing (its import raises ModuleNotFoundError, as where it is not installed): ``vclip
+    index`` exits 2 naming the extra that installs it, before any video is read."""
+    prelude = "\n".join([
+        "import importlib.abc",
+        "class NoPyarrow(importlib.abc.MetaPathFinder):",
+        "    def find_spec(self, name, path, target=None):",
+        "        if name.split('.')[0] == 'pyarrow':",
+        "            raise ModuleNotFoundError(f'No module named {name!r}', name=name)",
+        "sys.meta_path.insert(0, NoPyarrow())",
+    ])
+    completed = run_process("index", videos["h264"], "--out", tmp_path / "catalog.parquet", prelude=prelude)
+    assert completed.returncode == 2, completed.stderr
+    assert completed.stderr == "vclip index: error: vclip.catalog needs pyarrow: pip install 'vclip-nvdec[catalog]'\n"
+    assert not (tmp_path / "catalog.parquet").exists()
+
+
 def test_budget_chart_without_matplotlib_names_the_extra(tmp_path):
     """matplotlib blocked: Python raises ImportError with the pip hint, the command exits 2 with it."""
     hint = "the memory chart needs matplotlib, which is not installed: pip install 'vclip-nvdec[chart]'"
