@@ -29,7 +29,6 @@ from torch.utils.data import IterableDataset, get_worker_info
 
 from ._audio.decode import span_samples
 from ._bytes.remote import remote_reads
-from ._bytes.sources import is_url
 from ._datasets.inputs import LabeledVideo, VideoSource
 from ._device import Device, resolve_device
 from ._engine.backends import make_backend
@@ -40,7 +39,7 @@ from ._loader.clip_batch import ClipBatch
 from ._loader.clips import ClipDrawer, VideoFacts
 from ._loader.epoch import EpochPlan, EvenShards, process_shard
 from ._loader.runtime import LoaderRuntime
-from ._loader.source import DatasetSource, MixedSizes, open_source, scan
+from ._loader.source import DatasetSource, MixedSizes, open_source, remote_url, scan
 from ._loader.state import LoaderState, dataset_fingerprint
 from ._loader.stats import Choice, LoaderCounters, LoaderStats, epoch_summary, make_stats
 from .audio import AudioSpec, audio_samples
@@ -304,7 +303,7 @@ class ClipLoader(IterableDataset):
             cpu_decoders, prefetch_queue_depth, gpu=self._device.is_cuda, decode_processes=self.decode_processes)
         self._remote_baseline = remote_reads()
         self._source = open_source(videos, cache_dir)
-        self._urls = frozenset(video.path for video in self._source.videos if is_url(video.path))
+        self._urls = frozenset(filter(None, (remote_url(video.path) for video in self._source.videos)))
         self.shard_id, self.num_shards = process_shard(shard_id, num_shards, len(self._source.videos))
         self._epoch = 0
         self._position = (0, 0)  # (epoch, batches delivered) of the latest pass
