@@ -1140,6 +1140,35 @@ def test_sample_drop_that_drops_everything_is_reported(capsys, short_video, vide
 
 
 # -- budget: the formula and the loader ------------------------------------------------------------
+def test_budget_takes_the_source_videos_size_and_ends_with_one_bottom_line(capsys, videos):
+    """1080p videos resized to 224: NVDEC surfaces are the video's size, so the loader needs what
+    plan_loader_memory says for that source; the last line gives one answer."""
+    out224 = ["--width", 224, "--height", 224, "--sequence-length", 16, "--dtype", "float32", "--device", "cuda"]
+    status, out, _ = run(capsys, "budget", *out224, "--batch-size", 8, "--video-width", 1920, "--video-height", 1080,
+                         "--json")
+    report = json.loads(out)
+    planned = vclip.plan_loader_memory(width=224, height=224, batch_size=8, sequence_length=16, dtype="float32",
+                                       device="cuda", video_width=1920, video_height=1080)
+    assert status == 0 and report["loader"]["bytes"] == planned.total
+    assert (report["loader"]["video_width"], report["loader"]["video_height"]) == (1920, 1080)
+    assert report["bottom_line"] == (f"a ClipLoader of batch_size=8 from 1920x1080 videos needs "
+                                     f"{vclip.format_bytes(planned.total)}")
+    status, out, _ = run(capsys, "budget", *out224, "--budget", "24GiB", "--video", videos["h264"])
+    largest = vclip.plan_loader_memory(width=224, height=224, batch_size=1, sequence_length=16, dtype="float32",
+                                       device="cuda", video_width=320, video_height=240).largest_batch_size("24GiB")
+    formula = vclip.largest_batch_size("24GiB", width=224, height=224, sequence_length=16, dtype="float32")
+    assert status == 0 and out.splitlines()[-1] == (
+        f"bottom line: batch_size={largest:,} is the largest a ClipLoader from 320x240 videos fits in 24GiB (the "
+        f"formula alone allows {formula:,}: it counts one batch and nothing else)")
+    status, out, _ = run(capsys, "budget", *out224, "--batch-size", 4096, "--budget", "24GiB")
+    assert out.splitlines()[-1].startswith("bottom line: batch_size=4096 does not fit in 24GiB with a ClipLoader "
+                                           "from 224x224 videos; the largest that fits is batch_size=")
+    status, _, err = run(capsys, "budget", *out224, "--batch-size", 8, "--video-width", 1920)
+    assert status == 2 and "--video-width and --video-height go together" in err
+    status, _, err = run(capsys, "budget", *out224, "--batch-size", 8, "--video", "/no/such.mp4")
+    assert status == 2 and "--video: /no/such.mp4: file does not exist" in err
+
+
 @pytest.mark.parametrize(
     "options, settings, staging",
     [

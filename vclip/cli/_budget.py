@@ -15,7 +15,8 @@ from .._outputs.images import (
     ChartSeries,
     memory_chart,
 )
-from ..errors import check_integer, format_bytes, parse_bytes
+from ..errors import VideoError, check_integer, format_bytes, parse_bytes
+from ..index import index_video
 from ..memory import (
     BYTES_PER_ELEMENT,
     MemoryEstimate,
@@ -90,11 +91,50 @@ def _loader_estimate(args: argparse.Namespace, width: int, height: int, batch: i
         width=width, height=height, batch_size=batch, sequence_length=args.sequence_length, channels=args.channels,
         dtype=args.dtype, augmentation_factor=args.augmentation_factor, prefetch_queue_depth=args.prefetch_queue_depth,
         num_threads=args.num_threads, decode_processes=args.decode_processes, cpu_decoders=args.cpu_decoders,
-        device=args.device, video_width=args.width, video_height=args.height,
+        device=args.device, video_width=args.video_width, video_height=args.video_height,
     )
 
 
+def _source_size(args: argparse.Namespace) -> None:
+    """Fill ``args.video_width`` and ``args.video_height``: the videos the loader decodes, from
+    ``--video`` (its size), the pair given, or the output size (clips not resized)."""
+    given = args.video_width is not None or args.video_height is not None
+    if args.video is not None:
+        if given:
+            raise UsageError("--video gives the source size: leave out --video-width and --video-height")
+        try:
+            index = index_video(args.video)
+        except VideoError as error:
+            raise UsageError(f"--video: {error}") from None
+        args.video_width, args.video_height = index.width, index.height
+    elif given:
+        if args.video_width is None or args.video_height is None:
+            raise UsageError("--video-width and --video-height go together (the size of the videos decoded)")
+        with refused_arguments():
+            check_integer("--video-width", args.video_width, minimum=1)
+            check_integer("--video-height", args.video_height, minimum=1)
+    else:
+        args.video_width, args.video_height = args.width, args.height
+
+
+def _bottom_line(args: argparse.Namespace, batch_given: bool, budget: int | None, loader, loader_largest: int | None,
+                 formula_largest: int | None) -> str:
+    """One sentence that answers the question asked: what fits the budget, or what a loader needs."""
+    source = f"{args.video_width}x{args.video_height} videos"
+    if budget is None:
+        return f"a ClipLoader of batch_size={args.batch_size} from {source} needs {format_bytes(loader.total)}"
+    formula = (f" (the formula alone allows {formula_largest:,}: it counts one batch and nothing else)"
+               if formula_largest != loader_largest else "")
+    within = args.budget.strip()
+    if batch_given:
+        verdict = "fits in" if loader.total <= budget else "does not fit in"
+        return (f"batch_size={args.batch_size} {verdict} {within} with a ClipLoader from {source}; the largest "
+                f"that fits is batch_size={loader_largest:,}{formula}")
+    return f"batch_size={loader_largest:,} is the largest a ClipLoader from {source} fits in {within}{formula}"
+
+
 def _run_budget(args: argparse.Namespace) -> int:
+    _source_size(args)
     batch_given = args.batch_size is not None
     if not batch_given:
         if args.budget is None:
@@ -156,7 +196,9 @@ def _run_budget(args: argparse.Namespace) -> int:
         "workspace": loader.workspace, "cuda_context": loader.cuda_context, "staging": loader.staging,
         "fits": None if budget is None or not batch_given else loader.total <= budget,
         "largest_batch_size": loader_largest,
+        "video_width": args.video_width, "video_height": args.video_height,
     }
+    bottom_line = _bottom_line(args, batch_given, budget, loader, loader_largest, largest_batch)
     if args.json:
         print(json.dumps({
             "width": width, "height": height, "channels": args.channels, "dtype": args.dtype,
@@ -169,7 +211,7 @@ def _run_budget(args: argparse.Namespace) -> int:
             "budget_bytes": budget, "fits": None if budget is None else current.bytes <= budget,
             "largest_batch_size": largest_batch, "chart": chart,
             "largest_sequence_length": largest_sequence if batch_given else None,
-            "loader": loader_report,
+            "loader": loader_report, "bottom_line": bottom_line,
         }, indent=2))
         return EXIT_OK
     scaled = f" (scaling factor {args.scaling_factor:g} of {args.width}x{args.height})"
@@ -205,12 +247,13 @@ def _run_budget(args: argparse.Namespace) -> int:
     for label, part in parts:
         print(f"  {label:<42}{part:>16,}")
     if budget is not None:
-        verdict = "fits" if loader.total <= budget else "does not fit"
+        verdict = "fits in" if loader.total <= budget else "does not fit in"
         print(f"  budget {format_bytes(budget)}: {verdict}; largest batch size the loader fits: {loader_largest:,}")
         if loader_largest == 0:
             print(f"  (the parts that do not grow with the batch take {format_bytes(loader.fixed_bytes)})")
     if chart:
         print(f"\nchart: {chart}")
+    print(f"\nbottom line: {bottom_line}")
     return EXIT_OK
 
 
@@ -221,10 +264,17 @@ def add_parser(commands) -> None:
         description="bytes = W x H x C x bytes_per_element x batch x T x (1 + augmentation), what each choice "
                     "saves, and the largest batch size and sequence length that fit --budget; then what a "
                     "ClipLoader with these settings needs (its output buffers, decode "
-                    "surfaces, workspace and CUDA contexts) and the largest batch it fits. Without --batch-size "
-                    "(--budget needed) the figures are per clip and the question is the largest batch.")
+                    "surfaces, workspace and CUDA contexts) and the largest batch it fits, for videos of "
+                    "--video-width x --video-height (or --video's size) resized to --width x --height. "
+                    "Without --batch-size (--budget needed) the figures are per clip and the question is the "
+                    "largest batch. The last line gives the answer.")
     budget.add_argument("--width", type=int, required=True, metavar="W", help="frame width in pixels")
     budget.add_argument("--height", type=int, required=True, metavar="H", help="frame height in pixels")
+    budget.add_argument("--video-width", type=int, metavar="W",
+                        help="width of the videos the loader decodes, when clips are resized (default --width): "
+                             "NVDEC surfaces are the video's size")
+    budget.add_argument("--video-height", type=int, metavar="H", help="height of those videos (default --height)")
+    budget.add_argument("--video", metavar="PATH", help="a video of the dataset: its size is the videos' size")
     add_renamed_option(budget, "--batch-size", "--batch", type=int, metavar="B",
                        help="clips per batch (optional with --budget)")
     add_renamed_option(budget, "--sequence-length", "--seq", type=int, required=True, metavar="T",
