@@ -264,6 +264,19 @@ def test_sample_to_png_folder(capsys, videos, tmp_path):
     assert f"-> {out}{os.sep}" in stdout
 
 
+def test_sample_to_png_shows_progress_while_it_writes(capsys, videos, tmp_path):
+    """The video's bar showed 100% once decoded and the PNGs were then written without a word: a
+    bar counts the images as they are written, and the video is done after its last one."""
+    status, _, err = run(capsys, "sample", videos["h264"], "--mode", "strided", "--clips-per-video", 2,
+                         "--sequence-length", 8, "--device", "cpu", "--progress", "--out", tmp_path / "frames")
+    assert status == 0 and len(list((tmp_path / "frames").glob("*.png"))) == 16
+    updates = [line.strip() for line in re.split(r"[\r\n]", err) if line.strip()]
+    written = [number for number, line in enumerate(updates) if re.search(r"writing: .*\b\d+/16\b", line)]
+    assert written  # tqdm redraws at most every 0.1 s: the bar, and the counts it had time for
+    done = [number for number, line in enumerate(updates) if re.search(r"\b1/1 .*video", line)]
+    assert done and min(done) > written[-1], updates
+
+
 def test_sample_to_mp4_for_a_quick_look(capsys, videos, tmp_path):
     out = tmp_path / "look.mp4"
     status, _, _ = run(

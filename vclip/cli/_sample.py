@@ -10,10 +10,12 @@ import re
 import sys
 import wave
 from collections import Counter
-from contextlib import closing
+from collections.abc import Callable
+from contextlib import closing, nullcontext
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -223,7 +225,8 @@ def _write_wav(path: Path, samples: np.ndarray, sample_rate: int) -> None:
 
 
 def _write_clips(output_format: str, out: Path, clips: Frames, data: np.ndarray, padded: np.ndarray,
-                 video: _Sampled, mode: str) -> None:
+                 video: _Sampled, mode: str, images: Callable[..., Any] | None = None) -> None:
+    """Write one video's clips; ``images(total=N)`` gives the bar that counts the PNGs written."""
     audio = clips.audio
     if output_format in ("npz", "pt"):
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -234,9 +237,12 @@ def _write_clips(output_format: str, out: Path, clips: Frames, data: np.ndarray,
         write_video(out, (frame for clip in data for frame in clip), fps=video.average_fps)
     else:
         out.mkdir(parents=True, exist_ok=True)
-        for number, (clip, frame_indices) in enumerate(zip(data, clips.frame_indices.tolist())):
-            for position, (frame, frame_index) in enumerate(zip(clip, frame_indices)):
-                write_image(out / f"clip{number:03d}_{position:03d}_frame{frame_index:06d}.png", frame)
+        with closing(images(total=int(np.prod(data.shape[:2])))) if images is not None else nullcontext() as bar:
+            for number, (clip, frame_indices) in enumerate(zip(data, clips.frame_indices.tolist())):
+                for position, (frame, frame_index) in enumerate(zip(clip, frame_indices)):
+                    write_image(out / f"clip{number:03d}_{position:03d}_frame{frame_index:06d}.png", frame)
+                    if bar is not None:
+                        bar.update()
         if audio is not None:
             _write_clip_wavs(out, audio)
 
@@ -391,7 +397,6 @@ def _run_sample(args: argparse.Namespace) -> int:
     with closing(runner.run(partial(_sample_video, options), enumerate(inputs))) as outcomes:
         for outcome in outcomes:
             number, path = outcome.position, inputs[outcome.position]
-            progress.update()
             try:
                 sampled = _sampled(outcome, path, single=len(inputs) == 1)
                 if sampled is None:
@@ -403,7 +408,8 @@ def _run_sample(args: argparse.Namespace) -> int:
                 if targets is None:  # said once the file's clip shape is chosen
                     combined.append((number, sampled, lines))
                     continue
-                _write_clips(output_format, targets[number], clips, data, padded, sampled, args.mode)
+                _write_clips(output_format, targets[number], clips, data, padded, sampled, args.mode,
+                             images=partial(progress_bar, args, unit="image", desc="writing", leave=False))
             except VideoError as error:
                 skipped += 1
                 report_skipped("sample", error)
@@ -414,6 +420,8 @@ def _run_sample(args: argparse.Namespace) -> int:
                 skipped += 1
                 report_internal_error("sample", path, error)
                 continue
+            finally:
+                progress.update()  # a video is done once its clips are written (or it was skipped)
             _say_sampled(path, sampled, lines, args.mode, targets[number], output_format)
     progress.close()
     if combined:
