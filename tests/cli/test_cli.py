@@ -472,6 +472,21 @@ def test_keyframes_codec_images_and_manifest(capsys, videos, tmp_path):
     assert "2 of 2 videos, 7 images" in stdout
 
 
+def test_keyframes_manifest_says_how_each_shot_begins(capsys, tmp_path):
+    """Each scene keyframe's record names the transition that starts its shot (a fade here: its
+    kind and first frame, as find_shot_boundaries reports them); the first shot has none."""
+    from vclip.keyframes import find_shot_boundaries
+    from vclip.synthetic import make_scene_video
+
+    video = make_scene_video(tmp_path / "fades.mp4", "fades", num_shots=3, seed=0).path
+    status, _, _ = run(capsys, "keyframes", video, "--method", "scene", "--device", "cpu", "--out", tmp_path / "k")
+    records = json.loads((tmp_path / "k" / "manifest.json").read_text())["keyframes"]
+    boundaries = find_shot_boundaries(video, device="cpu")
+    assert status == 0 and [b.kind for b in boundaries] == ["fade", "fade"]
+    assert [(r["frame_index"], r["transition"], r["transition_start"]) for r in records] == [(0, None, None)] + [
+        (b.frame, b.kind, b.start) for b in boundaries]
+
+
 def test_keyframes_scene_finds_the_cuts(capsys, tmp_path):
     video = make_shots_video(tmp_path / "shots.mp4", shot_lengths=(30, 36, 24), width=160, height=120)
     status, _, _ = run(capsys, "keyframes", video, "--method", "scene", "--out", tmp_path / "scenes")
