@@ -40,7 +40,7 @@ from ._loader.clips import ClipDrawer, VideoFacts
 from ._loader.epoch import EpochPlan, EvenShards, process_shard
 from ._loader.runtime import LoaderRuntime
 from ._loader.source import DatasetSource, MixedSizes, open_source, remote_url, scan
-from ._loader.state import LoaderState, dataset_fingerprint
+from ._loader.state import LoaderState, check_resumable, dataset_fingerprint, fingerprint_parts
 from ._loader.stats import Choice, LoaderCounters, LoaderStats, epoch_summary, make_stats
 from .audio import AudioSpec, audio_samples
 from .errors import ArgumentError, check_choice, check_count_or_auto, check_integer, fail, format_bytes, parse_bytes
@@ -351,6 +351,7 @@ class ClipLoader(IterableDataset):
         if self.audio is not None:
             options["audio"] = repr(self.audio)
         self._fingerprint = dataset_fingerprint(self._source.videos, found.clip_counts, options)
+        self._fingerprint_parts = fingerprint_parts(self._source.videos, found.clip_counts, options)
 
     # -- the dataset ------------------------------------------------------------------------------
     @property
@@ -456,7 +457,7 @@ class ClipLoader(IterableDataset):
         epoch, delivered = (run.epoch, run.delivered) if run is not None else self._position
         return LoaderState(
             epoch=epoch, batches_delivered=delivered, seed=self.seed, shard=(self.shard_id, self.num_shards),
-            bad_videos=tuple(self._bad.entries()), fingerprint=self._fingerprint,
+            bad_videos=tuple(self._bad.entries()), fingerprint=self._fingerprint, parts=self._fingerprint_parts,
         ).to_dict()
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -464,28 +465,15 @@ class ClipLoader(IterableDataset):
         epoch) starts after the batches it had delivered, and the videos it had found bad stay out.
 
         Raises:
-            ArgumentError: ``state`` is not a loader state, or it was saved by a loader with
-                another seed, shard, dataset or batch options.
+            ArgumentError: ``state`` is not a loader state (counts not integers in range: a
+                negative or infinite epoch or batch count), or it was saved by a loader with
+                another seed, shard, dataset or batch options (the message names those that
+                differ), or it delivered more batches than the epoch has.
         """
         loaded = LoaderState.from_dict(state)
-        mine = (self.seed, (self.shard_id, self.num_shards))
-        if (loaded.seed, loaded.shard) != mine:
-            raise ArgumentError(
-                f"state (seed={loaded.seed}, shard {loaded.shard[0]} of {loaded.shard[1]}) was saved by another "
-                f"loader than this one (seed={self.seed}, shard {self.shard_id} of {self.num_shards}); "
-                "resume with the same seed and, per rank, the same shard"
-            )
-        if loaded.fingerprint != self._fingerprint:
-            raise ArgumentError(
-                f"state (fingerprint {loaded.fingerprint}) was saved by a loader over another dataset or with other "
-                f"batch options (this one: {self._fingerprint}); the videos, labels, sampler, transform, batch_size, "
-                "clips_per_video, shuffle, drop_last, even_shards, mixed_sizes, max_lead_frames and evaluation must be "
-                "those of the run that saved it"
-            )
-        count = len(self._source.videos)
-        unknown = [video for video, _, _ in loaded.bad_videos if not 0 <= video < count]
-        if unknown:
-            raise ArgumentError(f"state names bad video {unknown[0]}, which this dataset of {count} videos lacks")
+        check_resumable(loaded, seed=self.seed, shard=(self.shard_id, self.num_shards), fingerprint=self._fingerprint,
+                        parts=self._fingerprint_parts, num_videos=len(self._source.videos),
+                        batches_in=lambda epoch: len(self._plan.batches(epoch, self.shard_id, self.num_shards)))
         for video, epoch, problem in loaded.bad_videos:
             self._bad.add(video, problem, epoch)
         self._epoch = loaded.epoch
