@@ -173,7 +173,9 @@ class ClipLoader(IterableDataset):
             by a clip of another video of the shard (seeded), so epochs keep their length and no
             problem of one video raises. A video that fails mid-epoch is left out from the next
             epoch on (within its epoch its other clips are still tried), so batches never depend
-            on thread timing. ``"raise"``: its VideoError is raised (any other error
+            on thread timing. A damaged frame (a decode error, or on the CPU a picture the
+            decoder concealed) costs only the clips that need it or a frame decoded from it.
+            ``"raise"``: its VideoError is raised (any other error
             of one video comes as a :class:`vclip.CorruptVideoError` naming the file).
         mixed_sizes: What to do when videos give clips of different shapes (different sizes and
             no resize), which cannot share a batch. ``"error"`` (default): raise at construction,
