@@ -169,7 +169,7 @@ def test_a_samplers_own_seed_is_the_loaders_seed_or_refused(dataset):
     "videos, message",
     [
         ([("a.mp4", "")], r"videos\[0\]: the label is empty"),
-        ([("a.mp4", "cat"), ("b.mp4", 1)], r"videos\[1\]: label \(1\) is an integer among class names"),
+        ([("a.mp4", "cat"), ("b.mp4", 1)], r"labels mix integers \(videos\[1\]: 1\) and class names \(videos\[0\]"),
         (["a.mp4"], r"must be a \(path, label\) pair"),
         ("/no/such/list.txt", "neither a folder nor a file list"),
         ([], "holds no videos"),

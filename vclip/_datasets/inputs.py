@@ -90,10 +90,10 @@ def load_videos(source: VideoSource) -> tuple[list[LabeledVideo], tuple[str, ...
             searched recursively) get the label of the subfolder's position in sorted order; a
             folder of videos without subfolders gives them no class: label -1.
 
-            Labels are integers, or class names (``abseiling``, ``playing guitar``): when any
-            label of a list file or of the pairs is not an integer, every label is a class name,
-            numbered in sorted name order as the class folders are (and torchvision's
-            ``ImageFolder``): label ``i`` is ``class_names[i]``. In a whitespace-separated list
+            Labels are integers, or class names (``abseiling``, ``playing guitar``): when no
+            label of a list file or of the pairs is an integer, they are class names, numbered in
+            sorted name order as the class folders are (and torchvision's ``ImageFolder``): label
+            ``i`` is ``class_names[i]``; integers and names mixed are refused. In a whitespace-separated list
             the label is the last word: names with spaces need a CSV.
 
     A list file may be UTF-8 (with or without a byte order mark), or UTF-16 or UTF-32 (with a byte
@@ -212,8 +212,14 @@ def _numbered(rows: list[_Row]) -> tuple[list[LabeledVideo], tuple[str, ...] | N
     """The videos of ``rows`` and their class names: integer labels as they are when every label
     is an integer; otherwise every label is a class name, numbered in sorted name order as
     torchvision's ``ImageFolder`` numbers its folders (label ``i`` is name ``i``)."""
-    if all(_is_integer_label(row.label) for row in rows):
+    integers = [row for row in rows if _is_integer_label(row.label)]
+    if len(integers) == len(rows):
         return [row.video(_label(row.label, row.where)) for row in rows], None
+    if integers:  # a typo in one integer label must not renumber the whole dataset as names
+        named = next(row for row in rows if not _is_integer_label(row.label))
+        raise ArgumentError(f"the labels mix integers ({integers[0].where}: {integers[0].label!r}) and class names "
+                            f"({named.where}: {named.label!r}); give every video an integer label, or every video "
+                            "a class name")
     names = {row.where: _class_name(row) for row in rows}
     classes = tuple(sorted(set(names.values())))
     numbers = {name: number for number, name in enumerate(classes)}
@@ -230,9 +236,6 @@ def _class_name(row: _Row) -> str:
             raise ArgumentError(f"{row.where}: label ({name!r}) is a video's file name, not a class name: a path "
                                 "with spaces and no label? Give every line a label")
         return name
-    if _is_integer_label(row.label):
-        raise ArgumentError(f"{row.where}: label ({row.label!r}) is an integer among class names; give every "
-                            "video a class name, or every video an integer label")
     raise ArgumentError(f"{row.where}: label ({row.label!r}) must be a class name (text) or an integer")
 
 
