@@ -121,6 +121,25 @@ def frame_payload(index, frame) -> tuple[int, int]:
     return position + 8, position + size
 
 
+def zero_second_half(source, target, frame: int) -> str:
+    """A copy of ``source`` whose ``frame`` lost the second half of its packet's bytes (zeroed): on
+    an H.264 keyframe FFmpeg decodes it without an error, conceals the lost slices and flags the
+    picture corrupt; the frames decoded from it inherit the damage unflagged."""
+    index = vclip_index(source)
+    data = bytearray(Path(source).read_bytes())
+    packet = int(index.frame_packet[frame])
+    start, size = int(index.packet_pos[packet]), int(index.packet_size[packet])
+    data[start + size // 2:start + size] = bytes(size - size // 2)
+    Path(target).write_bytes(data)
+    return str(target)
+
+
+def vclip_index(path):
+    import vclip
+
+    return vclip.index_video(path)
+
+
 def remux(source: str, target: str, *, degrees: int = 0, mirrored: bool = False, sample_aspect_ratio=None) -> str:
     """Copy the video stream of ``source`` into ``target`` with a display matrix and/or a pixel aspect."""
     with av.open(source) as reader, av.open(target, "w") as writer:

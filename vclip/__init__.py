@@ -47,9 +47,10 @@ extract_keyframes_many, find_shot_boundaries, find_shot_boundaries_many), ``vcli
 ``vclip.catalog`` (build_catalog, read_catalog), ``vclip.ray`` (Ray Data datasets of them).
 Test videos: ``vclip.synthetic.make_video``.
 Errors (``vclip.errors``, the tree there): VideoError and its kinds (VideoNotFoundError,
-UnreadableVideoError, NotAVideoError, CorruptVideoError, UnsupportedCodecError, NoAudioError),
-ArgumentError for a bad argument; FallbackWarning, TruncatedVideoWarning, RemoteReadWarning,
-CatalogWarning, IndexCacheWarning.
+UnreadableVideoError, NotAVideoError, CorruptVideoError, UnsupportedCodecError, NoAudioError,
+NoClipFitsError), ArgumentError for a bad argument (FrameIndexError, PathNotFoundError,
+NotInCatalogError); each also derives from the built-in exception it takes the place of;
+FallbackWarning, TruncatedVideoWarning, RemoteReadWarning, CatalogWarning, IndexCacheWarning.
 """
 
 from __future__ import annotations
@@ -83,9 +84,13 @@ from .errors import (
     CatalogWarning,
     CorruptVideoError,
     FallbackWarning,
+    FrameIndexError,
     IndexCacheWarning,
     NoAudioError,
+    NoClipFitsError,
     NotAVideoError,
+    NotInCatalogError,
+    PathNotFoundError,
     RemoteReadWarning,
     TruncatedVideoWarning,
     UnreadableVideoError,
@@ -162,7 +167,11 @@ __all__ = [
     "MemoryEstimate",
     "MultiScaleCrop",
     "NoAudioError",
+    "NoClipFitsError",
     "NotAVideoError",
+    "NotInCatalogError",
+    "PathNotFoundError",
+    "FrameIndexError",
     "RandomResizedCrop",
     "RandomShortSideScale",
     "RemoteOptions",

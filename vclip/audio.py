@@ -1,7 +1,7 @@
 """The audio that goes with each clip, cut by the clip's own presentation times.
 
 Ask for it with an :class:`AudioSpec` (``VideoDecoder.get_clips(..., audio=AudioSpec())``,
-``ClipLoader(..., audio=AudioSpec())``, ``vclip sample --audio-rate``): each clip then comes with
+``ClipLoader(..., audio=AudioSpec())``, ``vclip sample --audio-sample-rate``): each clip then comes with
 the samples covering its span (see :mod:`vclip._audio.spans`: from its first frame's pts to the end
 of its last frame, the frames between its positions included; in seconds, its target times),
 resampled by FFmpeg to the requested rate and channels. Sample ``j`` of a clip's audio is the
@@ -35,7 +35,7 @@ from ._audio.decode import decode_audio, span_samples
 from ._audio.index import index_audio
 from ._audio.record import AudioIndex
 from ._audio.spans import ClipSpans
-from .errors import NoAudioError, check_choice, check_integer, check_optional_integer, fail
+from .errors import ArgumentError, NoAudioError, check_choice, check_integer, check_optional_integer, fail
 
 __all__ = ["AudioSpec", "AudioClips", "AudioIndex", "index_audio"]
 
@@ -124,7 +124,7 @@ class AudioClips:
 
     def __post_init__(self):
         if self.lengths.shape != self.data.shape[:self.lengths.ndim] or self.start_seconds.shape != self.lengths.shape:
-            raise ValueError(f"audio of {list(self.data.shape)} does not fit lengths {list(self.lengths.shape)} "
+            raise ArgumentError(f"audio of {list(self.data.shape)} does not fit lengths {list(self.lengths.shape)} "
                              f"and start times {list(self.start_seconds.shape)}")
 
     def __repr__(self) -> str:

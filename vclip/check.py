@@ -2,8 +2,10 @@
 
 On the CPU each video gets one plain PyAV pass over all its packets, with FFmpeg's error
 concealment reporting on, and every frame that comes out is matched to the index by its pts. A
-frame is bad when decoding its packet failed, when FFmpeg flagged it as damaged (concealed), or
-when it never came out. :func:`check_videos` checks many in parallel, one process per core.
+frame is bad when decoding its packet failed, when FFmpeg flagged it as damaged (concealed), when
+it was decoded from such a frame (every frame after a damaged reference picture in decode order,
+up to the next keyframe: FFmpeg flags only the damaged picture itself), or when it never came out.
+:func:`check_videos` checks many in parallel, one process per core.
 
 On the GPU (``device="cuda"``, or ``"auto"`` with a usable GPU) every frame goes through
 :class:`~vclip.VideoDecoder`, group of pictures by group of pictures, at a small output size:
@@ -247,21 +249,12 @@ def _check_on_cpu(index: VideoIndex, started: float) -> CheckResult:
             except av.error.FFmpegError as error:
                 frame = frame_of_packet_pts.get(packet.pts, -1)
                 damage.add(f"decode error ({error.strerror})", [frame] if frame >= 0 else [])
+                if frame >= 0:
+                    _add_decoded_from(index, frame, damage)
                 continue
-            for frame in frames:
-                number = frame_of_pts.get(frame.pts)
-                if number is None:
-                    continue
-                seen[number] = True
-                if frame.is_corrupt:
-                    damage.add("damaged, concealed by the decoder", [number])
+            _note_frames(frames, frame_of_pts, seen, index, damage)
         try:
-            for frame in context.decode(None):
-                number = frame_of_pts.get(frame.pts)
-                if number is not None:
-                    seen[number] = True
-                    if frame.is_corrupt:
-                        damage.add("damaged, concealed by the decoder", [number])
+            _note_frames(context.decode(None), frame_of_pts, seen, index, damage)
         except av.error.FFmpegError as error:
             damage.add(f"decode error at the end ({error.strerror})", [])
         _check_length(index, container, stream, damage)
@@ -270,6 +263,33 @@ def _check_on_cpu(index: VideoIndex, started: float) -> CheckResult:
     if missing:
         damage.add("never came out of the decoder", missing)
     return damage.result(index.path, index.num_frames, "cpu", started)
+
+
+def _note_frames(frames: Iterable[av.VideoFrame], frame_of_pts: dict[int, int], seen: np.ndarray,
+                 index: VideoIndex, damage: _Damage) -> None:
+    """Mark the frames that came out as seen; those FFmpeg flagged as concealed are damaged, with
+    the frames decoded from them."""
+    for frame in frames:
+        number = None if frame.pts is None else frame_of_pts.get(frame.pts)
+        if number is None:
+            continue
+        seen[number] = True
+        if frame.is_corrupt:
+            damage.add("damaged, concealed by the decoder", [number])
+            _add_decoded_from(index, number, damage)
+
+
+def _add_decoded_from(index: VideoIndex, frame: int, damage: _Damage) -> None:
+    """Add the frames decoded after damaged ``frame`` up to the next keyframe (decode order), when
+    other pictures reference it: their pictures are built on its damage."""
+    packet = int(index.frame_packet[frame])
+    if not index.packet_is_reference[packet]:
+        return
+    later_keys = np.flatnonzero(index.packet_is_keyframe[packet + 1:])
+    end = packet + 1 + int(later_keys[0]) if later_keys.size else index.num_packets
+    followers = [int(f) for f in index.packet_frame[packet + 1:end] if f >= 0]
+    if followers:
+        damage.add(f"decoded from damaged frame {frame}", followers)
 
 
 def _check_length(index: VideoIndex, container, stream, damage: _Damage) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, NoReturn
 
@@ -13,15 +13,22 @@ from ._audio.spans import ClipSpans, clip_spans
 from ._bytes.sources import VideoInput, hold_video
 from ._device import Device, resolve_device
 from ._engine.backends import make_backend, shared_process_backend
+from ._engine.contract import Backend
+from ._engine.cpu import CpuBackend
 from ._engine.pipeline import ClipTarget, DecodeStats, VideoJob, resolve_transform
 from ._engine.runner import JobRunner
 from .audio import AudioClips, AudioIndex, AudioSpec, audio_index_for, clips_audio
-from .errors import check_flag, check_integer, check_number, check_optional_integer, fail
+from .errors import ArgumentError, check_flag, check_integer, check_number, check_optional_integer, fail, is_integer
+from .gop import keyframe_chunks
 from .index import VideoIndex, index_video
 from .sampling import ClipSampler, check_scaling_factor
 from .transforms import Augmentations, TransformSpec, as_transform_spec
 
-__all__ = ["VideoDecoder", "Frames"]
+__all__ = ["VideoDecoder", "Frames", "ITERATION_CHUNK_BYTES"]
+
+ITERATION_CHUNK_BYTES = 256 * 2**20
+"""Most bytes of RGB frames that iterating over a :class:`VideoDecoder` decodes at once (a long
+group of pictures is decoded in pieces of this size, each from its keyframe)."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -121,10 +128,17 @@ class VideoDecoder:
             One call's frames are decoded by one worker thread either way; this pays when many
             calls run at once from several threads (the scene method's chunks, several videos),
             whose Python work would otherwise share one interpreter lock.
+        accept_concealed: Deliver pictures FFmpeg flags as damaged (it concealed a loss in them,
+            e.g. filled a broken slice from its neighbours) and the frames decoded from them, as
+            FFmpeg made them. False (the default): asking for such a frame raises
+            :class:`~vclip.errors.CorruptVideoError` naming it (``frames`` lists the ones lost: the
+            damaged picture and every frame decoded from it up to the next keyframe). CPU decoding
+            only (NVDEC does not report concealment); decodes in this process (``decode_processes=0``).
 
     Raises:
         VideoNotFoundError, NotAVideoError, CorruptVideoError, UnsupportedCodecError: see
             :func:`~vclip.index_video`.
+        ArgumentError: A bad argument, or ``accept_concealed=True`` with ``decode_processes``.
     """
 
     def __init__(
@@ -136,12 +150,16 @@ class VideoDecoder:
         cache_dir: str | os.PathLike | None = None,
         skip_non_reference: bool = True,
         decode_processes: int = 0,
+        accept_concealed: bool = False,
     ):
         check_optional_integer("stream_index", stream_index, minimum=0, none_means="(the first video stream)")
         self._cache_dir = cache_dir
         self._audio_indexes: dict[tuple[int | None, str], AudioIndex | None] = {}  # by (stream, missing)
         check_flag("skip_non_reference", skip_non_reference)
         decode_processes = check_integer("decode_processes", decode_processes, minimum=0)
+        if check_flag("accept_concealed", accept_concealed) and decode_processes:
+            raise fail("decode_processes", decode_processes, "0 with accept_concealed=True (damaged pictures are "
+                                                             "accepted by decoders in this process only)")
         resolved = resolve_device(device)
         from_catalog = getattr(path, "verified_index", None)  # a vclip.catalog.CatalogEntry
         if from_catalog is not None:
@@ -150,18 +168,88 @@ class VideoDecoder:
         else:
             name, self._held = hold_video(path)  # keeps bytes and file objects readable by name
             self.index = index_video(name, stream_index=stream_index, cache_dir=cache_dir)
-        backend = (shared_process_backend(resolved.device, decode_processes, skip_non_reference=skip_non_reference)
-                   if decode_processes else make_backend(resolved.device, skip_non_reference=skip_non_reference))
+        backend: Backend
+        if accept_concealed and not resolved.device.is_cuda:
+            backend = CpuBackend(skip_non_reference=skip_non_reference, accept_concealed=True)
+        elif decode_processes:
+            backend = shared_process_backend(resolved.device, decode_processes, skip_non_reference=skip_non_reference)
+        else:
+            backend = make_backend(resolved.device, skip_non_reference=skip_non_reference)
         self._dispatcher = JobRunner(backend, num_workers=1)
         self.device: str = str(resolved.device)
         self.fell_back_to_cpu: bool = resolved.fell_back_to_cpu
         self.stats = DecodeStats()
+        self._closed = False
 
     def __len__(self) -> int:
         return self.index.num_frames
 
     def __repr__(self) -> str:
-        return f"VideoDecoder({self.index!r}, device={self.device!r})"
+        closed = ", closed" if self._closed else ""
+        return f"VideoDecoder({self.index!r}, device={self.device!r}{closed})"
+
+    @property
+    def metadata(self) -> VideoIndex:
+        """The stream's facts, as torchcodec's ``metadata``: ``num_frames``, ``width``, ``height``,
+        ``codec``, ``average_fps``, ``duration_seconds``, ``start_seconds``, ``end_seconds``,
+        ``bit_depth``, colour, rotation (the :class:`~vclip.VideoIndex` the decoder reads)."""
+        return self.index
+
+    def __getitem__(self, key: int | slice) -> Frames:
+        """``decoder[i]``: frame ``i`` (negative counts from the end), ``data`` ``[H, W, 3]`` and
+        ``frame_indices`` a 0-d array; ``decoder[start:stop:step]``: those frames, as
+        :meth:`get_frames` gives them (``[N, H, W, 3]``; an empty slice gives ``N = 0``).
+
+        Raises:
+            IndexError: (a vclip :class:`~vclip.errors.FrameIndexError`) ``i`` is out of range.
+            ArgumentError: ``key`` is neither an integer nor a slice.
+        """
+        self._check_open()
+        if isinstance(key, slice):
+            numbers = np.arange(*key.indices(len(self)), dtype=np.int64)
+            return self.get_frames(numbers) if numbers.size else self._no_frames()
+        if not is_integer(key):
+            raise fail("key", key, "a frame number (an integer) or a slice; for a list of frames use "
+                                   "get_frames(indices)")
+        frames = self.get_frames([int(key)])
+        return replace(frames, data=frames.data[0], frame_indices=frames.frame_indices[0],
+                       pts_seconds=frames.pts_seconds[0], padded=frames.padded[0])
+
+    def __iter__(self) -> Iterator[Frames]:
+        """Every frame in presentation order, one :class:`Frames` each (as ``decoder[i]``), decoded
+        a group of pictures at a time (groups cut to :data:`ITERATION_CHUNK_BYTES` of frames)."""
+        self._check_open()
+        width, height = self.index.display_size
+        chunk = max(1, ITERATION_CHUNK_BYTES // (width * height * 3))
+        for start, stop in keyframe_chunks(self.index, 1):
+            for first in range(start, stop, chunk):
+                frames = self.get_frames(np.arange(first, min(first + chunk, stop)))
+                for k in range(frames.frame_indices.size):
+                    yield replace(frames, data=frames.data[k], frame_indices=frames.frame_indices[k],
+                                  pts_seconds=frames.pts_seconds[k], padded=frames.padded[k])
+
+    def close(self) -> None:
+        """Release what the decoder holds (its decode thread, the bytes or file object it reads);
+        later calls raise. Idempotent; ``with VideoDecoder(path) as decoder:`` closes on exit."""
+        if not self._closed:
+            self._closed = True
+            self._dispatcher.close()
+            self._held = None
+
+    def __enter__(self) -> VideoDecoder:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ArgumentError(f"{self.index.path}: this VideoDecoder is closed; open a new one to decode")
+
+    def _no_frames(self) -> Frames:
+        empty = self._decode([], None, 1.0, None)
+        return replace(empty, data=empty.data.reshape(empty.data.shape[1:]),
+                       frame_indices=np.zeros(0, np.int64), pts_seconds=np.zeros(0), padded=np.zeros(0, bool))
 
     def get_frames(
         self,
@@ -183,9 +271,12 @@ class VideoDecoder:
             seed: Seed of the transform's random draws (crop, scale, flip, colour).
 
         Raises:
-            IndexError: An index is out of range. ValueError: The list is empty.
-            ArgumentError: An argument of the wrong type or value.
+            FrameIndexError: (an IndexError) An index is out of range.
+            ArgumentError: (a ValueError) The list is empty; an argument of the wrong type or value;
+                a crop larger than the resized frames.
+            CorruptVideoError: A frame cannot be decoded, or is damaged (see :meth:`get_clips`).
         """
+        self._check_open()
         indices = self.index.check_frame_indices(_frame_numbers(indices))
         transform, scaling_factor = _check_options(transform, scaling_factor, seed)
         if transform is not None and transform.spatial_views > 1:
@@ -208,8 +299,8 @@ class VideoDecoder:
         The name and meaning of torchcodec's method. Options as :meth:`get_frames`.
 
         Raises:
-            ValueError: A time before the first frame or at/after the end of the stream; no time.
-            ArgumentError: ``seconds`` is not a number or a sequence of numbers.
+            ArgumentError: (a ValueError) A time before the first frame or at/after the end of the
+                stream; no time; ``seconds`` is not a number or a sequence of numbers.
         """
         times = _times(seconds)
         return self.get_frames([self.index.frame_at(float(t)) for t in times], transform=transform,
@@ -220,9 +311,9 @@ class VideoDecoder:
 
         It took seconds, while torchcodec's method of the same name takes frame indices: a
         torchcodec user asking for ``[0, 5]`` got the frames shown at 0 s and 5 s. Calling it
-        raises :class:`TypeError` naming both replacements.
+        raises :class:`~vclip.errors.ArgumentError` (a ``TypeError``) naming both replacements.
         """
-        raise TypeError(
+        raise ArgumentError(
             "VideoDecoder.get_frames_at is ambiguous and no longer exists: use get_frames(indices) for frame "
             "numbers (what torchcodec's get_frames_at takes) or get_frames_played_at(seconds) for times in seconds"
         )
@@ -251,10 +342,16 @@ class VideoDecoder:
         ``AudioSpec(span="frame")``; positions the end policy padded have none (see :mod:`vclip.audio`).
 
         Raises:
-            ValueError: ``end_policy="error"`` and the video (or segment) is shorter than one clip.
-            ArgumentError: An argument of the wrong type or value.
+            NoClipFitsError: (a ValueError) ``end_policy="error"`` and the video (or segment) is
+                shorter than one clip; no frame in ``segment``.
+            ArgumentError: (a ValueError) An argument of the wrong type or value; a crop larger
+                than the resized frames.
             NoAudioError: ``audio`` with ``missing="error"`` and the video has no (such) audio stream.
+            CorruptVideoError: A frame of the clips cannot be decoded, or is damaged (concealed by
+                the decoder, or decoded from such a picture; unless ``accept_concealed``): the
+                message names the damaged frame, ``frames`` lists the frames asked for that are lost.
         """
+        self._check_open()
         if not isinstance(sampler, ClipSampler):
             raise fail("sampler", sampler, "a ClipSampler, e.g. vclip.strided(16, 2)")
         transform, _ = _check_options(transform, sampler.scaling_factor, seed)
@@ -291,6 +388,7 @@ class VideoDecoder:
             ArgumentError: Not numbers, or ``end_seconds <= start_seconds``.
             NoAudioError: ``missing="error"`` and the video has no (such) audio stream.
         """
+        self._check_open()
         audio = AudioSpec() if audio is None else audio
         _check_audio(audio)
         start = check_number("start_seconds", start_seconds)
@@ -322,7 +420,10 @@ class VideoDecoder:
         rng = np.random.default_rng(seed)
         views = conversion.views
         frames_per_clip = clips[0].size if clips else frames_per_clip
-        draws = [conversion.draw(index, rng, frames_per_clip) for _ in clips]  # per clip, one draw per view
+        try:
+            draws = [conversion.draw(index, rng, frames_per_clip) for _ in clips]  # per clip, one draw per view
+        except ArgumentError as error:  # the transform does not fit this video (a crop larger than its frames)
+            raise ArgumentError(f"{index.path}: {error}") from None
         targets = [
             ClipTarget.of(np.asarray(frames, dtype=np.int64), draw, number * views + view)
             for number, (frames, clip_draws) in enumerate(zip(clips, draws))

@@ -8,8 +8,12 @@ a bad argument repeats the value and says what is allowed.
     │   ├── NotAVideoError          not a container FFmpeg reads, or no video stream in it
     │   ├── CorruptVideoError       empty, truncated, or its frames cannot be decoded
     │   ├── UnsupportedCodecError   the codec cannot be decoded by the backend asked for
-    │   └── NoAudioError            audio was required and the video has no audio stream
+    │   ├── NoAudioError            audio was required and the video has no audio stream
+    │   └── NoClipFitsError         (also a ValueError) the video or segment gives no clip asked for
     ├── ArgumentError               (also a ValueError and a TypeError) a bad argument
+    │   ├── FrameIndexError         (also an IndexError) a frame number outside the stream
+    │   ├── PathNotFoundError       (also a FileNotFoundError) a dataset input that does not exist
+    │   └── NotInCatalogError       (also a KeyError) a video the catalog does not hold
     ├── OutputError                 an output path of the command line cannot be used
     └── UsageError                  a command-line argument that was refused (exit status 2)
     UserWarning
@@ -20,7 +24,8 @@ a bad argument repeats the value and says what is allowed.
     └── RemoteReadWarning           a server makes remote reads costly (it ignores Range)
 
 The exported classes are also names of the package (``vclip.VideoError``...) and say so in their
-``__module__``.
+``__module__``. Each class that takes the place of a built-in exception also derives from it, so
+``except IndexError`` still catches a frame number out of range.
 
 Below the classes are the checks that raise them, for vclip's own modules: of public arguments
 (one wording for every error: the message echoes the value and names what is allowed, ``stride (0)
@@ -51,7 +56,11 @@ __all__ = [
     "CorruptVideoError",
     "UnsupportedCodecError",
     "NoAudioError",
+    "NoClipFitsError",
     "ArgumentError",
+    "FrameIndexError",
+    "PathNotFoundError",
+    "NotInCatalogError",
     "OutputError",
     "UsageError",
     "FallbackWarning",
@@ -116,8 +125,30 @@ class NoAudioError(VideoError):
     """Audio was asked for with ``AudioSpec(missing="error")`` and the video has no audio stream."""
 
 
+class NoClipFitsError(VideoError, ValueError):
+    """The video (or the segment asked for) gives none of the clips asked for: it is shorter than one
+    clip with ``end_policy="error"``, no frame lies in the segment, it has no frames, or no frame rate
+    to sample it in seconds. Also a ``ValueError``."""
+
+
 class ArgumentError(ValueError, TypeError):
     """A public argument has the wrong type or value; the message echoes it and names what is allowed."""
+
+
+class FrameIndexError(ArgumentError, IndexError):
+    """A frame number outside the stream (``-num_frames <= i < num_frames`` is allowed). Also an ``IndexError``."""
+
+
+class PathNotFoundError(ArgumentError, FileNotFoundError):
+    """A dataset input that does not exist: a folder, a list file or CSV, a catalog. Also a
+    ``FileNotFoundError`` (a video that does not exist is a :class:`VideoNotFoundError`)."""
+
+
+class NotInCatalogError(ArgumentError, KeyError):
+    """A video the catalog does not hold. Also a ``KeyError``."""
+
+    def __str__(self) -> str:  # the message as it is, not quoted as KeyError quotes its key
+        return str(self.args[0]) if self.args else ""
 
 
 class OutputError(Exception):
@@ -151,8 +182,9 @@ class RemoteReadWarning(UserWarning):
 
 
 _EXPORTED = (VideoError, VideoNotFoundError, UnreadableVideoError, NotAVideoError, CorruptVideoError,
-             UnsupportedCodecError, NoAudioError, ArgumentError, FallbackWarning, TruncatedVideoWarning,
-             IndexCacheWarning, CatalogWarning, RemoteReadWarning)
+             UnsupportedCodecError, NoAudioError, NoClipFitsError, ArgumentError, FrameIndexError, PathNotFoundError,
+             NotInCatalogError, FallbackWarning, TruncatedVideoWarning, IndexCacheWarning, CatalogWarning,
+             RemoteReadWarning)
 for _class in _EXPORTED:
     _class.__module__ = "vclip"
 
@@ -383,9 +415,16 @@ def parse_bytes(value: int | float | str, *, name: str = "memory size") -> int:
     return math.floor(number * _UNITS[unit])
 
 
+_SIZE_UNITS = (("TB", "TiB", 4), ("GB", "GiB", 3), ("MB", "MiB", 2), ("KB", "KiB", 1))  # largest first
+
+
 def format_bytes(count: int) -> str:
-    """``"3,185,049,600 bytes (3.19 GB, 2.97 GiB)"``."""
-    return f"{count:,} bytes ({count / 1e9:.2f} GB, {count / 2**30:.2f} GiB)"
+    """``"3,185,049,600 bytes (3.19 GB, 2.97 GiB)"``, in the largest unit that shows at least 1.00
+    (``"4,194,304 bytes (4.19 MB, 4.00 MiB)"``; below 1.00 KB the bytes alone)."""
+    for decimal, binary, power in _SIZE_UNITS:
+        if round(abs(count) / 1000**power, 2) >= 1:
+            return f"{count:,} bytes ({count / 1000**power:.2f} {decimal}, {count / 1024**power:.2f} {binary})"
+    return f"{count:,} bytes"
 
 
 def check_lengths(name: str, ranges: list[tuple[int, int]], chunks: list[bytes]) -> list[bytes]:

@@ -140,6 +140,8 @@ class Keyframes:
         device: ``"cpu"`` or ``"cuda:N"``.
         fell_back_to_cpu: A GPU request was decoded on the CPU.
         packets_decoded: Compressed pictures the decoder decoded to find and deliver these frames.
+        boundaries: ``"scene"``: the :class:`ShotBoundary` that starts each frame's shot (its kind:
+            cut, fade or dissolve; None for frame 0, the first shot); ``"codec"``: None.
     """
 
     path: str
@@ -150,6 +152,7 @@ class Keyframes:
     device: str
     fell_back_to_cpu: bool
     packets_decoded: int
+    boundaries: tuple[ShotBoundary | None, ...] | None = None
 
     def __len__(self) -> int:
         return int(self.frame_indices.size)
@@ -177,7 +180,8 @@ class Keyframes:
 
         Returns:
             One manifest record per frame: ``file``, ``frame_index``, ``pts_seconds``, ``method``,
-            ``image`` (the path written).
+            ``image`` (the path written); with ``"scene"`` also ``transition`` (``"cut"``,
+            ``"fade"``, ``"dissolve"``, or None for the first shot) and ``transition_start`` (its first frame).
 
         Raises:
             ValueError: ``image_format`` is not ``"jpg"`` or ``"png"``; ``thumbnail_width`` below 16.
@@ -188,10 +192,14 @@ class Keyframes:
         folder.mkdir(parents=True, exist_ok=True)
         frames = to_numpy(self.frames)
         records = []
-        for frame, index, seconds in zip(frames, self.frame_indices.tolist(), self.pts_seconds.tolist()):
+        for number, (frame, index, seconds) in enumerate(zip(frames, self.frame_indices.tolist(),
+                                                             self.pts_seconds.tolist())):
             image = write_image(folder / f"frame_{index:06d}.{image_format}", frame)
             records.append({"file": self.path, "frame_index": index, "pts_seconds": seconds,
                             "method": self.method, "image": image})
+            if self.boundaries is not None:
+                boundary = self.boundaries[number]
+                records[-1].update(transition=boundary and boundary.kind, transition_start=boundary and boundary.start)
         if not records:
             return records
         columns = columns_for(min(thumbnail_width, frames.shape[2]), len(frames))
@@ -262,6 +270,7 @@ def _keyframes_of(path: str | os.PathLike, *, method: KeyframeMethod, max_frames
     decoder = VideoDecoder(path, stream_index=stream_index, device=device, cache_dir=cache_dir,
                            decode_processes=decode_processes)
     index = decoder.index
+    boundaries: dict[int, ShotBoundary | None] | None = None
     if method == "codec":
         found = index.keyframe_indices
     else:
@@ -269,8 +278,8 @@ def _keyframes_of(path: str | os.PathLike, *, method: KeyframeMethod, max_frames
             on_progress(0, index.num_frames)
         signals = scene_signals(decoder, analysis_width, on_progress,
                                  _sessions(CPU if decoder.fell_back_to_cpu else device, decode_processes, cpu_sessions))
-        boundaries = shot_boundaries(signals, scene_threshold)
-        found = np.unique(np.asarray([0] + [b.frame for b in boundaries], dtype=np.int64))
+        boundaries = {0: None, **{boundary.frame: boundary for boundary in shot_boundaries(signals, scene_threshold)}}
+        found = np.asarray(sorted(boundaries), dtype=np.int64)
     chosen = _evenly_spread(found, max_frames)
     if method == "codec" and on_progress is not None:
         on_progress(0, chosen.size)
@@ -292,6 +301,7 @@ def _keyframes_of(path: str | os.PathLike, *, method: KeyframeMethod, max_frames
         device=frames.device,
         fell_back_to_cpu=frames.fell_back_to_cpu,
         packets_decoded=decoder.stats.packets_sent,
+        boundaries=None if boundaries is None else tuple(boundaries[int(f)] for f in frames.frame_indices),
     )
 
 

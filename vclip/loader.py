@@ -29,7 +29,6 @@ from torch.utils.data import IterableDataset, get_worker_info
 
 from ._audio.decode import span_samples
 from ._bytes.remote import remote_reads
-from ._bytes.sources import is_url
 from ._datasets.inputs import LabeledVideo, VideoSource
 from ._device import Device, resolve_device
 from ._loader.audio import LoaderAudio
@@ -39,13 +38,13 @@ from ._loader.clips import ClipDrawer, VideoFacts
 from ._loader.epoch import EpochPlan, EvenShards, process_shard
 from ._loader.runtime import LoaderRuntime
 from ._loader.settings import budget_refusal, loader_backend, planned_processes, resolve_counts, runtime_settings
-from ._loader.source import DatasetSource, MixedSizes, open_source, scan
-from ._loader.state import LoaderState, dataset_fingerprint
+from ._loader.source import DatasetSource, MixedSizes, open_source, remote_url, scan
+from ._loader.state import LoaderState, check_resumable, dataset_fingerprint, fingerprint_parts
 from ._loader.stats import Choice, LoaderCounters, LoaderStats, epoch_summary, make_stats
 from .audio import AudioSpec, audio_samples
 from .errors import ArgumentError, check_choice, check_count_or_auto, check_integer, fail, parse_bytes
 from .memory import LoaderMemoryEstimate, plan_loader_memory
-from .sampling import ClipSampler
+from .sampling import ClipSampler, draw_seed
 from .transforms import TransformSpec, as_transform_spec
 
 __all__ = ["ClipLoader", "ClipBatch"]
@@ -85,16 +84,18 @@ class ClipLoader(IterableDataset):
         videos: (path, label) pairs, ``(path, label, start_seconds, end_seconds)`` segments or
             ``vclip.LabeledVideo`` rows; a text/CSV file with one ``path label`` (or
             ``path,label``) or ``path start end label`` per line, or a CSV whose header names the
-            columns (``path,start,end,label``, any order; UTF-8, UTF-16 or UTF-32); a root folder
-            with one subfolder per class, labelled in sorted name order (``class_names`` lists
+            columns (``path,start,end,label``, any order; UTF-8, UTF-16 or UTF-32), whose labels
+            are integers or class names (numbered in sorted name order: :attr:`classes` lists them,
+            as torchvision's ``ImageFolder`` does); a root folder
+            with one subfolder per class, labelled in sorted name order (:attr:`classes` lists
             them), or a folder of videos without subfolders (label -1: unlabelled); a dataset catalog
             (``vclip index``'s ``.parquet`` file or a ``vclip.catalog.Catalog``: the loader then
             starts without opening any video, and checks each video's fingerprint at its first
             clip); or a dataset source (``videos``, ``class_names``, ``stored_index(number)`` and
             ``index(number)``, see ``vclip._loader.source.DatasetSource``).
         sampler: Which frames make a clip: any of the six modes, in frames or in seconds
-            (``fps``, ``duration``). The loader's ``seed`` drives its random choices (the
-            sampler's own ``seed`` is not used). A row with a segment gets its clips from the
+            (``fps``, ``duration``). Its own ``seed``, when set, is the loader's ``seed`` (both
+            given and different: refused). A row with a segment gets its clips from the
             frames whose pts lie in ``[start, end)``, the end policy padding inside it.
         transform: Resize, crop (center or random), flip probability, normalization, dtype and
             layout, and the training augmentations fused with them (random resized, multi-scale
@@ -108,8 +109,9 @@ class ClipLoader(IterableDataset):
             frames with their own crop and flip). Not allowed with ``starts="step"``, where each
             video gives every clip that fits.
         shuffle: Visit videos and clips in a new seeded order each epoch (default False).
-        seed: Seed (>= 0) of every random choice. A clip's start, jitter and augmentations (crop
-            window, scale, flip, colour factors and their order, grayscale) are drawn from
+        seed: Seed (>= 0) of every random choice; None (default): the sampler's own ``seed``, else
+            0. A clip's start, jitter and augmentations (crop window, scale, flip, colour factors
+            and their order, grayscale) are drawn from
             ``(seed, epoch, video id, clip number)``: batches are the same for a seed and epoch on
             CPU and GPU, whatever the thread timing, and each batch records its draws
             (:attr:`ClipBatch.augmentations`).
@@ -180,7 +182,9 @@ class ClipLoader(IterableDataset):
             by a clip of another video of the shard (seeded), so epochs keep their length and no
             problem of one video raises. A video that fails mid-epoch is left out from the next
             epoch on (within its epoch its other clips are still tried), so batches never depend
-            on thread timing. ``"raise"``: its VideoError is raised (any other error
+            on thread timing. A damaged frame (a decode error, or on the CPU a picture the
+            decoder concealed) costs only the clips that need it or a frame decoded from it.
+            ``"raise"``: its VideoError is raised (any other error
             of one video comes as a :class:`vclip.CorruptVideoError` naming the file).
         mixed_sizes: What to do when videos give clips of different shapes (different sizes and
             no resize), which cannot share a batch. ``"error"`` (default): raise at construction,
@@ -215,7 +219,10 @@ class ClipLoader(IterableDataset):
 
     Attributes:
         videos: The dataset (``LabeledVideo(path, label)`` each), in input order.
-        class_names: Class names for folder input, else None.
+        classes: The class names (label ``i`` is ``classes[i]``, sorted as torchvision's
+            ``ImageFolder`` sorts them) for class folders, class-name labels and sources that name
+            their classes, else None; ``class_to_idx`` maps each to its label, ``class_names`` is
+            the same tuple.
         device: ``"cpu"`` or ``"cuda:N"``, where clips are decoded and delivered (resolved once,
             at construction: ``"cuda"`` and ``"auto"`` mean the process's current CUDA device).
         decode_workers: Decode threads, in all processes (NVDEC decoders on the GPU).
@@ -240,7 +247,7 @@ class ClipLoader(IterableDataset):
         batch_size: int = 8,
         clips_per_video: int | None = None,
         shuffle: bool = False,
-        seed: int = 0,
+        seed: int | None = None,
         drop_last: bool = False,
         device: Any = "auto",
         num_threads: int = 0,
@@ -275,7 +282,7 @@ class ClipLoader(IterableDataset):
         self.transform = transform
         self.batch_size = check_integer("batch_size", batch_size, minimum=1)
         self.shuffle = bool(shuffle)
-        self.seed = check_integer("seed", seed, minimum=0)
+        self.seed = draw_seed(seed, sampler)
         self.drop_last = bool(drop_last)
         self.num_threads = check_integer("num_threads", num_threads, minimum=0)
         decode_processes = check_count_or_auto("decode_processes", decode_processes)
@@ -312,7 +319,7 @@ class ClipLoader(IterableDataset):
         self._resolve_counts()
         self._remote_baseline = remote_reads()
         self._source = open_source(videos, cache_dir)
-        self._urls = frozenset(video.path for video in self._source.videos if is_url(video.path))
+        self._urls = frozenset(filter(None, (remote_url(video.path) for video in self._source.videos)))
         self.shard_id, self.num_shards = process_shard(shard_id, num_shards, len(self._source.videos))
         self._epoch = 0
         self._position = (0, 0)  # (epoch, batches delivered) of the latest pass
@@ -372,6 +379,7 @@ class ClipLoader(IterableDataset):
         if self.audio is not None:
             options["audio"] = repr(self.audio)
         self._fingerprint = dataset_fingerprint(self._source.videos, found.clip_counts, options)
+        self._fingerprint_parts = fingerprint_parts(self._source.videos, found.clip_counts, options)
 
     # -- the dataset ------------------------------------------------------------------------------
     @property
@@ -380,8 +388,20 @@ class ClipLoader(IterableDataset):
         return self._source.videos
 
     @property
+    def classes(self) -> tuple[str, ...] | None:
+        """The class names, label ``i`` is ``classes[i]`` (torchvision ``ImageFolder``'s name), or
+        None where the labels are integers of the user's own."""
+        return self._source.class_names
+
+    @property
+    def class_to_idx(self) -> dict[str, int] | None:
+        """Each class name's label (torchvision ``ImageFolder``'s name), or None without names."""
+        names = self._source.class_names
+        return None if names is None else {name: label for label, name in enumerate(names)}
+
+    @property
     def class_names(self) -> tuple[str, ...] | None:
-        """Class names for folder input, else None."""
+        """The same as :attr:`classes`."""
         return self._source.class_names
 
     @property
@@ -466,7 +486,7 @@ class ClipLoader(IterableDataset):
         epoch, delivered = (run.epoch, run.delivered) if run is not None else self._position
         return LoaderState(
             epoch=epoch, batches_delivered=delivered, seed=self.seed, shard=(self.shard_id, self.num_shards),
-            bad_videos=tuple(self._bad.entries()), fingerprint=self._fingerprint,
+            bad_videos=tuple(self._bad.entries()), fingerprint=self._fingerprint, parts=self._fingerprint_parts,
         ).to_dict()
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -474,28 +494,15 @@ class ClipLoader(IterableDataset):
         epoch) starts after the batches it had delivered, and the videos it had found bad stay out.
 
         Raises:
-            ArgumentError: ``state`` is not a loader state, or it was saved by a loader with
-                another seed, shard, dataset or batch options.
+            ArgumentError: ``state`` is not a loader state (counts not integers in range: a
+                negative or infinite epoch or batch count), or it was saved by a loader with
+                another seed, shard, dataset or batch options (the message names those that
+                differ), or it delivered more batches than the epoch has.
         """
         loaded = LoaderState.from_dict(state)
-        mine = (self.seed, (self.shard_id, self.num_shards))
-        if (loaded.seed, loaded.shard) != mine:
-            raise ArgumentError(
-                f"state (seed={loaded.seed}, shard {loaded.shard[0]} of {loaded.shard[1]}) was saved by another "
-                f"loader than this one (seed={self.seed}, shard {self.shard_id} of {self.num_shards}); "
-                "resume with the same seed and, per rank, the same shard"
-            )
-        if loaded.fingerprint != self._fingerprint:
-            raise ArgumentError(
-                f"state (fingerprint {loaded.fingerprint}) was saved by a loader over another dataset or with other "
-                f"batch options (this one: {self._fingerprint}); the videos, labels, sampler, transform, batch_size, "
-                "clips_per_video, shuffle, drop_last, even_shards, mixed_sizes, max_lead_frames and evaluation must be "
-                "those of the run that saved it"
-            )
-        count = len(self._source.videos)
-        unknown = [video for video, _, _ in loaded.bad_videos if not 0 <= video < count]
-        if unknown:
-            raise ArgumentError(f"state names bad video {unknown[0]}, which this dataset of {count} videos lacks")
+        check_resumable(loaded, seed=self.seed, shard=(self.shard_id, self.num_shards), fingerprint=self._fingerprint,
+                        parts=self._fingerprint_parts, num_videos=len(self._source.videos),
+                        batches_in=lambda epoch: len(self._plan.batches(epoch, self.shard_id, self.num_shards)))
         for video, epoch, problem in loaded.bad_videos:
             self._bad.add(video, problem, epoch)
         self._epoch = loaded.epoch

@@ -245,7 +245,7 @@ class ExtractKeyframes:
             try:
                 found = extract_keyframes(str(path), device=self.device, **self.options)
             except VideoError as error:
-                logger.warning("vclip: keyframes: skipping %s", error)
+                logger.warning("keyframes: skipping %s", error)
                 continue
             images = to_numpy(found.frames)
             for position, frame_index in enumerate(found.frame_indices.tolist()):
@@ -310,7 +310,7 @@ class DecodeClips:
                 clips = VideoDecoder(str(path), device=self.device).get_clips(
                     self.sampler, transform=self.transform, seed=seed)
             except (VideoError, ValueError) as error:  # unreadable, or no clip fits
-                logger.warning("vclip: clips: skipping %s: %s", path, error)
+                logger.warning("clips: skipping %s: %s", path, error)
                 continue
             data = to_numpy(clips.data)
             for clip_index in range(data.shape[0]):

@@ -17,6 +17,9 @@ import numpy as np
 
 from ._index.record import VideoIndex
 from .errors import (
+    ArgumentError,
+    FrameIndexError,
+    NoClipFitsError,
     check_choice,
     check_integer,
     check_number,
@@ -36,6 +39,7 @@ __all__ = [
     "scaled_size",
     "check_scaling_factor",
     "frames_shown_at",
+    "draw_seed",
 ]
 
 Mode = Literal["contiguous", "strided", "keyframe", "indexed", "jittered"]
@@ -218,7 +222,7 @@ class ClipSampler:
         """Sampling in seconds: ``(frames per clip, seconds between positions)`` for ``video``.
 
         Raises:
-            ValueError: The rate must come from the video, which reports none.
+            NoClipFitsError: The rate must come from the video, which reports none.
         """
         if self.fps is not None:
             rate = self.fps
@@ -227,7 +231,7 @@ class ClipSampler:
         elif video.average_fps > 0:
             rate = float(video.average_fps)
         else:
-            raise ValueError(f"{video.path}: reports no frame rate; pass fps= to sample it in seconds")
+            raise NoClipFitsError(video.path, "reports no frame rate; pass fps= to sample it in seconds")
         length = self.clip_length or max(1, round((self.duration or 0.0) * rate / self.stride))
         return length, self.stride / rate
 
@@ -260,11 +264,12 @@ class ClipSampler:
                 (``"repeat_last"``, ``"wrap"``) inside the segment. Temporal modes, with an index.
 
         Raises:
-            ValueError: ``end_policy="error"`` and the video (or segment) is shorter than one
-                clip; keyframe mode, sampling in seconds or a segment without an index; a video
-                (or segment) without frames.
-            ArgumentError: ``video``, ``seed`` or ``segment`` of the wrong type.
-            IndexError: An indexed frame is out of range.
+            NoClipFitsError: (a ValueError) ``end_policy="error"`` and the video (or segment) is
+                shorter than one clip; a video (or segment) without frames; no frame rate to
+                sample in seconds.
+            ArgumentError: (a ValueError) ``video``, ``seed`` or ``segment`` of the wrong type;
+                keyframe mode, sampling in seconds or a segment without an index.
+            FrameIndexError: (an IndexError) An indexed frame is out of range.
         """
         return [clip.frame_indices for clip in self.sample_with_padding(video, seed=seed, segment=segment)]
 
@@ -281,7 +286,7 @@ class ClipSampler:
             seconds (after the end policy and jitter), else None.
 
         Raises:
-            ValueError, ArgumentError, IndexError: As :meth:`sample`.
+            NoClipFitsError, ArgumentError, FrameIndexError: As :meth:`sample`.
         """
         if isinstance(video, VideoIndex):
             num_frames, name = video.num_frames, video.path
@@ -292,11 +297,11 @@ class ClipSampler:
         if not isinstance(seed, np.random.Generator):
             seed = check_optional_integer("seed", seed, minimum=0, none_means="(the sampler's own seed)")
         if num_frames < 1:
-            raise ValueError(f"{name}: has no frames to sample")
+            raise NoClipFitsError(name, "has no frames to sample")
         if segment is not None or self.in_seconds:
             if not isinstance(video, VideoIndex):
-                raise ValueError("sampling in seconds or inside a segment needs the video's VideoIndex, "
-                                 "not a frame count")
+                raise ArgumentError("sampling in seconds or inside a segment needs the video's VideoIndex, "
+                                    "not a frame count")
             if self.mode in ("indexed", "keyframe"):
                 raise fail("segment", segment, f"None ({self.mode} clips take their frames from the whole video)")
         if self.mode in ("indexed", "keyframe"):
@@ -305,7 +310,7 @@ class ClipSampler:
                 frames = (video.check_frame_indices(wanted) if isinstance(video, VideoIndex)
                           else _check_indices(wanted, num_frames))
             elif not isinstance(video, VideoIndex):
-                raise ValueError("keyframe sampling needs the video's VideoIndex, not a frame count")
+                raise ArgumentError("keyframe sampling needs the video's VideoIndex, not a frame count")
             else:
                 frames = self._select_keyframes(video.keyframe_indices)
             return [SampledClip(frames, np.zeros(frames.shape, dtype=bool))]
@@ -329,9 +334,9 @@ class ClipSampler:
                 if self.end_policy == "drop":
                     continue
                 if self.end_policy == "error":
-                    raise ValueError(
-                        f"{name}: a clip needs {self.span} frames (sequence_length={self.sequence_length}, "
-                        f"stride={self.stride}) but {where} has {num_frames}; end_policy='error'"
+                    raise NoClipFitsError(
+                        name, f"a clip needs {self.span} frames (sequence_length={self.sequence_length}, "
+                              f"stride={self.stride}) but {where} has {num_frames}; end_policy='error'"
                     )
                 positions = np.minimum(positions, num_frames - 1) if self.end_policy == "repeat_last" else (
                     positions % num_frames
@@ -357,9 +362,9 @@ class ClipSampler:
                 if self.end_policy == "drop":
                     continue
                 if self.end_policy == "error":
-                    raise ValueError(
-                        f"{video.path}: a clip needs {length * period:.6g} s ({length} frames every {period:.6g} s) "
-                        f"but {where} lasts {end - begin:.6g} s; end_policy='error'"
+                    raise NoClipFitsError(
+                        video.path, f"a clip needs {length * period:.6g} s ({length} frames every {period:.6g} s) "
+                                    f"but {where} lasts {end - begin:.6g} s; end_policy='error'"
                     )
                 if self.end_policy == "wrap":
                     times = begin + np.mod(times - begin, end - begin)
@@ -408,7 +413,7 @@ def segment_frames(video: VideoIndex, segment) -> tuple[int, int, str, float | N
 
     Raises:
         ArgumentError: ``segment`` is not ``(start, end)`` seconds with ``start < end``.
-        ValueError: No frame lies in it.
+        NoClipFitsError: No frame lies in it.
     """
     expected = "a (start, end) pair of seconds (None for the video's start or end), start < end"
     if isinstance(segment, (str, bytes)) or not isinstance(segment, (tuple, list)) or len(segment) != 2:
@@ -420,8 +425,8 @@ def segment_frames(video: VideoIndex, segment) -> tuple[int, int, str, float | N
     stop = video.num_frames if end is None else _first_frame_from(video, end)
     where = describe_segment((start, end))
     if stop <= first:
-        raise ValueError(f"{video.path}: {where} holds no frame (the frames span "
-                         f"{video.start_seconds:.6g} to {video.end_seconds:.6g} s)")
+        raise NoClipFitsError(video.path, f"{where} holds no frame (the frames span "
+                                          f"{video.start_seconds:.6g} to {video.end_seconds:.6g} s)")
     return first, stop - first, where, end
 
 
@@ -451,7 +456,7 @@ def _check_indices(indices: Sequence[int], num_frames: int) -> np.ndarray:
     array = np.asarray(indices, dtype=np.int64)
     bad = array[(array < -num_frames) | (array >= num_frames)]
     if bad.size:
-        raise IndexError(f"frame index {int(bad[0])} is out of range [0, {num_frames - 1}] ({num_frames} frames)")
+        raise FrameIndexError(f"frame index {int(bad[0])} is out of range [0, {num_frames - 1}] ({num_frames} frames)")
     return np.where(array < 0, array + num_frames, array)
 
 
@@ -499,3 +504,18 @@ def indexed(frame_indices: Sequence[int] | np.ndarray, *, scaling_factor: float 
 def downscaled(sampler: ClipSampler, scaling_factor: float) -> ClipSampler:
     """The same clips as ``sampler`` at ``round(W*f) x round(H*f)`` (antialiased)."""
     return replace(sampler, scaling_factor=scaling_factor)
+
+
+def draw_seed(seed: int | None, sampler: ClipSampler) -> int:
+    """The one seed a loader draws every clip with: ``seed``, else the sampler's own ``seed``, else 0.
+
+    Raises:
+        ArgumentError: ``seed`` is not an integer >= 0, or differs from the sampler's own seed.
+    """
+    if seed is None:
+        return 0 if sampler.seed is None else sampler.seed
+    seed = check_integer("seed", seed, minimum=0)
+    if sampler.seed is not None and sampler.seed != seed:
+        raise fail("seed", seed, f"the sampler's own seed ({sampler.seed}) or None: the loader draws every clip from "
+                                 "one seed; give it once, to the loader or to the sampler")
+    return seed

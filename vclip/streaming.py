@@ -40,7 +40,7 @@ from ._loader.epoch import process_shard
 from ._machine import usable_cores
 from .decoder import Frames, VideoDecoder
 from .errors import ArgumentError, VideoError, check_choice, check_integer, fail
-from .sampling import ClipSampler
+from .sampling import ClipSampler, draw_seed
 from .transforms import TransformSpec
 
 __all__ = ["ClipStream", "StreamBatch"]
@@ -91,7 +91,8 @@ class ClipStream(IterableDataset):
         batch_size: Clips per batch (default 8).
         shuffle_buffer: Videos held to shuffle (default 64; 1 reads in shard order).
         shuffle: Shuffle the shard order each epoch (default True; the buffer shuffles anyway).
-        seed: Seed (>= 0) of the shard order, the buffer and every clip's draws.
+        seed: Seed (>= 0) of the shard order, the buffer and every clip's draws; None (default):
+            the sampler's own ``seed``, else 0 (both given and different: refused).
         drop_last: Leave out a last batch smaller than ``batch_size``.
         device: ``"auto"`` (default), ``"cpu"``, ``"cuda"``, ``"cuda:N"``.
         num_threads: Videos decoded at once (default: ``min(8, CPU cores)``).
@@ -122,7 +123,7 @@ class ClipStream(IterableDataset):
         batch_size: int = 8,
         shuffle_buffer: int = 64,
         shuffle: bool = True,
-        seed: int = 0,
+        seed: int | None = None,
         drop_last: bool = False,
         device: Any = "auto",
         num_threads: int = 0,
@@ -142,7 +143,7 @@ class ClipStream(IterableDataset):
         self.batch_size = check_integer("batch_size", batch_size, minimum=1)
         self.shuffle_buffer = check_integer("shuffle_buffer", shuffle_buffer, minimum=1)
         self.shuffle, self.drop_last = bool(shuffle), bool(drop_last)
-        self.seed = check_integer("seed", seed, minimum=0)
+        self.seed = draw_seed(seed, sampler)
         self.num_threads = check_integer("num_threads", num_threads, minimum=0) or min(8, usable_cores())
         check_choice("on_error", on_error, ("skip", "raise"))
         self.on_error = on_error
@@ -225,7 +226,7 @@ class ClipStream(IterableDataset):
         except (VideoError, ValueError) as error:
             if self.on_error == "raise":
                 raise
-            logger.warning("vclip: ClipStream left out %s: %s", where, error)
+            logger.warning("ClipStream left out %s: %s", where, error)
             return None
         return where, label, frames
 

@@ -312,17 +312,22 @@ class TransformSpec:
 
         Read from the transforms' public attributes (torchvision need not be importable):
         ``Resize``, ``RandomResizedCrop``, ``RandomCrop``, ``CenterCrop``,
-        ``RandomHorizontalFlip``, ``ColorJitter``, ``RandomGrayscale``, ``ToDtype`` and
-        ``Normalize``, in the order torchvision applies them: the spatial ones first (at most one
-        resize and one crop), then the colour ones (``ColorJitter`` before ``RandomGrayscale``),
-        with ``ToDtype`` anywhere before ``Normalize``. Resampling must be bilinear (the spec
-        gets ``interpolation="bilinear"``, as torchvision's). vclip applies the colour changes
-        in float, as torchvision does on float tensors (on uint8 tensors torchvision rounds after
-        each), and resamples once from the decoded picture (a ``Resize`` followed by a random
-        resized crop is one resampling, not two).
+        ``RandomHorizontalFlip``, ``ColorJitter``, ``RandomGrayscale``, ``ToDtype`` (or
+        ``ConvertImageDtype``) and ``Normalize`` (at most one resize and one crop), in any order
+        that means the same as vclip's (resize, crop, flip, colour jitter, grayscale, dtype,
+        normalize): a flip may come anywhere, a crop after per-pixel steps but a contrast change,
+        a resize or resized crop after grayscale, ``ToDtype`` and ``Normalize``; ``ColorJitter``
+        comes before ``RandomGrayscale``, both before ``Normalize``, and ``ToDtype`` before
+        ``Normalize``. torchvision's video classification presets translate (the preset object
+        or its ``transforms``; their last step, ``ConvertBCHWtoCBHW``, gives layout ``"CTHW"``).
+        Resampling must be bilinear (the spec gets ``interpolation="bilinear"``, as torchvision's).
+        vclip applies the colour changes in float, as torchvision does on float tensors (on uint8
+        tensors torchvision rounds after each), and resamples once from the decoded picture (a
+        ``Resize`` followed by a random resized crop is one resampling, not two).
 
         Args:
-            transforms: A ``Compose`` (its ``transforms``), a sequence of transforms, or one transform.
+            transforms: A ``Compose`` (its ``transforms``), a preset holding one, a sequence of
+                transforms, or one transform.
             layout: Axis order of a clip; default ``"TCHW"``, the shape of torchvision's video tensors.
 
         Raises:
@@ -341,10 +346,11 @@ class TransformSpec:
         """``(width, height)`` after the resize step for a ``width`` x ``height`` frame.
 
         Raises:
-            ValueError: The resize is random (:class:`RandomShortSideScale`): each clip draws its size.
+            ArgumentError: (a ValueError) The resize is random (:class:`RandomShortSideScale`): each
+                clip draws its size.
         """
         if isinstance(self.resize, RandomShortSideScale):
-            raise ValueError(f"resize={self.resize} draws a size per clip; see TransformSpec.geometry")
+            raise ArgumentError(f"resize={self.resize} draws a size per clip; see TransformSpec.geometry")
         return _resized_size(width, height, self.resize)
 
     def output_size(self, width: int, height: int) -> tuple[int, int]:
@@ -394,7 +400,8 @@ class TransformSpec:
             view: Which of the ``spatial_views`` (0 for the first, or the only one).
 
         Raises:
-            ValueError: The crop is larger than the resized frame; random choices without ``rng``.
+            ArgumentError: (a ValueError) The crop is larger than the resized frame; random choices
+                without ``rng``.
         """
         base_width, base_height = base_size or (source_width, source_height)
         if self.square_pixels and sample_aspect_ratio > 1:
@@ -405,7 +412,7 @@ class TransformSpec:
             orientation = Orientation()
         input_width, input_height = orientation.displayed_size(base_width, base_height)
         if rng is None and self.is_random:
-            raise ValueError("random crops and flips need a seeded generator (rng)")
+            raise ArgumentError("random crops and flips need a seeded generator (rng)")
         if isinstance(self.resize, RandomShortSideScale):
             assert rng is not None
             resized_width, resized_height = _resized_size(input_width, input_height, self.resize.short_side(rng))
@@ -419,7 +426,7 @@ class TransformSpec:
             crop_x, crop_y, crop_width, crop_height = crop.window(resized_width, resized_height, rng)
         else:
             if output_width > resized_width or output_height > resized_height:
-                raise ValueError(
+                raise ArgumentError(
                     f"crop {output_height}x{output_width} (HxW) is larger than the resized frame "
                     f"{resized_height}x{resized_width}"
                 )
@@ -453,13 +460,13 @@ class TransformSpec:
         """Draw one clip's colour changes: the jitter's order and factors, then whether it turns gray.
 
         Raises:
-            ValueError: Random choices without ``rng``.
+            ArgumentError: Random choices without ``rng``.
         """
         jitter, probability = self.color_jitter, self.grayscale_probability
         if jitter is None and probability in (0.0, 1.0):
             return ColorAdjustment(grayscale=probability == 1.0)
         if rng is None:
-            raise ValueError("colour jitter and random grayscale need a seeded generator (rng)")
+            raise ArgumentError("colour jitter and random grayscale need a seeded generator (rng)")
         order, factors = jitter.draw(rng) if jitter is not None else ((0, 1, 2, 3), NO_CHANGE_FACTORS)
         grayscale = probability >= 1.0 or (probability > 0.0 and bool(rng.random() < probability))
         brightness, contrast, saturation, hue = factors

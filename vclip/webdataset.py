@@ -91,7 +91,7 @@ def write_shards(
         ArgumentError: Bad options, an ``out`` without a placeholder (or with one in a folder's
             name), files of the shard set already there, an ``out`` whose files the source reads
             (re-sharding in place).
-        FileNotFoundError: A source folder or list file that does not exist.
+        PathNotFoundError: (a FileNotFoundError) A source folder or list file that does not exist.
         OSError: The shards cannot be written (a full disk): nothing of the run is left, and the
             files that were there are unchanged.
     """

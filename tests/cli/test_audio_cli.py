@@ -1,5 +1,5 @@
 """The command line's audio: ``vclip info`` lists audio streams with their timing against the video,
-``vclip sample --audio-rate`` writes each clip's audio (arrays in .npz, WAV files beside PNGs)."""
+``vclip sample --audio-sample-rate`` writes each clip's audio (arrays in .npz, WAV files beside PNGs)."""
 
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ def test_info_on_the_nasa_file(capsys, shared_videos):
 def test_sample_writes_the_clips_audio(capsys, early, tmp_path):
     out = tmp_path / "clips.npz"
     status, _, err = run(capsys, "sample", early, "--mode", "strided", "--sequence-length", 4, "--stride", 3,
-                         "--clips-per-video", 2, "--starts", "even", "--out", out, "--audio-rate", 16000,
+                         "--clips-per-video", 2, "--starts", "even", "--out", out, "--audio-sample-rate", 16000,
                          "--audio-channels", 2)
     assert status == 0, err
     saved = np.load(out)
@@ -56,7 +56,7 @@ def test_sample_writes_the_clips_audio(capsys, early, tmp_path):
     assert saved["has_audio"].tolist() == [True, True] and int(saved["audio_sample_rate"]) == 16000
     folder = tmp_path / "png"
     status, _, err = run(capsys, "sample", early, "--mode", "contiguous", "--sequence-length", 3, "--seed", 1,
-                         "--out", folder, "--audio-rate", 8000, "--audio-span", "frame")
+                         "--out", folder, "--audio-sample-rate", 8000, "--audio-span", "frame")
     assert status == 0, err
     wavs = sorted(path.name for path in folder.glob("*.wav"))
     assert wavs == ["clip000_000.wav", "clip000_001.wav", "clip000_002.wav"]
@@ -67,11 +67,11 @@ def test_sample_writes_the_clips_audio(capsys, early, tmp_path):
 
 def test_sample_refuses_audio_options_it_cannot_honour(capsys, early, tmp_path):
     status, _, err = run(capsys, "sample", early, "--mode", "contiguous", "--out", tmp_path / "x.mp4",
-                         "--audio-rate", 16000)
+                         "--audio-sample-rate", 16000)
     assert status == 2 and "an .mp4 --out takes frames only" in err
     status, _, err = run(capsys, "sample", early, "--mode", "contiguous", "--out", tmp_path / "x.npz",
                          "--audio-channels", 2)
-    assert status == 2 and "--audio-channels needs --audio-rate" in err
+    assert status == 2 and "--audio-channels needs --audio-sample-rate" in err
     status, _, err = run(capsys, "sample", early, "--mode", "contiguous", "--out", tmp_path / "x.npz",
-                         "--audio-rate", 10)
+                         "--audio-sample-rate", 10)
     assert status == 2 and "sample_rate (10) must be an integer in [1000, 768000]" in err

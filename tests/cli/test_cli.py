@@ -19,7 +19,7 @@ from vclip.cli import main
 from vclip.memory import _loader_memory_from_parts
 from vclip.synthetic import make_shots_video, read_barcode
 
-REFERENCE = ["--width", "1920", "--height", "1080", "--batch", "32", "--seq", "16"]
+REFERENCE = ["--width", "1920", "--height", "1080", "--batch-size", "32", "--sequence-length", "16"]
 
 
 def run(capsys, *argv):
@@ -106,12 +106,12 @@ def test_info_json_matches_the_index(capsys, videos):
 
 def test_info_lists_every_stream_and_picks_one(capsys, shared_videos):
     path = shared_videos / "nasa_13013.mp4"
-    status, out, _ = run(capsys, "info", "--json", "--stream", 3, path)
+    status, out, _ = run(capsys, "info", "--json", "--stream-index", 3, path)
     report = json.loads(out)[0]
     assert status == 0
     assert [s["type"] for s in report["streams"]] == ["video", "audio", "subtitle", "video", "audio", "subtitle"]
     assert (report["video"]["stream_index"], report["video"]["width"], report["video"]["num_frames"]) == (3, 480, 390)
-    status, _, err = run(capsys, "info", "--stream", 1, path)
+    status, _, err = run(capsys, "info", "--stream-index", 1, path)
     assert status == 1
     assert "nasa_13013.mp4: stream 1 is not a video stream; video streams: 0, 3" in err
 
@@ -222,7 +222,7 @@ def test_sample_resize_and_crop(capsys, videos, tmp_path):
         "--resize",
         120,
         "--crop",
-        "96x64",
+        "64,96",
         "--out",
         tmp_path / "r.npz",
     )
@@ -262,6 +262,19 @@ def test_sample_to_png_folder(capsys, videos, tmp_path):
         (frame,) = decoded_frames(out / name)
         assert read_barcode(frame) == int(name[-10:-4])
     assert f"-> {out}{os.sep}" in stdout
+
+
+def test_sample_to_png_shows_progress_while_it_writes(capsys, videos, tmp_path):
+    """The video's bar showed 100% once decoded and the PNGs were then written without a word: a
+    bar counts the images as they are written, and the video is done after its last one."""
+    status, _, err = run(capsys, "sample", videos["h264"], "--mode", "strided", "--clips-per-video", 2,
+                         "--sequence-length", 8, "--device", "cpu", "--progress", "--out", tmp_path / "frames")
+    assert status == 0 and len(list((tmp_path / "frames").glob("*.png"))) == 16
+    updates = [line.strip() for line in re.split(r"[\r\n]", err) if line.strip()]
+    written = [number for number, line in enumerate(updates) if re.search(r"writing: .*\b\d+/16\b", line)]
+    assert written  # tqdm redraws at most every 0.1 s: the bar, and the counts it had time for
+    done = [number for number, line in enumerate(updates) if re.search(r"\b1/1 .*video", line)]
+    assert done and min(done) > written[-1], updates
 
 
 def test_sample_to_mp4_for_a_quick_look(capsys, videos, tmp_path):
@@ -385,12 +398,12 @@ def test_sample_bad_file(capsys, bad_files, tmp_path):
             ["sample", "{v}", "--mode", "strided", "--out", "c.npz", "--resize", "big"],
             "argument --resize: 'big' must be a number of pixels",
         ),
-        (["keyframes", "{v}", "--out", "k", "--max", "0"], "max_frames (0) must be an integer >= 1"),
+        (["keyframes", "{v}", "--out", "k", "--max-frames", "0"], "max_frames (0) must be an integer >= 1"),
         (["keyframes", "{v}", "--out", "k", "--method", "shots"], "argument --method: invalid choice: 'shots'"),
         (["keyframes", "{v}", "--out", "k", "--scene-threshold", "0.5"], "scene_threshold (0.5) must be a number > 1"),
         (["keyframes", "{v}", "--out", "k", "--thumbnail-width", "8"], "thumbnail_width (8) must be an integer >= 16"),
         (
-            ["budget", "--width", "0", "--height", "1080", "--batch", "32", "--seq", "16"],
+            ["budget", "--width", "0", "--height", "1080", "--batch-size", "32", "--sequence-length", "16"],
             "width (0) must be an integer >= 1",
         ),
         (
@@ -398,7 +411,7 @@ def test_sample_bad_file(capsys, bad_files, tmp_path):
             "--budget ('8 gigs') must be a number of bytes >= 0 or a number with a unit",
         ),
         (["budget", *REFERENCE, "--dtype", "int4"], "argument --dtype: invalid choice: 'int4'"),
-        (["budget", *REFERENCE, "--aug", "-1"], "augmentation_factor (-1.0) must be a number >= 0"),
+        (["budget", *REFERENCE, "--augmentation-factor", "-1"], "augmentation_factor (-1.0) must be a number >= 0"),
         (["budget", *REFERENCE, "--scaling-factor", "2"], "scaling_factor (2.0) must be a number in (0, 1]"),
         (
             ["budget", *REFERENCE, "--chart", "chart.gif"],
@@ -406,8 +419,8 @@ def test_sample_bad_file(capsys, bad_files, tmp_path):
         ),
         (["budget", "--width", "1920"], "the following arguments are required: --height, --seq"),
         (
-            ["budget", "--width", "1920", "--height", "1080", "--seq", "16"],
-            "--batch is needed, unless --budget asks for the largest batch that fits",
+            ["budget", "--width", "1920", "--height", "1080", "--sequence-length", "16"],
+            "--batch-size is needed, unless --budget asks for the largest batch that fits",
         ),
         (["budget", *REFERENCE, "--prefetch-queue-depth", "0"], "--prefetch-queue-depth (0) must be an integer >= 1"),
         (["budget", *REFERENCE, "--cpu-decoders", "many"], "--cpu-decoders ('many') must be an integer >= 0"),
@@ -459,6 +472,21 @@ def test_keyframes_codec_images_and_manifest(capsys, videos, tmp_path):
     assert "2 of 2 videos, 7 images" in stdout
 
 
+def test_keyframes_manifest_says_how_each_shot_begins(capsys, tmp_path):
+    """Each scene keyframe's record names the transition that starts its shot (a fade here: its
+    kind and first frame, as find_shot_boundaries reports them); the first shot has none."""
+    from vclip.keyframes import find_shot_boundaries
+    from vclip.synthetic import make_scene_video
+
+    video = make_scene_video(tmp_path / "fades.mp4", "fades", num_shots=3, seed=0).path
+    status, _, _ = run(capsys, "keyframes", video, "--method", "scene", "--device", "cpu", "--out", tmp_path / "k")
+    records = json.loads((tmp_path / "k" / "manifest.json").read_text())["keyframes"]
+    boundaries = find_shot_boundaries(video, device="cpu")
+    assert status == 0 and [b.kind for b in boundaries] == ["fade", "fade"]
+    assert [(r["frame_index"], r["transition"], r["transition_start"]) for r in records] == [(0, None, None)] + [
+        (b.frame, b.kind, b.start) for b in boundaries]
+
+
 def test_keyframes_scene_finds_the_cuts(capsys, tmp_path):
     video = make_shots_video(tmp_path / "shots.mp4", shot_lengths=(30, 36, 24), width=160, height=120)
     status, _, _ = run(capsys, "keyframes", video, "--method", "scene", "--out", tmp_path / "scenes")
@@ -477,7 +505,7 @@ def test_keyframes_scene_finds_the_cuts(capsys, tmp_path):
 
 @pytest.mark.parametrize("count, expected", [(2, [0, 120]), (3, [0, 60, 120])])
 def test_keyframes_max_spreads_evenly(capsys, videos, tmp_path, count, expected):
-    run(capsys, "keyframes", videos["h264"], "--max", count, "--out", tmp_path)
+    run(capsys, "keyframes", videos["h264"], "--max-frames", count, "--out", tmp_path)
     manifest = json.loads((tmp_path / "manifest.json").read_text())
     assert [r["frame_index"] for r in manifest["keyframes"]] == expected
     assert manifest["videos"][0]["packets_decoded"] == count
@@ -573,13 +601,13 @@ def test_keyframes_thumbnail_width(capsys, videos, tmp_path):
 def test_keyframes_of_another_video_stream(capsys, shared_videos, tmp_path):
     """nasa_13013.mp4: stream 0 is 320x180, stream 3 is 480x270 with its own keyframes."""
     video = shared_videos / "nasa_13013.mp4"
-    status, _, _ = run(capsys, "keyframes", video, "--stream", 3, "--format", "png", "--out", tmp_path)
+    status, _, _ = run(capsys, "keyframes", video, "--stream-index", 3, "--format", "png", "--out", tmp_path)
     manifest = json.loads((tmp_path / "manifest.json").read_text())
     assert status == 0
     expected = vclip.index_video(video, stream_index=3).keyframe_indices.tolist()
     assert [r["frame_index"] for r in manifest["keyframes"]] == expected
     assert decoded_frames(tmp_path / manifest["keyframes"][0]["image"])[0].shape == (270, 480, 3)
-    status, _, err = run(capsys, "keyframes", video, "--stream", 1, "--out", tmp_path / "audio")
+    status, _, err = run(capsys, "keyframes", video, "--stream-index", 1, "--out", tmp_path / "audio")
     assert status == 1 and "stream 1 is not a video stream; video streams: 0, 3" in err
 
 
@@ -654,6 +682,49 @@ def test_budget_reference_figure(capsys):
     assert "budget" not in out
 
 
+def test_options_are_named_after_the_python_arguments_and_old_names_still_work(capsys, videos, tmp_path):
+    """One spelling per idea: --batch-size, --sequence-length, --augmentation-factor, --max-frames,
+    --stream-index as in Python; the old names give the same result and say they are old."""
+    new = ["--width", 640, "--height", 360, "--batch-size", 8, "--sequence-length", 16, "--augmentation-factor", 1]
+    old = ["--width", 640, "--height", 360, "--batch", 8, "--seq", 16, "--aug", 1]
+    (status, by_new, warned), (status_old, by_old, warned_old) = (run(capsys, "budget", *argv) for argv in (new, old))
+    assert status == status_old == 0 and by_new == by_old and warned == ""
+    renamed = (("--batch", "--batch-size"), ("--seq", "--sequence-length"), ("--aug", "--augmentation-factor"))
+    assert warned_old.splitlines() == [f"vclip: warning: {name} is the old name of {new_name}; it still works"
+                                       for name, new_name in renamed]
+    for option in ("--max-frames", "--max"):
+        status, _, err = run(capsys, "keyframes", videos["h264"], option, 2, "--stream-index", 0, "--device", "cpu",
+                             "--out", tmp_path / option)
+        assert status == 0 and len(list((tmp_path / option).rglob("frame_*.jpg"))) == 2
+        assert ("old name of --max-frames" in err) == (option == "--max")
+    status, out, err = run(capsys, "info", "--json", "--stream", 0, videos["h264"])
+    assert status == 0 and json.loads(out)[0]["video"]["stream_index"] == 0
+    assert "--stream is the old name of --stream-index" in err
+    status, out, _ = run(capsys, "budget", "--help")
+    words = " ".join(out.split())
+    assert "--batch-size B, --batch B" in words and "(old name: --batch)" in words
+
+
+def test_sizes_are_height_first_as_in_python(capsys, videos, tmp_path):
+    """--resize 48,64 is resize=(48, 64): 48 high, 64 wide; the old width-first 64x48 still means
+    the same, with a warning, and never the transposed size."""
+    outputs = {}
+    for size in ("48,64", "64x48"):
+        out = tmp_path / f"{size.replace(',', '_')}.npz"
+        status, _, err = run(capsys, "sample", videos["h264"], "--mode", "indexed", "--frame-indices", "0,5",
+                             "--resize", size, "--device", "cpu", "--out", out)
+        with np.load(out) as stored:
+            outputs[size] = stored["clips"]
+        assert status == 0 and ("old spelling" in err) == (size == "64x48")
+    assert outputs["48,64"].shape == (1, 2, 48, 64, 3) and np.array_equal(outputs["48,64"], outputs["64x48"])
+    decoder = vclip.VideoDecoder(videos["h264"], device="cpu")
+    assert np.array_equal(outputs["48,64"][0], decoder.get_frames([0, 5], transform=vclip.TransformSpec(
+        resize=(48, 64))).data)
+    status, _, err = run(capsys, "sample", videos["h264"], "--mode", "strided", "--resize", "48x", "--out",
+                         tmp_path / "x.npz")
+    assert status == 2 and "HEIGHT,WIDTH (e.g. 240,320" in err
+
+
 def test_budget_json_and_what_fits(capsys):
     status, out, _ = run(capsys, "budget", *REFERENCE, "--budget", "8GiB", "--json")
     report = json.loads(out)
@@ -674,7 +745,7 @@ def test_budget_with_augmentation_scaling_and_float16(capsys):
         *REFERENCE,
         "--dtype",
         "float16",
-        "--aug",
+        "--augmentation-factor",
         "0.5",
         "--scaling-factor",
         "0.5",
@@ -705,6 +776,23 @@ def test_budget_chart(capsys, tmp_path):
     status, out, _ = run(capsys, "budget", *REFERENCE, "--chart", tmp_path / "chart.svg", "--json")
     assert status == 0 and json.loads(out)["chart"] == str(tmp_path / "chart.svg")
     assert (tmp_path / "chart.svg").read_text().lstrip().startswith("<?xml")
+
+
+def test_index_without_pyarrow_names_the_extra(videos, tmp_path):
+    """pyarrow missing (its import raises ModuleNotFoundError, as where it is not installed): ``vclip
+    index`` exits 2 naming the extra that installs it, before any video is read."""
+    prelude = "\n".join([
+        "import importlib.abc",
+        "class NoPyarrow(importlib.abc.MetaPathFinder):",
+        "    def find_spec(self, name, path, target=None):",
+        "        if name.split('.')[0] == 'pyarrow':",
+        "            raise ModuleNotFoundError(f'No module named {name!r}', name=name)",
+        "sys.meta_path.insert(0, NoPyarrow())",
+    ])
+    completed = run_process("index", videos["h264"], "--out", tmp_path / "catalog.parquet", prelude=prelude)
+    assert completed.returncode == 2, completed.stderr
+    assert completed.stderr == "vclip index: error: vclip.catalog needs pyarrow: pip install 'vclip-nvdec[catalog]'\n"
+    assert not (tmp_path / "catalog.parquet").exists()
 
 
 def test_budget_chart_without_matplotlib_names_the_extra(tmp_path):
@@ -824,13 +912,13 @@ def test_keyframes_rerun_refuses_or_replaces_only_its_own_outputs(capsys, videos
     assert run(capsys, "keyframes", videos["h264"], videos["hevc"], "--out", out)[0] == 0
     first = all_files(out)
     (out / "notes.txt").write_text("mine")
-    status, _, err = run(capsys, "keyframes", videos["h264"], "--out", out, "--max", 2)
+    status, _, err = run(capsys, "keyframes", videos["h264"], "--out", out, "--max-frames", 2)
     assert status == 2 and "holds an earlier run (manifest.json); pass --overwrite" in err
     assert all_files(out) == sorted(first + ["notes.txt"])
     status, _, err = run(capsys, "keyframes", videos["h264"], "--out", out, "--overwrite", "--workers", 0)
     assert status == 2 and "workers (0) must be" in err
     assert all_files(out) == sorted(first + ["notes.txt"])  # refused before the earlier run was removed
-    status, _, _ = run(capsys, "keyframes", videos["h264"], "--out", out, "--max", 2, "--overwrite")
+    status, _, _ = run(capsys, "keyframes", videos["h264"], "--out", out, "--max-frames", 2, "--overwrite")
     assert status == 0
     assert all_files(out) == [
         "h264_bframes/contact_sheet.jpg",
@@ -916,7 +1004,7 @@ def test_sample_many_videos_into_one_npz(capsys, videos, bad_files, tmp_path):
         "--clips-per-video",
         2,
         "--resize",
-        "96x64",
+        "64,96",
         "--out",
         out,
         "--device",
@@ -1090,6 +1178,35 @@ def two_cores(monkeypatch):
     monkeypatch.setattr(scheduler, "cores_per_rank", lambda: 2)
 
 
+def test_budget_takes_the_source_videos_size_and_ends_with_one_bottom_line(capsys, videos):
+    """1080p videos resized to 224: NVDEC surfaces are the video's size, so the loader needs what
+    plan_loader_memory says for that source; the last line gives one answer."""
+    out224 = ["--width", 224, "--height", 224, "--sequence-length", 16, "--dtype", "float32", "--device", "cuda"]
+    status, out, _ = run(capsys, "budget", *out224, "--batch-size", 8, "--video-width", 1920, "--video-height", 1080,
+                         "--json")
+    report = json.loads(out)
+    planned = vclip.plan_loader_memory(width=224, height=224, batch_size=8, sequence_length=16, dtype="float32",
+                                       device="cuda", video_width=1920, video_height=1080)
+    assert status == 0 and report["loader"]["bytes"] == planned.total
+    assert (report["loader"]["video_width"], report["loader"]["video_height"]) == (1920, 1080)
+    assert report["bottom_line"] == (f"a ClipLoader of batch_size=8 from 1920x1080 videos needs "
+                                     f"{vclip.format_bytes(planned.total)}")
+    status, out, _ = run(capsys, "budget", *out224, "--budget", "24GiB", "--video", videos["h264"])
+    largest = vclip.plan_loader_memory(width=224, height=224, batch_size=1, sequence_length=16, dtype="float32",
+                                       device="cuda", video_width=320, video_height=240).largest_batch_size("24GiB")
+    formula = vclip.largest_batch_size("24GiB", width=224, height=224, sequence_length=16, dtype="float32")
+    assert status == 0 and out.splitlines()[-1] == (
+        f"bottom line: batch_size={largest:,} is the largest a ClipLoader from 320x240 videos fits in 24GiB (the "
+        f"formula alone allows {formula:,}: it counts one batch and nothing else)")
+    status, out, _ = run(capsys, "budget", *out224, "--batch-size", 4096, "--budget", "24GiB")
+    assert out.splitlines()[-1].startswith("bottom line: batch_size=4096 does not fit in 24GiB with a ClipLoader "
+                                           "from 224x224 videos; the largest that fits is batch_size=")
+    status, _, err = run(capsys, "budget", *out224, "--batch-size", 8, "--video-width", 1920)
+    assert status == 2 and "--video-width and --video-height go together" in err
+    status, _, err = run(capsys, "budget", *out224, "--batch-size", 8, "--video", "/no/such.mp4")
+    assert status == 2 and "--video: /no/such.mp4: file does not exist" in err
+
+
 @pytest.mark.parametrize(
     "options, settings, staging",
     [
@@ -1104,8 +1221,9 @@ def two_cores(monkeypatch):
     ],
 )
 def test_budget_loader_figure_is_the_loaders(capsys, two_cores, options, settings, staging):
-    argv = ["--width", "1280", "--height", "720", "--seq", "16", "--dtype", "float16", "--budget", "24GiB", "--json"]
-    status, out, _ = run(capsys, "budget", *argv, "--batch", 32, *options)
+    argv = ["--width", "1280", "--height", "720", "--sequence-length", "16", "--dtype", "float16", "--budget", "24GiB",
+            "--json"]
+    status, out, _ = run(capsys, "budget", *argv, "--batch-size", 32, *options)
     report = json.loads(out)
     assert status == 0
     expected = _loader_memory_from_parts(
@@ -1146,8 +1264,8 @@ def test_budget_loader_figure_is_the_loaders(capsys, two_cores, options, setting
     assert largest < 291
 
 
-@pytest.mark.parametrize("argv", [("keyframes", "--out", "OUT", "--stream", "-1"), ("check", "--stream", "x"),
-                                  ("sample", "--out", "OUT", "--seed", "-1")])
+@pytest.mark.parametrize("argv", [("keyframes", "--out", "OUT", "--stream-index", "-1"),
+                                  ("check", "--stream-index", "x"), ("sample", "--out", "OUT", "--seed", "-1")])
 def test_a_negative_stream_or_seed_is_a_bad_argument_not_a_bad_file(capsys, videos, tmp_path, argv):
     """Refused once, with exit status 2, before any file (they were reported per file as internal errors)."""
     argv = [str(tmp_path / "out") if arg == "OUT" else arg for arg in argv]
@@ -1174,11 +1292,11 @@ def test_budget_plans_where_auto_decodes(capsys):
 
 def test_budget_without_batch_answers_the_largest_batch(capsys, two_cores):
     status, out, _ = run(
-        capsys, "budget", "--width", "1280", "--height", "720", "--seq", "16", "--dtype", "float16",
+        capsys, "budget", "--width", "1280", "--height", "720", "--sequence-length", "16", "--dtype", "float16",
         "--budget", "24GiB", "--device", "cuda",
     )
     assert status == 0
-    assert "one clip (no --batch)" in out
+    assert "one clip (no --batch-size)" in out
     assert "largest batch size at 16 frames                        291" in out
     loader_line = next(line for line in out.splitlines() if "largest batch size the loader fits" in line)
     expected = _loader_memory_from_parts(
@@ -1187,8 +1305,8 @@ def test_budget_without_batch_answers_the_largest_batch(capsys, two_cores):
     )
     assert loader_line.endswith(f"largest batch size the loader fits: {expected.largest_batch_size('24GiB'):,}")
     assert "largest sequence length" not in out
-    status, out, _ = run(capsys, "budget", "--width", "1280", "--height", "720", "--seq", "16", "--dtype", "float16",
-                         "--budget", "24GiB", "--json", "--device", "cuda")
+    status, out, _ = run(capsys, "budget", "--width", "1280", "--height", "720", "--sequence-length", "16", "--dtype",
+                         "float16", "--budget", "24GiB", "--json", "--device", "cuda")
     report = json.loads(out)  # no figure of the batch of one clip the text leaves out either
     assert report["batch_size"] is None and report["largest_sequence_length"] is None
     assert report["loader"]["fits"] is None and report["largest_batch_size"] == 291

@@ -107,6 +107,36 @@ def test_out_of_range_and_empty_requests(videos):
     assert none.data.shape == (0, 5, 97, 129, 3) and none.frame_indices.shape == (0, 5)
 
 
+def test_torchcodec_habits_index_slice_iterate_metadata_and_close(videos, monkeypatch):
+    """``decoder[i]`` (negative counts from the end), slices (what get_frames returns), iteration
+    over every frame (a long group of pictures in pieces), ``metadata``, ``close()`` and ``with``."""
+    path = videos["long_gop"]  # 300 frames, a keyframe every 250
+    with vclip.VideoDecoder(path, device="cpu") as decoder:
+        assert decoder.metadata is decoder.index and decoder.metadata.num_frames == len(decoder) == 300
+        frame = decoder[7]
+        assert frame.data.shape == (decoder.index.height, decoder.index.width, 3) and int(frame.frame_indices) == 7
+        assert barcodes([frame.data, decoder[-1].data]) == [7, 299]
+        assert frame.pts_seconds == decoder.index.pts_seconds[7]
+        assert np.array_equal(decoder[np.int64(3)].data, decoder.get_frames([3]).data[0])
+        assert barcodes(decoder[10:16]) == list(range(10, 16))
+        assert decoder[::-100].frame_indices.tolist() == [299, 199, 99]
+        empty = decoder[400:]
+        assert empty.data.shape == (0, decoder.index.height, decoder.index.width, 3) and empty.frame_indices.size == 0
+        with pytest.raises(IndexError, match="frame index 300 is out of range"):
+            decoder[300]
+        with pytest.raises(vclip.ArgumentError, match=r"key \('7'\) must be a frame number"):
+            decoder["7"]
+        monkeypatch.setattr(vclip.decoder, "ITERATION_CHUNK_BYTES", 64 * decoder.index.width * decoder.index.height * 3)
+        frames = list(decoder)
+        assert [int(f.frame_indices) for f in frames] == list(range(300))
+        assert barcodes(f.data for f in frames) == list(range(300))
+    with pytest.raises(vclip.ArgumentError, match="long_gop.mp4: this VideoDecoder is closed"):
+        decoder.get_frames([0])
+    with pytest.raises(vclip.ArgumentError, match="is closed"):
+        next(iter(decoder))
+    decoder.close()  # idempotent
+
+
 def test_same_seed_same_clips(videos):
     decoder = vclip.VideoDecoder(videos["h264"], device="cpu")
     spec = TransformSpec(resize=64, crop=48, crop_mode="random", flip_probability=0.5)

@@ -17,7 +17,7 @@ import av
 import fuzzing
 import numpy as np
 import pytest
-from helpers import barcodes, child_environment, ffmpeg_rgb24
+from helpers import barcodes, child_environment, ffmpeg_rgb24, zero_second_half
 
 import vclip
 from vclip.synthetic import make_video
@@ -66,11 +66,12 @@ def test_damaged_vp9_keyframe_after_a_flush_is_an_error_not_a_crash(tmp_path):
             decoder.get_frames([0, 39])
         except vclip.CorruptVideoError as error:
             print("decoder:", type(error).__name__)
-        # four frame threads whatever the machine's cores (FFmpeg's auto count is cores + 1)
+        # four frame threads whatever the machine's cores (FFmpeg's auto count is cores + 1); frame
+        # threads are used only where concealed pictures are accepted
         index = vclip.index_video(path)
         conversion = resolve_transform(None)
         geometry = conversion.index_geometry(index)
-        backend = CpuBackend(threads=4)
+        backend = CpuBackend(threads=4, accept_concealed=True)
         for frames in ([0], [0, 39], [5, 15, 35]):
             targets = (ClipTarget(np.array(frames), geometry, 0),)
             output = backend.empty((1,) + conversion.clip_shape(len(frames), geometry), "uint8")
@@ -231,7 +232,7 @@ def test_a_damaged_frame_is_named_and_costs_only_the_frames_decoded_from_it(tmp_
     with pytest.raises(vclip.CorruptVideoError, match=r"damaged_frame.mp4: frame 25 cannot be decoded \(Invalid "
                                                       r"data found when processing input\): frames \[25, 26, 27, 28, "
                                                       r"29\]\.\.\. \(9 of the frames asked for\)") as caught:
-        CpuBackend(threads=threads).decode_job(job, conversion, output, DecodeStats())
+        CpuBackend(threads=threads, accept_concealed=threads > 1).decode_job(job, conversion, output, DecodeStats())
     assert caught.value.frames == (25, 26, 27, 28, 29, 36, 37, 38, 39)
     for slot in (0, 3):  # the clips that need none of them
         assert barcodes(output[slot]) == clips[slot].tolist()
@@ -320,3 +321,58 @@ def test_the_gpu_loader_keeps_the_clips_that_avoid_a_damaged_frame(tmp_path):
 
 def barcodes_of_gpu(batch) -> list[list[int]]:
     return [barcodes(clip) for clip in batch.data.cpu().numpy()]
+
+
+# -- damage the decoder concealed (issue 47, item 2) ------------------------------------------------
+def _video_with_a_concealed_keyframe(folder) -> tuple[str, str]:
+    """90 frames of 96x64, keyframes at 0, 30 and 60, two B-frames, and its copy whose keyframe 30
+    lost the second half of its bytes: FFmpeg decodes that copy without an error, conceals the lost
+    slices, flags picture 30 corrupt, and decodes frames 31-59 from it."""
+    good = make_video(folder / "good.mp4", num_frames=90, width=96, height=64, keyframe_interval=30)
+    damaged = zero_second_half(good, folder / "concealed.mp4", 30)
+    with av.open(damaged) as container:  # the premise: no decode error, one flagged picture
+        flagged = [frame.pts for frame in container.decode(video=0) if frame.is_corrupt]
+    assert flagged == [int(vclip.index_video(good).pts[30])]
+    return good, damaged
+
+
+def test_a_concealed_frame_and_the_frames_decoded_from_it_are_lost(tmp_path):
+    """Frames 30-59 came out garbled with no word before: now asking for any of them raises a
+    CorruptVideoError naming frame 30 and carrying the frames lost; the other groups are exact,
+    and ``accept_concealed=True`` gives FFmpeg's concealed pictures."""
+    good, damaged = _video_with_a_concealed_keyframe(tmp_path)
+    decoder = vclip.VideoDecoder(damaged, device="cpu")
+    with pytest.raises(vclip.CorruptVideoError, match=r"concealed.mp4: frame 30 cannot be decoded \(damaged; the "
+                                                      r"decoder concealed it\): frames \[33, 58\]") as caught:
+        decoder.get_clips(vclip.indexed([20, 33, 58, 75]))
+    assert caught.value.frames == (33, 58)
+    with pytest.raises(vclip.CorruptVideoError) as caught:
+        decoder.get_frames([30])
+    assert caught.value.frames == (30,)
+    assert barcodes(decoder.get_frames([0, 29, 60, 89])) == [0, 29, 60, 89]
+    accepted = vclip.VideoDecoder(damaged, device="cpu", accept_concealed=True).get_frames([30, 45])
+    intact = vclip.VideoDecoder(good, device="cpu").get_frames([30, 45])
+    assert accepted.data.shape == intact.data.shape and not np.array_equal(accepted.data, intact.data)
+    with pytest.raises(vclip.ArgumentError, match=r"decode_processes \(2\) must be 0 with accept_concealed=True"):
+        vclip.VideoDecoder(damaged, device="cpu", accept_concealed=True, decode_processes=2)
+
+
+@pytest.mark.parametrize("decode_processes", [0, 1])
+def test_the_loader_replaces_or_raises_for_clips_needing_concealed_frames(tmp_path, decode_processes):
+    """With ``on_error="skip"`` the clips that need frames 30-59 are replaced by clips of the good
+    video and the damaged video is reported; with ``"raise"`` its CorruptVideoError comes out."""
+    good, damaged = _video_with_a_concealed_keyframe(tmp_path)
+    videos = [(damaged, 0), (good, 1)]
+    loader = vclip.ClipLoader(videos, vclip.indexed([40, 44]), device="cpu", batch_size=2,
+                              decode_processes=decode_processes)
+    (batch,) = list(loader)
+    assert batch.labels.tolist() == [1, 1] and batch.skipped_videos == (damaged,)
+    assert [barcodes(clip) for clip in batch.data] == [[40, 44], [40, 44]]
+    assert list(loader.stats().skipped.videos) == [damaged]
+    loader.close()
+    raising = vclip.ClipLoader(videos, vclip.indexed([40, 44]), device="cpu", batch_size=2, on_error="raise",
+                               decode_processes=decode_processes)
+    with pytest.raises(vclip.CorruptVideoError, match="frame 30 cannot be decoded") as caught:
+        list(raising)
+    assert caught.value.frames == (40, 44)
+    raising.close()

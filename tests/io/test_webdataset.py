@@ -335,6 +335,28 @@ def test_a_loader_over_shards_behind_http_gives_the_same_batches(root, tmp_path,
                    for a, b in zip(*streamed))  # the same clips wherever the shards lie
 
 
+def test_stats_count_what_the_loader_read_from_shards_over_http(root, tmp_path):
+    """remote_reads stayed empty for members of shards behind HTTP: it counts them by shard URL,
+    the bytes of every range the server sent from each shard."""
+    served = _served(root, tmp_path)
+    count = len(list(served.glob("*.tar")))
+    with range_server(served) as http:
+        urls = http.url(f"shard-{{000000..{count - 1:06d}}}.tar")
+        http.reset_counts()
+        loader = vclip.ClipLoader(urls, SAMPLER, batch_size=4, device="cpu", decode_processes=0)
+        batches = list(loader)
+        reads = loader.stats().remote_reads
+        loader.close()
+    sent: dict[str, int] = {}
+    for method, path, byte_range, status in http.requests:
+        if method == "GET" and path.endswith(".tar") and status == 206:
+            first, last = (int(end) for end in byte_range.removeprefix("bytes=").split("-"))
+            sent[http.url(path.lstrip("/"))] = sent.get(http.url(path.lstrip("/")), 0) + last - first + 1
+    assert batches and set(reads) == set(sent) == {http.url(f"shard-{number:06d}.tar") for number in range(count)}
+    assert {url: read.bytes_read for url, read in reads.items()} == sent
+    assert all(read.requests > 0 for read in reads.values())
+
+
 def test_a_clip_of_a_member_over_http_reads_what_it_reads_from_the_video_as_a_file(root, tmp_path):
     write_shards([(root / "long.mp4", 0), (root / "classes" / "run" / "v0.mp4", 1)], tmp_path / "s-{0}.tar")
     shutil.copy(root / "long.mp4", tmp_path / "long.mp4")

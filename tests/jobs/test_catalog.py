@@ -1,6 +1,7 @@
 """The dataset catalog: built in parallel over synthetic videos and bad files, read back without
 opening any video, indexes equal to fresh ones, exact frames through them, and incremental runs."""
 
+import json
 import os
 import pickle
 import shutil
@@ -353,6 +354,94 @@ def test_sources_can_be_files_list_files_and_pairs(dataset, tmp_path):
         catalog.index_of(tmp_path / "missing.mp4")
     with pytest.raises(FileNotFoundError, match="nope"):
         vcatalog.resolve_sources([tmp_path / "nope"])
+
+
+def test_class_name_labels_of_a_list_file_are_kept_in_the_catalog(dataset, tmp_path):
+    """A list naming classes: the catalog numbers them in sorted order (as the loader does), keeps
+    the names in its metadata and rows, and a loader from it has the same ``classes``."""
+    listing = tmp_path / "named.csv"
+    listing.write_text(f"path,label\n{dataset / 'cats' / 'a.mp4'},playing guitar\n"
+                       f"{dataset / 'dogs' / 'd.mp4'},abseiling\n{dataset / 'cats' / 'c.mp4'},playing guitar\n")
+    videos, names = vcatalog.resolve_sources(listing)
+    assert names == ("abseiling", "playing guitar") and [label for _, label in videos] == [1, 0, 1]
+    built = vcatalog.build_catalog(listing, tmp_path / "named.parquet", workers=1, progress=False)
+    catalog = vcatalog.read_catalog(built.path)
+    assert catalog.class_names == ("abseiling", "playing guitar")
+    assert pq.read_table(built.path, columns=["class_name"]).column(0).to_pylist() == [
+        "playing guitar", "abseiling", "playing guitar"]
+    loader = vclip.ClipLoader(built.path, vclip.contiguous(4), transform=vclip.TransformSpec(resize=(32, 32)),
+                              device="cpu", decode_processes=0)
+    assert loader.classes == ("abseiling", "playing guitar") and [v.label for v in loader.videos] == [1, 0, 1]
+    loader.close()
+
+
+def test_a_catalog_moves_with_its_dataset(tmp_path):
+    """Videos inside the catalog's folder (files and members of shards) are stored relative to it,
+    so the dataset moves, or mounts elsewhere, with its catalog: every row still names its video
+    and a loader reads it; a video outside keeps its absolute path; an incremental run in the new
+    place keeps the rows."""
+    from vclip.webdataset import write_shards
+
+    root = tmp_path / "data"
+    make_dataset(root / "videos")
+    write_shards([(root / "videos" / "dogs" / "d.mp4", 1)], root / "shards" / "part-{0000}.tar")
+    (tmp_path / "elsewhere").mkdir()
+    outside = make_video(tmp_path / "elsewhere" / "x.mp4", num_frames=12, width=32, height=32)
+    sources = [root / "videos", *sorted((root / "shards").glob("*.tar")), outside]
+    built = vcatalog.build_catalog(sources, root / "catalog.parquet", workers=1, progress=False)
+    stored = pq.read_table(built.path, columns=["path", "shard"])
+    paths, shards = stored.column("path").to_pylist(), stored.column("shard").to_pylist()
+    assert paths[0] == os.path.join("videos", "cats", "a.mp4") and paths[-1] == outside
+    assert paths[-2].startswith(os.path.join("shards", "part-0000.tar") + "#") and shards[-2] == os.path.join(
+        "shards", "part-0000.tar")
+    moved = tmp_path / "mounted" / "data"
+    moved.parent.mkdir()
+    shutil.move(root, moved)
+    catalog = vcatalog.read_catalog(moved / "catalog.parquet")
+    assert catalog.paths[0] == str(moved / "videos" / "cats" / "a.mp4") and catalog.paths[-1] == outside
+    assert catalog.paths[-2].startswith(str(moved / "shards" / "part-0000.tar") + "#")
+    assert catalog.to_table(["path", "shard"]).to_pylist()[-2]["shard"] == str(moved / "shards" / "part-0000.tar")
+    spec = vclip.TransformSpec(resize=(32, 32))
+    loader = vclip.ClipLoader(moved / "catalog.parquet", vclip.contiguous(4), transform=spec, batch_size=3,
+                              device="cpu", decode_processes=0)
+    batches = list(loader)
+    assert set(loader.stats().skipped.videos) == {str(moved / "videos" / name) for name in BAD}
+    assert sum(len(batch) for batch in batches) == 9
+    for batch in batches:
+        for clip, video, frames in zip(batch.data, batch.video_ids.tolist(), batch.frame_indices.tolist()):
+            decoder = vclip.VideoDecoder(loader.videos[video].path, device="cpu")
+            np.testing.assert_array_equal(clip.numpy(), decoder.get_frames(frames, transform=spec).data)
+    loader.close()
+    again = vcatalog.build_catalog([moved / "videos", *sorted((moved / "shards").glob("*.tar")), outside],
+                                   moved / "catalog.parquet", workers=1, progress=False)
+    assert again.indexed == () and again.kept == 9
+
+
+def test_a_catalog_of_format_1_with_absolute_paths_still_reads(built, tmp_path):
+    table = pq.read_table(built.path)
+    absolute = vcatalog.read_catalog(built.path).paths
+    metadata = {**catalog_read.catalog_metadata(table.schema, built.path), "format_version": 1}
+    metadata.pop("paths")
+    old = table.set_column(0, "path", pa.array(absolute, pa.string())).replace_schema_metadata(
+        {b"vclip.catalog": json.dumps(metadata).encode()})
+    pq.write_table(old, tmp_path / "old.parquet")
+    catalog = vcatalog.read_catalog(tmp_path / "old.parquet")
+    assert catalog.paths == absolute and os.path.dirname(absolute[0]) != str(tmp_path)
+    usable = catalog.usable[0]
+    assert usable.index().num_frames == vclip.index_video(usable.path).num_frames
+
+
+def test_the_build_is_logged_once_named_by_the_logger(dataset, tmp_path, caplog):
+    """Log lines read ``INFO:vclip:catalog ...`` with Python's default format, not ``vclip:vclip:``:
+    the logger's name says where they come from."""
+    import logging
+
+    with caplog.at_level(logging.INFO, logger="vclip"):
+        vcatalog.build_catalog(dataset / "dogs", tmp_path / "logged.parquet", workers=1, progress=False)
+    lines = [logging.Formatter(logging.BASIC_FORMAT).format(record) for record in caplog.records]
+    assert [line for line in lines if "catalog" in line] == [
+        line for line in lines if line.startswith(f"INFO:vclip:catalog {tmp_path / 'logged.parquet'}: 3 videos")]
+    assert lines and not any("vclip:vclip" in line for line in lines)
 
 
 def test_a_file_that_crashes_its_worker_is_listed_not_fatal(dataset):

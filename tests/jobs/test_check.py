@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import frame_payload
+from helpers import frame_payload, zero_second_half
 
 import vclip
 import vclip.check
@@ -59,6 +59,16 @@ def test_damage_is_found_in_the_frame_it_was_made(dataset, name):
     assert DAMAGED_FRAME in result.bad_frames
     assert all(20 <= frame < 40 for frame in result.bad_frames)  # the other groups of pictures decode cleanly
     assert any(("decode error" in p or "concealed" in p) and str(DAMAGED_FRAME) in p for p in result.problems)
+
+
+def test_every_frame_decoded_from_a_concealed_picture_is_listed(tmp_path):
+    """FFmpeg flags only the damaged keyframe 30; frames 31-59 are decoded from it (up to keyframe
+    60) and carry its damage: all are listed, the other groups of pictures are clean."""
+    good = make_video(tmp_path / "good.mp4", num_frames=90, width=96, height=64, keyframe_interval=30)
+    result = check_video(zero_second_half(good, tmp_path / "concealed.mp4", 30), device="cpu")
+    assert result.status == "corrupt" and result.bad_frames == tuple(range(30, 60))
+    assert result.problems == ("frame 30: damaged, concealed by the decoder",
+                               "frames 31-59: decoded from damaged frame 30")
 
 
 @pytest.mark.parametrize(

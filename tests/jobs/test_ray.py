@@ -167,7 +167,7 @@ def test_cli_check_and_keyframes_on_ray_write_what_local_runs_write(local_ray, d
                     str(tmp_path / name),
                     "--device",
                     "cpu",
-                    "--max",
+                    "--max-frames",
                     "3",
                     "--method",
                     "scene",

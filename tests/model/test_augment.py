@@ -449,7 +449,8 @@ def test_vclip_sample_writes_three_views_of_even_clips(capsys, videos, tmp_path)
 
     out = tmp_path / "eval.npz"
     argv = ["sample", videos["h264"], videos["hevc"], "--mode", "strided", "--sequence-length", "4", "--starts",
-            "even", "--clips-per-video", "2", "--resize", "64", "--crop", "64", "--views", "3", "--out", str(out)]
+            "even", "--clips-per-video", "2", "--resize", "64", "--crop", "64", "--spatial-views", "3", "--out",
+            str(out)]
     assert main(argv) == 0
     printed = capsys.readouterr().out
     assert "clip 1 view 2: frames" in printed
@@ -461,5 +462,6 @@ def test_vclip_sample_writes_three_views_of_even_clips(capsys, videos, tmp_path)
             vclip.strided(4, 2, starts="even", clips_per_video=2), transform=TransformSpec(resize=64, crop=64,
                                                                                           spatial_views=3))
         assert np.array_equal(stored["clips"][6:], expected.data)
-    assert main(["sample", videos["h264"], "--mode", "strided", "--views", "3", "--out", str(tmp_path / "y.npz")]) != 0
+    assert main(["sample", videos["h264"], "--mode", "strided", "--spatial-views", "3", "--out",
+                 str(tmp_path / "y.npz")]) != 0
     assert "spatial_views (3) must be 1 unless crop is a fixed size" in capsys.readouterr().err

@@ -22,6 +22,17 @@ def test_formula_reference_figure():
     assert str(estimate) == "3,185,049,600 bytes (3.19 GB, 2.97 GiB)"
 
 
+@pytest.mark.parametrize("count, text", [
+    (0, "0 bytes"), (990, "990 bytes"), (1_000, "1,000 bytes (1.00 KB, 0.98 KiB)"),
+    (4_194_304, "4,194,304 bytes (4.19 MB, 4.00 MiB)"), (999_999_999, "999,999,999 bytes (1.00 GB, 0.93 GiB)"),
+    (3_185_049_600, "3,185,049,600 bytes (3.19 GB, 2.97 GiB)"),
+    (5 * 10**12, "5,000,000,000,000 bytes (5.00 TB, 4.55 TiB)"),
+])
+def test_format_bytes_speaks_in_the_unit_the_count_reaches(count, text):
+    """Under 5 MB it printed "0.00 GB": the units now follow the size."""
+    assert vclip.format_bytes(count) == text
+
+
 @pytest.mark.parametrize("dtype", ["uint8", "float16", "float32"])
 @pytest.mark.parametrize("augmentation_factor", [0, 0.5, 1, 0.1])
 def test_formula_terms(dtype, augmentation_factor):

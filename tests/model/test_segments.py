@@ -150,6 +150,26 @@ def test_empty_or_reversed_segments_are_refused(video, tmp_path):
         load_videos([(video, 1, 2.0)])
 
 
+def test_times_and_labels_are_read_as_written_not_as_python_literals(video, tmp_path):
+    """Python's float() and int() read ``1_0`` as 10: a time or label with an underscore is refused,
+    naming the line; times in seconds (also ``1e3``, ``.5``) and ``[HH:]MM:SS[.ff]`` still read."""
+    table = tmp_path / "segments.csv"
+    for field, text in [("start", "path,start,end,label\nmovie.mp4,1_0,20,0\n"),
+                        ("end", "path,start,end,label\nmovie.mp4,0,2_0,0\n")]:
+        table.write_text(text)
+        with pytest.raises(vclip.ArgumentError, match=rf"segments\.csv, line 2: .*{field} \('[12]_0'\) must be"):
+            load_videos(str(table))
+    table.write_text("path,start,end,label\nmovie.mp4,0,2,3\nmovie.mp4,0,2,1_0\n")  # not the integer 10
+    with pytest.raises(vclip.ArgumentError, match=r"the labels mix integers \(.*segments\.csv, line 2: '3'\) and "
+                                                  r"class names \(.*segments\.csv, line 3: '1_0'\)"):
+        load_videos(str(table))
+    table.write_text("path,start,end,label\nmovie.mp4,.5,1e1,+3\nmovie.mp4,00:01,0:01:02.5,-1\n")
+    (first, second), _ = load_videos(str(table))
+    assert (first.start, first.end, first.label) == (0.5, 10.0, 3)
+    assert (second.start, second.end, second.label) == (1.0, 62.5, -1)
+    assert vclip.LabeledVideo(video, np.int64(2), np.float32(0.5), 2).start == 0.5
+
+
 def test_segments_change_the_resume_fingerprint(video):
     sampler = vclip.contiguous(4)
     first = make_loader([(video, 0, 0.0, 1.0)], sampler).state_dict()["fingerprint"]

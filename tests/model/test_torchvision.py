@@ -97,10 +97,42 @@ class RandomRotation:
         self.degrees = degrees
 
 
+class ConvertImageDtype:  # torchvision's older name of ToDtype(dtype, scale=True)
+    def __init__(self, dtype):
+        self.dtype = dtype
+
+
 PLAIN = types.SimpleNamespace(**{cls.__name__: cls for cls in (
     InterpolationMode, Compose, Resize, RandomResizedCrop, RandomCrop, CenterCrop, RandomHorizontalFlip, ColorJitter,
-    RandomGrayscale, ToDtype, Normalize, RandomRotation,
+    RandomGrayscale, ToDtype, Normalize, RandomRotation, ConvertImageDtype,
 )})
+
+
+# -- torchvision's video classification presets (references/video_classification/presets.py), step for step
+class ConvertBCHWtoCBHW:
+    """The reference scripts' last step: a [T, C, H, W] clip as [C, T, H, W]."""
+
+    def __call__(self, clip):
+        return clip.permute(1, 0, 2, 3)
+
+
+KINETICS_MEAN, KINETICS_STD = (0.43216, 0.394666, 0.37645), (0.22803, 0.22145, 0.216989)
+
+
+class VideoClassificationPresetTrain:
+    def __init__(self, v2, *, crop_size, resize_size, mean=KINETICS_MEAN, std=KINETICS_STD, hflip_prob=0.5):
+        steps = [v2.ConvertImageDtype(torch.float32), v2.Resize(resize_size, antialias=False)]
+        if hflip_prob > 0:
+            steps.append(v2.RandomHorizontalFlip(hflip_prob))
+        steps.extend([v2.Normalize(mean=mean, std=std), v2.RandomCrop(crop_size), ConvertBCHWtoCBHW()])
+        self.transforms = v2.Compose(steps)
+
+
+class VideoClassificationPresetEval:
+    def __init__(self, v2, *, crop_size, resize_size, mean=KINETICS_MEAN, std=KINETICS_STD):
+        self.transforms = v2.Compose([v2.ConvertImageDtype(torch.float32), v2.Resize(resize_size, antialias=False),
+                                      v2.Normalize(mean=mean, std=std), v2.CenterCrop(crop_size),
+                                      ConvertBCHWtoCBHW()])
 
 
 @pytest.fixture(params=["plain", "torchvision"])
@@ -151,7 +183,20 @@ def test_an_evaluation_pipeline_translates_with_its_resize_and_centre_crop(v2):
                                              r"fuses Resize, RandomResizedCrop"),
         (lambda v2: [v2.RandomCrop(64, padding=4)], r"RandomCrop \(position 0.*it pads the picture"),
         (lambda v2: [v2.ColorJitter(brightness=(0.5, 1.5)), v2.RandomResizedCrop(64)],
-         r"RandomResizedCrop \(position 1.*comes after the colour transforms"),
+         r"RandomResizedCrop \(position 1.*follows ColorJitter at position 0.*resampling does not commute with "
+         r"ColorJitter"),
+        (lambda v2: [v2.ColorJitter(brightness=(0.5, 1.5)), v2.Resize(64)],
+         r"Resize \(position 1.*resampling does not"),
+        (lambda v2: [v2.ColorJitter(contrast=(0.5, 1.5)), v2.CenterCrop(64)],
+         r"CenterCrop \(position 1.*contrast blends each picture with its mean, and a crop changes that mean"),
+        (lambda v2: [v2.ToDtype(torch.float32, scale=True), v2.Normalize((0.5,) * 3, (0.2,) * 3),
+                     v2.ColorJitter(brightness=(0.5, 1.5))],
+         r"ColorJitter \(position 2.*follows Normalize at position 1.*not on normalized values"),
+        (lambda v2: [v2.ToDtype(torch.float32, scale=True), v2.Normalize((0.5,) * 3, (0.2,) * 3),
+                     v2.RandomGrayscale(0.5)], r"RandomGrayscale \(position 2.*not on normalized values"),
+        (lambda v2: [v2.RandomHorizontalFlip(), v2.ToDtype(torch.float32, scale=True), ConvertBCHWtoCBHW(),
+                     v2.Normalize((0.5,) * 3, (0.2,) * 3)],
+         r"ConvertBCHWtoCBHW \(position 2.*must be the last step"),
         (lambda v2: [v2.RandomGrayscale(0.2), v2.ColorJitter(contrast=(0.5, 1.5))],
          r"ColorJitter \(position 1.*ColorJitter before RandomGrayscale"),
         (lambda v2: [v2.Normalize((0.5,) * 3, (0.2,) * 3)], r"Normalize \(position 0.*needs a float tensor"),
@@ -160,7 +205,8 @@ def test_an_evaluation_pipeline_translates_with_its_resize_and_centre_crop(v2):
         (lambda v2: [v2.ToDtype(torch.float32)], r"ToDtype \(position 0.*scale=False keeps 0-255 values"),
         (lambda v2: [v2.ToDtype(torch.int32, scale=True)], r"ToDtype \(position 0.*not torch.int32"),
         (lambda v2: [v2.CenterCrop(64), v2.RandomCrop(32)], r"RandomCrop \(position 1.*follows a crop at position 0"),
-        (lambda v2: [v2.CenterCrop(64), v2.Resize(32)], r"Resize \(position 1.*follows the crop at position 0"),
+        (lambda v2: [v2.CenterCrop(64), v2.Resize(32)], r"Resize \(position 1.*follows CenterCrop at position 0.*"
+                                                        r"vclip resizes first"),
         (lambda v2: [v2.Resize(64, max_size=80)], r"Resize \(position 0.*max_size caps the longer side"),
         (lambda v2: [v2.Resize(64, antialias=False), v2.RandomResizedCrop(32)], r"its antialias differs"),
         (lambda v2: [v2.ToDtype(torch.uint8, scale=True), v2.Normalize((0.5,) * 3, (0.2,) * 3)],
@@ -170,6 +216,78 @@ def test_an_evaluation_pipeline_translates_with_its_resize_and_centre_crop(v2):
 def test_what_cannot_be_fused_is_refused_naming_the_transform(v2, build, message):
     with pytest.raises(vclip.ArgumentError, match=message):
         TransformSpec.from_torchvision(v2.Compose(build(v2)))
+
+
+def _canonical(v2, *, jitter=None):
+    """Pipelines of steps in vclip's order, and the same steps in orders that mean the same."""
+    return {
+        "flip and crop after Normalize": (
+            [v2.Resize(128), v2.RandomHorizontalFlip(0.5), v2.ToDtype(torch.float32, scale=True),
+             v2.Normalize(vclip.IMAGENET_MEAN, vclip.IMAGENET_STD), v2.RandomCrop(112)],
+            [v2.Resize(128), v2.RandomCrop(112), v2.RandomHorizontalFlip(0.5), v2.ToDtype(torch.float32, scale=True),
+             v2.Normalize(vclip.IMAGENET_MEAN, vclip.IMAGENET_STD)]),
+        "flip after the colour jitter": (
+            [v2.RandomResizedCrop(112), jitter or v2.ColorJitter(0.4, 0.4, 0.4, 0.1), v2.RandomHorizontalFlip(0.5)],
+            [v2.RandomResizedCrop(112), v2.RandomHorizontalFlip(0.5), jitter or v2.ColorJitter(0.4, 0.4, 0.4, 0.1)]),
+        "resize and crop after Normalize": (
+            [v2.ToDtype(torch.float32, scale=True), v2.Normalize((0.5,) * 3, (0.2,) * 3), v2.Resize(64),
+             v2.CenterCrop(56)],
+            [v2.Resize(64), v2.CenterCrop(56), v2.ToDtype(torch.float32, scale=True),
+             v2.Normalize((0.5,) * 3, (0.2,) * 3)]),
+        "a crop after a jitter without contrast and after grayscale": (
+            [v2.Resize(64), jitter or v2.ColorJitter(brightness=(0.5, 1.5)), v2.RandomGrayscale(0.2),
+             v2.RandomCrop(48)],
+            [v2.Resize(64), v2.RandomCrop(48), jitter or v2.ColorJitter(brightness=(0.5, 1.5)),
+             v2.RandomGrayscale(0.2)]),
+        "resampling after grayscale": (
+            [v2.RandomGrayscale(0.2), v2.RandomResizedCrop(48)], [v2.RandomResizedCrop(48), v2.RandomGrayscale(0.2)]),
+    }
+
+
+def test_steps_that_commute_are_taken_in_any_order_that_means_the_same(v2):
+    """A flip commutes with everything, a crop with every per-pixel step but a contrast change,
+    resampling with the linear per-pixel steps (grayscale, ToDtype, Normalize): such orders were
+    refused, and now give the spec of vclip's own order."""
+    for what, (given, canonical) in _canonical(v2).items():
+        assert TransformSpec.from_torchvision(v2.Compose(given)) == TransformSpec.from_torchvision(
+            v2.Compose(canonical)), what
+
+
+def test_torchvision_video_classification_presets_translate(v2):
+    """The Kinetics recipe of torchvision's reference scripts: ConvertImageDtype, Resize((128, 171),
+    antialias=False), RandomHorizontalFlip, Normalize, RandomCrop, ConvertBCHWtoCBHW (CTHW clips)."""
+    train = VideoClassificationPresetTrain(v2, crop_size=(112, 112), resize_size=(128, 171))
+    expected = TransformSpec(resize=(128, 171), crop=(112, 112), crop_mode="random", flip_probability=0.5,
+                             antialias=False, interpolation="bilinear", dtype="float32", mean=KINETICS_MEAN,
+                             std=KINETICS_STD, layout="CTHW")
+    assert TransformSpec.from_torchvision(train) == TransformSpec.from_torchvision(train.transforms) == expected
+    evaluation = VideoClassificationPresetEval(v2, crop_size=(112, 112), resize_size=(128, 171))
+    assert TransformSpec.from_torchvision(evaluation) == TransformSpec(**{
+        **vars(expected), "crop_mode": "center", "flip_probability": 0.0})
+    assert vclip.transforms.as_transform_spec(train) == expected  # what get_clips and ClipLoader take
+    with pytest.raises(vclip.ArgumentError, match=r"ConvertBCHWtoCBHW \(position 5.*turns TCHW clips into CTHW, and "
+                                                  r"layout='THWC' was asked for"):
+        TransformSpec.from_torchvision(train, layout="THWC")
+
+
+def test_torchvision_gives_the_same_pixels_in_the_orders_vclip_takes():
+    """The commutations vclip relies on, checked on torchvision itself (deterministic steps: flips
+    that always flip, centre crops, fixed colour factors), and a contrast change that does not
+    commute with a crop."""
+    require_extra("torchvision.transforms.v2")
+    from torchvision.transforms import v2 as tv
+
+    clip = torch.rand(2, 3, 128, 160, generator=torch.Generator().manual_seed(3))
+    fixed = tv.ColorJitter(brightness=(1.3, 1.3), saturation=(0.6, 0.6))
+    deterministic = {"RandomHorizontalFlip": lambda p=0.5: tv.RandomHorizontalFlip(1.0), "RandomCrop": tv.CenterCrop,
+                     "RandomResizedCrop": tv.CenterCrop, "RandomGrayscale": lambda p=0.1: tv.Grayscale(3)}
+    steps = _canonical(types.SimpleNamespace(**{**vars(tv), **deterministic}), jitter=fixed)
+    for what, (given, canonical) in steps.items():
+        torch.testing.assert_close(tv.Compose(given)(clip), tv.Compose(canonical)(clip), atol=1e-5, rtol=0,
+                                   msg=what)
+    contrast = tv.ColorJitter(contrast=(1.5, 1.5))
+    assert not torch.allclose(tv.Compose([contrast, tv.CenterCrop(40)])(clip),
+                              tv.Compose([tv.CenterCrop(40), contrast])(clip), atol=1e-3)
 
 
 def test_decoder_and_loader_take_a_pipeline_as_their_transform(videos, v2):

@@ -213,6 +213,7 @@ def _run_shell(block: Block, folder: Path) -> None:
                         f"stdout:\n{done.stdout}\nstderr:\n{done.stderr}", pytrace=False)
 
 
+@pytest.mark.slow  # every page's commands and examples: about 5 minutes on 2 cores
 @pytest.mark.filterwarnings("ignore::vclip.errors.FallbackWarning")
 @pytest.mark.parametrize("page", EXAMPLE_PAGES)
 def test_examples_of_the_page_run(page: Path, example_files: Path, tmp_path: Path, monkeypatch):
@@ -277,3 +278,11 @@ def test_the_readme_keeps_its_test_command_and_stays_a_front_page():
     assert len(lines) <= 250, f"README.md has {len(lines)} lines; the front page keeps to 250"
     targets = re.findall(r"\]\(([^)#:]+)(?:#[^)]*)?\)", "\n".join(lines))  # relative links (mkdocs checks docs/)
     assert targets and not [target for target in targets if not (ROOT / target).exists()]
+
+
+def test_the_fast_part_the_readme_names_leaves_out_the_slow_tests():
+    """README and contributing: ``pytest -m "not slow"`` runs the fast part: the marker is
+    registered (``--strict-markers``) and these examples, the longest part of the suite, carry it."""
+    assert 'pytest -m "not slow"' in (ROOT / "README.md").read_text(encoding="utf-8")
+    assert any(line.strip().startswith('"slow:') for line in (ROOT / "pyproject.toml").read_text().splitlines())
+    assert any(mark.name == "slow" for mark in test_examples_of_the_page_run.pytestmark)

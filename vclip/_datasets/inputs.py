@@ -6,13 +6,17 @@ from __future__ import annotations
 import codecs
 import csv
 import math
+import numbers
+import operator
 import os
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from .._bytes.sources import is_url
-from ..errors import ArgumentError
+from ..errors import ArgumentError, PathNotFoundError
 
 __all__ = ["LabeledVideo", "LABEL_RANGE", "UNLABELLED", "list_file_paths", "list_file_text", "load_videos",
            "video_files", "VIDEO_EXTENSIONS"]
@@ -71,8 +75,8 @@ VideoSource = str | os.PathLike | Iterable[tuple | LabeledVideo]
 
 
 def load_videos(source: VideoSource) -> tuple[list[LabeledVideo], tuple[str, ...] | None]:
-    """The videos of ``source`` and, for class folders, the class names (label ``i`` is name ``i``;
-    None for other sources).
+    """The videos of ``source`` and, for class folders and class-name labels, the class names
+    (label ``i`` is name ``i``; None where every label is an integer).
 
     Args:
         source: Either (path, label) pairs, ``(path, label, start, end)`` segments (seconds,
@@ -86,39 +90,57 @@ def load_videos(source: VideoSource) -> tuple[list[LabeledVideo], tuple[str, ...
             searched recursively) get the label of the subfolder's position in sorted order; a
             folder of videos without subfolders gives them no class: label -1.
 
+            Labels are integers, or class names (``abseiling``, ``playing guitar``): when no
+            label of a list file or of the pairs is an integer, they are class names, numbered in
+            sorted name order as the class folders are (and torchvision's ``ImageFolder``): label
+            ``i`` is ``class_names[i]``; integers and names mixed are refused. In a whitespace-separated list
+            the label is the last word: names with spaces need a CSV.
+
     A list file may be UTF-8 (with or without a byte order mark), or UTF-16 or UTF-32 (with a byte
     order mark, or UTF-16 told by its zero bytes); bytes that are not UTF-8 (a Latin-1 list) stay
     the bytes of the file names they spell, as the file system has them.
 
     Raises:
-        FileNotFoundError: ``source`` is a path that does not exist.
-        ArgumentError: (a ValueError) A malformed line or pair, a label that is not an int64
-            integer, a bad segment, a list file that is not text, no videos at all; the message
-            names the file and line.
+        PathNotFoundError: (a FileNotFoundError) ``source`` is a path that does not exist.
+        ArgumentError: (a ValueError) A malformed line or pair, a label that is neither an int64
+            integer nor a class name (an empty one, or integers mixed with names in pairs), a bad
+            segment, a list file that is not text, no videos at all; the message names the file
+            and line.
     """
     if isinstance(source, (str, os.PathLike)):
         path = Path(source)
         if path.is_dir():
             videos, names = _from_class_folders(path)
         elif path.is_file():
-            videos, names = _from_file_list(path), None
+            videos, names = _from_file_list(path)
         else:
-            raise FileNotFoundError(f"videos ({os.fspath(source)!r}) is neither a folder nor a file list")
+            raise PathNotFoundError(f"videos ({os.fspath(source)!r}) is neither a folder nor a file list that "
+                                    "exists")
     else:
-        videos, names = _from_pairs(source), None
+        videos, names = _from_pairs(source)
     if not videos:
         raise ArgumentError(f"videos ({source!r}) holds no videos")
     return videos, names
+
+
+_INTEGER = re.compile(r"[+-]?[0-9]+")
+_DECIMAL = re.compile(r"(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")  # seconds as CSVs write them
+_CLOCK_PART = re.compile(r"[0-9]+(?:\.[0-9]*)?")  # MM or SS[.ff] of [HH:]MM:SS[.ff]
 
 
 def _label(value, where: str) -> int:
     expected = f"{where}: label ({value!r}) must be an integer in [{LABEL_RANGE[0]}, {LABEL_RANGE[1]}] (int64)"
     if isinstance(value, bool):
         raise ArgumentError(expected)
-    try:
-        label = int(value) if isinstance(value, int) else int(str(value).strip())
-    except (ValueError, TypeError):
-        raise ArgumentError(expected) from None
+    if isinstance(value, int):
+        label = value
+    elif isinstance(value, str) and _INTEGER.fullmatch(text := value.strip()):
+        label = int(text)  # Python's int() would also take "1_0" as 10
+    else:
+        try:
+            label = operator.index(value)  # NumPy integers
+        except TypeError:
+            raise ArgumentError(expected) from None
     if not LABEL_RANGE[0] <= label <= LABEL_RANGE[1]:
         raise ArgumentError(expected)
     return label
@@ -129,16 +151,17 @@ def _seconds(value, where: str) -> float:
     expected = f"{where} ({value!r}) must be seconds >= 0 (a number or [HH:]MM:SS[.ff])"
     if isinstance(value, bool):
         raise ArgumentError(expected)
-    try:
-        if isinstance(value, (int, float)):
-            seconds = float(value)
-        else:
-            parts = str(value).strip().split(":")
-            if len(parts) > 3 or (len(parts) > 1 and any(float(part) >= 60 for part in parts[1:])):
-                raise ValueError
-            seconds = sum(float(part) * 60 ** power for power, part in enumerate(reversed(parts)))
-    except (TypeError, ValueError):
-        raise ArgumentError(expected) from None
+    if isinstance(value, numbers.Real):
+        seconds = float(value)
+    elif isinstance(value, str):
+        parts = value.strip().split(":")
+        pattern = _DECIMAL if len(parts) == 1 else _CLOCK_PART  # Python's float() would take "1_0" as 10
+        if len(parts) > 3 or not all(pattern.fullmatch(part) for part in parts) or any(
+                float(part) >= 60 for part in parts[1:]):
+            raise ArgumentError(expected)
+        seconds = sum(float(part) * 60 ** power for power, part in enumerate(reversed(parts)))
+    else:
+        raise ArgumentError(expected)
     if not math.isfinite(seconds) or seconds < 0:
         raise ArgumentError(expected)
     return seconds
@@ -152,28 +175,88 @@ def _is_seconds(text: str) -> bool:
     return True
 
 
-def _row(path, label, start, end, where: str) -> LabeledVideo:
-    """A row of the dataset; an empty start or end is None."""
-    label = _label(label, where)
-    start, end = (None if isinstance(value, str) and not value.strip() else value for value in (start, end))
+@dataclass(frozen=True)
+class _Row:
+    """A row of a dataset as written: its label is an integer or a class name, decided for the
+    whole dataset by :func:`_numbered`."""
+
+    path: str
+    label: Any
+    start: Any
+    end: Any
+    where: str
+
+    def video(self, label: int) -> LabeledVideo:
+        """The row's video with ``label``; an empty start or end is None."""
+        start, end = (None if isinstance(value, str) and not value.strip() else value
+                      for value in (self.start, self.end))
+        try:
+            return LabeledVideo(self.path, label, start, end)
+        except ValueError as error:
+            raise ArgumentError(f"{self.where}: {error}") from None
+
+
+def _is_integer_label(value) -> bool:
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, str):
+        return _INTEGER.fullmatch(value.strip()) is not None
     try:
-        return LabeledVideo(os.fspath(path), label, start, end)
-    except ValueError as error:
-        raise ArgumentError(f"{where}: {error}") from None
+        operator.index(value)
+    except TypeError:
+        return False
+    return True
 
 
-def _from_pairs(pairs: Iterable) -> list[LabeledVideo]:
-    videos = []
+def _numbered(rows: list[_Row]) -> tuple[list[LabeledVideo], tuple[str, ...] | None]:
+    """The videos of ``rows`` and their class names: integer labels as they are when every label
+    is an integer; otherwise every label is a class name, numbered in sorted name order as
+    torchvision's ``ImageFolder`` numbers its folders (label ``i`` is name ``i``)."""
+    integers = [row for row in rows if _is_integer_label(row.label)]
+    if len(integers) == len(rows):
+        return [row.video(_label(row.label, row.where)) for row in rows], None
+    if integers:  # a typo in one integer label must not renumber the whole dataset as names
+        named = next(row for row in rows if not _is_integer_label(row.label))
+        raise ArgumentError(f"the labels mix integers ({integers[0].where}: {integers[0].label!r}) and class names "
+                            f"({named.where}: {named.label!r}); give every video an integer label, or every video "
+                            "a class name")
+    names = {row.where: _class_name(row) for row in rows}
+    classes = tuple(sorted(set(names.values())))
+    numbers = {name: number for number, name in enumerate(classes)}
+    return [row.video(numbers[names[row.where]]) for row in rows], classes
+
+
+def _class_name(row: _Row) -> str:
+    """The label of ``row`` as a class name: text, not empty, not a video file's name."""
+    if isinstance(row.label, str):
+        name = row.label.strip()
+        if not name:
+            raise ArgumentError(f"{row.where}: the label is empty; give every video a class name or an integer")
+        if os.path.splitext(name)[1].lower() in VIDEO_EXTENSIONS:
+            raise ArgumentError(f"{row.where}: label ({name!r}) is a video's file name, not a class name: a path "
+                                "with spaces and no label? Give every line a label")
+        return name
+    raise ArgumentError(f"{row.where}: label ({row.label!r}) must be a class name (text) or an integer")
+
+
+def _from_pairs(pairs: Iterable) -> tuple[list[LabeledVideo], tuple[str, ...] | None]:
+    rows: list[_Row | LabeledVideo] = []
     for number, pair in enumerate(pairs):
         if isinstance(pair, LabeledVideo):
-            videos.append(pair)
+            rows.append(pair)
         elif isinstance(pair, (str, os.PathLike)) or not hasattr(pair, "__len__") or len(pair) not in (2, 4):
             raise ArgumentError(f"videos[{number}] ({pair!r}) must be a (path, label) pair or a "
                                 "(path, label, start_seconds, end_seconds) segment")
         else:
             path, label, start, end = (*pair, None, None)[:4]
-            videos.append(_row(path, label, start, end, f"videos[{number}]"))
-    return videos
+            rows.append(_Row(os.fspath(path), label, start, end, f"videos[{number}]"))
+    written = [row for row in rows if isinstance(row, _Row)]
+    if len(written) < len(rows) and not all(_is_integer_label(row.label) for row in written):
+        raise ArgumentError("videos mixes LabeledVideo entries (integer labels) with class-name labels; give "
+                            "every video a class name, or every video an integer label")
+    numbered, names = _numbered(written)
+    numbered_rows = iter(numbered)
+    return [row if isinstance(row, LabeledVideo) else next(numbered_rows) for row in rows], names
 
 
 def _numbered_rows(text: str) -> list[tuple[int, str]]:
@@ -208,12 +291,12 @@ def list_file_text(list_file: Path) -> str:
                             f"{error.start})") from None
 
 
-def _from_file_list(list_file: Path) -> list[LabeledVideo]:
+def _from_file_list(list_file: Path) -> tuple[list[LabeledVideo], tuple[str, ...] | None]:
     lines = _numbered_rows(list_file_text(list_file))
     columns = _header(lines[0][1], list_file) if lines else None
     if columns is not None:
-        return [_from_columns(list_file, number, text, columns) for number, text in lines[1:]]
-    return [_from_line(list_file, number, text) for number, text in lines]
+        return _numbered([_from_columns(list_file, number, text, columns) for number, text in lines[1:]])
+    return _numbered([_from_line(list_file, number, text) for number, text in lines])
 
 
 def list_file_paths(list_file: Path) -> list[str]:
@@ -237,9 +320,11 @@ def list_file_paths(list_file: Path) -> list[str]:
         whole = _located(list_file, line)
         if is_url(line) or not os.path.exists(whole):
             try:
-                whole = _from_line(list_file, number, line).path
+                row = _from_line(list_file, number, line)
             except ValueError:  # no label: the line is the path
-                pass
+                row = None
+            if row is not None and (_is_integer_label(row.label) or is_url(row.path) or os.path.exists(row.path)):
+                whole = row.path  # a label after the path (a class name only where the path exists)
         paths.append(whole)
     return paths
 
@@ -266,16 +351,16 @@ def _header(text: str, list_file: Path) -> list[str] | None:
     return [_COLUMNS[name] for name in names]
 
 
-def _from_columns(list_file: Path, number: int, text: str, columns: list[str]) -> LabeledVideo:
+def _from_columns(list_file: Path, number: int, text: str, columns: list[str]) -> _Row:
     where = f"{list_file}, line {number}"
     fields = _split(text)
     if len(fields) != len(columns):
         raise ArgumentError(f"{where} ({text!r}) has {len(fields)} fields, the header names {len(columns)}")
     row = dict(zip(columns, fields))
-    return _row(_located(list_file, row["path"]), row["label"], row.get("start"), row.get("end"), where)
+    return _Row(_located(list_file, row["path"]), row["label"], row.get("start"), row.get("end"), where)
 
 
-def _from_line(list_file: Path, number: int, text: str) -> LabeledVideo:
+def _from_line(list_file: Path, number: int, text: str) -> _Row:
     """A headerless line: ``path start end label`` when its two fields before the label are
     times, else ``path label`` (paths may hold spaces or commas)."""
     where = f"{list_file}, line {number}"
@@ -283,11 +368,11 @@ def _from_line(list_file: Path, number: int, text: str) -> LabeledVideo:
     parts = text.rsplit(separator, 3)
     if len(parts) == 4 and _is_seconds(parts[1]) and _is_seconds(parts[2]):
         path, start, end, label = (part.strip() for part in parts)
-        return _row(_located(list_file, path), label, start, end, where)
+        return _Row(_located(list_file, path), label, start, end, where)
     parts = text.rsplit(separator, 1)
     if len(parts) != 2:
         raise ArgumentError(f"{where} ({text!r}) must be 'path label', 'path,label' or 'path start end label'")
-    return _row(_located(list_file, parts[0].strip()), parts[1].strip(), None, None, where)
+    return _Row(_located(list_file, parts[0].strip()), parts[1].strip(), None, None, where)
 
 
 def _located(list_file: Path, path: str) -> str:

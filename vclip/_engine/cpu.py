@@ -6,6 +6,12 @@ for 8-bit 4:2:0 that is what FFmpeg always does; for 10-bit it asks FFmpeg's sca
 sampling, as its default would blend neighbouring chroma samples where 8-bit and the CUDA kernel
 do not. With a transform, the NumPy twin of the CUDA kernel runs on the decoded 4:2:0 planes, so
 CPU and GPU agree within rounding.
+
+A picture FFmpeg flags as corrupt (it concealed damage: missing slices filled from neighbours or
+from the previous picture) is damage, as a decode error is: the decoder raises
+:class:`_ConcealedPicture`, and :func:`~vclip._engine.contract.execute_plan` loses that frame and
+every frame decoded after it up to the next keyframe. ``accept_concealed=True`` delivers such
+pictures as FFmpeg made them.
 """
 
 from __future__ import annotations
@@ -59,6 +65,17 @@ _CONTEXT_PARAMETERS = (
 )
 
 
+class _ConcealedPicture(Exception):
+    """FFmpeg delivered a picture it flagged as corrupt: it concealed damage in it (a decoder error
+    to :func:`~vclip._engine.contract.execute_plan`, which names the frame and the frames lost)."""
+
+    strerror = "damaged; the decoder concealed it"
+
+    def __init__(self, pts: int | None):
+        super().__init__(f"the picture at pts {pts} is damaged; the decoder concealed it")
+        self.pts = pts
+
+
 class PyAVDecoder(PictureDecoder):
     """FFmpeg's decoder for one video stream, fed the plan's packets; pictures are ``av.VideoFrame``.
 
@@ -67,9 +84,15 @@ class PyAVDecoder(PictureDecoder):
     flush, and a damaged keyframe arriving at a flushed VP9 context crashed the process (SIGSEGV in
     libavcodec; issue 25). A new context costs about 0.2 ms; a segment decodes a GOP. After a
     segment that failed, the next one gets a new context too, whatever the threads.
+
+    A picture FFmpeg flags as corrupt raises :class:`_ConcealedPicture` unless ``accept_concealed``.
+    Damage is then looked for with one decode thread whatever ``threads`` says: FFmpeg's frame
+    threads drop the damage flags and decode errors of the pictures still in flight when a segment
+    is flushed (the last few of every segment, up to one per thread: measured with H.264 at 2 to 8
+    threads), so a damaged last picture would come out unflagged.
     """
 
-    def __init__(self, index: VideoIndex, *, threads: int = 0):
+    def __init__(self, index: VideoIndex, *, threads: int = 0, accept_concealed: bool = False):
         if is_local(index.path) or not index.packets_addressable:
             self._container: InputContainer | None = open_container(index.path)
             try:
@@ -83,10 +106,11 @@ class PyAVDecoder(PictureDecoder):
             self._context.extradata = index.extradata or None
             self._context.width, self._context.height = index.width, index.height
         self._index = index
-        self._threads = threads
+        self._threads = threads if accept_concealed else 1
+        self._accept_concealed = accept_concealed
         self._parameters = {name: getattr(self._context, name) for name in _CONTEXT_PARAMETERS}
         self._stale = False  # the context must not decode the next segment: a new one will
-        _set_threads(self._context, threads)
+        _set_threads(self._context, self._threads)
 
     def send(self, packets: PacketRun) -> Iterable[tuple[int | None, av.VideoFrame]]:
         if self._stale:
@@ -95,12 +119,12 @@ class PyAVDecoder(PictureDecoder):
         decode = self._context.decode
         for payload, pts in zip(packets.payloads, packets.pts):
             for frame in decode(_packet(payload, pts)):
-                yield frame.pts, frame
+                yield self._checked(frame)
 
     def flush(self) -> Iterable[tuple[int | None, av.VideoFrame]]:
         try:
             for frame in self._context.decode(None):
-                yield frame.pts, frame
+                yield self._checked(frame)
         finally:
             self._context.flush_buffers()
             self._stale = self._stale or self._threads != 1
@@ -109,16 +133,37 @@ class PyAVDecoder(PictureDecoder):
         self._stale = True  # whatever state the failure left it in
         return True
 
+    def _checked(self, frame: av.VideoFrame) -> tuple[int | None, av.VideoFrame]:
+        if frame.is_corrupt and not self._accept_concealed:
+            raise _ConcealedPicture(frame.pts)
+        return frame.pts, frame
+
     def damaged_packet(self, packets: PacketRun) -> int | None:
-        """The first packet a single-threaded decoder refuses (frame threads report an error some
-        packets after the one that caused it)."""
+        """The first packet a single-threaded decoder refuses, or whose picture it flags as
+        concealed (frame threads report an error some packets after the one that caused it)."""
         context = self._fresh_context(1)
+        position_of_pts = {pts: position for position, pts in enumerate(packets.pts)}
+        found: list[int] = []
+
+        def concealed(frames: Iterable[av.VideoFrame], position: int) -> bool:
+            for frame in frames:
+                if frame.is_corrupt and not self._accept_concealed:
+                    own = position if frame.pts is None else position_of_pts.get(frame.pts, position)
+                    found.append(min(position, own))
+                    return True
+            return False
+
         for position, (payload, pts) in enumerate(zip(packets.payloads, packets.pts)):
             try:
-                for _ in context.decode(_packet(payload, pts)):
-                    pass
+                if concealed(context.decode(_packet(payload, pts)), position):
+                    return found[0]
             except av.error.FFmpegError:
                 return position
+        try:
+            if concealed(context.decode(None), len(packets.pts) - 1):
+                return found[0]
+        except av.error.FFmpegError:
+            return None
         return None
 
     def _fresh_context(self, threads: int) -> av.VideoCodecContext:
@@ -263,13 +308,18 @@ def _check_size(picture: av.VideoFrame, index: VideoIndex) -> None:
 
 
 class CpuBackend(PlanBackend):
-    """Decodes with PyAV on the CPU; outputs NumPy arrays."""
+    """Decodes with PyAV on the CPU; outputs NumPy arrays.
+
+    ``threads``: FFmpeg's threads per decoder (0: its choice), used with ``accept_concealed``
+    only; damage is looked for with one thread a decoder (see :class:`PyAVDecoder`).
+    """
 
     device = CPU
 
-    def __init__(self, *, threads: int = 0, skip_non_reference: bool = True):
+    def __init__(self, *, threads: int = 0, skip_non_reference: bool = True, accept_concealed: bool = False):
         super().__init__(skip_non_reference=skip_non_reference)
         self.threads = threads
+        self.accept_concealed = accept_concealed
         self.default_workers = DEFAULT_WORKERS
 
     def empty(self, shape: tuple[int, ...], dtype: str) -> np.ndarray:
@@ -278,7 +328,7 @@ class CpuBackend(PlanBackend):
     def open_job(self, job: VideoJob, conversion: Conversion,
                  output: np.ndarray) -> tuple[PyAVDecoder, HostConverter | BlockConverter]:
         converter = BlockConverter.of(job, conversion, output) or HostConverter(job, conversion, output)
-        return PyAVDecoder(job.index, threads=self.threads), converter
+        return PyAVDecoder(job.index, threads=self.threads, accept_concealed=self.accept_concealed), converter
 
     def decode_job(self, job: VideoJob, conversion: Conversion, output: np.ndarray, stats: DecodeStats) -> None:
         decoder, converter = self.open_job(job, conversion, output)

@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from ..errors import ArgumentError, FrameIndexError
 from .orientation import Orientation
 
 __all__ = ["VideoIndex", "INDEX_FORMAT_VERSION", "ARRAY_DTYPES", "COLOR_MATRICES", "LARGEST_SAMPLE_ASPECT_RATIO",
@@ -203,24 +204,30 @@ class VideoIndex:
         """Frame number of the frame a player shows at ``seconds`` (pts time, not ``i / fps``).
 
         Raises:
-            ValueError: ``seconds`` is before the first frame or at/after the end of the stream.
+            ArgumentError: (a ValueError) ``seconds`` is before the first frame or at/after the end
+                of the stream.
         """
         if not (self.start_seconds <= seconds < self.end_seconds):
-            raise ValueError(
+            raise ArgumentError(
                 f"{self.path}: time {seconds} s is outside the stream "
                 f"[{self.start_seconds:.6f}, {self.end_seconds:.6f}) s"
             )
         return int(np.searchsorted(self.pts_seconds, seconds, side="right") - 1)
 
     def check_frame_indices(self, indices) -> np.ndarray:
-        """Indices as int64, negative ones counted from the end. Raises IndexError naming the bad one."""
+        """Indices as int64, negative ones counted from the end.
+
+        Raises:
+            FrameIndexError: (an IndexError) An index out of range, named.
+            ArgumentError: (a ValueError) No index.
+        """
         array = np.asarray(indices, dtype=np.int64).reshape(-1)
         if array.size == 0:
-            raise ValueError(f"{self.path}: the list of frame indices is empty")
+            raise ArgumentError(f"{self.path}: the list of frame indices is empty")
         n = self.num_frames
         bad = array[(array < -n) | (array >= n)]
         if bad.size:
-            raise IndexError(f"{self.path}: frame index {int(bad[0])} is out of range [0, {n - 1}] ({n} frames)")
+            raise FrameIndexError(f"{self.path}: frame index {int(bad[0])} is out of range [0, {n - 1}] ({n} frames)")
         return np.where(array < 0, array + n, array)
 
     # -- decoding dependencies ----------------------------------------------------------------

@@ -80,7 +80,7 @@ def epoch_clip_refs(
         clip_counts: Clips of each video per epoch.
 
     Raises:
-        ValueError: ``even_shards="pad"`` and a shard has no clips to repeat.
+        ArgumentError: (a ValueError) ``even_shards="pad"`` and a shard has no clips to repeat.
     """
     counts = np.asarray(clip_counts, dtype=np.int64)
     order = _video_order(counts.size, seed, epoch, shuffle)
@@ -91,7 +91,7 @@ def epoch_clip_refs(
         refs = [refs[i] for i in seeded_rng(seed, _CLIP_ORDER, epoch, shard_id, num_shards).permutation(len(refs))]
     if target > len(refs):
         if not refs:
-            raise ValueError(
+            raise ArgumentError(
                 f"shard {shard_id} of {num_shards} has no clips to pad with in epoch {epoch} "
                 f"({counts.size} videos); use fewer shards or even_shards='drop'"
             )

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Literal, Protocol, runtime_checkable
 
 from .._bytes.shards import is_shard_source
+from .._bytes.sources import is_url, split_slice_name
 from .._datasets.inputs import UNLABELLED, LabeledVideo, VideoSource, load_videos
 from ..errors import ArgumentError, CorruptVideoError, VideoError
 from ..huggingface import HuggingFaceSource, is_hf_dataset
@@ -26,6 +27,7 @@ from ..index import VideoIndex, index_video
 from .clips import ClipDrawer, VideoFacts
 
 __all__ = [
+    "remote_url",
     "CatalogDatasetSource", "DatasetSource", "FileSource", "open_source", "ScanResult", "scan", "as_video_error",
     "MixedSizes",
 ]
@@ -208,7 +210,9 @@ def _inspect(source: DatasetSource, drawer: ClipDrawer, number: int) -> VideoFac
         return as_video_error(path, error, "indexing")
     try:
         return drawer.inspect(index, source.videos[number].segment)
-    except ValueError as error:  # no clip fits: the message says why
+    except VideoError as error:  # no clip fits (NoClipFitsError): the message says why
+        return error
+    except ValueError as error:  # a transform that does not fit its frames: the message says why
         return VideoError(path, str(error).removeprefix(f"{path}: "))
     except Exception as error:  # anything else keeps its type in the message
         return as_video_error(path, error, "checking its clips")
@@ -232,3 +236,11 @@ def _mixed_sizes_message(source: DatasetSource, facts: list) -> str:
         f"transform=vclip.TransformSpec(resize=({height}, {width})) (height, width), "
         "or mixed_sizes='skip' to leave out the videos whose clips differ from the most common shape"
     )
+
+
+def remote_url(path: str) -> str | None:
+    """The URL a loader reads video ``path`` from (a member of a shard: the shard's), or None for a
+    local file: what ``stats().remote_reads`` counts by."""
+    member = split_slice_name(path)
+    container = member[0] if member is not None else path
+    return container if is_url(container) else None

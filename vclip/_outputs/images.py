@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 import av
 import numpy as np
 
+from ..errors import ArgumentError
 from .files import written_whole
 
 if TYPE_CHECKING:
@@ -51,7 +52,7 @@ def to_numpy(array) -> np.ndarray:
 def _check_rgb(image) -> np.ndarray:
     image = np.asarray(image)
     if image.dtype != np.uint8 or image.ndim != 3 or image.shape[2] != 3:
-        raise ValueError(f"image must be RGB uint8 [height, width, 3], not {image.dtype} {list(image.shape)}")
+        raise ArgumentError(f"image must be RGB uint8 [height, width, 3], not {image.dtype} {list(image.shape)}")
     return np.ascontiguousarray(image)
 
 
@@ -59,14 +60,14 @@ def write_image(path: str | os.PathLike, image: np.ndarray) -> str:
     """Write ``image`` as PNG (lossless) or JPEG (quality 95), chosen by the extension (.png, .jpg, .jpeg).
 
     Raises:
-        ValueError: Another extension; the image is not RGB uint8.
+        ArgumentError: (a ValueError) Another extension; the image is not RGB uint8.
     """
     from PIL import Image
 
     path = os.fspath(path)
     extension = os.path.splitext(path)[1].lower()
     if extension not in (".png", ".jpg", ".jpeg"):
-        raise ValueError(f"image file ({path!r}) must end in .png, .jpg or .jpeg")
+        raise ArgumentError(f"image file ({path!r}) must end in .png, .jpg or .jpeg")
     picture = Image.fromarray(_check_rgb(image))
     with written_whole(path) as temporary:
         if extension == ".png":
@@ -94,7 +95,7 @@ def write_video(path: str | os.PathLike, frames: Iterable[np.ndarray], *, fps: f
                 stream.width, stream.height, stream.pix_fmt = image.shape[1], image.shape[0], "yuv420p"
             container.mux(stream.encode(av.VideoFrame.from_ndarray(image, format="rgb24")))
         if stream is None:
-            raise ValueError(f"{path}: no frames to write")
+            raise ArgumentError(f"{path}: no frames to write")
         container.mux(stream.encode(None))
     return path
 
@@ -225,14 +226,15 @@ def memory_chart(
 
     Raises:
         ImportError: matplotlib is not installed (the message names the ``chart`` extra).
-        ValueError: Unknown extension; a series without one value per batch size.
+        ArgumentError: (a ValueError) Unknown extension; a series without one value per batch size.
     """
     path = os.fspath(path)
     if os.path.splitext(path)[1].lower() not in CHART_FORMATS:
-        raise ValueError(f"chart file ({path!r}) must end in {', '.join(CHART_FORMATS)}")
+        raise ArgumentError(f"chart file ({path!r}) must end in {', '.join(CHART_FORMATS)}")
     for line in series:
         if len(line.bytes) != len(batch_sizes):
-            raise ValueError(f"series {line.label!r} has {len(line.bytes)} values for {len(batch_sizes)} batch sizes")
+            raise ArgumentError(f"series {line.label!r} has {len(line.bytes)} values for {len(batch_sizes)} "
+                                "batch sizes")
     try:
         from matplotlib.figure import Figure
     except ImportError as error:

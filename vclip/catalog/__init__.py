@@ -5,7 +5,9 @@ in parallel, and writes one row per video: the facts ``vclip info`` shows (codec
 frame and keyframe counts, duration, colour, time base...), the label and class name, a content
 fingerprint, and the per-frame and per-packet arrays a decode plan needs, as list columns. A video
 that cannot be read gets a row too, with ``usable`` false and the error. Running it again into the
-same file indexes only the videos that are new or changed and keeps the others.
+same file indexes only the videos that are new or changed and keeps the others. Videos inside the
+catalog's folder are named relative to it, so a dataset moves with its catalog (absolute paths for
+videos outside it; URLs as they are).
 
 :func:`read_catalog` opens it without opening any video: a loader on every rank of every node
 starts from it at once. Each entry's :class:`~vclip.VideoIndex` is built from the stored arrays

@@ -31,15 +31,17 @@ from .._index.record import VideoIndex
 from .._jobs.runner import RayTasks, choose_runner
 from .._outputs.files import check_output_file, written_whole
 from .._version import __version__
-from ..errors import CatalogWarning, OutputError
+from ..errors import ArgumentError, CatalogWarning, OutputError, PathNotFoundError
 from ..huggingface import HuggingFaceSource, is_hf_dataset
 from ._indexing import IndexJob, index_rows, unusable_row
+from ._paths import resolved_path, stored_path
 from ._schema import (
     ARRAY_TYPES,
     FACT_TYPES,
     FORMAT_VERSION,
     LOCATION_TYPES,
     METADATA_KEY,
+    READABLE_VERSIONS,
     ROW_GROUP_ROWS,
     SCHEMA,
     TIMING_TYPES,
@@ -67,17 +69,18 @@ def resolve_sources(sources) -> ResolvedSources:
         sources: One item or a list of items, each one of: a video file (by extension, no
             label); a folder with one subfolder per class (labelled as :class:`~vclip.ClipLoader`
             labels them: the subfolder's position in sorted order); a folder of videos without
-            class subfolders (no labels); a text/CSV list file of ``path label`` lines; a
-            ``(path, label)`` pair; WebDataset shards (a ``.tar`` path, URL or brace pattern, or a
+            class subfolders (no labels); a text/CSV list file of ``path label`` lines (labels
+            that are class names are numbered in sorted name order); a ``(path, label)`` pair;
+            WebDataset shards (a ``.tar`` path, URL or brace pattern, or a
             :class:`vclip.webdataset.WebDatasetSource`: one row per video member, named by its
             shard, member and byte range, labelled as the source labels it); a Hugging Face
             ``datasets.Dataset`` or :class:`vclip.huggingface.HuggingFaceSource` whose videos are
-            paths or URLs. With several class folders, labels follow the sorted union of their
-            class names. A path listed twice is kept once (the first).
+            paths or URLs. With several sources of class names, labels follow the sorted union
+            of their class names. A path listed twice is kept once (the first).
 
     Raises:
-        FileNotFoundError: A folder or list file that does not exist.
-        ValueError: A malformed list file or pair, or no videos at all.
+        PathNotFoundError: (a FileNotFoundError) A folder or list file that does not exist.
+        ArgumentError: (a ValueError) A malformed list file or pair, or no videos at all.
     """
     items = [sources] if isinstance(sources, (str, os.PathLike)) or _is_dataset_object(sources) else list(sources)
     groups: list[tuple[list[tuple[str, int | None]], tuple[str, ...] | None]] = []
@@ -87,8 +90,8 @@ def resolve_sources(sources) -> ResolvedSources:
         elif isinstance(item, (str, os.PathLike)):
             groups.append(_one_source(Path(item)))
         else:
-            loaded, _ = load_videos([item])
-            groups.append(([(loaded[0].path, loaded[0].label)], None))
+            loaded, names = load_videos([item])
+            groups.append(([(loaded[0].path, loaded[0].label)], names))
     named = [names for _, names in groups if names is not None]
     class_names = tuple(sorted(set().union(*named))) if named else None
     seen: set[str] = set()
@@ -103,7 +106,7 @@ def resolve_sources(sources) -> ResolvedSources:
                 label = class_names.index(names[label])
             resolved.append((path, label))
     if not resolved:
-        raise ValueError(f"sources ({sources!r}) hold no videos")
+        raise ArgumentError(f"sources ({sources!r}) hold no videos")
     return ResolvedSources(resolved, class_names)
 
 
@@ -117,9 +120,10 @@ def _dataset_source(item) -> tuple[list[tuple[str, int | None]], tuple[str, ...]
         rows = item if type(item).__name__ == "HuggingFaceSource" else HuggingFaceSource(item)
         held = [video.path for video in rows.videos if video.path.startswith("<bytes:")]
         if held:
-            raise ValueError(f"a catalog names videos that outlive this process, but column {rows.video_column!r} "
-                             "holds bytes; write them as shards first (vclip.webdataset.write_shards(source, "
-                             "'out/shard-{000000}.tar')) and catalog the shards")
+            raise ArgumentError(f"a catalog names videos that outlive this process, but column "
+                                f"{rows.video_column!r} holds bytes; write them as shards first "
+                                "(vclip.webdataset.write_shards(source, 'out/shard-{000000}.tar')) and catalog the "
+                                "shards")
         labelled = rows.label_column is not None
         return [(video.path, video.label if labelled else None) for video in rows.videos], rows.class_names
     shards = item if isinstance(item, WebDatasetSource) else WebDatasetSource(item)
@@ -141,9 +145,9 @@ def _one_source(path: Path) -> tuple[list[tuple[str, int | None]], tuple[str, ..
     if path.suffix.lower() in VIDEO_EXTENSIONS:
         return [(os.fspath(path), None)], None  # a missing video becomes an unusable row
     if not file:
-        raise FileNotFoundError(f"{os.fspath(path)!r} is not a video, a folder or a list file that exists")
-    videos, _ = load_videos(path)
-    return [(video.path, video.label) for video in videos], None
+        raise PathNotFoundError(f"{os.fspath(path)!r} is not a video, a folder or a list file that exists")
+    videos, names = load_videos(path)
+    return [(video.path, video.label) for video in videos], names
 
 
 # -- building ------------------------------------------------------------------------------------
@@ -210,7 +214,7 @@ def build_catalog(
         What was done (:class:`CatalogBuild`); unusable videos are listed there and in the catalog.
 
     Raises:
-        FileNotFoundError, ValueError: see :func:`resolve_sources`; also ValueError when ``out``
+        PathNotFoundError, ArgumentError: see :func:`resolve_sources`; also ArgumentError when ``out``
             is a folder or a file that is not a vclip catalog (it is never replaced), and
             ArgumentError for ``workers`` below 1 or a ``ray`` that is not a bool.
         ImportError: ``ray`` without Ray installed.
@@ -250,12 +254,17 @@ def build_catalog(
         fresh = pa.concat_tables([fresh, old.take(pa.array(old_rows, pa.int64()))])
     order = np.argsort(np.concatenate([positions[~unchanged], kept_positions]), kind="stable")
     table = fresh.take(pa.array(order))
+    folder = os.path.dirname(out)
+    table = table.set_column(SCHEMA.get_field_index("path"), SCHEMA.field("path"),  # kept rows held stored ones
+                             pa.array([path for path, _ in videos], pa.string()))
     labels = [label for _, label in videos]  # labels and class names always follow the sources
     table = table.set_column(SCHEMA.get_field_index("label"), SCHEMA.field("label"), pa.array(labels, pa.int64()))
     table = table.set_column(SCHEMA.get_field_index("class_name"), SCHEMA.field("class_name"), pa.array(
         [class_names[label] if class_names is not None and label is not None else None for label in labels],
         pa.string()))
-    _write(_with_locations(table), out, class_names)
+    stored = pa.array([stored_path(path, folder) for path in table.column("path").to_pylist()], pa.string())
+    _write(_with_locations(table.set_column(SCHEMA.get_field_index("path"), SCHEMA.field("path"), stored)), out,
+           class_names)
     unusable = tuple((path, problem) for path, usable, problem in zip(
         table.column("path").to_pylist(), table.column("usable").to_pylist(), table.column("error").to_pylist())
         if not usable)
@@ -265,7 +274,7 @@ def build_catalog(
         unusable=unusable, seconds=time.perf_counter() - started, workers=runner.workers,
         engine="ray" if isinstance(runner, RayTasks) else "processes",
     )
-    logger.info("vclip: catalog %s: %d videos, %d indexed, %d kept, %d unusable, %.1f s", out, built.videos,
+    logger.info("catalog %s: %d videos, %d indexed, %d kept, %d unusable, %.1f s", out, built.videos,
                 len(built.indexed), built.kept, len(unusable), built.seconds)
     return built
 
@@ -316,23 +325,23 @@ def check_catalog_out(out: str) -> bool:
     before any work, so that no other file is replaced by mistake.
 
     Raises:
-        ValueError: ``out`` is a folder, a file that is not a vclip catalog, or a path that cannot
-            be written (a symbolic link to nothing, below a file, a name too long).
+        ArgumentError: (a ValueError) ``out`` is a folder, a file that is not a vclip catalog, or a
+            path that cannot be written (a symbolic link to nothing, below a file, a name too long).
     """
     try:
         check_output_file(Path(out), "out", make_folder=True)
     except OutputError as error:
         if not os.path.isdir(out):
-            raise ValueError(str(error)) from None
+            raise ArgumentError(str(error)) from None
     if not os.path.lexists(out):
         return False
     if os.path.isdir(out):
-        raise ValueError(f"out ({out!r}) is a folder; name the catalog file, "
-                         f"e.g. {os.path.join(out, 'catalog.parquet')}")
+        raise ArgumentError(f"out ({out!r}) is a folder; name the catalog file, "
+                            f"e.g. {os.path.join(out, 'catalog.parquet')}")
     try:
         catalog_metadata(pq.read_schema(out), out)
     except (OSError, ValueError, pa.ArrowException):
-        raise ValueError(f"out ({out!r}) exists and is not a vclip catalog; refusing to replace it "
+        raise ArgumentError(f"out ({out!r}) exists and is not a vclip catalog; refusing to replace it "
                          "(remove it, or write the catalog elsewhere)") from None
     return True
 
@@ -340,7 +349,7 @@ def check_catalog_out(out: str) -> bool:
 def _earlier_rows(out: str) -> dict[str, tuple[int, str, int | None]]:
     """``path -> (row, fingerprint, stream_index)`` of an existing catalog's rows that can be kept."""
     try:
-        if catalog_metadata(pq.read_schema(out), out).get("format_version") != FORMAT_VERSION:
+        if catalog_metadata(pq.read_schema(out), out).get("format_version") not in READABLE_VERSIONS:
             return {}  # another format: index everything again
         table = pq.read_table(out, columns=["path", "fingerprint", "stream_index", "error_type"])
     except (OSError, ValueError, pa.ArrowException) as error:
@@ -353,7 +362,7 @@ def _earlier_rows(out: str) -> dict[str, tuple[int, str, int | None]]:
         # Rows of usable videos and of videos FFmpeg refused can be kept; other failures
         # (an unreadable file, a crash) are tried again.
         if fingerprint and (error_type is None or hasattr(errors, error_type)):
-            earlier[path] = (row, fingerprint, stream)
+            earlier[resolved_path(path, os.path.dirname(out))] = (row, fingerprint, stream)
     return earlier
 
 
@@ -384,7 +393,8 @@ def rows_table(rows: list[dict]) -> pa.Table:
         arrays = [row.get(name) for row in rows]
         lengths = np.array([0 if a is None else len(a) for a in arrays], dtype=np.int64)
         if lengths.sum() >= 2**31:
-            raise ValueError(f"more than 2**31 {name} values in one batch of rows; index fewer videos at once")
+            raise ArgumentError(f"more than 2**31 {name} values in one batch of rows; index fewer videos at "
+                                "once")
         offsets = pa.array(np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32))
         present = [a for a in arrays if a is not None]
         dtype = VideoIndex.STORED_ARRAYS[name]
@@ -399,6 +409,7 @@ def rows_table(rows: list[dict]) -> pa.Table:
 def _write(table: pa.Table, out: str, class_names: tuple[str, ...] | None) -> None:
     metadata = {
         "format_version": FORMAT_VERSION,
+        "paths": "relative to the catalog's folder for videos inside it, else absolute; URLs as they are",
         "catalog_id": uuid.uuid4().hex,
         "class_names": list(class_names) if class_names is not None else None,
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),

@@ -27,8 +27,17 @@ from .._bytes.fingerprint import content_fingerprint
 from .._bytes.sources import is_local, source_fingerprint
 from .._datasets.inputs import UNLABELLED
 from .._index.record import VideoIndex, check_facts, parse_stored_facts
-from ..errors import CatalogWarning, VideoError, VideoNotFoundError, os_reason
+from ..errors import (
+    ArgumentError,
+    CatalogWarning,
+    NotInCatalogError,
+    PathNotFoundError,
+    VideoError,
+    VideoNotFoundError,
+    os_reason,
+)
 from ..index import index_video
+from ._paths import resolved_path
 from ._schema import ARRAY_TYPES, FORMAT_VERSION, INDEX_FACTS, SCALAR_COLUMNS, SCHEMA, catalog_metadata
 
 __all__ = ["Catalog", "CatalogEntry", "CatalogSource", "read_catalog"]
@@ -56,7 +65,8 @@ class CatalogEntry:
     """One video of a :class:`Catalog`.
 
     Attributes:
-        path: The video file (absolute).
+        path: The video file (absolute: a path the catalog stores relative to its folder is
+            resolved against where the catalog is now), or its URL.
         label: Its class label, or None (a file given alone, or a folder without classes).
         class_name: The label's class name, when the sources were class folders.
         fingerprint: Size, mtime and a hash of sampled bytes when it was indexed.
@@ -136,25 +146,26 @@ class Catalog:
 
     def _open(self, expected_id: str | None = None) -> None:
         if not os.path.isfile(self.path):
-            raise FileNotFoundError(f"catalog {self.path!r} does not exist")
+            raise PathNotFoundError(f"catalog {self.path!r} does not exist")
         try:
             self._file = pq.ParquetFile(self.path)
         except (pa.ArrowException, OSError) as error:
-            raise ValueError(f"{self.path} is not a readable Parquet file ({error})") from None
+            raise ArgumentError(f"{self.path} is not a readable Parquet file ({error})") from None
         self.metadata: dict = catalog_metadata(self._file.schema_arrow, self.path)
         if self.metadata.get("format_version", 0) > FORMAT_VERSION:
-            raise ValueError(f"{self.path} is catalog format {self.metadata['format_version']}; this vclip reads "
-                             f"format {FORMAT_VERSION} and older: upgrade vclip")
+            raise ArgumentError(f"{self.path} is catalog format {self.metadata['format_version']}; this vclip "
+                                f"reads format {FORMAT_VERSION} and older: upgrade vclip")
         if expected_id is not None and self.metadata.get("catalog_id") != expected_id:
-            raise ValueError(f"catalog {self.path} was replaced since it was read; read it again")
+            raise ArgumentError(f"catalog {self.path} was replaced since it was read; read it again")
         schema = self._file.schema_arrow
         missing = [name for name in SCHEMA.names if name not in schema.names]
         if missing:
-            raise ValueError(f"{self.path} lacks the catalog columns {missing}")
+            raise ArgumentError(f"{self.path} lacks the catalog columns {missing}")
         retyped = [f"{name} is {schema.field(name).type}, not {SCHEMA.field(name).type}"
                    for name in SCHEMA.names if not _same_type(schema.field(name).type, SCHEMA.field(name).type)]
         if retyped:  # its values would be read as what they are not
-            raise ValueError(f"{self.path} is not a vclip catalog as written: column {'; column '.join(retyped)}")
+            raise ArgumentError(f"{self.path} is not a vclip catalog as written: column "
+                                f"{'; column '.join(retyped)}")
         self.class_names: tuple[str, ...] | None = (
             tuple(self.metadata["class_names"]) if self.metadata.get("class_names") is not None else None)
         self.created: str | None = self.metadata.get("created")
@@ -162,7 +173,8 @@ class Catalog:
         self._columns = {name: self._facts.column(name) for name in SCALAR_COLUMNS}
         self._lists = {name: self._columns[name].to_pylist() for name in (
             "path", "label", "class_name", "fingerprint", "error", "error_type", "stream_index", "usable")}
-        self._path_list: list[str] = self._lists["path"]
+        folder = os.path.dirname(self.path)
+        self._path_list: list[str] = [resolved_path(path, folder) for path in self._lists["path"]]
         self._label_list: list[int | None] = self._lists["label"]
         self._usable = np.array(self._lists["usable"], dtype=bool)
         group_rows = [self._file.metadata.row_group(g).num_rows for g in range(self._file.num_row_groups)]
@@ -208,6 +220,8 @@ class Catalog:
 
     @property
     def paths(self) -> list[str]:
+        """The videos' paths: absolute (those the catalog stores relative to its folder resolved
+        against where the catalog is now), or URLs."""
         return list(self._path_list)
 
     @property
@@ -222,14 +236,14 @@ class Catalog:
         """The entry of ``path`` (as listed, or its absolute form).
 
         Raises:
-            KeyError: The catalog has no such video.
+            NotInCatalogError: (a KeyError) The catalog has no such video.
         """
         if self._rows_by_path is None:
             self._rows_by_path = {path: row for row, path in enumerate(self._path_list)}
         text = os.fspath(path)
         row = self._rows_by_path.get(text, self._rows_by_path.get(os.path.abspath(text)))
         if row is None:
-            raise KeyError(f"{text!r} is not in catalog {self.path}")
+            raise NotInCatalogError(f"{text!r} is not in catalog {self.path}")
         return self.entries[row]
 
     def __contains__(self, path) -> bool:
@@ -243,7 +257,8 @@ class Catalog:
         """The index of ``path`` from the catalog, without opening the file (see :meth:`CatalogEntry.index`).
 
         Raises:
-            KeyError: Not in the catalog. VideoError: The catalog lists it as unusable.
+            NotInCatalogError: (a KeyError) Not in the catalog. VideoError: The catalog lists it as
+                unusable.
         """
         return self.entry(path).index(verify=verify)
 
@@ -254,11 +269,21 @@ class Catalog:
             yield CatalogSource(entry.path, UNLABELLED if entry.label is None else entry.label, entry.index)
 
     def to_table(self, columns: Iterable[str] | None = None) -> pa.Table:
-        """The catalog as a pyarrow Table (default: every column but the per-frame arrays)."""
-        return self._file.read(columns=list(columns) if columns is not None else list(SCALAR_COLUMNS))
+        """The catalog as a pyarrow Table (default: every column but the per-frame arrays), with
+        ``path`` and ``shard`` resolved as :attr:`paths` are (the file stores them relative to its
+        folder)."""
+        table = self._file.read(columns=list(columns) if columns is not None else list(SCALAR_COLUMNS))
+        folder = os.path.dirname(self.path)
+        for name in ("path", "shard"):
+            if name in table.column_names:
+                resolved = [None if value is None else resolved_path(value, folder)
+                            for value in table.column(name).to_pylist()]
+                table = table.set_column(table.column_names.index(name), table.schema.field(name),
+                                         pa.array(resolved, pa.string()))
+        return table
 
     def to_pandas(self, columns: Iterable[str] | None = None):
-        """The catalog as a pandas DataFrame (default: every column but the per-frame arrays)."""
+        """The catalog as a pandas DataFrame (as :meth:`to_table`)."""
         return self.to_table(columns).to_pandas()
 
     # -- indexes -----------------------------------------------------------------------------------
@@ -426,6 +451,7 @@ def read_catalog(path: str | os.PathLike, *, cache_bytes: int = _DEFAULT_CACHE_B
         cache_bytes: Memory for the per-frame arrays of recently used row groups (default 256 MiB).
 
     Raises:
-        FileNotFoundError: No such file. ValueError: Not a vclip catalog, or a newer format.
+        PathNotFoundError: (a FileNotFoundError) No such file. ArgumentError: (a ValueError) Not a
+            vclip catalog, or a newer format.
     """
     return Catalog(path, cache_bytes=cache_bytes)

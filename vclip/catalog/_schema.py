@@ -14,11 +14,15 @@ except ImportError as _error:  # pragma: no cover - depends on the environment
     raise ImportError("vclip.catalog needs pyarrow: pip install 'vclip-nvdec[catalog]'") from _error
 
 from .._index.record import VideoIndex
+from ..errors import ArgumentError
 
-__all__ = ["FORMAT_VERSION", "METADATA_KEY", "ROW_GROUP_ROWS", "SCHEMA", "FACT_TYPES", "ARRAY_TYPES", "TIMING_TYPES",
-           "INDEX_FACTS", "SCALAR_COLUMNS", "LOCATION_TYPES", "catalog_metadata"]
+__all__ = ["FORMAT_VERSION", "READABLE_VERSIONS", "METADATA_KEY", "ROW_GROUP_ROWS", "SCHEMA", "FACT_TYPES",
+           "ARRAY_TYPES", "TIMING_TYPES", "INDEX_FACTS", "SCALAR_COLUMNS", "LOCATION_TYPES", "catalog_metadata"]
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+"""The catalog format this vclip writes: 2 stores paths relative to the catalog's folder (see
+:mod:`vclip.catalog._paths`); format 1 stored absolute paths, with the same columns."""
+READABLE_VERSIONS = (1, 2)
 METADATA_KEY = b"vclip.catalog"
 ROW_GROUP_ROWS = 512
 
@@ -53,9 +57,9 @@ def catalog_metadata(schema: pa.Schema, path: str) -> dict:
     """The vclip metadata of a catalog's Parquet schema (``path`` names the file in the error).
 
     Raises:
-        ValueError: The file is Parquet but not a vclip catalog.
+        ArgumentError: (a ValueError) The file is Parquet but not a vclip catalog.
     """
     raw = (schema.metadata or {}).get(METADATA_KEY)
     if raw is None:
-        raise ValueError(f"{path} is a Parquet file but not a vclip catalog (no {METADATA_KEY.decode()} metadata)")
+        raise ArgumentError(f"{path} is a Parquet file but not a vclip catalog (no {METADATA_KEY.decode()} metadata)")
     return json.loads(raw)

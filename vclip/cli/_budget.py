@@ -15,7 +15,8 @@ from .._outputs.images import (
     ChartSeries,
     memory_chart,
 )
-from ..errors import check_integer, format_bytes, parse_bytes
+from ..errors import VideoError, check_integer, format_bytes, parse_bytes
+from ..index import index_video
 from ..memory import (
     BYTES_PER_ELEMENT,
     MemoryEstimate,
@@ -32,6 +33,7 @@ from ._common import (
     EXIT_OK,
     UsageError,
     add_device_option,
+    add_renamed_option,
     refused_arguments,
 )
 
@@ -39,7 +41,8 @@ from ._common import (
 def _variants(args: argparse.Namespace, width: int, height: int) -> list[tuple[str, MemoryEstimate]]:
     """The configuration with one choice changed at a time: dtype, scaling factor, NV12, augmentation.
     Labels of the rows that are the configuration itself end in "(this)"."""
-    common = dict(batch_size=args.batch, sequence_length=args.seq, augmentation_factor=args.aug)
+    common = dict(batch_size=args.batch_size, sequence_length=args.sequence_length,
+                  augmentation_factor=args.augmentation_factor)
     this = {True: " (this)", False: ""}
     variants = []
     for dtype in ("uint8", "float16", "float32"):
@@ -53,23 +56,23 @@ def _variants(args: argparse.Namespace, width: int, height: int) -> list[tuple[s
     variants.append(("NV12 surfaces (uint8, 1.5 bytes/pixel)",  # Y plane plus half-height interleaved UV
                      estimate_memory(width=width, height=height + (height + 1) // 2, channels=1, dtype="uint8",
                                      **common)))
-    if args.aug:
+    if args.augmentation_factor:
         variants.append(("no augmentation copies", estimate_memory(
             width=width, height=height, channels=args.channels, dtype=args.dtype,
-            batch_size=args.batch, sequence_length=args.seq)))
+            batch_size=args.batch_size, sequence_length=args.sequence_length)))
     return variants
 
 
 def _budget_chart(args: argparse.Namespace, budget: int | None, batch: int | None,
                   lines: Sequence[tuple[str, Callable[[int], int], int | None]]) -> str:
     """Write ``args.chart``: memory against batch size, one line per ``(label, bytes of a batch size,
-    largest batch that fits)``, with the budget and ``batch`` (``--batch``, when given) marked."""
+    largest batch that fits)``, with the budget and ``batch`` (``--batch-size``, when given) marked."""
     marked = {size for size in (batch, *(largest for _, _, largest in lines)) if size}
     top = max(*marked, 2) * 5 // 4 + 1
     batches = sorted(marked | set(np.linspace(1, top, min(top, 64)).round().astype(int).tolist()))
     series = [ChartSeries(label, [bytes_of(batch) for batch in batches], largest)
               for label, bytes_of, largest in lines]
-    title = f"{args.width}x{args.height}x{args.channels} {args.dtype}, {args.seq} frames per clip"
+    title = f"{args.width}x{args.height}x{args.channels} {args.dtype}, {args.sequence_length} frames per clip"
     if args.scaling_factor != 1:
         title += f", scaling factor {args.scaling_factor:g}"
     return memory_chart(args.chart, batches, series, title=title, budget=budget, batch_size=batch)
@@ -85,19 +88,58 @@ def _integer_or_text(text: str) -> int | str:
 def _loader_estimate(args: argparse.Namespace, width: int, height: int, batch: int):
     """What a ClipLoader with the given prefetch depth, decode threads and processes needs."""
     return plan_loader_memory(
-        width=width, height=height, batch_size=batch, sequence_length=args.seq, channels=args.channels,
-        dtype=args.dtype, augmentation_factor=args.aug, prefetch_queue_depth=args.prefetch_queue_depth,
+        width=width, height=height, batch_size=batch, sequence_length=args.sequence_length, channels=args.channels,
+        dtype=args.dtype, augmentation_factor=args.augmentation_factor, prefetch_queue_depth=args.prefetch_queue_depth,
         num_threads=args.num_threads, decode_processes=args.decode_processes, cpu_decoders=args.cpu_decoders,
-        device=args.device, video_width=args.width, video_height=args.height,
+        device=args.device, video_width=args.video_width, video_height=args.video_height,
     )
 
 
+def _source_size(args: argparse.Namespace) -> None:
+    """Fill ``args.video_width`` and ``args.video_height``: the videos the loader decodes, from
+    ``--video`` (its size), the pair given, or the output size (clips not resized)."""
+    given = args.video_width is not None or args.video_height is not None
+    if args.video is not None:
+        if given:
+            raise UsageError("--video gives the source size: leave out --video-width and --video-height")
+        try:
+            index = index_video(args.video)
+        except VideoError as error:
+            raise UsageError(f"--video: {error}") from None
+        args.video_width, args.video_height = index.width, index.height
+    elif given:
+        if args.video_width is None or args.video_height is None:
+            raise UsageError("--video-width and --video-height go together (the size of the videos decoded)")
+        with refused_arguments():
+            check_integer("--video-width", args.video_width, minimum=1)
+            check_integer("--video-height", args.video_height, minimum=1)
+    else:
+        args.video_width, args.video_height = args.width, args.height
+
+
+def _bottom_line(args: argparse.Namespace, batch_given: bool, budget: int | None, loader, loader_largest: int | None,
+                 formula_largest: int | None) -> str:
+    """One sentence that answers the question asked: what fits the budget, or what a loader needs."""
+    source = f"{args.video_width}x{args.video_height} videos"
+    if budget is None:
+        return f"a ClipLoader of batch_size={args.batch_size} from {source} needs {format_bytes(loader.total)}"
+    formula = (f" (the formula alone allows {formula_largest:,}: it counts one batch and nothing else)"
+               if formula_largest != loader_largest else "")
+    within = args.budget.strip()
+    if batch_given:
+        verdict = "fits in" if loader.total <= budget else "does not fit in"
+        return (f"batch_size={args.batch_size} {verdict} {within} with a ClipLoader from {source}; the largest "
+                f"that fits is batch_size={loader_largest:,}{formula}")
+    return f"batch_size={loader_largest:,} is the largest a ClipLoader from {source} fits in {within}{formula}"
+
+
 def _run_budget(args: argparse.Namespace) -> int:
-    batch_given = args.batch is not None
+    _source_size(args)
+    batch_given = args.batch_size is not None
     if not batch_given:
         if args.budget is None:
-            raise UsageError("--batch is needed, unless --budget asks for the largest batch that fits")
-        args.batch = 1  # the figures below are per clip
+            raise UsageError("--batch-size is needed, unless --budget asks for the largest batch that fits")
+        args.batch_size = 1  # the figures below are per clip
     with refused_arguments():
         if args.prefetch_queue_depth != "auto":
             args.prefetch_queue_depth = check_integer("--prefetch-queue-depth",
@@ -108,8 +150,9 @@ def _run_budget(args: argparse.Namespace) -> int:
                                                   minimum=0)
         if args.cpu_decoders != "auto":
             args.cpu_decoders = check_integer("--cpu-decoders", _integer_or_text(args.cpu_decoders), minimum=0)
-        base = dict(channels=args.channels, dtype=args.dtype, augmentation_factor=args.aug)
-        estimate_memory(width=args.width, height=args.height, batch_size=args.batch, sequence_length=args.seq, **base)
+        base = dict(channels=args.channels, dtype=args.dtype, augmentation_factor=args.augmentation_factor)
+        estimate_memory(width=args.width, height=args.height, batch_size=args.batch_size,
+                        sequence_length=args.sequence_length, **base)
         check_scaling_factor(args.scaling_factor)
         budget = parse_bytes(args.budget, name="--budget") if args.budget is not None else None
     if budget is not None and budget < 2**20 and args.budget.strip().replace(".", "").isdigit():
@@ -118,24 +161,28 @@ def _run_budget(args: argparse.Namespace) -> int:
     if args.chart is not None and Path(args.chart).suffix.lower() not in CHART_FORMATS:
         raise UsageError(f"--chart ({args.chart!r}) must end in {', '.join(CHART_FORMATS)}")
     width, height = scaled_size(args.width, args.height, args.scaling_factor)
-    current = estimate_memory(width=width, height=height, batch_size=args.batch, sequence_length=args.seq, **base)
+    current = estimate_memory(width=width, height=height, batch_size=args.batch_size,
+                              sequence_length=args.sequence_length, **base)
     variants = _variants(args, width, height)
     largest_batch = largest_sequence = None
     if budget is not None:
-        largest_batch = largest_batch_size(budget, width=width, height=height, sequence_length=args.seq, **base)
-        largest_sequence = largest_sequence_length(budget, width=width, height=height, batch_size=args.batch, **base)
-    loader = _loader_estimate(args, width, height, args.batch)
+        largest_batch = largest_batch_size(budget, width=width, height=height,
+                                           sequence_length=args.sequence_length, **base)
+        largest_sequence = largest_sequence_length(budget, width=width, height=height,
+                                                   batch_size=args.batch_size, **base)
+    loader = _loader_estimate(args, width, height, args.batch_size)
     loader_largest = loader.largest_batch_size(budget) if budget is not None else None
     chart = None
     if args.chart:
         def formula(batch: int) -> int:
-            return estimate_memory(width=width, height=height, batch_size=batch, sequence_length=args.seq, **base).bytes
+            return estimate_memory(width=width, height=height, batch_size=batch,
+                                   sequence_length=args.sequence_length, **base).bytes
 
         def loader_bytes(batch: int) -> int:
             return _loader_estimate(args, width, height, batch).total
 
         try:
-            chart = _budget_chart(args, budget, args.batch if batch_given else None,
+            chart = _budget_chart(args, budget, args.batch_size if batch_given else None,
                                   [("formula", formula, largest_batch),
                                    ("ClipLoader", loader_bytes, loader_largest)])
         except ImportError as error:
@@ -149,29 +196,31 @@ def _run_budget(args: argparse.Namespace) -> int:
         "workspace": loader.workspace, "cuda_context": loader.cuda_context, "staging": loader.staging,
         "fits": None if budget is None or not batch_given else loader.total <= budget,
         "largest_batch_size": loader_largest,
+        "video_width": args.video_width, "video_height": args.video_height,
     }
+    bottom_line = _bottom_line(args, batch_given, budget, loader, loader_largest, largest_batch)
     if args.json:
         print(json.dumps({
             "width": width, "height": height, "channels": args.channels, "dtype": args.dtype,
-            "bytes_per_element": BYTES_PER_ELEMENT[args.dtype], "batch_size": args.batch if batch_given else None,
-            "sequence_length": args.seq,
-            "augmentation_factor": args.aug, "scaling_factor": args.scaling_factor,
+            "bytes_per_element": BYTES_PER_ELEMENT[args.dtype], "batch_size": args.batch_size if batch_given else None,
+            "sequence_length": args.sequence_length,
+            "augmentation_factor": args.augmentation_factor, "scaling_factor": args.scaling_factor,
             "bytes": current.bytes, "gb": current.gb, "gib": current.gib,
             "variants": [{"choice": label, "bytes": estimate.bytes, "ratio": estimate.bytes / current.bytes}
                          for label, estimate in variants],
             "budget_bytes": budget, "fits": None if budget is None else current.bytes <= budget,
             "largest_batch_size": largest_batch, "chart": chart,
             "largest_sequence_length": largest_sequence if batch_given else None,
-            "loader": loader_report,
+            "loader": loader_report, "bottom_line": bottom_line,
         }, indent=2))
         return EXIT_OK
     scaled = f" (scaling factor {args.scaling_factor:g} of {args.width}x{args.height})"
     scaled = "" if args.scaling_factor == 1 else scaled
-    what = f"batch {args.batch}" if batch_given else "one clip (no --batch)"
+    what = f"batch {args.batch_size}" if batch_given else "one clip (no --batch-size)"
     print(f"one batch: {width}x{height}{scaled}, {args.channels} channels, {args.dtype}, {what}, "
-          f"{args.seq} frames, augmentation factor {args.aug:g}")
-    print(f"  {width} x {height} x {args.channels} x {current.bytes_per_element} x {args.batch} x {args.seq} "
-          f"x (1 + {args.aug:g}) = {current}")
+          f"{args.sequence_length} frames, augmentation factor {args.augmentation_factor:g}")
+    print(f"  {width} x {height} x {args.channels} x {current.bytes_per_element} x {args.batch_size} x "
+          f"{args.sequence_length} x (1 + {args.augmentation_factor:g}) = {current}")
     print(f"\n{'what each choice costs, the rest unchanged':<44}{'bytes':>16} {'GB':>9} {'GiB':>9} {'vs this':>9}")
     for label, estimate in variants:
         print(f"  {label:<42}{estimate.bytes:>16,} {estimate.gb:>9.2f} {estimate.gib:>9.2f} "
@@ -180,9 +229,9 @@ def _run_budget(args: argparse.Namespace) -> int:
         verdict = (f"fits ({current.bytes / budget:.0%} of it)" if current.bytes <= budget
                    else f"does not fit (needs {current.bytes / budget:.2f}x)")
         print(f"\nbudget {format_bytes(budget)}" + (f": this batch {verdict}" if batch_given else ", by the formula:"))
-        print(f"  {f'largest batch size at {args.seq} frames':<42}{largest_batch:>16,}")
+        print(f"  {f'largest batch size at {args.sequence_length} frames':<42}{largest_batch:>16,}")
         if batch_given:
-            print(f"  {f'largest sequence length at batch {args.batch}':<42}{largest_sequence:>16,}")
+            print(f"  {f'largest sequence length at batch {args.batch_size}':<42}{largest_sequence:>16,}")
     place = f"{loader.decoders} NVDEC decoders" if loader.cuda_context else "the CPU (host memory)"
     if not loader.cuda_context and args.device == "auto":
         place += "; no usable GPU here: --device cuda plans for one"
@@ -198,12 +247,13 @@ def _run_budget(args: argparse.Namespace) -> int:
     for label, part in parts:
         print(f"  {label:<42}{part:>16,}")
     if budget is not None:
-        verdict = "fits" if loader.total <= budget else "does not fit"
+        verdict = "fits in" if loader.total <= budget else "does not fit in"
         print(f"  budget {format_bytes(budget)}: {verdict}; largest batch size the loader fits: {loader_largest:,}")
         if loader_largest == 0:
             print(f"  (the parts that do not grow with the batch take {format_bytes(loader.fixed_bytes)})")
     if chart:
         print(f"\nchart: {chart}")
+    print(f"\nbottom line: {bottom_line}")
     return EXIT_OK
 
 
@@ -214,16 +264,26 @@ def add_parser(commands) -> None:
         description="bytes = W x H x C x bytes_per_element x batch x T x (1 + augmentation), what each choice "
                     "saves, and the largest batch size and sequence length that fit --budget; then what a "
                     "ClipLoader with these settings needs (its output buffers, decode "
-                    "surfaces, workspace and CUDA contexts) and the largest batch it fits. Without --batch "
-                    "(--budget needed) the figures are per clip and the question is the largest batch.")
+                    "surfaces, workspace and CUDA contexts) and the largest batch it fits, for videos of "
+                    "--video-width x --video-height (or --video's size) resized to --width x --height. "
+                    "Without --batch-size (--budget needed) the figures are per clip and the question is the "
+                    "largest batch. The last line gives the answer.")
     budget.add_argument("--width", type=int, required=True, metavar="W", help="frame width in pixels")
     budget.add_argument("--height", type=int, required=True, metavar="H", help="frame height in pixels")
-    budget.add_argument("--batch", type=int, metavar="B", help="clips per batch (optional with --budget)")
-    budget.add_argument("--seq", type=int, required=True, metavar="T", help="frames per clip")
+    budget.add_argument("--video-width", type=int, metavar="W",
+                        help="width of the videos the loader decodes, when clips are resized (default --width): "
+                             "NVDEC surfaces are the video's size")
+    budget.add_argument("--video-height", type=int, metavar="H", help="height of those videos (default --height)")
+    budget.add_argument("--video", metavar="PATH", help="a video of the dataset: its size is the videos' size")
+    add_renamed_option(budget, "--batch-size", "--batch", type=int, metavar="B",
+                       help="clips per batch (optional with --budget)")
+    add_renamed_option(budget, "--sequence-length", "--seq", type=int, required=True, metavar="T",
+                       help="frames per clip")
     budget.add_argument("--channels", type=int, default=3, metavar="C", help="channels per pixel (default 3)")
     budget.add_argument("--dtype", choices=("uint8", "float16", "bfloat16", "float32"), default="uint8",
                         help="element type (default uint8)")
-    budget.add_argument("--aug", type=float, default=0.0, metavar="A", help="augmentation factor (default 0)")
+    add_renamed_option(budget, "--augmentation-factor", "--aug", type=float, default=0.0, metavar="A",
+                       help="augmentation factor (default 0)")
     budget.add_argument("--scaling-factor", type=float, default=1.0, metavar="F",
                         help="frames downscaled by F, 0 < F <= 1 (default 1)")
     budget.add_argument("--budget", metavar="SIZE", help="memory available, e.g. 8GiB, 80GB, 512MiB")

@@ -57,7 +57,7 @@ def _run_check(args: argparse.Namespace) -> int:
 
     ray = ray_options(args)
     with refused_arguments():
-        results = check_videos(inputs, device=args.device, stream_index=args.stream, workers=args.workers,
+        results = check_videos(inputs, device=args.device, stream_index=args.stream_index, workers=args.workers,
                                on_result=done, **ray)
     progress.close()
     if args.json:

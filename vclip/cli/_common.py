@@ -52,12 +52,42 @@ def int_list(text: str) -> list[int]:
 
 
 def frame_size(text: str) -> int | tuple[int, int]:
-    """``"224"`` (the shorter side) or ``"WIDTHxHEIGHT"``, as TransformSpec's int or (height, width)."""
-    match = re.fullmatch(r"(\d+)(?:x(\d+))?", text.strip().lower())
-    if not match:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} must be a number of pixels (e.g. 224) or WIDTHxHEIGHT (e.g. 320x240)")
-    return int(match.group(1)) if match.group(2) is None else (int(match.group(2)), int(match.group(1)))
+    """``"224"`` (one number) or ``"HEIGHT,WIDTH"`` (the order of Python's ``(height, width)``), as
+    TransformSpec's int or (height, width). The old spelling ``WIDTHxHEIGHT`` still reads as it
+    did, with a warning naming the new one."""
+    text = text.strip().lower()
+    if match := re.fullmatch(r"(\d+)(?:\s*,\s*(\d+))?", text):
+        return int(match.group(1)) if match.group(2) is None else (int(match.group(1)), int(match.group(2)))
+    if match := re.fullmatch(r"(\d+)x(\d+)", text):
+        width, height = int(match.group(1)), int(match.group(2))
+        print(f"vclip: warning: {text} (WIDTHxHEIGHT) is the old spelling of a size; write {height},{width} "
+              f"(HEIGHT,WIDTH, as Python's ({height}, {width}))", file=sys.stderr)
+        return height, width
+    raise argparse.ArgumentTypeError(
+        f"{text!r} must be a number of pixels (e.g. 224) or HEIGHT,WIDTH (e.g. 240,320: the order of Python's "
+        "(height, width))")
+
+
+OLD_OPTION_NAMES: dict[str, str] = {}
+"""Options renamed after the Python arguments: old name -> new name (the old ones still work)."""
+
+
+class _RenamedOption(argparse.Action):
+    """Stores the value (as ``"store"`` does); used under an old name, says so on stderr."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        if option_string in OLD_OPTION_NAMES:
+            print(f"vclip: warning: {option_string} is the old name of {OLD_OPTION_NAMES[option_string]}; it "
+                  "still works", file=sys.stderr)
+        setattr(namespace, self.dest, values)
+
+
+def add_renamed_option(parser: argparse.ArgumentParser, name: str, old: str, **options) -> None:
+    """Option ``name`` (named after the Python argument), also taken under its ``old`` name."""
+    OLD_OPTION_NAMES[old] = name
+    help_text = options.pop("help", None)
+    options["help"] = f"{help_text} (old name: {old})" if help_text else f"(old name: {old})"
+    parser.add_argument(name, old, action=_RenamedOption, **options)
 
 
 def device_argument(text: str) -> str:
@@ -78,8 +108,8 @@ def non_negative_integer(text: str) -> int:
 
 
 def add_stream_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--stream", type=non_negative_integer, metavar="N",
-                        help="container index of the video stream (default: the first)")
+    add_renamed_option(parser, "--stream-index", "--stream", type=non_negative_integer, metavar="N",
+                       help="container index of the video stream (default: the first)")
 
 
 def add_device_option(parser: argparse.ArgumentParser, what: str = "where to decode") -> None:

@@ -35,7 +35,7 @@ def _run_index(args: argparse.Namespace) -> int:
             check_catalog_out(os.path.abspath(args.out))
         except FileNotFoundError as error:
             raise ValueError(str(error)) from None
-    built = build_catalog(sources, args.out, workers=args.workers, stream_index=args.stream,
+    built = build_catalog(sources, args.out, workers=args.workers, stream_index=args.stream_index,
                           incremental=not args.rebuild, **ray)
     for path, problem in built.unusable:
         print(f"vclip index: unusable {path}: {problem}", file=sys.stderr)

@@ -125,7 +125,7 @@ def _run_info(args: argparse.Namespace) -> int:
     files = [name for file in args.files for name in (shard_videos(file) or [file])]
     for path in progress_bar(args, iterable=files, unit="file", leave=False):
         try:
-            reports.append(_describe(path, args.stream))
+            reports.append(_describe(path, args.stream_index))
         except VideoError as error:
             failures += 1
             reports.append({"file": path, "error": error.problem})

@@ -28,6 +28,7 @@ from ._common import (
     add_device_option,
     add_progress_option,
     add_ray_options,
+    add_renamed_option,
     add_stream_option,
     exit_status,
     expand_inputs,
@@ -86,7 +87,7 @@ def _remove_earlier_run(out: Path, manifest: Path) -> None:
 def _run_keyframes(args: argparse.Namespace) -> int:
     with refused_arguments():  # refused before --out is touched or anything decoded
         check_scaling_factor(args.scaling_factor)
-        check_optional_integer("max_frames", args.max, minimum=1, none_means="for all")
+        check_optional_integer("max_frames", args.max_frames, minimum=1, none_means="for all")
         check_number("scene_threshold", args.scene_threshold, minimum=1, minimum_inclusive=False)
     files = expand_inputs(args.files)
     out = Path(args.out)
@@ -99,7 +100,7 @@ def _run_keyframes(args: argparse.Namespace) -> int:
         one_by_one = not ray["ray"] and (len(files) == 1 or args.workers == 1)
         frame_bar = _FrameBar(args) if one_by_one else None
         results = extract_keyframes_many(
-            files, method=args.method, max_frames=args.max, device=args.device, stream_index=args.stream,
+            files, method=args.method, max_frames=args.max_frames, device=args.device, stream_index=args.stream_index,
             scaling_factor=args.scaling_factor, scene_threshold=args.scene_threshold,
             decode_processes=args.decode_processes, workers=args.workers, on_progress=frame_bar, **ray)
     taken = _prepare_keyframes_out(out, args.overwrite)
@@ -196,7 +197,8 @@ def add_parser(commands) -> None:
     keyframes.add_argument("--out", required=True, metavar="DIR")
     keyframes.add_argument("--method", choices=KEYFRAME_METHODS, default="codec",
                            help="codec: the stream's keyframes; scene: shot boundaries (default codec)")
-    keyframes.add_argument("--max", type=int, metavar="N", help="at most N per video, evenly spread")
+    add_renamed_option(keyframes, "--max-frames", "--max", type=int, metavar="N",
+                       help="at most N per video, evenly spread")
     keyframes.add_argument("--format", choices=("jpg", "png"), default="jpg", help="image format (default jpg)")
     keyframes.add_argument("--scaling-factor", type=float, default=1.0, metavar="F",
                            help="image size factor, 0 < F <= 1 (default 1)")

@@ -1,5 +1,5 @@
 """``vclip sample``: clips of one or many videos into .npz, .pt, .mp4 or PNG folders, with their
-audio (``--audio-rate``) as arrays in .npz/.pt and as WAV files beside the PNGs."""
+audio (``--audio-sample-rate``) as arrays in .npz/.pt and as WAV files beside the PNGs."""
 
 from __future__ import annotations
 
@@ -10,10 +10,12 @@ import re
 import sys
 import wave
 from collections import Counter
-from contextlib import closing
+from collections.abc import Callable
+from contextlib import closing, nullcontext
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -44,6 +46,7 @@ from ._common import (
     UsageError,
     add_device_option,
     add_progress_option,
+    add_renamed_option,
     add_stream_option,
     exit_status,
     expand_inputs,
@@ -188,16 +191,18 @@ def _segment(args: argparse.Namespace) -> tuple[float | None, float | None] | No
 
 
 def _audio_spec(args: argparse.Namespace) -> AudioSpec | None:
-    """The audio asked for (``--audio-rate`` and its options), or None."""
-    extras = [flag for flag, value in (("--audio-channels", args.audio_channels), ("--audio-stream", args.audio_stream),
+    """The audio asked for (``--audio-sample-rate`` and its options), or None."""
+    extras = [flag for flag, value in (("--audio-channels", args.audio_channels),
+                                       ("--audio-stream-index", args.audio_stream_index),
                                        ("--audio-span", args.audio_span), ("--audio-missing", args.audio_missing))
               if value is not None]
-    if args.audio_rate is None:
+    if args.audio_sample_rate is None:
         if extras:
-            raise UsageError(f"{extras[0]} needs --audio-rate (e.g. --audio-rate 16000)")
+            raise UsageError(f"{extras[0]} needs --audio-sample-rate (e.g. --audio-sample-rate 16000)")
         return None
-    return AudioSpec(sample_rate=args.audio_rate, channels=1 if args.audio_channels is None else args.audio_channels,
-                     span=args.audio_span or "clip", stream_index=args.audio_stream,
+    return AudioSpec(sample_rate=args.audio_sample_rate,
+                     channels=1 if args.audio_channels is None else args.audio_channels,
+                     span=args.audio_span or "clip", stream_index=args.audio_stream_index,
                      missing=args.audio_missing or "silence")
 
 
@@ -220,7 +225,8 @@ def _write_wav(path: Path, samples: np.ndarray, sample_rate: int) -> None:
 
 
 def _write_clips(output_format: str, out: Path, clips: Frames, data: np.ndarray, padded: np.ndarray,
-                 video: _Sampled, mode: str) -> None:
+                 video: _Sampled, mode: str, images: Callable[..., Any] | None = None) -> None:
+    """Write one video's clips; ``images(total=N)`` gives the bar that counts the PNGs written."""
     audio = clips.audio
     if output_format in ("npz", "pt"):
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -231,9 +237,12 @@ def _write_clips(output_format: str, out: Path, clips: Frames, data: np.ndarray,
         write_video(out, (frame for clip in data for frame in clip), fps=video.average_fps)
     else:
         out.mkdir(parents=True, exist_ok=True)
-        for number, (clip, frame_indices) in enumerate(zip(data, clips.frame_indices.tolist())):
-            for position, (frame, frame_index) in enumerate(zip(clip, frame_indices)):
-                write_image(out / f"clip{number:03d}_{position:03d}_frame{frame_index:06d}.png", frame)
+        with closing(images(total=int(np.prod(data.shape[:2])))) if images is not None else nullcontext() as bar:
+            for number, (clip, frame_indices) in enumerate(zip(data, clips.frame_indices.tolist())):
+                for position, (frame, frame_index) in enumerate(zip(clip, frame_indices)):
+                    write_image(out / f"clip{number:03d}_{position:03d}_frame{frame_index:06d}.png", frame)
+                    if bar is not None:
+                        bar.update()
         if audio is not None:
             _write_clip_wavs(out, audio)
 
@@ -358,8 +367,9 @@ def _run_sample(args: argparse.Namespace) -> int:
     _check_mode_options(args)
     with refused_arguments():
         sampler = _sampler(args)
-        spatial = args.resize is not None or args.crop is not None or args.views != 1
-        transform = TransformSpec(resize=args.resize, crop=args.crop, spatial_views=args.views) if spatial else None
+        spatial = args.resize is not None or args.crop is not None or args.spatial_views != 1
+        transform = (TransformSpec(resize=args.resize, crop=args.crop, spatial_views=args.spatial_views) if spatial
+                     else None)
         check_optional_integer("workers", args.workers, minimum=1, none_means="(1: one video after another)")
         audio = _audio_spec(args)
         segment = _segment(args)
@@ -369,7 +379,7 @@ def _run_sample(args: argparse.Namespace) -> int:
     except OutputError as error:
         raise UsageError(str(error)) from None
     if audio is not None and output_format == "mp4":
-        raise UsageError("--audio-rate writes audio into .npz or .pt files, or WAV files beside the PNGs of a "
+        raise UsageError("--audio-sample-rate writes audio into .npz or .pt files, or WAV files beside the PNGs of a "
                          "folder; an .mp4 --out takes frames only")
     if output_format == "pt":
         try:
@@ -380,14 +390,13 @@ def _run_sample(args: argparse.Namespace) -> int:
     with refused_arguments():
         runner = choose_runner(args.device, workers=args.workers or 1, items=len(inputs), isolate=True)
     options = dict(sampler=sampler, transform=transform, seed=args.seed, segment=segment, audio=audio,
-                   stream_index=args.stream, device=runner.device)
+                   stream_index=args.stream_index, device=runner.device)
     combined: list[tuple[int, _Sampled, list[str]]] = []  # (input number, clips, what to say of them)
     skipped = 0
     progress = progress_bar(args, total=len(inputs), unit="video", leave=False)
     with closing(runner.run(partial(_sample_video, options), enumerate(inputs))) as outcomes:
         for outcome in outcomes:
             number, path = outcome.position, inputs[outcome.position]
-            progress.update()
             try:
                 sampled = _sampled(outcome, path, single=len(inputs) == 1)
                 if sampled is None:
@@ -399,7 +408,8 @@ def _run_sample(args: argparse.Namespace) -> int:
                 if targets is None:  # said once the file's clip shape is chosen
                     combined.append((number, sampled, lines))
                     continue
-                _write_clips(output_format, targets[number], clips, data, padded, sampled, args.mode)
+                _write_clips(output_format, targets[number], clips, data, padded, sampled, args.mode,
+                             images=partial(progress_bar, args, unit="image", desc="writing", leave=False))
             except VideoError as error:
                 skipped += 1
                 report_skipped("sample", error)
@@ -410,6 +420,8 @@ def _run_sample(args: argparse.Namespace) -> int:
                 skipped += 1
                 report_internal_error("sample", path, error)
                 continue
+            finally:
+                progress.update()  # a video is done once its clips are written (or it was skipped)
             _say_sampled(path, sampled, lines, args.mode, targets[number], output_format)
     progress.close()
     if combined:
@@ -540,23 +552,25 @@ def add_parser(commands) -> None:
     sample.add_argument("--scaling-factor", type=float, metavar="F",
                         help="frames at round(W*F) x round(H*F), 0 < F <= 1")
     sample.add_argument("--resize", type=frame_size, metavar="SIZE",
-                        help="shorter side in pixels (e.g. 224) or WIDTHxHEIGHT")
+                        help="shorter side in pixels (e.g. 224) or HEIGHT,WIDTH (e.g. 240,320; the old spelling "
+                             "WIDTHxHEIGHT still reads, with a warning)")
     sample.add_argument("--crop", type=frame_size, metavar="SIZE",
-                        help="center crop after the resize: N or WIDTHxHEIGHT")
-    sample.add_argument("--audio-rate", type=int, metavar="HZ",
-                        help="also write each clip's audio, resampled to HZ (e.g. 16000): arrays audio, "
-                             "audio_lengths, audio_start_seconds, has_audio in .npz/.pt, clipNNN.wav beside PNGs")
-    sample.add_argument("--audio-channels", type=int, choices=(1, 2), help="with --audio-rate: 1 (default) or 2")
-    sample.add_argument("--audio-stream", type=int, metavar="N",
-                        help="with --audio-rate: container index of the audio stream (default: the first)")
+                        help="center crop after the resize: N or HEIGHT,WIDTH")
+    add_renamed_option(sample, "--audio-sample-rate", "--audio-rate", type=int, metavar="HZ",
+                       help="also write each clip's audio, resampled to HZ (e.g. 16000): arrays audio, "
+                            "audio_lengths, audio_start_seconds, has_audio in .npz/.pt, clipNNN.wav beside PNGs")
+    sample.add_argument("--audio-channels", type=int, choices=(1, 2),
+                        help="with --audio-sample-rate: 1 (default) or 2")
+    add_renamed_option(sample, "--audio-stream-index", "--audio-stream", type=int, metavar="N",
+                       help="with --audio-sample-rate: container index of the audio stream (default: the first)")
     sample.add_argument("--audio-span", choices=("clip", "frame"),
-                        help="with --audio-rate: one stretch per clip (default) or each frame's own span")
+                        help="with --audio-sample-rate: one stretch per clip (default) or each frame's own span")
     sample.add_argument("--audio-missing", choices=("silence", "error"),
-                        help="with --audio-rate: a video without audio gives silence (default) or is skipped")
-    sample.add_argument("--views", type=int, choices=(1, 3), default=1,
-                        help="spatial views per clip (multi-view evaluation): 3 crops of --crop along the longer "
-                             "side (start, centre, end), each clip decoded once; clip_ids and view_ids in .npz/.pt "
-                             "say which row is which (default 1)")
+                        help="with --audio-sample-rate: a video without audio gives silence (default) or is skipped")
+    add_renamed_option(sample, "--spatial-views", "--views", type=int, choices=(1, 3), default=1,
+                       help="spatial views per clip (multi-view evaluation): 3 crops of --crop along the longer "
+                            "side (start, centre, end), each clip decoded once; clip_ids and view_ids in .npz/.pt "
+                            "say which row is which (default 1)")
     sample.add_argument("--workers", type=int, metavar="N",
                         help="videos sampled at once: threads on the GPU, processes on the CPU (default 1; on the "
                              "CPU several files go through a worker process even then, so that a decoder's crash "

@@ -13,6 +13,8 @@ from typing import Any
 import av
 import numpy as np
 
+from ..errors import ArgumentError
+
 BARCODE_BITS = 12
 _BOX_COLORS = ((230, 60, 40), (40, 200, 70), (50, 90, 230))
 
@@ -127,7 +129,7 @@ def make_video(
     time_base = time_base or Fraction(1, fps)
     pts = list(frame_pts) if frame_pts is not None else list(range(num_frames))
     if len(pts) != num_frames:
-        raise ValueError(f"frame_pts has {len(pts)} values for {num_frames} frames")
+        raise ArgumentError(f"frame_pts has {len(pts)} values for {num_frames} frames")
     first_frame = pts[0] * time_base
     audio_start = first_frame + Fraction(audio_offset_seconds).limit_denominator(10**6)
     if audio_codec is not None and audio_start < 0:  # the frames move later, the audio starts the file
@@ -171,7 +173,7 @@ def _add_video_stream(container, codec: str, fps: int, width: int, height: int, 
                       adaptive_b_frames: bool, encoder_options: Mapping[str, str] | None):
     stream = container.add_stream(codec, rate=fps)
     if not isinstance(stream, av.VideoStream):
-        raise ValueError(f"{codec!r} is not a video codec")
+        raise ArgumentError(f"{codec!r} is not a video codec")
     stream.width, stream.height, stream.pix_fmt = width, height, pixel_format
     stream.time_base = time_base
     stream.codec_context.time_base = time_base
@@ -225,10 +227,10 @@ _AUDIO_FORMATS = {"aac": "fltp", "libopus": "flt", "opus": "flt", "flac": "s16",
 
 def _add_audio_stream(container, codec: str, sample_rate: int, channels: int):
     if channels not in (1, 2):
-        raise ValueError(f"audio_channels ({channels}) must be 1 or 2")
+        raise ArgumentError(f"audio_channels ({channels}) must be 1 or 2")
     stream = container.add_stream(codec, rate=sample_rate)
     if not isinstance(stream, av.AudioStream):
-        raise ValueError(f"{codec!r} is not an audio codec")
+        raise ArgumentError(f"{codec!r} is not an audio codec")
     stream.layout = "mono" if channels == 1 else "stereo"
     stream.format = _AUDIO_FORMATS.get(codec, "s16")
     stream.time_base = Fraction(1, sample_rate)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import av
 import numpy as np
 
-from ..errors import fail
+from ..errors import ArgumentError, fail
 from ._barcoded import _draw_barcode, _texture, render_frame
 
 BOUNDARY_KINDS = ("cut", "dissolve", "fade")
@@ -189,7 +189,7 @@ def _encode_rgb(path: str, frames: Iterable[np.ndarray], *, fps: int, keyframe_i
                                   "keyint_min": str(keyframe_interval), "sc_threshold": "0"}
             container.mux(stream.encode(av.VideoFrame.from_ndarray(image, format="rgb24")))
         if stream is None:
-            raise ValueError("no frames to encode")
+            raise ArgumentError("no frames to encode")
         container.mux(stream.encode(None))
     return path
 
@@ -318,7 +318,7 @@ def make_shots_video(
     total = sum(shot_lengths)
     dissolves = list(dissolves) if dissolves is not None else [0] * (len(shot_lengths) - 1)
     if len(dissolves) != len(shot_lengths) - 1:
-        raise ValueError(f"dissolves has {len(dissolves)} values for {len(shot_lengths) - 1} boundaries")
+        raise ArgumentError(f"dissolves has {len(dissolves)} values for {len(shot_lengths) - 1} boundaries")
     textures = [_tinted_texture(2 * width, 2 * height, np.random.default_rng(seed + shot))
                 for shot in range(len(shot_lengths))]
     frames: list[np.ndarray] = []
