@@ -34,16 +34,16 @@ from ._device import Device, resolve_device
 from ._loader.audio import LoaderAudio
 from ._loader.batches import SCAN, BadVideos, BatchBuilder, OnError
 from ._loader.clip_batch import ClipBatch
-from ._loader.clips import ClipDrawer, VideoFacts
+from ._loader.clips import ClipDrawer
 from ._loader.epoch import EpochPlan, EvenShards, process_shard
 from ._loader.runtime import LoaderRuntime
-from ._loader.settings import budget_refusal, loader_backend, planned_processes, resolve_counts, runtime_settings
+from ._loader.settings import budget_refusal, loader_backend, loader_memory_plan, resolve_counts, runtime_settings
 from ._loader.source import DatasetSource, MixedSizes, open_source, remote_url, scan
 from ._loader.state import LoaderState, check_resumable, dataset_fingerprint, fingerprint_parts
 from ._loader.stats import Choice, LoaderCounters, LoaderStats, epoch_summary, make_stats
-from .audio import AudioSpec, audio_samples
+from .audio import AudioSpec
 from .errors import ArgumentError, check_choice, check_count_or_auto, check_integer, fail, parse_bytes
-from .memory import LoaderMemoryEstimate, plan_loader_memory
+from .memory import LoaderMemoryEstimate
 from .sampling import ClipSampler, draw_seed
 from .transforms import TransformSpec, as_transform_spec
 
@@ -362,7 +362,7 @@ class ClipLoader(IterableDataset):
             runtime.use_audio(self._audio.batch_shape(self.batch_size))
         self._plan = EpochPlan(counts, batch_size=self.batch_size, seed=self.seed, shuffle=self.shuffle,
                                drop_last=self.drop_last, even_shards=None if self.evaluation else self.even_shards)
-        self.memory_estimate: LoaderMemoryEstimate = self._estimate_memory(found.usable)
+        self.memory_estimate: LoaderMemoryEstimate = loader_memory_plan(self, found.usable)
         if budget is not None and self.memory_estimate.total > budget:
             raise ArgumentError(budget_refusal(self.memory_estimate, memory_budget, budget, self.batch_size))
         options = {
@@ -554,24 +554,6 @@ class ClipLoader(IterableDataset):
             self._runtime.close()
 
     # -- memory and monitoring --------------------------------------------------------------------
-    def _estimate_memory(self, usable: list[VideoFacts]) -> LoaderMemoryEstimate:
-        largest = max(usable, key=lambda f: f.width * f.height * (1 if f.bit_depth <= 8 else 2))
-        return plan_loader_memory(
-            width=usable[0].output_size[0], height=usable[0].output_size[1], batch_size=self.batch_size,
-            sequence_length=self.frames_per_clip, dtype=self._drawer.dtype, views=self._drawer.samples_per_clip,
-            augmentation_factor=self.augmentation_factor, prefetch_queue_depth=self.prefetch_queue_depth,
-            num_threads=self.num_threads, device=self._device,
-            decode_processes=planned_processes(self._requested, self.decode_processes, gpu=self._device.is_cuda,
-                                               num_threads=self.num_threads),
-            video_width=largest.width, video_height=largest.height, video_bit_depth=largest.bit_depth,
-            cpu_decoders=self._cpu_decoders,
-            video_kinds=len({(facts.codec, facts.bit_depth, facts.width, facts.height) for facts in usable}),
-            audio=self.audio,
-            audio_samples=(0 if self._audio is None else
-                           audio_samples(self._audio.spec, max(f.longest_spans[0] for f in usable),
-                                         max(f.longest_spans[1] for f in usable), self.frames_per_clip)),
-        )
-
     def stats(self) -> LoaderStats:
         """What the loader has done since it was created (in this process), to tell whether it
         holds training back: see :class:`vclip._loader.stats.LoaderStats` (``print`` it for one

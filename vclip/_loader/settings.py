@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import multiprocessing
 from dataclasses import dataclass
+from typing import Any
 
 from .._device import Device
 from .._engine.backends import make_backend, make_paced_backend
@@ -16,12 +17,13 @@ from .._engine.scheduler import (
     resolve_cpu_decoders,
     resolve_decode_processes,
 )
+from ..audio import audio_samples
 from ..errors import format_bytes
-from ..memory import LoaderMemoryEstimate
+from ..memory import LoaderMemoryEstimate, plan_loader_memory
 from .pacing import PACING
 
-__all__ = ["RuntimeSettings", "budget_refusal", "loader_backend", "paced", "planned_processes", "resolve_counts",
-           "runtime_settings"]
+__all__ = ["RuntimeSettings", "budget_refusal", "loader_backend", "loader_memory_plan", "paced", "planned_processes",
+           "resolve_counts", "runtime_settings"]
 
 
 @dataclass(frozen=True)
@@ -127,3 +129,25 @@ def planned_processes(requested: dict[str, int | str], processes: Chosen, *, gpu
     """What the memory plan takes for ``decode_processes``: ``"auto"`` where they are paced (the plan
     then counts NVDEC threads here beside the processes), else the count resolved."""
     return "auto" if paced(requested, gpu=gpu, num_threads=num_threads) and processes else processes
+
+
+def loader_memory_plan(loader: Any, usable: list) -> LoaderMemoryEstimate:
+    """The memory plan of a ClipLoader (``loader``, after its scan) over its ``usable`` videos'
+    facts (:class:`~vclip._loader.clips.VideoFacts`): the most it may hold, its pacing included."""
+    largest = max(usable, key=lambda f: f.width * f.height * (1 if f.bit_depth <= 8 else 2))
+    drawer, gpu = loader._drawer, loader._device.is_cuda
+    return plan_loader_memory(
+        width=usable[0].output_size[0], height=usable[0].output_size[1], batch_size=loader.batch_size,
+        sequence_length=loader.frames_per_clip, dtype=drawer.dtype, views=drawer.samples_per_clip,
+        augmentation_factor=loader.augmentation_factor, prefetch_queue_depth=loader.prefetch_queue_depth,
+        num_threads=loader.num_threads, device=loader._device,
+        decode_processes=planned_processes(loader._requested, loader.decode_processes, gpu=gpu,
+                                           num_threads=loader.num_threads),
+        video_width=largest.width, video_height=largest.height, video_bit_depth=largest.bit_depth,
+        cpu_decoders=loader._cpu_decoders,
+        video_kinds=len({(facts.codec, facts.bit_depth, facts.width, facts.height) for facts in usable}),
+        audio=loader.audio,
+        audio_samples=(0 if loader._audio is None else
+                       audio_samples(loader._audio.spec, max(f.longest_spans[0] for f in usable),
+                                     max(f.longest_spans[1] for f in usable), loader.frames_per_clip)),
+    )
