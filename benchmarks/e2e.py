@@ -10,7 +10,7 @@ keyframe every 60, 2 B-frames), and each (model, tool) runs in a fresh process, 
 
     python benchmarks/e2e.py --out results/ [--runs r3d_18@112,r3d_18@224,mvit_v2_s@224]
         [--tools model_alone,vclip-default,vclip-baseline,vclip-short-epochs,vclip-repeated-2,spdl,decord-dataloader]
-        [--baseline PATH] [--steps 40] [--warmup 40]
+        [--baseline PATH] [--steps 40] [--warmup 40] [--tools-for RUN=TOOL/TOOL ...]
 
 Tools:
 
@@ -375,11 +375,14 @@ def main() -> None:
     parser.add_argument("--runs", default=DEFAULT_RUNS)
     parser.add_argument("--tools", default=DEFAULT_TOOLS)
     parser.add_argument("--baseline", default=None, help="a folder with another checkout's vclip/ and kernels/")
+    parser.add_argument("--tools-for", action="append", default=[], metavar="RUN=TOOL/TOOL",
+                        help="the tools of one run instead of --tools, e.g. mvit_v2_s@224=model_alone/vclip-default")
     parser.add_argument("--steps", type=int, default=40)
     parser.add_argument("--warmup", type=int, default=40, help="steps first, untimed: the pacing settles")
     args = parser.parse_args()
     paths = make_video_set(args.videos, "360p")
     tools = [tool for tool in args.tools.split(",") if tool != "vclip-baseline" or args.baseline]
+    chosen = dict(item.split("=", 1) for item in args.tools_for)
     runs = args.runs.split(",")
     smallest = min(int(run.split("@")[1]) for run in runs)
     results: dict = {"batch_size": BATCH, "sequence_length": LENGTH, "stride": STRIDE, "videos": "360p",
@@ -390,7 +393,7 @@ def main() -> None:
             crop = int(size)
             rows: dict = {}
             results["runs"][run] = {"model": model_name, "crop": crop, "tools": rows}
-            for tool in tools:
+            for tool in (chosen[run].split("/") if run in chosen else tools):
                 if tool in ONLY_WHERE_LOADER_BOUND and crop != smallest:
                     continue
                 try:
