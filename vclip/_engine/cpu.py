@@ -26,17 +26,10 @@ from .._machine import usable_cores
 from ..errors import CorruptVideoError
 from ..transforms import FrameGeometry
 from .contract import PacketRun, PictureConverter, PictureDecoder, PlanBackend, execute_plan
+from .host_fast import Blocks, block_means, block_row_sums, frame_blocks, planes_to_rgb_tensor, yuv420_to_rgb_tensor
 from .layout import frame_view
 from .pipeline import ClipTarget, Conversion, DecodeStats, VideoJob, needs_any
-from .reference import (
-    Blocks,
-    block_means,
-    block_row_sums,
-    frame_blocks,
-    planes_to_rgb_tensor,
-    resample_mode,
-    yuv420_to_rgb_tensor,
-)
+from .reference import resample_mode
 
 _NATIVE_420 = {"yuv420p": 8, "yuvj420p": 8, "yuv420p10le": 10, "yuv420p12le": 12}
 _BLOCK_BATCH = 8  # pictures whose block sums BlockConverter finishes at once (more fall out of cache)
@@ -200,7 +193,7 @@ class HostConverter(PictureConverter):
 
 class BlockConverter(PictureConverter):
     """``av.VideoFrame`` into NumPy clips for a plain downscale by a whole factor (every clip one
-    geometry, :func:`~vclip._engine.reference.frame_blocks`, no colour change): the values of
+    geometry, :func:`~vclip._engine.host_fast.frame_blocks`, no colour change): the values of
     :class:`HostConverter`, bit for bit, with most of the twin's work done for
     :data:`_BLOCK_BATCH` pictures at once (each picture's rows are summed while it is valid)."""
 
