@@ -2,7 +2,8 @@
 (vclip._engine.reference), each on a few hundred random cases from a fixed seed: whole blocks and
 runs of rows give the definition's planes up to float64 rounding, and its frames within one code
 of uint8 at a rounding tie; the runs' sums are exact; stacked pictures convert as each alone; the
-colour step worked out in place is the definition's bit for bit."""
+colour step worked out in place is the definition's bit for bit. The one helper for sums over
+short axes gives NumPy's sums bit for bit, and so do the scene features that use it."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import numpy as np
 import pytest
 
 from vclip._engine import host_fast, reference
+from vclip._scenes import features, shots
 from vclip.transforms import ColorJitter, Orientation, RandomResizedCrop, TransformSpec
 
 CASES = 300
@@ -176,3 +178,79 @@ def test_the_colour_step_in_place_is_the_definitions_on_random_cases(dtype):
         got = host_fast.planes_to_rgb_tensor(planes, **options)
         expected = reference.planes_to_rgb_tensor(planes, **options)
         assert got.dtype == expected.dtype and np.array_equal(got, expected)
+
+
+def test_sums_of_neighbours_are_numpys_sums_on_random_cases():
+    """The one helper for sums over short axes: NumPy's sum of each group, bit for bit, for the
+    integers and the whole multiples of 1/16 (float32, as block means are) it adds."""
+    rng = np.random.default_rng(16)
+    kinds = [(np.uint8, np.uint16), (np.int16, None), (np.uint16, np.int64), (np.float32, None), (np.float64, None)]
+    for case in range(CASES):
+        ndim = int(rng.integers(1, 5))
+        axis, size = int(rng.integers(-ndim, ndim)), int(rng.integers(1, 9))
+        shape = [int(n) for n in rng.integers(1, 6, ndim)]
+        shape[axis] *= size
+        kind, total = kinds[case % len(kinds)]
+        values = rng.integers(0, 256, shape).astype(kind)
+        if kind == np.float32:
+            values /= np.float32(16)
+        got = host_fast.sum_neighbours(values, size, axis, total)
+        grouped = values.reshape(*shape[:axis % ndim], shape[axis] // size, size, *shape[axis % ndim + 1:])
+        expected = grouped.sum(axis=axis % ndim + 1, dtype=total if total is not None else kind)
+        assert got.dtype == expected.dtype and np.array_equal(got, expected)
+
+
+def test_scene_features_are_their_definitions_on_random_cases():
+    """The scene twin's features, block layouts and thumbnails (sums by the helper) against their
+    definitions, bit for bit: the histogram from each pixel's bin, block means and luma from integer
+    sums, the block distance from NumPy's sum over the channels."""
+    rng = np.random.default_rng(17)
+    for _ in range(CASES // 3):
+        n, height, width = int(rng.integers(1, 4)), int(rng.integers(3, 41)), int(rng.integers(5, 72))
+        frames = rng.integers(0, 256, (n, height, width, 3), dtype=np.uint8)
+        frames[:, : height // 3] //= 10  # dark pixels too
+        found = features.frame_features(frames)
+        pixels = height * width
+        codes = frames.astype(np.int64) >> 6
+        bins = (codes[..., 0] * 16 + codes[..., 1] * 4 + codes[..., 2]).reshape(n, -1)
+        counts = np.stack([np.bincount(row, minlength=features.BINS) for row in bins])
+        assert np.array_equal(found["H"], counts.astype(np.float32) / np.float32(pixels))
+        rows, columns, block_h, block_w = features.block_grid(height, width)
+        cropped = frames[:, :rows * block_h, :columns * block_w].astype(np.int64)
+        block_sums = cropped.reshape(n, rows, block_h, columns, block_w, 3).sum(axis=(2, 4)).reshape(n, -1, 3)
+        assert np.array_equal(found["B"], block_sums.astype(np.float32) / np.float32(block_h * block_w))
+        luma = frames.astype(np.int64) @ np.array([299, 587, 114])
+        assert np.array_equal(found["mean"], (luma.reshape(n, -1).sum(axis=1) / (1000.0 * pixels)).astype(np.float32))
+        dark = np.count_nonzero(luma.reshape(n, -1) < features.DARK_LUMA * 1000, axis=1)
+        assert np.array_equal(found["dark"], dark.astype(np.float32) / np.float32(pixels))
+        sums = frames[:, :height // 2 * 2, :width // 2 * 2].astype(np.int64)
+        sums = sums.reshape(n, height // 2, 2, width // 2, 2, 3).sum(axis=(2, 4))
+        assert np.array_equal(features.thumbnails(frames), ((sums + 2) >> 2).astype(np.uint8))
+        tables = features.gap_distances(found, None)
+        for gap in range(1, n):
+            change = np.abs(found["B"][gap:] - found["B"][:-gap]).sum(axis=-1)
+            middle = np.sort(change, axis=1)[:, change.shape[1] // 2] / np.float32(765)
+            assert np.array_equal(tables["B"][gap, gap:], middle)
+
+
+def test_the_moved_share_is_its_definition_on_random_cases():
+    """The dissolve test's matching of thumbnail blocks (sums by the helper): for each move of the
+    old thumbnail within reach, each block's sum of absolute RGB differences, added up plainly."""
+    rng = np.random.default_rng(18)
+    rules = shots.DEFAULT_RULES.dissolves
+    size, reach = rules.moved_block, rules.moved_reach
+    for _ in range(CASES // 6):
+        height, width = int(rng.integers(4, 24)), int(rng.integers(4, 40))
+        old, new = (rng.integers(0, 256, (height, width, 3), dtype=np.uint8) for _ in range(2))
+        rows, columns = height // size * size, width // size * size
+        padded = np.pad(old[:rows, :columns].astype(np.int64), ((reach, reach), (reach, reach), (0, 0)), mode="edge")
+        best = typical = None
+        for dy in range(2 * reach + 1):
+            for dx in range(2 * reach + 1):
+                difference = np.abs(padded[dy:dy + rows, dx:dx + columns] - new[:rows, :columns]).sum(axis=-1)
+                blocks = difference.reshape(rows // size, size, columns // size, size).sum(axis=(1, 3))
+                best = blocks if best is None else np.minimum(best, blocks)
+                if (dy, dx) == (reach, reach):
+                    typical = float(np.median(blocks))
+        expected = float(np.median(best)) / typical if typical else 1.0
+        assert shots._moved_share(old, new) == expected

@@ -26,6 +26,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .._engine.host_fast import sum_neighbours
+
 __all__ = ["BINS", "DARK_LUMA", "MAX_GAP", "SceneSignals", "block_grid", "frame_features", "gap_distances",
            "recent_features", "thumbnails"]
 
@@ -70,7 +72,7 @@ def frame_features(frames: np.ndarray) -> dict:
     cropped = frames[:, :rows * block_h, :columns * block_w].astype(np.float32)  # sums of integers: exact
     # Sum the rows of each block (contiguous lines), then the columns: quicker than one mean over both.
     lines = cropped.reshape(n, rows, block_h, columns * block_w * 3).sum(axis=2)
-    blocks = _sum_of_neighbours(lines.reshape(n, rows, columns * block_w, 3), block_w, axis=2)
+    blocks = sum_neighbours(lines.reshape(n, rows, columns * block_w, 3), block_w, axis=2)
     blocks = blocks.reshape(n, rows * columns, 3)
     blocks /= np.float32(block_h * block_w)
     # 1000 x luma: integers below 2^24, exact in float32 (whose product BLAS computes)
@@ -86,23 +88,11 @@ def thumbnails(frames: np.ndarray) -> np.ndarray:
     n, height, width, _ = frames.shape
     rows, columns = height // 2, width // 2
     row_pairs = frames[:, :2 * rows, :2 * columns].reshape(n, rows, 2, 2 * columns * 3)
-    pairs = np.add(row_pairs[:, :, 0], row_pairs[:, :, 1], dtype=np.uint16).reshape(n, rows, columns, 2, 3)
-    sums = np.add(pairs[:, :, :, 0], pairs[:, :, :, 1])  # two additions: several times faster than sum()
+    pairs = sum_neighbours(row_pairs, 2, axis=2, dtype=np.uint16).reshape(n, rows, columns, 2, 3)
+    sums = sum_neighbours(pairs, 2, axis=3)[:, :, :, 0]
     sums += 2
     sums >>= 2
     return sums.astype(np.uint8)
-
-
-def _sum_of_neighbours(values: np.ndarray, size: int, axis: int = -1) -> np.ndarray:
-    """Sums of each ``size`` neighbours along ``axis`` (its length a multiple of ``size``), by
-    additions: NumPy's reductions over short axes are several times slower."""
-    axis %= values.ndim
-    grouped = values.reshape(*values.shape[:axis], values.shape[axis] // size, size, *values.shape[axis + 1:])
-    neighbours = np.moveaxis(grouped, axis + 1, 0)  # a view: neighbours[k] is each group's k-th
-    total = neighbours[0].copy()
-    for neighbour in neighbours[1:]:
-        total += neighbour
-    return total
 
 
 def gap_distances(features: dict, previous: dict | None) -> dict:
@@ -126,9 +116,7 @@ def gap_distances(features: dict, previous: dict | None) -> dict:
             if name == "H":
                 table[gap, first:] = 0.5 * np.abs(later - sooner).sum(axis=1)
             else:
-                change = np.abs(later - sooner)
-                # Two additions: NumPy's reduction over 3 channels is several times slower (same values).
-                change = (change[..., 0] + change[..., 1]) + change[..., 2]
+                change = sum_neighbours(np.abs(later - sooner), 3)[..., 0]  # |dR| + |dG| + |dB|
                 middle = change.shape[1] // 2  # the upper median (no averaging of two: one partition)
                 table[gap, first:] = np.partition(change, middle, axis=1)[:, middle] / np.float32(3 * 255)
         tables[name] = table

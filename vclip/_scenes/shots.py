@@ -11,7 +11,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .features import MAX_GAP, SceneSignals, _sum_of_neighbours
+from .._engine.host_fast import sum_neighbours
+from .features import MAX_GAP, SceneSignals
 from .rules import CutRules, DissolveRules, FadeRules, FlashRules, SceneRules, UsualChangeRules
 
 __all__ = ["ShotBoundary", "find_cuts", "find_dissolves", "find_fades", "flash_frames", "median_of_numbers",
@@ -388,8 +389,8 @@ def _moved_share(old: np.ndarray, new: np.ndarray, dissolves: DissolveRules = DE
     padded = np.pad(old[:rows, :columns].astype(np.int16), ((reach, reach), (reach, reach), (0, 0)), mode="edge")
     moves = np.lib.stride_tricks.sliding_window_view(padded, (rows, columns), axis=(0, 1))  # [dy, dx, ch, r, c]
     difference = np.abs(moves - np.moveaxis(new[:rows, :columns].astype(np.int16), 2, 0))
-    blocks = _sum_of_neighbours(difference[:, :, 0] + difference[:, :, 1] + difference[:, :, 2], size)
-    blocks = _sum_of_neighbours(blocks, size, axis=2)  # [dy, dx, block row, block column]
+    blocks = sum_neighbours(sum_neighbours(difference, 3, axis=2)[:, :, 0], size)  # |dR| + |dG| + |dB| of each row
+    blocks = sum_neighbours(blocks, size, axis=2)  # [dy, dx, block row, block column]
     typical = float(np.median(blocks[reach, reach]))
     return float(np.median(blocks.min(axis=(0, 1)))) / typical if typical > 0 else 1.0
 
