@@ -145,8 +145,9 @@ def cuts_video(tmp_path_factory):
 
 
 def test_every_entry_point_takes_the_rules(cuts_video):
-    """find_shot_boundaries, its many-video form in worker processes, and the scene keyframes
-    follow the rules given: the labelled cuts by default, none where no change can pass."""
+    """find_shot_boundaries, its many-video form in worker processes, and the scene keyframes (of
+    one video, of many, as Ray rows) follow the rules given: the labelled cuts by default, none
+    where no change can pass."""
     cuts = [boundary.start for boundary in cuts_video.boundaries]
     assert [boundary.frame for boundary in find_shot_boundaries(cuts_video.path, device="cpu")] == cuts
     assert find_shot_boundaries(cuts_video.path, device="cpu", rules=NO_CUTS) == []
@@ -156,6 +157,9 @@ def test_every_entry_point_takes_the_rules(cuts_video):
     assert extract_keyframes(cuts_video.path, method="scene", device="cpu", rules=NO_CUTS).frame_indices.tolist() == [0]
     (found,) = extract_keyframes_many([cuts_video.path], method="scene", device="cpu", workers=1, rules=NO_CUTS)
     assert found.frame_indices.tolist() == [0]
+    vray = pytest.importorskip("vclip.ray")  # needs the ray extra: the actors' class, without a cluster
+    rows = vray.ExtractKeyframes(method="scene", rules=NO_CUTS, device="cpu")({"path": [cuts_video.path]})
+    assert list(rows["frame_index"]) == [0]
 
 
 def test_rules_are_values():
