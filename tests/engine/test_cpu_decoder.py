@@ -274,22 +274,26 @@ def test_rows_sum_in_runs_only_where_the_runs_pay():
 
 @pytest.mark.parametrize("layout", ["THWC", "TCHW"])
 def test_batched_block_conversion_writes_what_the_per_picture_twin_writes(videos, monkeypatch, layout):
-    """BlockConverter (a whole-factor downscale, batches of pictures) against HostConverter, bit for
-    bit: frames asked twice, clips sharing frames, more pictures than one batch."""
+    """BlockConverter (a whole-factor downscale to a small picture, batches of pictures) against
+    HostConverter, bit for bit: frames asked twice, clips sharing frames, more pictures than one
+    batch. Larger pictures convert one at a time."""
     decoder = vclip.VideoDecoder(videos["h264"], device="cpu")
     used = []
     block_converter = cpu.BlockConverter.of
     monkeypatch.setattr(cpu.BlockConverter, "of", classmethod(
         lambda cls, *args: used.append(block_converter(*args)) or used[-1]))
     frames = [0, 3, 3, 17, 40, 41, 149, *range(60, 80)]
-    spec = TransformSpec(resize=(60, 80), layout=layout)
+    spec = TransformSpec(resize=(48, 64), layout=layout)
 
     def decode():
-        return (decoder.get_frames(frames, scaling_factor=0.25).data,
+        return (decoder.get_frames(frames, scaling_factor=0.2).data,
                 decoder.get_clips(vclip.contiguous(50, starts="step", step=40), transform=spec).data)
 
     batched = decode()
     assert used and all(converter is not None for converter in used)
+    used.clear()
+    decoder.get_frames(frames, scaling_factor=0.5)  # 160x120: more than a batch's pictures
+    assert used == [None]
     monkeypatch.setattr(cpu.BlockConverter, "of", classmethod(lambda cls, *args: None))
     for mine, per_picture in zip(batched, decode()):
         assert np.array_equal(mine, per_picture)
