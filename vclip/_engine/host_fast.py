@@ -128,7 +128,6 @@ def planes_to_rgb_tensor(planes: list[np.ndarray], *, bit_depth: int, matrix: st
     return converted
 
 
-
 # -- whole blocks -------------------------------------------------------------------------------------
 
 class Blocks(NamedTuple):
