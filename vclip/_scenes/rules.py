@@ -34,8 +34,8 @@ class FlashRules:
     :class:`UsualChangeRules` (the larger of the two features' ratios).
 
     Attributes:
-        longest_frames: The most frames a flash lasts; also the shortest shot: of cuts this close,
-            only the one of most evidence is kept.
+        longest_frames: The most frames a flash lasts; a shot lasts longer: of cuts at most this many
+            frames apart, only the one of most evidence is kept.
         run_differs: Some frame of the run is at least this far from both frames around the run.
         sides_closer: And the two frames around the run are this many times closer to each other.
         frame_differs: A frame of such a run is left out when at least this far from both frames around it,
