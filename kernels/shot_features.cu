@@ -1,5 +1,5 @@
 // vclip: the scene method's per-frame features and frame-to-frame distances on the GPU. The NumPy
-// twin, vclip/_scenes/shots.py, says what each one measures and how shot boundaries are read from them;
+// twin, vclip/_scenes/features.py, says what each one measures (vclip/_scenes/shots.py reads the boundaries);
 // this file computes the same values (the same bits, but for the order of one float sum in H).
 //
 // Analysis frames are RGB uint8, [frames][height][width][3], contiguous. Per frame:

@@ -8,65 +8,61 @@ video being one result among the others.
 
 How shot boundaries are found
 -----------------------------
-Every frame is decoded downscaled to ``analysis_width`` (64) pixels across: on the GPU (NVDEC, the
+Every frame is decoded downscaled to ``analysis_width`` pixels across: on the GPU (NVDEC, the
 resize in the conversion kernel) when the decoder runs there, else by FFmpeg with the kernel's
 NumPy twin resizing, so both devices see nearly the same pixels. The video is cut into chunks at
-keyframes that several decoders decode at once: 8 NVDEC sessions on the GPU (one session decodes a
-720p stream at about 1,150 frames/s on the H200, a seventh of its engines), 2 FFmpeg decoders on
-the CPU; with ``decode_processes``, the threads of worker processes decode them, on either device. On the same device,
-with the same array code (NumPy or CuPy), each frame gets two features: its colour histogram (4 x 4
-x 4 RGB bins) and its layout (mean colour of 4 x 4-pixel blocks, 16 x 9 at 16:9). Then, for every
-frame t and every gap g up to 40 frames, two distances to frame t - g:
+keyframes that several decoders (or the threads of ``decode_processes``) decode at once. There,
+each frame gets two features: its colour histogram (4 x 4 x 4 RGB bins) and its layout (the mean
+colour of 4 x 4-pixel blocks); then, for every frame t and every gap g up to 40 frames, two
+distances to frame t - g:
 
 - ``H``: half the L1 distance of the histograms. A camera move over one place hardly changes it;
   a new shot does.
 - ``B``: how much the typical block changed (the median over blocks), so a caption, a logo or one
   moving object does not count; it tells apart two shots of the same place.
 
-Only these tables ([gap, frame], a few hundred bytes per frame) come back to the host, with a
-thumbnail of each frame (its 2x2-pixel means: 32 x 18 pixels, 1.7 KB), where the decision is made,
-the same for both devices:
+Only these tables come back to the host, with a thumbnail of each frame (its 2x2-pixel means),
+where the decision is made, the same for both devices, in the steps below; their numbers are the
+fields of :class:`SceneRules`, one group per step (``rules=`` changes them):
 
-1. **Flashes** (a few overexposed frames, a brief occlusion): a run of up to 4 frames that differs
-   from both sides while the frames either side of it are alike is left out of everything below.
-2. **The usual change** at each gap is the median distance of the 12 frame pairs just before and
-   just after a place (the mean of the two sides, or only the side that does not reach across a
-   boundary already found): fast motion raises it, so a boundary has to stand out from the motion
-   around it, not from zero.
-3. **Cuts**: frame b starts a shot when the distance from frame b - 1 is at least
-   ``scene_threshold`` times the usual change at gap 1 (plus a noise floor) in either feature,
-   above a minimum, makes at least half of the change over 8 more frames each side at once, and
-   that wider change is at least 60% of it (the picture does not come back). The change is also
-   twice that of each frame pair beside it (a whip pan or a crash zoom changes every pair about
-   alike), the other feature's change at least 1.15 times that of each pair beside it (a whip pan
-   sweeps new colours in while every block keeps changing alike), and the new picture is new:
-   none of the 8 frames before comes within 70% of the change of the first new frame, nor any of
-   the 8 after of the last old frame, nor within 50% counting the frames left out as flashes
-   (shake and an object passing back and forth bring earlier pictures back; an object crossing the
-   frame in a few frames, again and again, looks like flashes).
-   Of cuts up to 4 frames apart (no longer than a flash), the one of most evidence is kept.
-4. **Fades**: a run of black frames (85% of pixels darker than luma 24, and at most 30% as bright
-   as both sides) between two shots; the fade starts where the frames start to dim and ends at the
-   first frame with 80% of the brightness of the frames after it.
-5. **Dissolves** (and other gradual transitions up to ~35 frames): multi-scale, frames ``c - h - j``
-   against ``c + h + j`` for half-widths h from 2 to 17 and j = 0..3, each against the usual
-   change at that gap; where that stands out (``scene_threshold``), the middle frames must be
-   blends of the two sides (the block distances add up: d(a, m) + d(m, z) <= 1.3 d(a, z), moving
-   steadily from a to z), which fast pans, zooms and objects crossing the frame are not. The
-   boundary is the first frame 75% of the way to the new shot. A blend also goes straight from the
-   old shot to the new: over the transition, the block changes of the frame pairs add up to at
-   most 1.4 times the change across it, where a whip pan or a crash zoom sweeps through other
-   pictures on the way. And the new picture is no mosaic of the old one: the first new frame's
-   thumbnail, in 4x4-pixel blocks each matched with the best place of the last old frame's within
-   5 pixels, must still differ by at least 40% of its plain difference; a tilt or a zoom under
-   motion blur, whose frames pass for blends, is the old picture moved. Nor are the middle frames
-   moved copies of the frames before them (a crash zoom's are): at a quarter, half and three
-   quarters of the way, the same matching of each frame against the one before must leave at least
-   55% of the plain difference (the median of the three).
+1. **Flashes** (:class:`FlashRules`): a short run of frames that differs from both sides while the
+   frames either side of it are alike (a few overexposed frames, a brief occlusion) is left out of
+   everything below.
+2. **The usual change** (:class:`UsualChangeRules`) at each gap is the median distance of the frame
+   pairs just before and just after a place (the mean of the two sides, or only the side that does
+   not reach across a boundary already found): fast motion raises it, so a boundary has to stand
+   out from the motion around it, not from zero. A change stands out when it is at least
+   ``scene_threshold`` times the usual change plus a noise floor, and above a least change.
+3. **Fades** (:class:`FadeRules`): a run of black frames between two shots, far darker than both
+   sides; the fade starts where the frames start to dim and ends at the first frame about as
+   bright as the frames after it. No cut or dissolve is looked for in it or next to it.
+4. **Cuts** (:class:`CutRules`): frame b starts a shot when its change from frame b - 1 stands out
+   in either feature, is made at once (most of the change over more frames each side) and for good
+   (the picture does not come back), and is not motion: it is several times the change of each
+   frame pair beside it (a whip pan or a crash zoom changes every pair about alike), the other
+   feature also changes more than beside it (a whip pan sweeps new colours in while every block
+   keeps changing alike), and the new picture is new: none of the frames just before comes close
+   to the first new frame, nor any just after to the last old frame, counting the frames left out
+   as flashes too (shake and an object passing back and forth bring earlier pictures back). Of
+   cuts closer than the longest flash, the one of most evidence is kept.
+5. **Dissolves** (:class:`DissolveRules`) and other gradual transitions: at several scales, frames
+   ``c - h - j`` against ``c + h + j`` for a range of half-widths ``h`` and a few ``j``, each
+   against the usual change at that gap; around each place where that stands out, the window whose
+   middle frames are most like blends of its two sides. It is a dissolve when its middle frames
+   are blends (the block distances add up: d(a, m) + d(m, z) about d(a, z), moving steadily from a
+   to z), which fast pans, zooms and objects crossing the frame are not; when it goes straight
+   from the old shot to the new (the block changes of its frame pairs add up to little more than
+   the change across it, where a whip pan or a crash zoom sweeps through other pictures); when its
+   new picture is no mosaic of the old one (the first new frame's thumbnail, in small blocks each
+   matched with the best place nearby in the last old frame's, still differs by a good share of
+   its plain difference: a tilt or a zoom under motion blur is the old picture moved); and when
+   its middle frames are no moved copies of the frames before them (a crash zoom's are). The
+   boundary is the first frame most of the way to the new shot.
 
-The thresholds were set on synthetic labelled videos (:func:`vclip.synthetic.make_scene_video`)
-and checked on held-out ones and on real footage; ``benchmarks/scenes.py`` measures precision and
-recall per kind of transition against PySceneDetect.
+The rules were set on synthetic labelled videos (:func:`vclip.synthetic.make_scene_video`) and
+checked on held-out ones and on real footage (``docs/notes/scene-rules.md`` says how each number
+was chosen); ``benchmarks/scenes.py`` measures precision and recall per kind of transition against
+PySceneDetect.
 """
 
 from __future__ import annotations
@@ -88,6 +84,7 @@ from ._jobs.cpu_beside_gpu import BesideCpuDecoders, resolve_cpu_decoders
 from ._jobs.runner import InThisThread, Outcome, Processes, Runner, Threads, choose_runner
 from ._machine import usable_cores
 from ._outputs.images import IMAGE_FORMATS, columns_for, contact_sheet, to_numpy, write_image
+from ._scenes.rules import CutRules, DissolveRules, FadeRules, FlashRules, SceneRules, UsualChangeRules, check_rules
 from ._scenes.shots import ShotBoundary, shot_boundaries
 from ._scenes.signals import scene_signals
 from .decoder import VideoDecoder
@@ -103,8 +100,9 @@ from .errors import (
 from .sampling import check_scaling_factor, scaled_size
 
 __all__ = [
-    "KEYFRAME_METHODS", "THUMBNAIL_WIDTH", "Keyframes", "ProgressCallback", "ShotBoundary", "extract_keyframes",
-    "extract_keyframes_many", "find_shot_boundaries", "find_shot_boundaries_many",
+    "KEYFRAME_METHODS", "THUMBNAIL_WIDTH", "CutRules", "DissolveRules", "FadeRules", "FlashRules", "Keyframes",
+    "ProgressCallback", "SceneRules", "ShotBoundary", "UsualChangeRules", "extract_keyframes", "extract_keyframes_many",
+    "find_shot_boundaries", "find_shot_boundaries_many",
 ]
 
 KeyframeMethod = Literal["codec", "scene"]
@@ -121,7 +119,8 @@ _GPU_WORKERS = 8
 THUMBNAIL_WIDTH = 320
 """Default width of contact-sheet thumbnails: a 1080p frame at 1/6, five across a 1920-pixel sheet."""
 
-ShotBoundary.__module__ = __name__  # made by the shot math (vclip._scenes.shots), shown and pickled as vclip.keyframes
+for _class in (ShotBoundary, SceneRules, FlashRules, UsualChangeRules, CutRules, FadeRules, DissolveRules):
+    _class.__module__ = __name__  # made by the scene method (vclip._scenes), shown and pickled as vclip.keyframes
 
 ProgressCallback = Callable[[int, int], None]
 """``on_progress(frames_done, frames_total)``: called as a video's frames are read."""
@@ -220,6 +219,7 @@ def extract_keyframes(
     stream_index: int | None = None,
     scaling_factor: float = 1.0,
     scene_threshold: float = 2.0,
+    rules: SceneRules | None = None,
     analysis_width: int = 64,
     cache_dir: str | os.PathLike | None = None,
     on_progress: ProgressCallback | None = None,
@@ -239,6 +239,7 @@ def extract_keyframes(
         scaling_factor: The returned frames come out at ``round(W*f) x round(H*f)``, ``0 < f <= 1``.
         scene_threshold: How many times the usual change around it (at the same frame gap) a
             shot boundary's change must be. Larger finds fewer, clearer boundaries.
+        rules: The scene method's other thresholds (default: ``SceneRules()``, the tuned ones).
         analysis_width: Width in pixels the scene method compares frames at.
         cache_dir: Folder for an on-disk cache of the video's index.
         on_progress: Called as ``on_progress(frames_done, frames_total)`` while the video is
@@ -248,23 +249,24 @@ def extract_keyframes(
 
     Raises:
         ValueError: Unknown ``method``; ``max_frames`` below 1; ``scaling_factor`` outside (0, 1];
-            ``scene_threshold`` not above 1; ``analysis_width`` below 1.
+            ``scene_threshold`` not above 1; ``rules`` not a :class:`SceneRules`; ``analysis_width``
+            below 1.
         VideoNotFoundError, NotAVideoError, CorruptVideoError, UnsupportedCodecError: The file.
     """
-    max_frames, scene_threshold, scaling_factor, analysis_width = _check_keyframe_options(
-        method, max_frames, scene_threshold, scaling_factor, analysis_width)
+    max_frames, scene_threshold, rules, scaling_factor, analysis_width = _check_keyframe_options(
+        method, max_frames, scene_threshold, rules, scaling_factor, analysis_width)
     resolved = resolve_device(device)
     found = _keyframes_of(path, method=method, max_frames=max_frames, device=resolved.device,
                           stream_index=stream_index, scaling_factor=scaling_factor, scene_threshold=scene_threshold,
-                          analysis_width=analysis_width, cache_dir=cache_dir, on_progress=on_progress,
+                          rules=rules, analysis_width=analysis_width, cache_dir=cache_dir, on_progress=on_progress,
                           decode_processes=decode_processes, cpu_sessions=_cpu_sessions())
     return _flagged(found, resolved.fell_back_to_cpu)
 
 
 def _keyframes_of(path: str | os.PathLike, *, method: KeyframeMethod, max_frames: int | None, device: Device,
-                  stream_index: int | None, scaling_factor: float, scene_threshold: float, analysis_width: int,
-                  cache_dir: str | os.PathLike | None, on_progress: ProgressCallback | None, decode_processes: int,
-                  cpu_sessions: int) -> Keyframes:
+                  stream_index: int | None, scaling_factor: float, scene_threshold: float, rules: SceneRules,
+                  analysis_width: int, cache_dir: str | os.PathLike | None, on_progress: ProgressCallback | None,
+                  decode_processes: int, cpu_sessions: int) -> Keyframes:
     """:func:`extract_keyframes` with checked options; ``cpu_sessions``: FFmpeg decoders reading
     the scene method's chunks at once on the CPU (without decode processes)."""
     decoder = VideoDecoder(path, stream_index=stream_index, device=device, cache_dir=cache_dir,
@@ -278,7 +280,8 @@ def _keyframes_of(path: str | os.PathLike, *, method: KeyframeMethod, max_frames
             on_progress(0, index.num_frames)
         signals = scene_signals(decoder, analysis_width, on_progress,
                                  _sessions(CPU if decoder.fell_back_to_cpu else device, decode_processes, cpu_sessions))
-        boundaries = {0: None, **{boundary.frame: boundary for boundary in shot_boundaries(signals, scene_threshold)}}
+        boundaries = {0: None, **{boundary.frame: boundary
+                                  for boundary in shot_boundaries(signals, scene_threshold, rules)}}
         found = np.asarray(sorted(boundaries), dtype=np.int64)
     chosen = _evenly_spread(found, max_frames)
     if method == "codec" and on_progress is not None:
@@ -311,6 +314,7 @@ def find_shot_boundaries(
     device: str = "auto",
     stream_index: int | None = None,
     scene_threshold: float = 2.0,
+    rules: SceneRules | None = None,
     analysis_width: int = 64,
     cache_dir: str | os.PathLike | None = None,
     decode_processes: int = 0,
@@ -324,6 +328,8 @@ def find_shot_boundaries(
     Args:
         path, device, stream_index, cache_dir: As :func:`extract_keyframes`.
         scene_threshold: How many times the usual change around it a boundary's change must be.
+        rules: Every other threshold of the method, by step (default: ``SceneRules()``, the
+            tuned ones), e.g. ``SceneRules(cuts=CutRules(above_neighbours=3.0))``.
         analysis_width: Width in pixels the frames are compared at.
         decode_processes: Decode the chunks in this many worker processes, shared by every video
             of this process (see :class:`~vclip.VideoDecoder`), instead of threads of this one,
@@ -336,23 +342,24 @@ def find_shot_boundaries(
         the first frame of the new shot, the first frame of the transition and its kind.
 
     Raises:
-        ValueError: ``scene_threshold`` not above 1; ``analysis_width`` below 1.
+        ValueError: ``scene_threshold`` not above 1; ``rules`` not a :class:`SceneRules`;
+            ``analysis_width`` below 1.
         VideoNotFoundError, NotAVideoError, CorruptVideoError, UnsupportedCodecError: The file.
     """
-    _check_scene_options(scene_threshold, analysis_width)
+    scene_threshold, rules, analysis_width = _check_scene_options(scene_threshold, rules, analysis_width)
     return _boundaries_of(path, device=resolve_device(device).device, stream_index=stream_index,
-                          scene_threshold=scene_threshold, analysis_width=analysis_width, cache_dir=cache_dir,
-                          decode_processes=decode_processes, cpu_sessions=_cpu_sessions())
+                          scene_threshold=scene_threshold, rules=rules, analysis_width=analysis_width,
+                          cache_dir=cache_dir, decode_processes=decode_processes, cpu_sessions=_cpu_sessions())
 
 
 def _boundaries_of(path: str | os.PathLike, *, device: Device, stream_index: int | None, scene_threshold: float,
-                   analysis_width: int, cache_dir: str | os.PathLike | None, decode_processes: int,
+                   rules: SceneRules, analysis_width: int, cache_dir: str | os.PathLike | None, decode_processes: int,
                    cpu_sessions: int) -> list[ShotBoundary]:
     """:func:`find_shot_boundaries` with checked options; ``cpu_sessions`` as :func:`_keyframes_of`."""
     decoder = VideoDecoder(path, stream_index=stream_index, device=device, cache_dir=cache_dir,
                            decode_processes=decode_processes)
     sessions = _sessions(CPU if decoder.fell_back_to_cpu else device, decode_processes, cpu_sessions)
-    return shot_boundaries(scene_signals(decoder, analysis_width, sessions=sessions), scene_threshold)
+    return shot_boundaries(scene_signals(decoder, analysis_width, sessions=sessions), scene_threshold, rules)
 
 
 def find_shot_boundaries_many(
@@ -361,6 +368,7 @@ def find_shot_boundaries_many(
     device: str = "auto",
     stream_index: int | None = None,
     scene_threshold: float = 2.0,
+    rules: SceneRules | None = None,
     analysis_width: int = 64,
     cache_dir: str | os.PathLike | None = None,
     decode_processes: int = 0,
@@ -388,7 +396,7 @@ def find_shot_boundaries_many(
 
     Args:
         paths: Video files.
-        device, stream_index, scene_threshold, analysis_width, cache_dir, decode_processes: As
+        device, stream_index, scene_threshold, rules, analysis_width, cache_dir, decode_processes: As
             :func:`find_shot_boundaries`, for every video.
         workers, ray, ray_address, on_result: As :func:`extract_keyframes_many`.
         cpu_decoders: On the GPU, CPU processes that read videos beside its threads, for the
@@ -406,10 +414,10 @@ def find_shot_boundaries_many(
         ArgumentError: A bad option (checked before any video is read).
         ImportError: ``ray`` without Ray installed.
     """
-    _check_scene_options(scene_threshold, analysis_width)
+    scene_threshold, rules, analysis_width = _check_scene_options(scene_threshold, rules, analysis_width)
     names, runner, decode_processes = _folder_job(paths, device, stream_index, decode_processes, workers, ray,
                                                   ray_address)
-    of_video = partial(_boundaries_of, stream_index=stream_index, scene_threshold=scene_threshold,
+    of_video = partial(_boundaries_of, stream_index=stream_index, scene_threshold=scene_threshold, rules=rules,
                        analysis_width=analysis_width, cache_dir=cache_dir)
     find = partial(of_video, device=runner.device, decode_processes=decode_processes,
                    cpu_sessions=_cpu_sessions_of(runner))
@@ -429,6 +437,7 @@ def extract_keyframes_many(
     stream_index: int | None = None,
     scaling_factor: float = 1.0,
     scene_threshold: float = 2.0,
+    rules: SceneRules | None = None,
     analysis_width: int = 64,
     cache_dir: str | os.PathLike | None = None,
     decode_processes: int = 0,
@@ -462,8 +471,8 @@ def extract_keyframes_many(
 
     Args:
         paths: Video files.
-        method, max_frames, stream_index, scaling_factor, scene_threshold, analysis_width, cache_dir: As
-            :func:`extract_keyframes`, for every video.
+        method, max_frames, stream_index, scaling_factor, scene_threshold, rules, analysis_width, cache_dir:
+            As :func:`extract_keyframes`, for every video.
         device: As :func:`extract_keyframes` (default ``"auto"``); with ``ray``, a GPU request
             gives each task a share of a GPU when the cluster has GPUs. Frames are CuPy arrays
             from threads on the GPU, NumPy arrays otherwise (always from Ray and processes).
@@ -494,16 +503,17 @@ def extract_keyframes_many(
             several workers or Ray.
         ImportError: ``ray`` without Ray installed.
     """
-    max_frames, scene_threshold, scaling_factor, analysis_width = _check_keyframe_options(
-        method, max_frames, scene_threshold, scaling_factor, analysis_width)
+    max_frames, scene_threshold, rules, scaling_factor, analysis_width = _check_keyframe_options(
+        method, max_frames, scene_threshold, rules, scaling_factor, analysis_width)
     names, runner, decode_processes = _folder_job(paths, device, stream_index, decode_processes, workers, ray,
                                                   ray_address)
     if on_progress is not None and not isinstance(runner, InThisThread):
         raise ArgumentError(f"on_progress follows videos read one after another in this thread, not {runner!r}: "
                             "pass workers=1, or follow whole videos with on_result")
     options = dict(method=method, max_frames=max_frames, device=runner.device, stream_index=stream_index,
-                   scaling_factor=scaling_factor, scene_threshold=scene_threshold, analysis_width=analysis_width,
-                   cache_dir=cache_dir, decode_processes=decode_processes, cpu_sessions=_cpu_sessions_of(runner))
+                   scaling_factor=scaling_factor, scene_threshold=scene_threshold, rules=rules,
+                   analysis_width=analysis_width, cache_dir=cache_dir, decode_processes=decode_processes,
+                   cpu_sessions=_cpu_sessions_of(runner))
     extract = partial(_extract_one, options, not runner.in_this_process, on_progress)
     return _results_in_order(runner, extract, names, on_result)
 
@@ -567,19 +577,18 @@ def _result_of(outcome: Outcome[Any], path: str, fell_back_to_cpu: bool) -> Any:
     return VideoError(path, f"vclip failed on it ({type(outcome.error).__name__}: {outcome.error}); please report it")
 
 
-def _check_keyframe_options(method, max_frames, scene_threshold, scaling_factor, analysis_width) -> tuple:
-    """``max_frames, scene_threshold, scaling_factor, analysis_width`` checked (as Python numbers)."""
+def _check_keyframe_options(method, max_frames, scene_threshold, rules, scaling_factor, analysis_width) -> tuple:
+    """``max_frames, scene_threshold, rules, scaling_factor, analysis_width`` checked (numbers as Python numbers)."""
     check_choice("method", method, KEYFRAME_METHODS)
     max_frames = check_optional_integer("max_frames", max_frames, minimum=1, none_means="for all")
-    scene_threshold = check_number("scene_threshold", scene_threshold, minimum=1, minimum_inclusive=False)
-    scaling_factor = check_scaling_factor(scaling_factor)
-    analysis_width = check_integer("analysis_width", analysis_width, minimum=1)
-    return max_frames, scene_threshold, scaling_factor, analysis_width
+    scene_threshold, rules, analysis_width = _check_scene_options(scene_threshold, rules, analysis_width)
+    return max_frames, scene_threshold, rules, check_scaling_factor(scaling_factor), analysis_width
 
 
-def _check_scene_options(scene_threshold, analysis_width) -> None:
-    check_number("scene_threshold", scene_threshold, minimum=1, minimum_inclusive=False)
-    check_integer("analysis_width", analysis_width, minimum=1)
+def _check_scene_options(scene_threshold, rules, analysis_width) -> tuple[float, SceneRules, int]:
+    """``scene_threshold, rules, analysis_width`` checked (the default rules for None)."""
+    return (check_number("scene_threshold", scene_threshold, minimum=1, minimum_inclusive=False), check_rules(rules),
+            check_integer("analysis_width", analysis_width, minimum=1))
 
 
 def _evenly_spread(frame_indices: np.ndarray, count: int | None) -> np.ndarray:

@@ -49,7 +49,7 @@ from .sampling import ClipSampler
 from .transforms import TransformSpec
 
 if TYPE_CHECKING:
-    from .keyframes import KeyframeMethod
+    from .keyframes import KeyframeMethod, SceneRules
 
 __all__ = [
     "CheckVideos",
@@ -217,6 +217,7 @@ class _KeyframeOptions(TypedDict):
     max_frames: int | None
     scaling_factor: float
     scene_threshold: float
+    rules: SceneRules | None
 
 
 class ExtractKeyframes:
@@ -224,13 +225,14 @@ class ExtractKeyframes:
     ``label``, ``frame_index``, ``pts_seconds``, ``method`` and ``image`` (RGB uint8 ``[H, W, 3]``).
 
     Args: as :func:`vclip.keyframes.extract_keyframes` (``method``, ``max_frames``,
-    ``scaling_factor``, ``scene_threshold``), and ``device``.
+    ``scaling_factor``, ``scene_threshold``, ``rules``), and ``device``.
     """
 
     def __init__(self, *, method: KeyframeMethod = "codec", max_frames: int | None = None,
-                 scaling_factor: float = 1.0, scene_threshold: float = 2.0, device: str | Device = "auto"):
+                 scaling_factor: float = 1.0, scene_threshold: float = 2.0, rules: SceneRules | None = None,
+                 device: str | Device = "auto"):
         self.options = _KeyframeOptions(method=method, max_frames=max_frames, scaling_factor=scaling_factor,
-                                        scene_threshold=scene_threshold)
+                                        scene_threshold=scene_threshold, rules=rules)
         self.device = _start_backend(device)
 
     def __call__(self, batch: dict) -> dict:
@@ -260,15 +262,15 @@ class ExtractKeyframes:
 
 
 def read_keyframes(sources, *, method: KeyframeMethod = "codec", max_frames: int | None = None,
-                   scaling_factor: float = 1.0, scene_threshold: float = 2.0, device: str = "auto",
-                   num_gpus: float | None = None, workers: int | None = None,
+                   scaling_factor: float = 1.0, scene_threshold: float = 2.0, rules: SceneRules | None = None,
+                   device: str = "auto", num_gpus: float | None = None, workers: int | None = None,
                    address: str | None = None) -> ray.data.Dataset:
     """A dataset of keyframes, one row per keyframe of each video (see :class:`ExtractKeyframes`),
     made by ``workers`` actors (as :func:`check_videos`)."""
     connect(address)
     actor_device, resources = _placement(device, num_gpus, workers)
     options = dict(method=method, max_frames=max_frames, scaling_factor=scaling_factor,
-                   scene_threshold=scene_threshold, device=actor_device)
+                   scene_threshold=scene_threshold, rules=rules, device=actor_device)
     return videos_dataset(sources).map_batches(ExtractKeyframes, fn_constructor_kwargs=options, batch_size=4,
                                                **resources)
 

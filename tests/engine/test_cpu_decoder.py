@@ -6,7 +6,7 @@ from helpers import barcodes, ffmpeg_rgb24, require_extra
 from kernel_cases import random_planes
 
 import vclip
-from vclip._engine import cpu, reference
+from vclip._engine import cpu, host_fast, reference
 from vclip.sampling import scaled_size
 from vclip.transforms import Orientation, RandomResizedCrop, TransformSpec
 
@@ -232,16 +232,15 @@ def test_frames_repr_and_torch(videos):
 @pytest.mark.parametrize("orientation", [Orientation(), Orientation(transpose=True, mirror_x=True),
                                          Orientation(mirror_y=True)])
 @pytest.mark.parametrize("dtype", ["uint8", "float32"])
-def test_whole_factor_downscale_weighs_samples_as_the_taps_do(monkeypatch, width, height, scaling_factor,
-                                                              orientation, dtype):
+def test_whole_factor_downscale_weighs_samples_as_the_taps_do(width, height, scaling_factor, orientation, dtype):
     """A downscale by a whole factor sums whole blocks (chroma repeated when its blocks split
     samples) instead of applying the taps: the same weights, exact sums."""
     spec = TransformSpec(dtype=dtype)
     geometry = spec.geometry(width, height, base_size=scaled_size(width, height, scaling_factor),
                              orientation=orientation)
-    assert reference.frame_blocks(geometry, reference.RESAMPLE_AREA) is not None
+    assert host_fast.frame_blocks(geometry, reference.RESAMPLE_AREA) is not None
     planes = [plane.astype(np.uint8) for plane in random_planes(width, height, 8, seed=3)]
-    assert_converted_as_with_every_tap(monkeypatch, "frame_blocks", planes, 8, geometry, spec)
+    assert_converted_as_with_every_tap(planes, 8, geometry, spec)
 
 
 @pytest.mark.parametrize("width, height, base_size, crop, bit_depth", [
@@ -251,33 +250,28 @@ def test_whole_factor_downscale_weighs_samples_as_the_taps_do(monkeypatch, width
 @pytest.mark.parametrize("orientation", [Orientation(), Orientation(transpose=True, mirror_x=True),
                                          Orientation(mirror_y=True)])
 @pytest.mark.parametrize("dtype", ["uint8", "float32"])
-def test_fractional_downscale_sums_runs_of_rows_weighed_as_the_taps_do(monkeypatch, width, height, base_size, crop,
-                                                                       bit_depth, orientation, dtype):
+def test_fractional_downscale_sums_runs_of_rows_weighed_as_the_taps_do(width, height, base_size, crop, bit_depth,
+                                                                       orientation, dtype):
     """A downscale by 3 rows or more that no whole factor serves sums each output row's run of
     equally weighed rows exactly, then adds its edge rows: the taps' weights, summed otherwise."""
     spec = TransformSpec(crop=crop, flip_probability=0.5, dtype=dtype)
     geometry = spec.geometry(width, height, np.random.default_rng(5), base_size=base_size, orientation=orientation)
-    assert reference.frame_blocks(geometry, reference.RESAMPLE_AREA) is None
-    assert reference._frame_row_runs(height, width, geometry, reference.RESAMPLE_AREA, 2) is not None
+    assert host_fast.frame_blocks(geometry, reference.RESAMPLE_AREA) is None
+    assert host_fast.frame_row_runs(height, width, geometry, reference.RESAMPLE_AREA, 2) is not None
     planes = random_planes(width, height, bit_depth, seed=4)
     if bit_depth == 8:
         planes = tuple(plane.astype(np.uint8) for plane in planes)
-    assert_converted_as_with_every_tap(monkeypatch, "_frame_row_runs", planes, bit_depth, geometry, spec)
+    assert_converted_as_with_every_tap(planes, bit_depth, geometry, spec)
 
 
-def assert_converted_as_with_every_tap(monkeypatch, shortcut: str, planes, bit_depth: int, geometry,
-                                       spec: TransformSpec) -> None:
-    """The twin's conversion of ``planes`` with its ``shortcut`` (a function of ``reference`` that
-    finds the quicker form of a geometry) against the same with the shortcut found for none."""
+def assert_converted_as_with_every_tap(planes, bit_depth: int, geometry, spec: TransformSpec) -> None:
+    """The CPU path's conversion of ``planes`` in its quicker form (vclip._engine.host_fast) against
+    the twin's definition, which applies every tap."""
     scale, bias = spec.value_scale_bias()
-
-    def convert():
-        return reference.yuv420_to_rgb_tensor(*planes, bit_depth=bit_depth, matrix="bt709", color_range="limited",
-                                              geometry=geometry, scale=scale, bias=bias, dtype=spec.dtype)
-
-    quicker = convert()
-    monkeypatch.setattr(reference, shortcut, lambda *args: None)
-    taps = convert()
+    options = dict(bit_depth=bit_depth, matrix="bt709", color_range="limited", geometry=geometry, scale=scale,
+                   bias=bias, dtype=spec.dtype)
+    quicker = host_fast.yuv420_to_rgb_tensor(*planes, **options)
+    taps = reference.yuv420_to_rgb_tensor(*planes, **options)
     assert quicker.shape == taps.shape
     if spec.dtype == "uint8":  # apart from rounding ties, where the exact sums and the taps' may round apart
         assert np.abs(quicker.astype(int) - taps).max() <= 1 and np.mean(quicker != taps) < 1e-3
@@ -292,7 +286,7 @@ def test_rows_sum_in_runs_only_where_the_runs_pay():
         spec = TransformSpec(resize=(output_height, 64), interpolation=interpolation)
         geometry = spec.geometry(640, height)
         mode = reference.resample_mode(spec.antialias, spec.interpolation)
-        return reference._frame_row_runs(height, 640, geometry, mode, subsampling)
+        return host_fast.frame_row_runs(height, 640, geometry, mode, subsampling)
 
     assert runs(480, 36, 1) is not None and runs(480, 36, 2) is not None
     assert runs(360, 224, 1) is None
@@ -303,29 +297,33 @@ def test_rows_sum_in_runs_only_where_the_runs_pay():
         np.add.at(weights, (outputs[:, None], rows), found.weight[outputs, None])
     np.add.at(weights, (np.arange(36)[:, None], found.edge_index), found.edge_weight)
     taps = np.zeros((36, 240))
-    (index, weight), _ = reference._frame_taps(480, 640, geometry, reference.RESAMPLE_AREA)
+    (index, weight), _ = reference.frame_taps(480, 640, geometry, reference.RESAMPLE_AREA)
     np.add.at(taps, (np.arange(36)[:, None], index // 2), weight)
     assert np.allclose(weights, taps, rtol=0, atol=1e-15)
 
 
 @pytest.mark.parametrize("layout", ["THWC", "TCHW"])
 def test_batched_block_conversion_writes_what_the_per_picture_twin_writes(videos, monkeypatch, layout):
-    """BlockConverter (a whole-factor downscale, batches of pictures) against HostConverter, bit for
-    bit: frames asked twice, clips sharing frames, more pictures than one batch."""
+    """BlockConverter (a whole-factor downscale to a small picture, batches of pictures) against
+    HostConverter, bit for bit: frames asked twice, clips sharing frames, more pictures than one
+    batch. Larger pictures convert one at a time."""
     decoder = vclip.VideoDecoder(videos["h264"], device="cpu")
     used = []
     block_converter = cpu.BlockConverter.of
     monkeypatch.setattr(cpu.BlockConverter, "of", classmethod(
         lambda cls, *args: used.append(block_converter(*args)) or used[-1]))
     frames = [0, 3, 3, 17, 40, 41, 149, *range(60, 80)]
-    spec = TransformSpec(resize=(60, 80), layout=layout)
+    spec = TransformSpec(resize=(48, 64), layout=layout)
 
     def decode():
-        return (decoder.get_frames(frames, scaling_factor=0.25).data,
+        return (decoder.get_frames(frames, scaling_factor=0.2).data,
                 decoder.get_clips(vclip.contiguous(50, starts="step", step=40), transform=spec).data)
 
     batched = decode()
     assert used and all(converter is not None for converter in used)
+    used.clear()
+    decoder.get_frames(frames, scaling_factor=0.5)  # 160x120: more than a batch's pictures
+    assert used == [None]
     monkeypatch.setattr(cpu.BlockConverter, "of", classmethod(lambda cls, *args: None))
     for mine, per_picture in zip(batched, decode()):
         assert np.array_equal(mine, per_picture)

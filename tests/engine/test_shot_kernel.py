@@ -1,5 +1,5 @@
 """kernels/shot_features.cu, the scene method's features and gap distances, against its NumPy twin
-(vclip/_scenes/shots.py): built for the host (tests/host_kernel/shot_harness.cpp) in CI, and through CuPy
+(vclip/_scenes/features.py): built for the host (tests/host_kernel/shot_harness.cpp) in CI, and through CuPy
 on the GPU; on a fresh CuPy cache, shot detection compiles only vclip's own kernels."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 from helpers import child_environment, host_kernel_library
 
-from vclip._scenes import shots as _shots
-from vclip._scenes.shots import BINS, MAX_GAP, block_grid
+from vclip._scenes import features as _features
+from vclip._scenes.features import BINS, MAX_GAP, block_grid
 from vclip.synthetic import make_scene_video
 
 # (frames, height, width): the default analysis size, sizes the block grid does not divide, one tiny
@@ -82,15 +82,15 @@ def assert_tables_match(got: dict, expected: dict) -> None:
 @pytest.mark.parametrize("size", SIZES, ids=lambda size: "x".join(map(str, size)))
 def test_host_built_kernel_gives_the_twins_features_and_distances(host_kernels, size):
     frames = analysis_frames(*size, seed=sum(size))
-    features = _shots.frame_features(frames)
+    features = _features.frame_features(frames)
     assert_features_match(host_features(host_kernels, frames), features)
     assert features["dark"][-1] > 0.5
     # One chunk with no frame before it, then one that continues after it: every gap crosses.
     split = min(25, size[0] - 1)
-    first, second = _shots.frame_features(frames[:split]), _shots.frame_features(frames[split:])
-    assert_tables_match(host_gaps(host_kernels, first, None), _shots.gap_distances(first, None))
-    previous = _shots.recent_features(None, first)
-    expected = _shots.gap_distances(second, previous)
+    first, second = _features.frame_features(frames[:split]), _features.frame_features(frames[split:])
+    assert_tables_match(host_gaps(host_kernels, first, None), _features.gap_distances(first, None))
+    previous = _features.recent_features(None, first)
+    expected = _features.gap_distances(second, previous)
     assert_tables_match(host_gaps(host_kernels, second, previous), expected)
     # `split` frames before the chunk: every gap up to `split` has a frame, a longer one at frame 0 none
     assert np.isnan(expected["H"][0]).all() and not np.isnan(expected["B"][1:split + 1]).any()
@@ -101,8 +101,8 @@ def test_the_twins_distances_are_their_definitions():
     """H is half the L1 distance of the histograms and B the upper median over blocks of the mean
     absolute RGB change / 255, computed here frame pair by frame pair."""
     frames = analysis_frames(50, 36, 64, seed=3)
-    features = _shots.frame_features(frames)
-    tables = _shots.gap_distances(features, None)
+    features = _features.frame_features(frames)
+    tables = _features.gap_distances(features, None)
     for t, gap in [(1, 1), (49, 40), (30, 7), (20, 13)]:
         hist = 0.5 * np.abs(features["H"][t] - features["H"][t - gap]).sum()
         change = np.sort(np.abs(features["B"][t] - features["B"][t - gap]).sum(axis=1))
@@ -122,17 +122,17 @@ def test_cuda_kernel_gives_the_twins_features_and_distances(size):
     frames = analysis_frames(*size, seed=sum(size))
     on_gpu = cupy.asarray(frames)
     got = {name: value.get() for name, value in _shots_cuda.frame_features(on_gpu, synchronize=True).items()}
-    assert_features_match(got, _shots.frame_features(frames))
+    assert_features_match(got, _features.frame_features(frames))
     split = min(25, size[0] - 1)
     first, second = _shots_cuda.frame_features(on_gpu[:split]), _shots_cuda.frame_features(on_gpu[split:])
     previous = _shots_cuda.recent_features(None, first)
     got = {name: table.get() for name, table in _shots_cuda.gap_distances(second, previous).items()}
-    twin_first, twin_second = _shots.frame_features(frames[:split]), _shots.frame_features(frames[split:])
-    twin_previous = _shots.recent_features(None, twin_first)
-    assert_tables_match(got, _shots.gap_distances(twin_second, twin_previous))
+    twin_first, twin_second = _features.frame_features(frames[:split]), _features.frame_features(frames[split:])
+    twin_previous = _features.recent_features(None, twin_first)
+    assert_tables_match(got, _features.gap_distances(twin_second, twin_previous))
     # The last MAX_GAP frames across chunks shorter than MAX_GAP (a copy, not a kernel).
     recent = _shots_cuda.recent_features(previous, second)
-    twin_recent = _shots.recent_features(twin_previous, twin_second)
+    twin_recent = _features.recent_features(twin_previous, twin_second)
     for name in ("H", "B"):
         assert np.array_equal(recent[name].get(), twin_recent[name])
 

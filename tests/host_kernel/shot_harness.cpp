@@ -1,5 +1,5 @@
 // Host harness: the thread functions of shot_features.cu over the whole grid of each launch, one
-// thread at a time, in the order vclip/_shots_cuda.py launches them.
+// thread at a time, in the order vclip/_scenes/features_cuda.py launches them.
 #include "cuda_host_shim.h"
 #include VCLIP_KERNEL_SOURCE
 

@@ -144,10 +144,13 @@ def test_job_modules_export_their_functions():
     find_shot_boundaries/find_shot_boundaries_many."""
     assert sorted(vclip.check.__all__) == ["CheckResult", "check_video", "check_videos"]
     assert sorted(vclip.keyframes.__all__) == [
-        "KEYFRAME_METHODS", "Keyframes", "ProgressCallback", "ShotBoundary", "THUMBNAIL_WIDTH", "extract_keyframes",
+        "CutRules", "DissolveRules", "FadeRules", "FlashRules", "KEYFRAME_METHODS", "Keyframes", "ProgressCallback",
+        "SceneRules", "ShotBoundary", "THUMBNAIL_WIDTH", "UsualChangeRules", "extract_keyframes",
         "extract_keyframes_many", "find_shot_boundaries", "find_shot_boundaries_many",
     ]
-    assert vclip.keyframes.ShotBoundary.__module__ == "vclip.keyframes"  # made in a private module
+    for name in ("ShotBoundary", "SceneRules", "FlashRules", "UsualChangeRules", "CutRules", "FadeRules",
+                 "DissolveRules"):
+        assert getattr(vclip.keyframes, name).__module__ == "vclip.keyframes"  # made in a private module
 
 
 def test_dir_lists_everything_public():

@@ -32,20 +32,14 @@ from .._machine import usable_cores
 from ..errors import CorruptVideoError
 from ..transforms import FrameGeometry
 from .contract import PacketRun, PictureConverter, PictureDecoder, PlanBackend, execute_plan
+from .host_fast import Blocks, block_means, block_row_sums, frame_blocks, planes_to_rgb_tensor, yuv420_to_rgb_tensor
 from .layout import frame_view
 from .pipeline import ClipTarget, Conversion, DecodeStats, VideoJob, needs_any
-from .reference import (
-    Blocks,
-    block_means,
-    block_row_sums,
-    frame_blocks,
-    planes_to_rgb_tensor,
-    resample_mode,
-    yuv420_to_rgb_tensor,
-)
+from .reference import resample_mode
 
 _NATIVE_420 = {"yuv420p": 8, "yuvj420p": 8, "yuv420p10le": 10, "yuv420p12le": 12}
 _BLOCK_BATCH = 8  # pictures whose block sums BlockConverter finishes at once (more fall out of cache)
+_BLOCK_BATCH_MAX_PIXELS = 64 * 64  # BlockConverter's largest output picture: larger ones convert quicker alone
 
 
 def _video_context(context: av.CodecContext, index: VideoIndex) -> av.VideoCodecContext:
@@ -245,7 +239,7 @@ class HostConverter(PictureConverter):
 
 class BlockConverter(PictureConverter):
     """``av.VideoFrame`` into NumPy clips for a plain downscale by a whole factor (every clip one
-    geometry, :func:`~vclip._engine.reference.frame_blocks`, no colour change): the values of
+    geometry, :func:`~vclip._engine.host_fast.frame_blocks`, no colour change): the values of
     :class:`HostConverter`, bit for bit, with most of the twin's work done for
     :data:`_BLOCK_BATCH` pictures at once (each picture's rows are summed while it is valid)."""
 
@@ -263,11 +257,14 @@ class BlockConverter(PictureConverter):
 
     @classmethod
     def of(cls, job: VideoJob, conversion: Conversion, output: np.ndarray) -> BlockConverter | None:
-        """The converter of ``job`` when every frame of its clips has one draw that it takes, else None."""
+        """The converter of ``job`` when every frame of its clips has one draw that it takes (a small
+        picture: :data:`_BLOCK_BATCH_MAX_PIXELS`), else None."""
         draws = {draw for target in job.targets for draw in target.frame_draws or [(target.geometry, target.color)]}
         if conversion.native_rgb24 or len(draws) != 1:
             return None
         geometry, color = draws.pop()
+        if geometry.output_width * geometry.output_height > _BLOCK_BATCH_MAX_PIXELS:
+            return None
         blocks = frame_blocks(geometry, resample_mode(conversion.spec.antialias, conversion.spec.interpolation))
         if blocks is None or color.operations:
             return None

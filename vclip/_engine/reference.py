@@ -1,6 +1,8 @@
 """NumPy twin of ``kernels/nv12_transform.cu``: the same math in float64, the kernel's reference.
 
-It is also the CPU path for transformed frames, so CPU and GPU results agree within rounding.
+This is the definition, in one code path: every output sample is its taps' weighted sum. The CPU
+path converts frames with it, through the quicker forms of :mod:`vclip._engine.host_fast` where a
+geometry allows (the same weights, summed otherwise), so CPU and GPU results agree within rounding.
 
 The model: chroma is upsampled to full size by repeating each sample over its 2x2 luma block (as
 FFmpeg's rgb24 conversion does at native size); each plane is resampled to the output grid with
@@ -27,9 +29,9 @@ import numpy as np
 from ..transforms import GRAY_WEIGHTS, NO_COLOR_CHANGE, ColorAdjustment, FrameGeometry
 
 __all__ = [
-    "color_coefficients", "source_windows", "window_taps", "resample_mode", "adjust_colors", "yuv420_to_rgb_tensor",
-    "bfloat16_bits", "RESAMPLE_BILINEAR", "RESAMPLE_AREA", "RESAMPLE_TRIANGLE", "AxisWindow", "Blocks",
-    "window_blocks", "frame_blocks", "block_row_sums", "block_means", "planes_to_rgb_tensor",
+    "color_coefficients", "source_windows", "window_taps", "frame_taps", "resample_mode", "resample", "resample_rows",
+    "resample_columns", "adjust_colors", "yuv420_to_rgb_tensor", "planes_to_rgb_tensor", "bfloat16_bits",
+    "RESAMPLE_BILINEAR", "RESAMPLE_AREA", "RESAMPLE_TRIANGLE", "AxisWindow",
 ]
 
 _KR_KB = {"bt601": (0.299, 0.114), "bt709": (0.2126, 0.0722), "bt2020": (0.2627, 0.0593), "smpte240m": (0.212, 0.087)}
@@ -144,143 +146,24 @@ def window_taps(window: AxisWindow, mode: int) -> tuple[np.ndarray, np.ndarray]:
     return np.clip(index, low_bound, high_bound - 1).astype(np.int64), weight
 
 
-def _resample(plane: np.ndarray, rows, columns, subsampling: int = 1, runs: RowRuns | None = None) -> np.ndarray:
-    """Resample ``plane`` at full-resolution taps; a plane ``subsampling`` times smaller is read at
-    ``index // subsampling`` (each of its samples stands for a square of full-resolution pixels).
-    With ``runs`` (:func:`_row_runs` of ``rows``) the vertical pass sums runs of rows."""
+def resample(plane: np.ndarray, rows: tuple[np.ndarray, np.ndarray], columns: tuple[np.ndarray, np.ndarray],
+             subsampling: int = 1) -> np.ndarray:
+    """``plane`` resampled at full-resolution taps (:func:`window_taps` of its rows and columns),
+    float64; a plane ``subsampling`` times smaller is read at ``index // subsampling`` (each of its
+    samples stands for a square of full-resolution pixels)."""
+    return resample_columns(resample_rows(plane, rows, subsampling), columns, subsampling)
+
+
+def resample_rows(plane: np.ndarray, rows: tuple[np.ndarray, np.ndarray], subsampling: int = 1) -> np.ndarray:
+    """The vertical pass of :func:`resample`: ``[output rows, plane width]``, float64."""
+    row_index, row_weight = rows
+    return np.einsum("ok,okw->ow", row_weight, plane[row_index // subsampling].astype(np.float64))
+
+
+def resample_columns(vertical: np.ndarray, columns: tuple[np.ndarray, np.ndarray], subsampling: int = 1) -> np.ndarray:
+    """The horizontal pass of :func:`resample`, of its vertical pass ``vertical``: ``[output rows, output columns]``."""
     column_index, column_weight = columns
-    if runs is None:
-        row_index, row_weight = rows
-        vertical = np.einsum("ok,okw->ow", row_weight, plane[row_index // subsampling].astype(np.float64))
-    else:
-        vertical = _sum_row_runs(plane, runs)
     return np.einsum("pk,opk->op", column_weight, vertical[:, column_index // subsampling])
-
-
-class RowRuns(NamedTuple):
-    """The vertical pass of a downscale, in a plane's own rows: output row ``k`` is ``weight[k]``
-    times the exact sum of a run of plane rows that its taps weigh alike, plus its other rows
-    ``edge_index[k]`` times ``edge_weight[k]`` (zero weights pad). The runs are gathered by length:
-    each of ``groups`` is ``(outputs, rows)``, the rows ``[outputs, length]`` of those outputs' runs."""
-
-    groups: tuple[tuple[np.ndarray, np.ndarray], ...]
-    weight: np.ndarray
-    edge_index: np.ndarray
-    edge_weight: np.ndarray
-
-
-_MIN_MEAN_RUN = 3  # rows per run below which gathering every tap is as quick
-
-
-def _row_runs(rows: tuple[np.ndarray, np.ndarray], subsampling: int) -> RowRuns | None:
-    """The :class:`RowRuns` of the row taps ``rows`` in a plane ``subsampling`` times smaller (the
-    taps that read one of its rows merged), or None when its runs are too short to pay."""
-    spans, weights, edges = [], [], []
-    for indices, tap_weights in zip(*rows):
-        merged: dict[int, float] = {}
-        for index, weight in zip(indices.tolist(), tap_weights.tolist()):
-            if weight > 0.0:
-                merged[index // subsampling] = merged.get(index // subsampling, 0.0) + weight
-        start, end = _longest_run(merged)
-        spans.append((start, end))
-        weights.append(merged[start] if end > start else 0.0)
-        edges.append([(row, weight) for row, weight in merged.items() if not start <= row < end])
-    lengths = np.array([end - start for start, end in spans])
-    if lengths.sum() < _MIN_MEAN_RUN * len(spans):
-        return None
-    starts = np.array([start for start, _ in spans])
-    groups = tuple((np.flatnonzero(lengths == length), starts[lengths == length, None] + np.arange(length))
-                   for length in np.unique(lengths[lengths > 0]).tolist())
-    edge_index = np.zeros((len(edges), max(map(len, edges), default=0)), np.int64)
-    edge_weight = np.zeros(edge_index.shape)
-    for output, taps in enumerate(edges):
-        for slot, (row, weight) in enumerate(taps):
-            edge_index[output, slot], edge_weight[output, slot] = row, weight
-    return RowRuns(groups, np.asarray(weights), edge_index, edge_weight)
-
-
-def _longest_run(weights: dict[int, float]) -> tuple[int, int]:
-    """``start, end`` of the longest run of consecutive rows of equal weight (at least 2), else ``0, 0``."""
-    best = (0, 0)
-    rows = sorted(weights)
-    first = 0
-    for position in range(1, len(rows) + 1):
-        if (position == len(rows) or rows[position] != rows[position - 1] + 1
-                or weights[rows[position]] != weights[rows[first]]):
-            if position - first >= 2 and position - first > best[1] - best[0]:
-                best = (rows[first], rows[position - 1] + 1)
-            first = position
-    return best
-
-
-def _sum_row_runs(plane: np.ndarray, runs: RowRuns) -> np.ndarray:
-    """The vertical pass of :class:`RowRuns` over ``plane`` (float64 ``[outputs, width]``)."""
-    vertical = np.zeros((runs.weight.size, plane.shape[1]))
-    for outputs, rows in runs.groups:
-        exact = np.uint16 if plane.dtype == np.uint8 and rows.shape[1] <= 257 else None  # else the default sum's
-        vertical[outputs] = plane[rows].sum(axis=1, dtype=exact)
-    vertical *= runs.weight[:, None]
-    vertical += np.einsum("ok,okw->ow", runs.edge_weight, plane[runs.edge_index])  # gathered codes taken as float64
-    return vertical
-
-
-class Blocks(NamedTuple):
-    """An area average by a whole step along one stored axis: output sample ``k`` (counted
-    backwards when ``reverse``) is the mean of source samples ``first + k*step .. first + (k+1)*step - 1``."""
-
-    first: int
-    step: int
-    outputs: int
-    reverse: bool
-
-
-def window_blocks(window: AxisWindow, mode: int) -> Blocks | None:
-    """The :class:`Blocks` of ``window`` when its area weights are whole samples (a whole step from
-    a whole origin, inside the samples read), else None."""
-    step, first = window.step, window.origin
-    if mode != RESAMPLE_AREA or step <= 1.0 or not step.is_integer() or not float(first).is_integer():
-        return None
-    blocks = Blocks(int(first), int(step), window.outputs, window.reverse)
-    if blocks.first < window.low or blocks.first + blocks.step * blocks.outputs > window.high:
-        return None
-    return blocks
-
-
-def _in_plane_samples(blocks: Blocks, subsampling: int) -> tuple[Blocks, bool]:
-    """``blocks`` counted in the samples of a plane ``subsampling`` times smaller along the axis,
-    and whether that plane must first repeat each sample ``subsampling`` times (as the model
-    upsamples chroma): only when the blocks do not fall on whole samples of it."""
-    if blocks.first % subsampling == 0 and blocks.step % subsampling == 0:
-        return blocks._replace(first=blocks.first // subsampling, step=blocks.step // subsampling), False
-    return blocks, True
-
-
-def block_row_sums(plane: np.ndarray, rows: Blocks, subsampling: int = 1) -> np.ndarray:
-    """The first half of an area average over whole-sample blocks (:func:`block_means`): the rows
-    of ``plane`` summed over each block of ``rows`` (exact integers, ``[rows.outputs, plane width]``)."""
-    rows, repeat = _in_plane_samples(rows, subsampling)
-    if repeat:
-        plane = np.repeat(plane, subsampling, axis=0)
-    narrow = np.uint16 if rows.step * np.iinfo(plane.dtype).max < 1 << 16 else np.int64
-    end = rows.first + rows.step * rows.outputs
-    sums = plane[rows.first:end].reshape(rows.outputs, rows.step, -1).sum(axis=1, dtype=narrow)
-    return sums[::-1] if rows.reverse else sums
-
-
-def block_means(row_sums: np.ndarray, rows: Blocks, columns: Blocks, subsampling: int = 1) -> np.ndarray:
-    """The area averages of the :func:`block_row_sums` of one picture ``[rows, width]``, or of
-    several stacked ``[pictures, rows, width]``: the weights of :func:`_resample` (``1/step`` per
-    sample and axis), summed exactly before one division."""
-    columns, repeat = _in_plane_samples(columns, subsampling)
-    if repeat:
-        row_sums = np.repeat(row_sums, subsampling, axis=-1)
-    span = row_sums[..., columns.first:columns.first + columns.step * columns.outputs]
-    sums = span[..., ::columns.step].astype(np.int64)
-    for offset in range(1, columns.step):  # strided adds: quicker than a reduction along the last axis
-        sums += span[..., offset::columns.step]
-    if columns.reverse:
-        sums = sums[..., ::-1]
-    return sums / float(_in_plane_samples(rows, subsampling)[0].step * columns.step)
 
 
 def _gray(rgb: np.ndarray) -> np.ndarray:
@@ -354,16 +237,8 @@ def yuv420_to_rgb_tensor(
     """One frame of 4:2:0 planes (integer codes, ``bit_depth`` bits) to ``[H, W, 3]`` in ``dtype``
     (bfloat16 as its uint16 bit patterns)."""
     height, width = y.shape
-    mode = resample_mode(antialias, interpolation)
-    blocks = frame_blocks(geometry, mode)
-    if blocks is not None:  # the same weights, quicker: sums of whole blocks
-        planes = [block_means(block_row_sums(plane, blocks[0], subsampling), *blocks, subsampling)
-                  for plane, subsampling in ((y, 1), (u, 2), (v, 2))]
-    else:
-        row_taps, column_taps = _frame_taps(height, width, geometry, mode)
-        planes = [_resample(plane, row_taps, column_taps, subsampling, _frame_row_runs(height, width, geometry, mode,
-                                                                                       subsampling))
-                  for plane, subsampling in ((y, 1), (u, 2), (v, 2))]
+    rows, columns = frame_taps(height, width, geometry, resample_mode(antialias, interpolation))
+    planes = [resample(plane, rows, columns, subsampling) for plane, subsampling in ((y, 1), (u, 2), (v, 2))]
     return planes_to_rgb_tensor(planes, bit_depth=bit_depth, matrix=matrix, color_range=color_range,
                                 transpose=geometry.orientation.transpose, scale=scale, bias=bias, dtype=dtype,
                                 color=color)
@@ -377,37 +252,21 @@ def planes_to_rgb_tensor(planes: list[np.ndarray], *, bit_depth: int, matrix: st
     if transpose:  # [displayed column, displayed row] -> [row, column]
         planes = [np.swapaxes(plane, -1, -2) for plane in planes]
     y_offset, y_scale, c_offset, c_scale, r_cr, g_cb, g_cr, b_cb = color_coefficients(matrix, color_range, bit_depth)
-    # One plane per channel [3, ...], worked on in place: every value takes the kernel's operations in its order.
-    ycc = np.empty((3,) + planes[0].shape)
-    for channel, (plane, offset) in enumerate(zip(planes, (y_offset, c_offset, c_offset))):
-        np.subtract(plane, offset, out=ycc[channel])
-    ycc[0] *= y_scale
-    ycc[1:] *= c_scale
-    luma, cb, cr = ycc
-    rgb = np.empty_like(ycc)
-    red, green, blue = rgb
-    np.add(luma, np.multiply(r_cr, cr, out=red), out=red)
-    np.add(luma, np.multiply(g_cb, cb, out=green), out=green)
-    green += np.multiply(g_cr, cr, out=cr)
-    np.add(luma, np.multiply(b_cb, cb, out=blue), out=blue)
-    np.clip(rgb, 0.0, 1.0, out=rgb)
-    if color.operations:  # the adjustments of one frame, on its [H, W, 3] pixels
-        rgb = np.moveaxis(adjust_colors(np.ascontiguousarray(np.moveaxis(rgb, 0, -1)), color), -1, 0)
-    per_channel = (3,) + (1,) * (rgb.ndim - 1)
-    values = np.multiply(rgb, np.asarray(scale, np.float64).reshape(per_channel), out=rgb)
-    values += np.asarray(bias, np.float64).reshape(per_channel)
+    luma = (planes[0] - y_offset) * y_scale
+    cb, cr = (planes[1] - c_offset) * c_scale, (planes[2] - c_offset) * c_scale
+    rgb = np.clip(np.stack([luma + r_cr * cr, luma + g_cb * cb + g_cr * cr, luma + b_cb * cb], axis=-1), 0.0, 1.0)
+    if color.operations:
+        rgb = adjust_colors(rgb, color)
+    values = rgb * np.asarray(scale, np.float64) + np.asarray(bias, np.float64)
     if dtype == "uint8":
-        values += 0.5
-        np.floor(values, out=values)
-    elif dtype == "bfloat16":
-        values = bfloat16_bits(values)
-    converted = np.empty(values.shape[1:] + (3,), np.uint16 if dtype == "bfloat16" else dtype)
-    converted[...] = np.moveaxis(values, 0, -1)  # cast and interleaved in one pass
-    return converted
+        return np.floor(values + 0.5).astype(np.uint8)
+    if dtype == "bfloat16":
+        return bfloat16_bits(values)
+    return values.astype(dtype)
 
 
 @functools.lru_cache(maxsize=64)
-def _frame_taps(height: int, width: int, geometry: FrameGeometry, mode: int) -> tuple[tuple, tuple]:
+def frame_taps(height: int, width: int, geometry: FrameGeometry, mode: int) -> tuple[tuple, tuple]:
     """The row and column taps of a ``height x width`` picture for ``geometry`` (the same for every
     frame of a clip: computed once)."""
     along_x, along_y = source_windows(geometry)
@@ -416,25 +275,3 @@ def _frame_taps(height: int, width: int, geometry: FrameGeometry, mode: int) -> 
     for array in (*row_taps, *column_taps):
         array.setflags(write=False)  # shared by the cache
     return row_taps, column_taps
-
-
-@functools.lru_cache(maxsize=64)
-def _frame_row_runs(height: int, width: int, geometry: FrameGeometry, mode: int, subsampling: int) -> RowRuns | None:
-    """The :class:`RowRuns` of an area downscale of a ``height x width`` picture's rows for
-    ``geometry``, in a plane ``subsampling`` times smaller; None for other resampling."""
-    if mode != RESAMPLE_AREA:
-        return None
-    runs = _row_runs(_frame_taps(height, width, geometry, mode)[0], subsampling)
-    if runs is not None:
-        for array in (*runs[1:], *(array for group in runs.groups for array in group)):
-            array.setflags(write=False)  # shared by the cache
-    return runs
-
-
-@functools.lru_cache(maxsize=64)
-def frame_blocks(geometry: FrameGeometry, mode: int) -> tuple[Blocks, Blocks] | None:
-    """The row and column :class:`Blocks` of ``geometry`` when both axes are whole-sample area
-    averages (a downscale by a whole factor, as 640x360 to 64x36), else None."""
-    along_x, along_y = source_windows(geometry)
-    rows, columns = window_blocks(along_y, mode), window_blocks(along_x, mode)
-    return None if rows is None or columns is None else (rows, columns)

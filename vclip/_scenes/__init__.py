@@ -1,2 +1,3 @@
 """The scene method of shot detection: per-frame features (NumPy, and CUDA through
-``kernels/shot_features.cu``) and the decisions that turn them into shot boundaries. (Private.)"""
+``kernels/shot_features.cu``), the rules of its decisions, and the decisions that turn the features
+into shot boundaries. (Private.)"""

@@ -1,5 +1,5 @@
 """The scene method's features and gap distances on the GPU: ``kernels/shot_features.cu`` through
-CuPy, with the functions of :mod:`vclip._scenes.shots` (its NumPy twin) on CuPy arrays.
+CuPy, with the functions of :mod:`vclip._scenes.features` (its NumPy twin) on CuPy arrays.
 
 Four kernels in one module, compiled once per machine (CuPy's disk cache, under the lock the
 transform kernel takes), and no CuPy array operation besides allocation and copies: each of those
@@ -16,7 +16,7 @@ import numpy as np
 
 from .._engine.kernel import compiling_once_per_machine
 from .._engine.kernel_args import kernel_source_path
-from .shots import BINS, MAX_GAP, block_grid
+from .features import BINS, MAX_GAP, block_grid
 
 __all__ = ["frame_features", "gap_distances", "recent_features"]
 
@@ -43,7 +43,7 @@ def _blocks_for(threads: int) -> tuple[int]:
 
 
 def frame_features(frames, synchronize: bool = False) -> dict:
-    """Features of RGB uint8 frames ``[n, h, w, 3]`` (CuPy) as :func:`vclip._scenes.shots.frame_features`,
+    """Features of RGB uint8 frames ``[n, h, w, 3]`` (CuPy) as :func:`vclip._scenes.features.frame_features`,
     on their GPU's current stream (``synchronize``: finished when this returns)."""
     import cupy
 
@@ -79,7 +79,7 @@ def _launch_features(frames) -> dict:
 
 
 def gap_distances(features: dict, previous: dict | None) -> dict:
-    """As :func:`vclip._scenes.shots.gap_distances`, of CuPy features, on their GPU's current stream."""
+    """As :func:`vclip._scenes.features.gap_distances`, of CuPy features, on their GPU's current stream."""
     import cupy
 
     hist, blocks = features["H"], features["B"]

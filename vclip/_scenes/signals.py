@@ -14,9 +14,8 @@ from .._index.record import VideoIndex
 from .._outputs.images import to_numpy
 from .._thread_pools import SharedThreadPool, submitted_ahead
 from ..gop import keyframe_chunks
-from . import features_cuda as _shots_cuda
-from . import shots as _shots
-from .shots import SceneSignals
+from . import features, features_cuda
+from .features import SceneSignals
 
 CHUNK_FRAMES = 1024
 """Frames analysed per decode call (chunks start at keyframes) and per float block."""
@@ -62,9 +61,9 @@ def scene_signals(decoder: FrameSource, analysis_width: int,
         frames = decoder.get_frames(np.arange(*chunk), scaling_factor=scaling_factor).data
         if isinstance(frames, np.ndarray):  # in blocks: float32 copies of bounded size
             blocks = (frames[first:first + CHUNK_FRAMES] for first in range(0, frames.shape[0], CHUNK_FRAMES))
-            return [{**_shots.frame_features(block), "thumbnails": _shots.thumbnails(block)} for block in blocks]
-        features = _shots_cuda.frame_features(frames, synchronize=True)  # ready for the caller's stream
-        return [{**features, "thumbnails": _shots.thumbnails(to_numpy(frames))}]
+            return [{**features.frame_features(block), "thumbnails": features.thumbnails(block)} for block in blocks]
+        found = features_cuda.frame_features(frames, synchronize=True)  # ready for the caller's stream
+        return [{**found, "thumbnails": features.thumbnails(to_numpy(frames))}]
 
     parts: dict[str, list] = {"H": [], "B": [], "mean": [], "dark": [], "thumbnails": []}
     previous = None
@@ -72,15 +71,15 @@ def scene_signals(decoder: FrameSource, analysis_width: int,
     chunk_features = (future.result() for future in ahead) if ahead else (features_of(chunk) for chunk in chunks)
     try:
         for (_, stop), blocks in zip(chunks, chunk_features):
-            for features in blocks:
-                shots = _shots if isinstance(features["H"], np.ndarray) else _shots_cuda
-                tables = shots.gap_distances(features, previous)
+            for block in blocks:
+                on_device = features if isinstance(block["H"], np.ndarray) else features_cuda
+                tables = on_device.gap_distances(block, previous)
                 for name in ("H", "B"):
                     parts[name].append(to_numpy(tables[name]))
-                parts["mean"].append(to_numpy(features["mean"]))
-                parts["dark"].append(to_numpy(features["dark"]))
-                parts["thumbnails"].append(features["thumbnails"])
-                previous = shots.recent_features(previous, features)
+                parts["mean"].append(to_numpy(block["mean"]))
+                parts["dark"].append(to_numpy(block["dark"]))
+                parts["thumbnails"].append(block["thumbnails"])
+                previous = on_device.recent_features(previous, block)
             if on_progress is not None:
                 on_progress(stop, index.num_frames)
     finally:
