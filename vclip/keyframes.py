@@ -74,7 +74,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import Callable, Generator, Sequence
-from contextlib import closing
+from contextlib import closing, suppress
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -180,26 +180,45 @@ class Keyframes:
 
         Raises:
             ValueError: ``image_format`` is not ``"jpg"`` or ``"png"``; ``thumbnail_width`` below 16.
+            OSError: An image could not be written (a full disk); the images written before it are
+                removed again (and ``folder`` when this call made it), so none is left half done.
         """
         check_choice("image_format", image_format, IMAGE_FORMATS)
         thumbnail_width = check_integer("thumbnail_width", thumbnail_width, minimum=16)
         folder = Path(folder)
+        made = not folder.exists()
         folder.mkdir(parents=True, exist_ok=True)
         frames = to_numpy(self.frames)
-        records = []
-        for frame, index, seconds in zip(frames, self.frame_indices.tolist(), self.pts_seconds.tolist()):
-            image = write_image(folder / f"frame_{index:06d}.{image_format}", frame)
-            records.append({"file": self.path, "frame_index": index, "pts_seconds": seconds,
-                            "method": self.method, "image": image})
-        if not records:
-            return records
-        columns = columns_for(min(thumbnail_width, frames.shape[2]), len(frames))
-        labels = [f"{i}: {t:.2f}s" for i, t in zip(self.frame_indices.tolist(), self.pts_seconds.tolist())]
-        sheet = contact_sheet([list(frames[i:i + columns]) for i in range(0, len(frames), columns)],
-                              tile_width=thumbnail_width,
-                              tile_labels=[labels[i:i + columns] for i in range(0, len(labels), columns)])
-        write_image(folder / f"contact_sheet.{image_format}", sheet)
+        records: list[dict] = []
+        written: list[str] = []
+        try:
+            for frame, index, seconds in zip(frames, self.frame_indices.tolist(), self.pts_seconds.tolist()):
+                image = write_image(folder / f"frame_{index:06d}.{image_format}", frame)
+                written.append(image)
+                records.append({"file": self.path, "frame_index": index, "pts_seconds": seconds,
+                                "method": self.method, "image": image})
+            if not records:
+                return records
+            columns = columns_for(min(thumbnail_width, frames.shape[2]), len(frames))
+            labels = [f"{i}: {t:.2f}s" for i, t in zip(self.frame_indices.tolist(), self.pts_seconds.tolist())]
+            sheet = contact_sheet([list(frames[i:i + columns]) for i in range(0, len(frames), columns)],
+                                  tile_width=thumbnail_width,
+                                  tile_labels=[labels[i:i + columns] for i in range(0, len(labels), columns)])
+            write_image(folder / f"contact_sheet.{image_format}", sheet)
+        except BaseException:  # a full disk: the video's images go whole or not at all
+            _remove_written(written, folder if made else None)
+            raise
         return records
+
+
+def _remove_written(images: list[str], folder: Path | None) -> None:
+    """Remove the images of a save that failed, and its folder when the save made it and it is empty."""
+    for image in images:
+        with suppress(OSError):
+            os.unlink(image)
+    if folder is not None:
+        with suppress(OSError):
+            folder.rmdir()
 
 
 def extract_keyframes(
