@@ -3,7 +3,9 @@
 On the CPU each video gets one plain PyAV pass over all its packets, with FFmpeg's error
 concealment reporting on, and every frame that comes out is matched to the index by its pts. A
 frame is bad when decoding its packet failed, when FFmpeg flagged it as damaged (concealed), or
-when it never came out. :func:`check_videos` checks many in parallel, one process per core.
+when it never came out; the video is corrupt too when frames come out after the last one its index
+shows (a cut-off end: the index leaves out what the cut damaged and what follows it). :func:`check_videos`
+checks many in parallel, one process per core.
 
 On the GPU (``device="cuda"``, or ``"auto"`` with a usable GPU) every frame goes through
 :class:`~vclip.VideoDecoder`, group of pictures by group of pictures, at a small output size:
@@ -226,6 +228,19 @@ def _check_on_cpu(index: VideoIndex, started: float) -> CheckResult:
     frame_of_packet_pts = dict(zip(index.packet_pts.tolist(), index.packet_frame.tolist()))
     seen = np.zeros(index.num_frames, dtype=bool)
     damage = _Damage()
+    last_pts = int(index.pts[-1])
+    beyond: set[int] = set()  # pts of frames shown after the last indexed one: a cut-off end the index left out
+
+    def match(frame: av.VideoFrame) -> None:
+        number = frame_of_pts.get(frame.pts)
+        if number is None:
+            if frame.pts is not None and frame.pts > last_pts:
+                beyond.add(frame.pts)
+            return
+        seen[number] = True
+        if frame.is_corrupt:
+            damage.add("damaged, concealed by the decoder", [number])
+
     with av.logging.Capture(local=True), open_container(index.path) as container:  # FFmpeg's own log: not shown
         stream = container.streams[index.stream_index]
         context = stream.codec_context
@@ -249,21 +264,15 @@ def _check_on_cpu(index: VideoIndex, started: float) -> CheckResult:
                 damage.add(f"decode error ({error.strerror})", [frame] if frame >= 0 else [])
                 continue
             for frame in frames:
-                number = frame_of_pts.get(frame.pts)
-                if number is None:
-                    continue
-                seen[number] = True
-                if frame.is_corrupt:
-                    damage.add("damaged, concealed by the decoder", [number])
+                match(frame)
         try:
             for frame in context.decode(None):
-                number = frame_of_pts.get(frame.pts)
-                if number is not None:
-                    seen[number] = True
-                    if frame.is_corrupt:
-                        damage.add("damaged, concealed by the decoder", [number])
+                match(frame)
         except av.error.FFmpegError as error:
             damage.add(f"decode error at the end ({error.strerror})", [])
+        if beyond:
+            damage.notes.append(f"{len(beyond)} frames after the last one it can show come out of a cut-off end "
+                                "(truncated: its index leaves them out)")
         _check_length(index, container, stream, damage)
     already = damage.frames()
     missing = [int(f) for f in np.flatnonzero(~seen) if int(f) not in already]
