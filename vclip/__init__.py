@@ -49,7 +49,7 @@ Test videos: ``vclip.synthetic.make_video``.
 Errors (``vclip.errors``, the tree there): VideoError and its kinds (VideoNotFoundError,
 UnreadableVideoError, NotAVideoError, CorruptVideoError, UnsupportedCodecError, NoAudioError),
 ArgumentError for a bad argument; FallbackWarning, TruncatedVideoWarning, RemoteReadWarning,
-CatalogWarning, IndexCacheWarning.
+CatalogWarning, IndexCacheWarning, DamagedHeaderWarning.
 """
 
 from __future__ import annotations
@@ -82,6 +82,7 @@ from .errors import (
     ArgumentError,
     CatalogWarning,
     CorruptVideoError,
+    DamagedHeaderWarning,
     FallbackWarning,
     IndexCacheWarning,
     NoAudioError,
@@ -148,6 +149,7 @@ __all__ = [
     "ColorJitter",
     "ClipStream",
     "CorruptVideoError",
+    "DamagedHeaderWarning",
     "DecodePlan",
     "DecodeSegment",
     "FallbackWarning",

@@ -16,6 +16,7 @@ import numpy as np
 from .._bytes.sources import DEMUX_ERRORS, demux_failure, is_local, open_binary, open_container
 from ..errors import (
     CorruptVideoError,
+    DamagedHeaderWarning,
     NotAVideoError,
     TruncatedVideoWarning,
     UnsupportedCodecError,
@@ -145,17 +146,21 @@ def _stream_fields(container, path: str, stream_index: int | None, file_size: in
         return None
     pixel_format = context.pix_fmt or "unknown"
     lists = (pts, dts, pos, size, key, ref, discard, corrupt, durations)
+    truncated = False
     if container_format == "mpegts" and pos:
-        _leave_out_a_cut_off_end(path, stream, pts, dts, discard, lists,
-                                 _ts_last_packet_is_cut(path, file_size, stream, pos[-1], group),
-                                 _ts_tail(path, file_size, stream.id, pos[-1]) == "lost")
+        truncated = _leave_out_a_cut_off_end(path, stream, pts, dts, discard, lists,
+                                             _ts_last_packet_is_cut(path, file_size, stream, pos[-1], group),
+                                             _ts_tail(path, file_size, stream.id, pos[-1]) == "lost")
     kept = _intact_packets(path, stream, pos, size, corrupt, file_size)
     if kept < len(pos) or kept < len(stream.index_entries):
+        truncated = True
         first_lost = _first_lost_pts(stream, kept, pts[kept] if kept < len(pts) else None)
         for values in lists:
             del values[kept:]
         if first_lost is not None:  # frames shown after the first lost one would leave a gap: not shown
-            discard[:] = [gone or (stamp is not None and stamp >= first_lost) for gone, stamp in zip(discard, pts)]
+            # (strictly after: a lost frame's timestamp is one no kept frame has, so a kept frame at
+            # the bound, a decode time, is shown before it)
+            discard[:] = [gone or (stamp is not None and stamp > first_lost) for gone, stamp in zip(discard, pts)]
         total = len(stream.index_entries) or len(pos) + 1
         warnings.warn(
             f"{path}: truncated: the file ends at byte {file_size}, inside packet {kept} of {total}; its first "
@@ -169,9 +174,11 @@ def _stream_fields(container, path: str, stream_index: int | None, file_size: in
     packet_pts = np.asarray(pts, dtype=np.int64)
     shown = np.flatnonzero(~np.asarray(discard, dtype=bool))
     if shown.size == 0:
+        reason = ("the file is cut off before a frame it can show" if truncated else
+                  "an edit list or composition offsets leave no frame to show")
         raise CorruptVideoError(
             path, f"no decodable frames: all {len(pts)} packets of video stream #{stream.index} are marked discarded "
-            "(an edit list or composition offsets leave no frame to show)"
+            f"({reason})"
         )
     order = shown[np.argsort(packet_pts[shown], kind="stable")]
     frame_pts = packet_pts[order]
@@ -252,13 +259,17 @@ def _side_data_items(frame) -> list:
 
 
 def _sample_aspect_ratio(path: str, stream) -> Fraction:
+    """The stream's pixel aspect ratio; square pixels when it has none, or one no real video has
+    (a damaged header, with a DamagedHeaderWarning: its frames are still fine)."""
     ratio = stream.sample_aspect_ratio or stream.codec_context.sample_aspect_ratio
     if not ratio or ratio <= 0:
         return Fraction(1)
     ratio = Fraction(ratio)
     if not 1 / LARGEST_SAMPLE_ASPECT_RATIO <= ratio <= LARGEST_SAMPLE_ASPECT_RATIO:
-        raise CorruptVideoError(path, f"its pixel aspect ratio {ratio.numerator}:{ratio.denominator} is impossible "
-                                      f"(beyond {LARGEST_SAMPLE_ASPECT_RATIO}:1 either way; a damaged header)")
+        warnings.warn(f"{path}: its pixel aspect ratio {ratio.numerator}:{ratio.denominator} is impossible (beyond "
+                      f"{LARGEST_SAMPLE_ASPECT_RATIO}:1 either way; a damaged header): taken as square pixels",
+                      DamagedHeaderWarning, stacklevel=4)
+        return Fraction(1)
     return ratio
 
 
@@ -300,13 +311,13 @@ def _first_lost_pts(stream, kept: int, cut_pts: int | None) -> int | None:
 
 
 def _leave_out_a_cut_off_end(path: str, stream, pts: list, dts: list, discard: list, lists: tuple,
-                             last_is_cut: bool, next_is_lost: bool) -> None:
+                             last_is_cut: bool, next_is_lost: bool) -> bool:
     """An MPEG-TS file cut off mid-stream (it has no sample table to say so): leave out its cut-off
     last packet (``last_is_cut``), and the frames shown after the first frame the cut lost, which
     would leave a gap; one TruncatedVideoWarning saying what was left out, also when the file ends
     inside a transport packet after the stream's last packet (``next_is_lost``). With B-frames a cut loses frames shown
     before ones already decoded: the frames past a hole among the last frames shown (a gap over 1.5
-    frames, where the stream has none) come after a lost one."""
+    frames, where the stream has none) come after a lost one. Returns whether the file is cut off."""
     cut_pts = None
     if last_is_cut:
         cut_pts = pts[-1]
@@ -318,7 +329,7 @@ def _leave_out_a_cut_off_end(path: str, stream, pts: list, dts: list, discard: l
     after = [not gone and stamp is not None and first_lost is not None and stamp >= first_lost
              for gone, stamp in zip(discard, pts)]
     if not last_is_cut and not next_is_lost and not any(after):
-        return
+        return False
     discard[:] = [gone or later for gone, later in zip(discard, after)]
     if last_is_cut:
         what = (f"ends inside the last packet of video stream #{stream.index} (packet {len(pts)}, decode order); "
@@ -328,6 +339,7 @@ def _leave_out_a_cut_off_end(path: str, stream, pts: list, dts: list, discard: l
     if any(after):
         what += f", and the {sum(after)} frames shown after the first lost one"
     warnings.warn(f"{path}: truncated: the file {what}", TruncatedVideoWarning, stacklevel=5)
+    return True
 
 
 _REORDER_WINDOW = 16  # packets a frame may be decoded ahead of those it is shown after (H.264's largest)
