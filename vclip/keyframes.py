@@ -74,7 +74,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import Callable, Generator, Sequence
-from contextlib import closing, suppress
+from contextlib import closing
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -86,6 +86,7 @@ from ._engine.processes import THREADS_PER_PROCESS
 from ._jobs.cpu_beside_gpu import BesideCpuDecoders, resolve_cpu_decoders
 from ._jobs.runner import InThisThread, Outcome, Processes, Runner, Threads, choose_runner
 from ._machine import usable_cores
+from ._outputs.files import all_or_none
 from ._outputs.images import IMAGE_FORMATS, columns_for, contact_sheet, to_numpy, write_image
 from ._scenes.shots import ShotBoundary, shot_boundaries
 from ._scenes.signals import scene_signals
@@ -185,18 +186,13 @@ class Keyframes:
         """
         check_choice("image_format", image_format, IMAGE_FORMATS)
         thumbnail_width = check_integer("thumbnail_width", thumbnail_width, minimum=16)
-        folder = Path(folder)
-        made = not folder.exists()
-        folder.mkdir(parents=True, exist_ok=True)
         frames = to_numpy(self.frames)
         records: list[dict] = []
-        written: list[str] = []
-        try:
+        with all_or_none(folder) as written:  # a full disk: the video's images go whole or not at all
             for frame, index, seconds in zip(frames, self.frame_indices.tolist(), self.pts_seconds.tolist()):
-                image = write_image(folder / f"frame_{index:06d}.{image_format}", frame)
-                written.append(image)
+                written.append(write_image(Path(folder) / f"frame_{index:06d}.{image_format}", frame))
                 records.append({"file": self.path, "frame_index": index, "pts_seconds": seconds,
-                                "method": self.method, "image": image})
+                                "method": self.method, "image": written[-1]})
             if not records:
                 return records
             columns = columns_for(min(thumbnail_width, frames.shape[2]), len(frames))
@@ -204,21 +200,8 @@ class Keyframes:
             sheet = contact_sheet([list(frames[i:i + columns]) for i in range(0, len(frames), columns)],
                                   tile_width=thumbnail_width,
                                   tile_labels=[labels[i:i + columns] for i in range(0, len(labels), columns)])
-            write_image(folder / f"contact_sheet.{image_format}", sheet)
-        except BaseException:  # a full disk: the video's images go whole or not at all
-            _remove_written(written, folder if made else None)
-            raise
+            written.append(write_image(Path(folder) / f"contact_sheet.{image_format}", sheet))
         return records
-
-
-def _remove_written(images: list[str], folder: Path | None) -> None:
-    """Remove the images of a save that failed, and its folder when the save made it and it is empty."""
-    for image in images:
-        with suppress(OSError):
-            os.unlink(image)
-    if folder is not None:
-        with suppress(OSError):
-            folder.rmdir()
 
 
 def extract_keyframes(
