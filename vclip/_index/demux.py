@@ -315,9 +315,10 @@ def _leave_out_a_cut_off_end(path: str, stream, pts: list, dts: list, discard: l
     """An MPEG-TS file cut off mid-stream (it has no sample table to say so): leave out its cut-off
     last packet (``last_is_cut``), and the frames shown after the first frame the cut lost, which
     would leave a gap; one TruncatedVideoWarning saying what was left out, also when the file ends
-    inside a transport packet after the stream's last packet (``next_is_lost``). With B-frames a cut loses frames shown
-    before ones already decoded: the frames past a hole among the last frames shown (a gap over 1.5
-    frames, where the stream has none) come after a lost one. Returns whether the file is cut off."""
+    inside a transport packet after the stream's last packet (``next_is_lost``). With B-frames a
+    cut loses frames shown before ones already decoded: the frames past a hole among the last
+    frames shown (a gap over 1.5 frames, where the stream has none) come after a lost one.
+    Returns whether the file is cut off."""
     cut_pts = None
     if last_is_cut:
         cut_pts = pts[-1]
