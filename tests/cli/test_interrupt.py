@@ -33,7 +33,6 @@ def _commands(videos: list[str], out: Path) -> dict[str, list[str]]:
         "keyframes": ["keyframes", *videos, "--out", str(out / "frames"), "--workers", "2"],
         "index": ["index", *videos, "--out", str(out / "catalog.parquet"), "--workers", "2"],
         "check": ["check", *videos, "--workers", "2", "--device", "cpu"],
-        "shard": ["shard", os.path.dirname(videos[0]), "--out", str(out / "shard-{000000}.tar"), "--max-count", "1"],
         "demo": ["demo", "--out", str(out / "demo"), "--device", "cpu"],
     }
 
@@ -43,6 +42,18 @@ def _session_of(pid: int) -> int | None:
         return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[3])
     except (OSError, IndexError, ValueError):
         return None
+
+
+def _starting_workers(session: int) -> bool:
+    """Whether a worker process of the session (not its resource tracker) is there, importing or at work."""
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and _session_of(int(entry)) == session:
+            try:
+                if b"spawn_main" in Path(f"/proc/{entry}/cmdline").read_bytes():
+                    return True
+            except OSError:
+                pass
+    return False
 
 
 def _open_files(session: int) -> set[str]:
@@ -64,17 +75,28 @@ def _open_files(session: int) -> set[str]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("command", ["info", "sample", "keyframes", "index", "check", "shard", "demo"])
-def test_ctrl_c_stops_a_command_with_status_130_and_one_line(videos, tmp_path, command):
+@pytest.mark.parametrize(("command", "when"), [
+    *((command, "at work") for command in ("info", "sample", "keyframes", "index", "check", "demo")),
+    *((command, "while its workers start") for command in ("keyframes", "index", "check")),
+])
+def test_ctrl_c_stops_a_command_with_status_130_and_one_line(videos, tmp_path, command, when):
+    """``when``: once a process of the command holds one of its files open, or as soon as a worker
+    process exists (it still imports its modules: Ctrl-C stopped it there with a traceback)."""
     if command == "index":
         require_extra("pyarrow")
     folders = (os.path.dirname(videos[0]), str(tmp_path))
     process = subprocess.Popen([sys.executable, "-m", "vclip", *_commands(videos, tmp_path)[command]],
                                env=child_environment(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                stderr=subprocess.PIPE, text=True, start_new_session=True)
+
+    def ready() -> bool:
+        if when == "at work":
+            return any(path.startswith(folders) for path in _open_files(process.pid))
+        return _starting_workers(process.pid)
+
     try:
         deadline = time.monotonic() + _START_SECONDS
-        while not any(path.startswith(folders) for path in _open_files(process.pid)):
+        while not ready():
             assert process.poll() is None, f"vclip {command} ended before it was interrupted"
             assert time.monotonic() < deadline, f"vclip {command} opened none of its files"
             time.sleep(0.002)

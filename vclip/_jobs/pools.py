@@ -15,7 +15,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, Thr
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
-from .child_process import watch_parent
+from .child_process import interrupts_held, watch_parent
 
 _EXIT_CODE_WAIT_SECONDS = 5.0  # for a dead worker's exit code (the pool stops the others at once)
 
@@ -115,12 +115,14 @@ class _ProcessPool(_Pool):
     def __init__(self, function: Callable, workers: int):
         self.function = function
         self.tasks: dict = {}
-        self.executor = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
-                                            initializer=_start_worker, initargs=(os.getpid(),))
+        with interrupts_held():  # the workers start with Ctrl-C blocked: this process stops them
+            self.executor = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
+                                                initializer=_start_worker, initargs=(os.getpid(),))
         try:
             # The executor spawns a worker for each task sent while none is idle: one task each starts
             # them all at once, not one per task of the run; the first answer shows that they start.
-            starts = [self.executor.submit(_ready) for _ in range(workers)]
+            with interrupts_held():
+                starts = [self.executor.submit(_ready) for _ in range(workers)]
             starts[0].result()
         except BrokenProcessPool:
             self.close((), abandon=True)
