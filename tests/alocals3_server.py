@@ -126,7 +126,7 @@ def alocals3_server(executable: str, folder: str | os.PathLike) -> Iterator[Aloc
     port = _free_port()
     log = open(folder / "server.log", "wb")
     process = subprocess.Popen(
-        [executable, "--host", "127.0.0.1", "--port", str(port), "--database-url", f"sqlite://{folder}/meta.db",
+        [executable, "--host", "127.0.0.1", "--port", str(port), "--database-url", f"sqlite:///{folder.resolve()}/meta.db",
          "--storage-root", str(folder / "objects"), "--log-level", "warn", "--disable-gc", "--min-free-bytes", "0",
          "--lifecycle-interval-secs", "0"],
         stdin=subprocess.DEVNULL, stdout=log, stderr=log)
