@@ -13,12 +13,35 @@
    where the server counts every byte: against the members' own bytes, what the demux pass needs.
 3. ``train``: the train workload of benchmarks/loader.py (batches of 8 clips, 16 frames at stride 2,
    224x224 ImageNet-normalized) on ``--train-videos`` videos of the ``--set`` set written into shards
-   of ``--shard-size``, read from ``--source`` (``s3``: a local S3-compatible server, moto, through
-   s3fs; ``http``; ``local``: the shards on disk) against the same videos as local files, in
-   ``--repeats`` alternated passes (medians); the first batches are checked equal.
+   of ``--shard-size``, read from ``--source`` (``s3``: a local S3-compatible server through s3fs;
+   ``http``; ``local``: the shards on disk) against the same videos as local files, in
+   ``--repeats`` alternated passes (medians); the first batches are checked equal. The S3 server is
+   ``--s3-server``: ``alocals3`` (the default), which reads only the range each request asks for,
+   as a real object store does, or ``moto``, which reads the whole object for every range request
+   (so it cannot show what S3 costs). Also timed: one 256 kB range GET from the middle of a shard
+   and of a file, the server's own cost per range.
 
     python benchmarks/shards.py --out results/ --parts bytes,index              # CPU: bytes per clip, indexing
     python benchmarks/shards.py --out results/ --parts train --device cuda --source s3 --set 1080p --train-videos 8
+
+alocals3's server is a static executable inside its wheel (0.11.2, on PyPI for Python 3.12 and
+later; any Python runs the executable). On a machine without network access, bring the wheel as a
+file: fetch it where there is network,
+
+    pip download alocals3==0.11.2 --no-deps --only-binary=:all: --python-version 3.12 \
+        --platform manylinux_2_28_x86_64 -d wheels/
+
+copy ``wheels/alocals3-0.11.2-cp312-abi3-manylinux_2_28_x86_64.whl`` over, and name it:
+
+    python benchmarks/shards.py --out results/ --parts train --device cuda --source s3 --set 1080p \
+        --train-videos 8 --alocals3 wheels/alocals3-0.11.2-cp312-abi3-manylinux_2_28_x86_64.whl
+
+The benchmark unpacks the executable from the wheel into ``--work``, starts it on a free 127.0.0.1
+port with its database and objects in ``--work`` (tests/alocals3_server.py), uploads the shards
+with plain HTTP PUTs, points fsspec's ``s3`` at ``http://127.0.0.1:PORT/s3`` with path-style
+addressing, and stops the server at the end. ``--alocals3`` also takes the executable itself;
+without it, the installed alocals3 package's (or ``$VCLIP_ALOCALS3``'s) is used. The S3 source
+needs the remote extra (s3fs); moto needs the test extra.
 """
 
 from __future__ import annotations
@@ -37,12 +60,13 @@ from common import make_video_set, save_results
 from remote import _clips_per_second, _loader, _long_video
 
 import vclip
-from vclip import _sources
+from vclip._bytes import sources as _sources
 from vclip._outputs.images import to_numpy
 from vclip.synthetic import BARCODE_BITS, make_video, read_barcode
 from vclip.webdataset import WebDatasetSource, write_shards
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from alocals3_server import alocals3_executable, alocals3_server
 from range_server import range_server, s3_server
 
 LENGTH, STRIDE = 16, 2
@@ -166,7 +190,8 @@ def index_members(work: Path, members: int, per_shard: int, distinct: int, worke
 
 # -- 3. the train workload from shards ------------------------------------------------------------------
 def train_from_shards(work: Path, video_set: str, count: int, shard_size: str, source: str, device: str,
-                      batches: int, warmup: int, processes: int, repeats: int) -> dict:
+                      batches: int, warmup: int, processes: int, repeats: int, s3_server_kind: str = "alocals3",
+                      alocals3: str | None = None) -> dict:
     paths = make_video_set(work, video_set, count=count)
     shards = work / f"train_shards_{video_set}_{count}"
     shutil.rmtree(shards, ignore_errors=True)
@@ -193,41 +218,80 @@ def train_from_shards(work: Path, video_set: str, count: int, shard_size: str, s
     facts = {"set": video_set, "videos": len(paths), "shards": len(names), "shard_bytes": written.bytes,
              "source": source, "batches": batches, "warmup_batches": warmup, "decode_processes": processes,
              "repeats": repeats}
+    if source == "s3":
+        facts["s3_server"] = s3_server_kind
     if source == "local":
         return {**facts, **measure([video.path for video in WebDatasetSource(str(shards / pattern)).videos])}
     if source == "http":
         with range_server(shards) as server:
             return {**facts, **measure([video.path for video in WebDatasetSource(server.url(pattern)).videos])}
-    import boto3
-
     for name, value in (("AWS_ACCESS_KEY_ID", "testing"), ("AWS_SECRET_ACCESS_KEY", "testing"),
                         ("AWS_DEFAULT_REGION", "us-east-1")):
         os.environ[name] = value
-    with s3_server() as endpoint:
-        os.environ["FSSPEC_S3_ENDPOINT_URL"] = endpoint  # decode processes read fsspec's config from here
-        import fsspec
+    if s3_server_kind == "alocals3":
+        executable = alocals3_executable(alocals3, folder=work)
+        if executable is None:
+            raise SystemExit("--s3-server alocals3: name its wheel or executable with --alocals3 (see the docstring)")
+        with alocals3_server(executable, work / "alocals3") as server:
+            _point_fsspec_at(server.fsspec_options())
+            server.create_bucket("shards")
+            for file in sorted(shards.iterdir()):
+                server.put("shards", f"train/{file.name}", file)
+            server.put("shards", "files/video.mp4", paths[0])
+            members = [video.path for video in WebDatasetSource(f"s3://shards/train/{pattern}").videos]
 
-        fsspec.config.conf["s3"] = {"endpoint_url": endpoint}
+            def range_get(key: str, start: int, length: int) -> bytes:
+                return server.get_range("shards", key, start, length)
+
+            sizes = {key: os.path.getsize(file) for key, file in ((f"train/{names[0]}", shards / names[0]),
+                                                                  ("files/video.mp4", paths[0]))}
+            return {**facts, "server_range_get_seconds": {
+                "shard": _range_get_seconds(range_get, f"train/{names[0]}", sizes[f"train/{names[0]}"]),
+                "file": _range_get_seconds(range_get, "files/video.mp4", sizes["files/video.mp4"])},
+                **measure(members)}
+    import boto3
+
+    with s3_server() as endpoint:
+        _point_fsspec_at({"endpoint_url": endpoint})
         client = boto3.client("s3", endpoint_url=endpoint)
         client.create_bucket(Bucket="shards")
         for file in sorted(shards.iterdir()):
             client.upload_file(str(file), "shards", f"train/{file.name}")
         members = [video.path for video in WebDatasetSource(f"s3://shards/train/{pattern}").videos]
         client.upload_file(paths[0], "shards", "files/video.mp4")
-        return {**facts, "server_range_get_seconds": {"shard": _range_get_seconds(client, f"train/{names[0]}"),
-                                                      "file": _range_get_seconds(client, "files/video.mp4")},
-                **measure(members)}
+
+        def range_get(key: str, start: int, length: int) -> bytes:
+            answer = client.get_object(Bucket="shards", Key=key, Range=f"bytes={start}-{start + length - 1}")
+            return answer["Body"].read()
+
+        sizes = {key: client.head_object(Bucket="shards", Key=key)["ContentLength"]
+                 for key in (f"train/{names[0]}", "files/video.mp4")}
+        return {**facts, "server_range_get_seconds": {
+            "shard": _range_get_seconds(range_get, f"train/{names[0]}", sizes[f"train/{names[0]}"]),
+            "file": _range_get_seconds(range_get, "files/video.mp4", sizes["files/video.mp4"])},
+            **measure(members)}
 
 
-def _range_get_seconds(client, key: str, requests: int = 20, length: int = 256 << 10) -> float:
-    """Median seconds of one GET of ``length`` bytes from the middle of object ``key``: what the
-    server itself costs per range read (moto reads the whole object for each)."""
-    size = client.head_object(Bucket="shards", Key=key)["ContentLength"]
+def _point_fsspec_at(options: dict) -> None:
+    """fsspec's ``s3`` options for this process and, through the environment, for decode processes."""
+    import json
+
+    import fsspec
+
+    os.environ["FSSPEC_S3"] = json.dumps(options)
+    fsspec.config.conf["s3"] = dict(options)
+
+
+def _range_get_seconds(range_get, key: str, size: int, requests: int = 20, length: int = 256 << 10) -> float:
+    """Median seconds of one GET of ``length`` bytes from the middle of object ``key`` (``size``
+    bytes) with ``range_get(key, start, length)``: what the server itself costs per range read
+    (moto reads the whole object for each)."""
     start = max(0, size // 2 - length)
     times = []
     for _ in range(requests):
         began = time.perf_counter()
-        client.get_object(Bucket="shards", Key=key, Range=f"bytes={start}-{start + length - 1}")["Body"].read()
+        if len(range_get(key, start, length)) != min(length, size - start):
+            raise AssertionError(f"{key}: the range GET answered another length")
         times.append(time.perf_counter() - began)
     return statistics.median(times)
 
@@ -250,6 +314,11 @@ def main() -> None:
     parser.add_argument("--train-videos", type=int, default=8, help="train: videos of the set (default 8)")
     parser.add_argument("--shard-size", default="1GB", help="train: largest shard (default 1GB)")
     parser.add_argument("--source", default="s3", choices=("s3", "http", "local"), help="train: where the shards are")
+    parser.add_argument("--s3-server", default="alocals3", choices=("alocals3", "moto"),
+                        help="train: the local S3 server (default alocals3, which reads only the ranges asked for)")
+    parser.add_argument("--alocals3", default=None, metavar="WHEEL_OR_EXECUTABLE",
+                        help="train: alocals3's wheel (its server is unpacked from it) or server executable "
+                             "(default: the installed alocals3 package's, or $VCLIP_ALOCALS3)")
     parser.add_argument("--batches", type=int, default=10, help="train: timed batches (default 10)")
     parser.add_argument("--warmup", type=int, default=2, help="train: batches before timing (default 2)")
     parser.add_argument("--repeats", type=int, default=3, help="train: alternated passes (default 3)")
@@ -279,7 +348,8 @@ def main() -> None:
         results["index"] = found
     if "train" in parts:
         found = train_from_shards(work, args.set, args.train_videos, args.shard_size, args.source, args.device,
-                                  args.batches, args.warmup, args.processes, args.repeats)
+                                  args.batches, args.warmup, args.processes, args.repeats, args.s3_server,
+                                  args.alocals3)
         rates = found["clips_per_second"]
         print(f"train from {args.source} shards {rates['shards']:.1f} clips/s, files {rates['files']:.1f} clips/s "
               f"({rates['shards_over_files']:.2f}x)" + (
@@ -287,7 +357,8 @@ def main() -> None:
                       **found["server_range_get_seconds"]) if "server_range_get_seconds" in found else ""))
         results["train"] = found
     name = "shards" if parts == ["bytes", "index"] else "shards_" + "_".join(parts) + (
-        f"_{args.source}" if "train" in parts else "")
+        f"_{args.source}" if "train" in parts else "") + (
+        f"_{args.s3_server}" if "train" in parts and args.source == "s3" else "")
     print(save_results(name, results, args.out))
 
 

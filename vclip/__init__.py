@@ -50,7 +50,8 @@ Errors (``vclip.errors``, the tree there): VideoError and its kinds (VideoNotFou
 UnreadableVideoError, NotAVideoError, CorruptVideoError, UnsupportedCodecError, NoAudioError,
 NoClipFitsError), ArgumentError for a bad argument (FrameIndexError, PathNotFoundError,
 NotInCatalogError); each also derives from the built-in exception it takes the place of;
-FallbackWarning, TruncatedVideoWarning, RemoteReadWarning, CatalogWarning, IndexCacheWarning.
+FallbackWarning, TruncatedVideoWarning, RemoteReadWarning, CatalogWarning, IndexCacheWarning,
+DamagedHeaderWarning.
 """
 
 from __future__ import annotations
@@ -83,6 +84,7 @@ from .errors import (
     ArgumentError,
     CatalogWarning,
     CorruptVideoError,
+    DamagedHeaderWarning,
     FallbackWarning,
     FrameIndexError,
     IndexCacheWarning,
@@ -153,6 +155,7 @@ __all__ = [
     "ColorJitter",
     "ClipStream",
     "CorruptVideoError",
+    "DamagedHeaderWarning",
     "DecodePlan",
     "DecodeSegment",
     "FallbackWarning",

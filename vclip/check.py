@@ -4,8 +4,10 @@ On the CPU each video gets one plain PyAV pass over all its packets, with FFmpeg
 concealment reporting on, and every frame that comes out is matched to the index by its pts. A
 frame is bad when decoding its packet failed, when FFmpeg flagged it as damaged (concealed), when
 it was decoded from such a frame (every frame after a damaged reference picture in decode order,
-up to the next keyframe: FFmpeg flags only the damaged picture itself), or when it never came out.
-:func:`check_videos` checks many in parallel, one process per core.
+up to the next keyframe: FFmpeg flags only the damaged picture itself), or when it never came out;
+the video is corrupt too when frames come out after the last one its index shows (a cut-off end: the
+index leaves out what the cut damaged and what follows it). :func:`check_videos` checks many in
+parallel, one process per core.
 
 On the GPU (``device="cuda"``, or ``"auto"`` with a usable GPU) every frame goes through
 :class:`~vclip.VideoDecoder`, group of pictures by group of pictures, at a small output size:
@@ -228,6 +230,20 @@ def _check_on_cpu(index: VideoIndex, started: float) -> CheckResult:
     frame_of_packet_pts = dict(zip(index.packet_pts.tolist(), index.packet_frame.tolist()))
     seen = np.zeros(index.num_frames, dtype=bool)
     damage = _Damage()
+    last_pts = int(index.pts[-1])
+    beyond: set[int] = set()  # pts of frames shown after the last indexed one: a cut-off end the index left out
+
+    def match(frame: av.VideoFrame) -> None:
+        number = frame_of_pts.get(frame.pts)
+        if number is None:
+            if frame.pts is not None and frame.pts > last_pts:
+                beyond.add(frame.pts)
+            return
+        seen[number] = True
+        if frame.is_corrupt:
+            damage.add("damaged, concealed by the decoder", [number])
+            _add_decoded_from(index, number, damage)
+
     with av.logging.Capture(local=True), open_container(index.path) as container:  # FFmpeg's own log: not shown
         stream = container.streams[index.stream_index]
         context = stream.codec_context
@@ -252,31 +268,22 @@ def _check_on_cpu(index: VideoIndex, started: float) -> CheckResult:
                 if frame >= 0:
                     _add_decoded_from(index, frame, damage)
                 continue
-            _note_frames(frames, frame_of_pts, seen, index, damage)
+            for frame in frames:
+                match(frame)
         try:
-            _note_frames(context.decode(None), frame_of_pts, seen, index, damage)
+            for frame in context.decode(None):
+                match(frame)
         except av.error.FFmpegError as error:
             damage.add(f"decode error at the end ({error.strerror})", [])
+        if beyond:
+            damage.notes.append(f"{len(beyond)} frames after the last one it can show come out of a cut-off end "
+                                "(truncated: its index leaves them out)")
         _check_length(index, container, stream, damage)
     already = damage.frames()
     missing = [int(f) for f in np.flatnonzero(~seen) if int(f) not in already]
     if missing:
         damage.add("never came out of the decoder", missing)
     return damage.result(index.path, index.num_frames, "cpu", started)
-
-
-def _note_frames(frames: Iterable[av.VideoFrame], frame_of_pts: dict[int, int], seen: np.ndarray,
-                 index: VideoIndex, damage: _Damage) -> None:
-    """Mark the frames that came out as seen; those FFmpeg flagged as concealed are damaged, with
-    the frames decoded from them."""
-    for frame in frames:
-        number = None if frame.pts is None else frame_of_pts.get(frame.pts)
-        if number is None:
-            continue
-        seen[number] = True
-        if frame.is_corrupt:
-            damage.add("damaged, concealed by the decoder", [number])
-            _add_decoded_from(index, number, damage)
 
 
 def _add_decoded_from(index: VideoIndex, frame: int, damage: _Damage) -> None:

@@ -21,7 +21,8 @@ a bad argument repeats the value and says what is allowed.
     ├── TruncatedVideoWarning       a cut-off last frame was left out of an index
     ├── IndexCacheWarning           the index cache folder cannot be used safely
     ├── CatalogWarning              a catalogued video changed and was indexed again
-    └── RemoteReadWarning           a server makes remote reads costly (it ignores Range)
+    ├── RemoteReadWarning           a server makes remote reads costly (it ignores Range)
+    └── DamagedHeaderWarning        an impossible value of a header was ignored
 
 The exported classes are also names of the package (``vclip.VideoError``...) and say so in their
 ``__module__``. Each class that takes the place of a built-in exception also derives from it, so
@@ -68,6 +69,7 @@ __all__ = [
     "IndexCacheWarning",
     "CatalogWarning",
     "RemoteReadWarning",
+    "DamagedHeaderWarning",
     "video_error_from_os_error",
     "os_reason",
     "fail",
@@ -181,10 +183,15 @@ class RemoteReadWarning(UserWarning):
     file (within ``vclip.set_remote_options(spill_limit=...)``) and reads it from there."""
 
 
+class DamagedHeaderWarning(UserWarning):
+    """A video's header holds a value no real video has, which vclip ignores while the frames are
+    fine (a pixel aspect ratio beyond 16:1 is taken as square pixels)."""
+
+
 _EXPORTED = (VideoError, VideoNotFoundError, UnreadableVideoError, NotAVideoError, CorruptVideoError,
              UnsupportedCodecError, NoAudioError, NoClipFitsError, ArgumentError, FrameIndexError, PathNotFoundError,
              NotInCatalogError, FallbackWarning, TruncatedVideoWarning, IndexCacheWarning, CatalogWarning,
-             RemoteReadWarning)
+             RemoteReadWarning, DamagedHeaderWarning)
 for _class in _EXPORTED:
     _class.__module__ = "vclip"
 

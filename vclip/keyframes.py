@@ -83,6 +83,7 @@ from ._engine.processes import THREADS_PER_PROCESS
 from ._jobs.cpu_beside_gpu import BesideCpuDecoders, resolve_cpu_decoders
 from ._jobs.runner import InThisThread, Outcome, Processes, Runner, Threads, choose_runner
 from ._machine import usable_cores
+from ._outputs.files import all_or_none
 from ._outputs.images import IMAGE_FORMATS, columns_for, contact_sheet, to_numpy, write_image
 from ._scenes.rules import CutRules, DissolveRules, FadeRules, FlashRules, SceneRules, UsualChangeRules, check_rules
 from ._scenes.shots import ShotBoundary, shot_boundaries
@@ -184,29 +185,31 @@ class Keyframes:
 
         Raises:
             ValueError: ``image_format`` is not ``"jpg"`` or ``"png"``; ``thumbnail_width`` below 16.
+            OSError: An image could not be written (a full disk); the images written before it are
+                removed again (and ``folder`` when this call made it), so none is left half done.
         """
         check_choice("image_format", image_format, IMAGE_FORMATS)
         thumbnail_width = check_integer("thumbnail_width", thumbnail_width, minimum=16)
-        folder = Path(folder)
-        folder.mkdir(parents=True, exist_ok=True)
         frames = to_numpy(self.frames)
-        records = []
-        for number, (frame, index, seconds) in enumerate(zip(frames, self.frame_indices.tolist(),
-                                                             self.pts_seconds.tolist())):
-            image = write_image(folder / f"frame_{index:06d}.{image_format}", frame)
-            records.append({"file": self.path, "frame_index": index, "pts_seconds": seconds,
-                            "method": self.method, "image": image})
-            if self.boundaries is not None:
-                boundary = self.boundaries[number]
-                records[-1].update(transition=boundary and boundary.kind, transition_start=boundary and boundary.start)
-        if not records:
-            return records
-        columns = columns_for(min(thumbnail_width, frames.shape[2]), len(frames))
-        labels = [f"{i}: {t:.2f}s" for i, t in zip(self.frame_indices.tolist(), self.pts_seconds.tolist())]
-        sheet = contact_sheet([list(frames[i:i + columns]) for i in range(0, len(frames), columns)],
-                              tile_width=thumbnail_width,
-                              tile_labels=[labels[i:i + columns] for i in range(0, len(labels), columns)])
-        write_image(folder / f"contact_sheet.{image_format}", sheet)
+        records: list[dict] = []
+        with all_or_none(folder) as written:  # a full disk: the video's images go whole or not at all
+            for number, (frame, index, seconds) in enumerate(zip(frames, self.frame_indices.tolist(),
+                                                                 self.pts_seconds.tolist())):
+                written.append(write_image(Path(folder) / f"frame_{index:06d}.{image_format}", frame))
+                records.append({"file": self.path, "frame_index": index, "pts_seconds": seconds,
+                                "method": self.method, "image": written[-1]})
+                if self.boundaries is not None:
+                    boundary = self.boundaries[number]
+                    records[-1].update(transition=boundary and boundary.kind,
+                                       transition_start=boundary and boundary.start)
+            if not records:
+                return records
+            columns = columns_for(min(thumbnail_width, frames.shape[2]), len(frames))
+            labels = [f"{i}: {t:.2f}s" for i, t in zip(self.frame_indices.tolist(), self.pts_seconds.tolist())]
+            sheet = contact_sheet([list(frames[i:i + columns]) for i in range(0, len(frames), columns)],
+                                  tile_width=thumbnail_width,
+                                  tile_labels=[labels[i:i + columns] for i in range(0, len(labels), columns)])
+            written.append(write_image(Path(folder) / f"contact_sheet.{image_format}", sheet))
         return records
 
 

@@ -23,6 +23,7 @@ import numpy as np
 
 from ._index.orientation import UPRIGHT, Orientation
 from ._transforms.augment import (
+    LARGEST_OUTPUT_SIDE,
     NO_CHANGE_FACTORS,
     NO_COLOR_CHANGE,
     Augmentations,
@@ -33,6 +34,7 @@ from ._transforms.augment import (
     RandomResizedCrop,
     RandomShortSideScale,
     SampleDraw,
+    check_output_size,
 )
 from .errors import (
     ArgumentError,
@@ -40,7 +42,6 @@ from .errors import (
     check_flag,
     check_integer,
     check_number,
-    check_size,
     fail,
     is_integer,
 )
@@ -85,13 +86,13 @@ def _size_or_none(name: str, value: Any, meaning_of_int: str, others: str = "") 
     if value is None:
         return None
     expected = (f"a positive integer ({meaning_of_int}), a (height, width) pair of positive integers, "
-                f"{others + ', ' if others else ''}or None")
+                f"{others + ', ' if others else ''}or None; sides at most {LARGEST_OUTPUT_SIDE}")
     if is_integer(value):
-        if value < 1:
+        if not 1 <= value <= LARGEST_OUTPUT_SIDE:
             raise fail(name, value, expected)
         return int(value)
     try:
-        return check_size(name, value)
+        return check_output_size(name, value)
     except ArgumentError:
         raise fail(name, value, expected) from None
 
@@ -150,7 +151,7 @@ class TransformSpec:
             :class:`RandomShortSideScale` (a random shorter side per clip; needs a fixed-size crop).
         crop: None, an int (square) or ``(height, width)``, taken after the resize (where
             ``crop_mode`` says); or a :class:`RandomResizedCrop` or :class:`MultiScaleCrop`: a
-            random window resampled to its ``size``.
+            random window resampled to its ``size``. Sides of a resize or crop are at most 16384.
         crop_mode: ``"center"`` or ``"random"`` (seeded, one offset per clip), for a fixed-size crop.
         flip_probability: Chance that a clip is mirrored left-right (seeded, per clip).
         color_jitter: Random brightness, contrast, saturation and hue (:class:`ColorJitter`), or None.
@@ -162,7 +163,8 @@ class TransformSpec:
             Needs a fixed-size crop with ``crop_mode="center"``. The clip is decoded once.
         per_frame: Draw the random choices (crop, scale, flip, colour) for each frame instead of
             once per clip.
-        mean, std: Per-channel normalization in [0, 1] units: ``(x - mean) / std``. Float dtypes only.
+        mean, std: Per-channel normalization in [0, 1] units: ``(x - mean) / std``. Float dtypes
+            only; the values must stay finite in the dtype (float16: at most 65504).
         dtype: ``"uint8"`` (0-255), ``"float16"``, ``"float32"`` or ``"bfloat16"`` (0-1 before
             normalization). NumPy and CuPy have no bfloat16: its values come as their uint16 bit
             patterns in NumPy/CuPy results (``Frames.torch()`` and ``ClipBatch.data`` are bfloat16).
@@ -179,8 +181,9 @@ class TransformSpec:
 
     Raises:
         ArgumentError: (a ``ValueError`` and a ``TypeError``) A bad size, probability, choice,
-            normalization with uint8, a combination that cannot be drawn (e.g. a random short side
-            without a fixed-size crop); the message echoes the value and names what is allowed.
+            normalization with uint8 or one whose values overflow the dtype, a combination that
+            cannot be drawn (e.g. a random short side without a fixed-size crop); the message
+            echoes the value and names what is allowed.
     """
 
     resize: int | tuple[int, int] | RandomShortSideScale | None = None
@@ -231,6 +234,7 @@ class TransformSpec:
             if self.dtype == "uint8":
                 raise fail("dtype", self.dtype, "'float16' or 'float32' (or 'bfloat16') when mean and std normalize "
                                                 "the values")
+            self._check_normalized_range()
         self._check_combination()
 
     def __repr__(self) -> str:
@@ -238,6 +242,17 @@ class TransformSpec:
         # ClipLoader's resume fingerprint, which must not change for a spec that uses none of them.
         shown = [f for f in fields(self) if f.name not in _LATER_FIELDS or getattr(self, f.name) != f.default]
         return f"TransformSpec({', '.join(f'{f.name}={getattr(self, f.name)!r}' for f in shown)})"
+
+    def _check_normalized_range(self) -> None:
+        """``(x - mean) / std`` for x in [0, 1] must stay finite in the output dtype (and in float32,
+        where the kernels compute it): a tiny std would give infinities and NaN."""
+        assert self.mean is not None and self.std is not None  # checked by the caller
+        largest = _LARGEST_VALUE[self.dtype]
+        extreme = (1.0 + max(abs(m) for m in self.mean)) / min(self.std)
+        if not extreme <= largest:
+            raise fail("std", self.std, f"three positive numbers (R, G, B) that keep (x - mean) / std within "
+                                        f"{self.dtype}'s range (|value| <= {largest:.4g}); with mean={self.mean} "
+                                        f"values reach {extreme:.4g}")
 
     def _check_combination(self) -> None:
         window_crop = isinstance(self.crop, (RandomResizedCrop, MultiScaleCrop))
@@ -511,6 +526,9 @@ class TransformSpec:
         std = np.asarray(self.std, np.float64)
         return (1.0 / std).astype(np.float32), (-np.asarray(self.mean, np.float64) / std).astype(np.float32)
 
+
+_LARGEST_VALUE = {"float16": 65504.0, "bfloat16": 3.3895e38, "float32": float(np.finfo(np.float32).max)}
+"""The largest finite value of each float output dtype (bfloat16's rounded down)."""
 
 _LATER_FIELDS = ("color_jitter", "grayscale_probability", "spatial_views", "per_frame", "interpolation")
 

@@ -946,8 +946,9 @@ def test_keyframes_manifest_is_written_when_writing_images_fails(capsys, videos,
     manifest = manifest_of(tmp_path)
     assert [v["file"] for v in manifest["videos"]] == [videos["h264"]]
     assert manifest["errors"][0]["file"] == videos["hevc"]
-    assert manifest["errors"][0]["problem"] == "failed (OSError: [Errno 28] No space left on device)"
-    assert f"vclip keyframes: skipped {videos['hevc']}: failed (OSError" in err
+    problem = f"writing its images into {tmp_path / 'hevc'} failed (No space left on device); none was kept"
+    assert manifest["errors"][0]["problem"] == problem
+    assert f"vclip keyframes: error: {videos['hevc']}: {problem}" in err and not (tmp_path / "hevc").exists()
     assert "1 of 2 videos" in stdout
 
 

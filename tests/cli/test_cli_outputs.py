@@ -120,13 +120,36 @@ def test_keyframe_images_that_do_not_fit_fail_that_video_and_leave_no_cut_off_fi
     out = tmp_path / "keyframes"
     done = limited("keyframes", small["a"], small["big"], "--out", out, file_size=16_000)
     assert done.returncode == 3, done.stderr  # some files failed
-    assert f"vclip keyframes: skipped {small['big']}: failed (OSError: [Errno 27] File too large)" in done.stderr
+    assert (f"vclip keyframes: error: {small['big']}: writing its images into {out / 'big'} failed (File too large); "
+            "none was kept") in done.stderr
     manifest = json.loads((out / "manifest.json").read_text())
     assert [video["file"] for video in manifest["videos"]] == [small["a"]]
     assert [error["file"] for error in manifest["errors"]] == [small["big"]]
-    assert not leftovers(out)
+    assert not leftovers(out) and not (out / "big").exists()
     for image in out.rglob("*.jpg"):  # every image left is whole
         Image.open(image).load()
+
+
+@pytest.mark.parametrize("share", [0.9, 0.5])
+def test_a_keyframe_image_cut_by_the_size_limit_is_never_kept_or_listed(tmp_path, share):
+    """Pillow's encoder took a short write for a whole one: a JPEG whose last write crossed the limit
+    (at 0.9 of its size: one write of 64 KiB, then a short one) was kept cut off, listed in the
+    manifest, and the command exited 0."""
+    video = make_video(tmp_path / "one.mp4", num_frames=8, width=640, height=480, keyframe_interval=60, seed=5)
+    whole = tmp_path / "whole"
+    assert subprocess.run([sys.executable, "-m", "vclip", "keyframes", video, "--out", str(whole)],
+                          capture_output=True, env=child_environment(), timeout=120).returncode == 0
+    size = (whole / "one" / "frame_000000.jpg").stat().st_size
+    assert size > 65536 and (whole / "one" / "contact_sheet.jpg").stat().st_size < share * size
+    out = tmp_path / "keyframes"
+    done = limited("keyframes", video, "--out", out, file_size=int(share * size))
+    assert done.returncode == 1, done.stderr  # its only video failed
+    assert f"vclip keyframes: error: {video}: writing its images into {out / 'one'} failed (File too large)" \
+        in done.stderr and "Traceback" not in done.stderr
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["keyframes"] == [] and manifest["videos"] == []
+    assert [error["file"] for error in manifest["errors"]] == [video]
+    assert sorted(path.name for path in out.rglob("*")) == ["manifest.json"]
 
 
 def test_a_manifest_that_does_not_fit_is_reported_and_never_left_empty(small, tmp_path):

@@ -190,14 +190,18 @@ def test_square_pixels_stretch_to_the_sample_aspect_ratio(base_video, tmp_path):
     assert decoder.get_frames([0], transform=TransformSpec()).data.shape == (1, HEIGHT, WIDTH, 3)  # stored pixels
 
 
-@pytest.mark.parametrize("ratio", [Fraction(2147483647, 1), Fraction(1, 17)])
-def test_an_absurd_pixel_aspect_is_refused_before_any_frame(base_video, tmp_path, ratio):
-    """2147483647:1 with square_pixels=True asked NumPy for 36 TiB (a MemoryError); 16:1 is the
-    widest kept, either way."""
+@pytest.mark.parametrize("ratio", [Fraction(2147483647, 1), Fraction(65, 1), Fraction(1, 17)])
+def test_an_absurd_pixel_aspect_is_taken_as_square_pixels_with_a_warning(base_video, tmp_path, ratio):
+    """2147483647:1 with square_pixels=True asked NumPy for 36 TiB (a MemoryError); then 65:1 refused
+    the whole video, whose frames are fine. 16:1 is the widest kept, either way; beyond, the header is
+    damaged and the pixels are taken as square."""
     path = remux(base_video, str(tmp_path / "absurd.mp4"), sample_aspect_ratio=ratio)
-    with pytest.raises(vclip.CorruptVideoError, match=rf"absurd.mp4: its pixel aspect ratio {ratio.numerator}:"
-                                                      rf"{ratio.denominator} is impossible \(beyond 16:1 either way"):
-        vclip.VideoDecoder(path, device="cpu")
+    message = rf"absurd.mp4: its pixel aspect ratio {ratio.numerator}:{ratio.denominator} is impossible \(beyond 16:1"
+    with pytest.warns(vclip.DamagedHeaderWarning, match=message):
+        index = vclip.index_video(path)
+    assert index.sample_aspect_ratio == 1 and index.display_size == (WIDTH, HEIGHT)
+    square = vclip.VideoDecoder(path, device="cpu").get_frames([0, 3], transform=TransformSpec(square_pixels=True))
+    assert square.data.shape == (2, HEIGHT, WIDTH, 3) and [read_barcode(frame) for frame in square.data] == [0, 3]
     widest = remux(base_video, str(tmp_path / "widest.mp4"), sample_aspect_ratio=Fraction(16))
     assert vclip.index_video(widest).display_size == (16 * WIDTH, HEIGHT)
 

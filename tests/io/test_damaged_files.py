@@ -183,6 +183,23 @@ def test_a_transport_stream_cut_on_a_packet_boundary_leaves_out_the_cut_frame(tm
         assert vclip.index_video(source).num_frames == 20
 
 
+def test_an_avi_remnant_of_one_whole_packet_indexes_that_frame(tmp_path):
+    """An AVI cut right after its first packet: the demuxer's table lists the next packet, whose
+    decode time bounds when lost frames are shown; the kept frame, shown at that very time, was
+    taken for one shown after a lost one and refused with a wrong reason ("an edit list or
+    composition offsets leave no frame to show")."""
+    source = make_video(tmp_path / "full.avi", num_frames=10, width=64, height=48, keyframe_interval=5)
+    with av.open(source) as container:
+        first = next(packet for packet in container.demux(video=0) if packet.size)
+    remnant = tmp_path / "remnant.avi"
+    remnant.write_bytes(open(source, "rb").read()[:first.pos + first.size + 8])  # the next chunk's header too
+    with pytest.warns(vclip.TruncatedVideoWarning, match=r"remnant.avi: truncated: the file ends at byte \d+, inside "
+                                                         r"packet 1 of 2; its first 1 frames are indexed"):
+        index = vclip.index_video(remnant)
+    assert index.num_frames == 1
+    assert barcodes(vclip.VideoDecoder(remnant, device="cpu").get_frames([0])) == [0]
+
+
 def test_a_damaged_sync_sample_table_keeps_random_access_exact(tmp_path):
     """An HEVC MP4 whose first stss entry is 0: FFmpeg then calls a picture that is not an IRAP a
     keyframe, and decoding from it gave no frames 4-9. Keyframes the bitstream denies are not used."""

@@ -1,5 +1,6 @@
 """Videos that are not local files: bytes, file objects, HTTP(S) and S3 URLs, against real servers
-started on localhost (tests/range_server.py) that count the bytes they send."""
+started on localhost (tests/range_server.py, tests/alocals3_server.py) that count the bytes they send
+or read."""
 
 from __future__ import annotations
 
@@ -7,10 +8,13 @@ import io
 import json
 import os
 import shutil
+import tarfile
 import time
 
 import numpy as np
 import pytest
+from alocals3_server import ALOCALS3_VARIABLE, alocals3_executable, alocals3_server
+from helpers import require_extra
 from range_server import free_port, range_server, s3_bucket
 
 import vclip
@@ -252,6 +256,67 @@ def test_s3_missing_objects_and_buckets(s3):
         with pytest.raises(VideoNotFoundError) as caught:
             vclip.VideoDecoder(url, device="cpu")
         assert caught.value.path == url
+
+
+# -- S3 from a server that reads only the ranges asked for (alocals3) ------------------------------
+PADDING_BYTES = 48 << 20  # a large member before the video in the shard: a range read never touches it
+
+
+@pytest.fixture(scope="module")
+def alocals3(folder, tmp_path_factory):
+    """alocals3's S3 server (started here, on 127.0.0.1, from its wheel's executable) with a bucket
+    ``videos``: ``long.mp4``, ``short.mkv`` and ``big.tar``, a shard whose ``long.mp4`` follows
+    48 MiB of other bytes."""
+    work = tmp_path_factory.mktemp("alocals3")
+    executable = alocals3_executable(folder=work)
+    if executable is None:
+        pytest.skip(f"alocals3's server is not installed (pip install '.[test]' on Python 3.12 or later) and "
+                    f"${ALOCALS3_VARIABLE} names neither its executable nor its wheel")
+    require_extra("s3fs")
+    import fsspec
+
+    shard = work / "big.tar"
+    with tarfile.open(shard, "w") as tar:
+        padding = work / "padding.bin"
+        padding.write_bytes(np.random.default_rng(0).integers(0, 256, PADDING_BYTES, dtype=np.uint8).tobytes())
+        tar.add(padding, "padding.bin")
+        tar.add(folder / "long.mp4", "long.mp4")
+    with alocals3_server(executable, work / "server") as server, pytest.MonkeyPatch.context() as patch:
+        server.create_bucket("videos")
+        for name, file in (("long.mp4", folder / "long.mp4"), ("short.mkv", folder / "short.mkv"), ("big.tar", shard)):
+            server.put("videos", name, file)
+        for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+            patch.setenv(name, "testing")
+        patch.setitem(fsspec.config.conf, "s3", server.fsspec_options())
+        vclip.clear_index_cache()  # the moto tests' indexes of the same URLs
+        yield server
+    vclip.clear_index_cache()
+
+
+@pytest.mark.parametrize("name", ["long.mp4", "short.mkv"])
+def test_s3_frames_from_a_server_that_reads_ranges_equal_the_local_files(alocals3, folder, name):
+    decoder = vclip.VideoDecoder(f"s3://videos/{name}", device="cpu")
+    indices = [decoder.index.num_frames - 1, 0, decoder.index.num_frames // 2, 31]
+    frames = decoder.get_frames(indices)
+    assert barcodes(frames.data) == indices
+    np.testing.assert_array_equal(frames.data, local_frames(folder / name, indices))
+
+
+def test_a_member_after_48_mib_of_a_shard_on_s3_costs_only_its_ranges(alocals3, folder):
+    """The server reads (its own /proc/PID/io) and the client receives only the member's ranges: a
+    few MB of a 49 MB object, where a server that reads the whole object for each range request
+    (moto's) reads 48 MiB more per request."""
+    size = (folder / "long.mp4").stat().st_size
+    server_before, client_before = alocals3.bytes_read(), remote_reads()
+    decoder = vclip.VideoDecoder("s3://videos/big.tar#long.mp4", device="cpu")
+    indices = [598, 0, 300, 301]
+    frames = decoder.get_frames(indices)
+    assert barcodes(frames.data) == indices
+    np.testing.assert_array_equal(frames.data, local_frames(folder / "long.mp4", indices))
+    received = sum(reads.bytes_read for reads in remote_reads(since=client_before).values())
+    server_read = alocals3.bytes_read() - server_before
+    assert size <= received < 3 * size  # the index pass reads the member once, the clip a few of its GOPs
+    assert server_read < 3 * size + (1 << 20) and server_read < PADDING_BYTES // 4, (server_read, received)
 
 
 # -- dead and misbehaving servers (issue 25, item 3) ----------------------------------------------

@@ -220,6 +220,51 @@ def test_window_crops_refuse_a_crop_mode_and_geometry_refuses_a_missing_generato
         TransformSpec(crop=RandomResizedCrop(8)).geometry(64, 64)
 
 
+@pytest.mark.parametrize(("make", "message"), [
+    (lambda: RandomResizedCrop(224, scale=(1e306, 1e307)), r"scale \(\(1e\+306, 1e\+307\)\) must be .* in \(0, 100\]"),
+    (lambda: RandomResizedCrop(224, ratio=(1e306, 1e307)), r"ratio .* must be .* in \[1/16384, 16384\]"),
+    (lambda: RandomResizedCrop(224, ratio=(1e-307, 1e-306)), r"ratio .* must be .* in \[1/16384, 16384\]"),
+    (lambda: RandomResizedCrop((200_000, 300_000)), r"size \(\(200000, 300000\)\) must be .* each at most 16384"),
+    (lambda: MultiScaleCrop(100_000), r"size \(100000\) must be .* each at most 16384"),
+    (lambda: RandomShortSideScale(256, 10**9), r"max_size \(1000000000\) must be an integer in \[1, 16384\]"),
+    (lambda: TransformSpec(resize=(480_000, 640_000)), r"resize \(\(480000, 640000\)\) must be .* at most 16384"),
+    (lambda: TransformSpec(resize=10**7), r"resize \(10000000\) must be .* at most 16384"),
+    (lambda: TransformSpec(crop=20_000), r"crop \(20000\) must be .* at most 16384"),
+    (lambda: TransformSpec(mean=(0.5,) * 3, std=(1e-300, 1, 1), dtype="float32"),
+     r"std \(\(1e-300, 1.0, 1.0\)\) must be .* within float32's range"),
+    (lambda: TransformSpec(mean=(1e300, 0, 0), std=(1, 1, 1), dtype="float32"), r"std .* within float32's range"),
+    (lambda: TransformSpec(mean=(0.5,) * 3, std=(1e-5,) * 3, dtype="float16"), r"std .* within float16's range"),
+    (lambda: ColorJitter(brightness=(1e39, 1e39)), r"brightness .* must be a factor at most 3.403e\+38"),
+])
+def test_values_that_would_fail_when_drawn_or_decoded_are_refused_at_construction(make, message):
+    """Values the first checks let through used to fail later: an OverflowError at draw time (a
+    scale or ratio whose area is infinite), all-NaN output (a std of 1e-300), NumPy's MemoryError
+    (an output side of 640000), NaN pixels on the GPU (a jitter factor infinite in float32)."""
+    with pytest.raises(vclip.ArgumentError, match=message):
+        make()
+
+
+def test_crops_at_the_bounds_draw_windows_inside_the_picture():
+    rng = np.random.default_rng(0)
+    for crop in (RandomResizedCrop(8, scale=(100, 100)), RandomResizedCrop(8, ratio=(16384, 16384)),
+                 RandomResizedCrop(8, ratio=(1 / 16384, 1 / 16384)), RandomResizedCrop(8, scale=(1e-300, 1e-300))):
+        for _ in range(20):
+            x, y, width, height = crop.window(40, 30, rng)
+            assert 1 <= width and 1 <= height and x + width <= 40 and y + height <= 30, (crop, x, y, width, height)
+    assert TransformSpec(resize=16384, crop=(16384, 16)).crop == (16384, 16)
+    assert TransformSpec(mean=(0.5,) * 3, std=(1.5 / 65504,) * 3, dtype="float16").std[0] == 1.5 / 65504
+
+
+def test_normalization_at_the_float16_limit_stays_finite(tmp_path):
+    from vclip.synthetic import make_video
+
+    video = make_video(tmp_path / "v.mp4", num_frames=4, width=64, height=48)
+    spec = TransformSpec(resize=(48, 64), mean=(0.5,) * 3, std=(1.5 / 65000,) * 3, dtype="float16")
+    clips = vclip.VideoDecoder(video, device="cpu").get_clips(vclip.contiguous(2), transform=spec)
+    values = np.asarray(clips.data, np.float64)
+    assert np.isfinite(values).all() and np.abs(values).max() > 1000
+
+
 # -- the twin's resampling against torch's antialiased bilinear ------------------------------------------
 def gray_planes(luma: np.ndarray):
     """Full-range 8-bit planes whose chroma is neutral: RGB = Y / 255 in every channel, unclamped."""

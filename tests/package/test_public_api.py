@@ -25,6 +25,7 @@ EXPORTED = [
     "ColorJitter",
     "ClipStream",
     "CorruptVideoError",
+    "DamagedHeaderWarning",
     "DecodePlan",
     "DecodeSegment",
     "FallbackWarning",

@@ -22,7 +22,7 @@ import av
 import numpy as np
 
 from .._index.packets import read_packets
-from ..errors import CorruptVideoError, os_reason
+from ..errors import CorruptVideoError, UnsupportedCodecError, os_reason
 from .record import AudioIndex
 
 __all__ = ["decode_audio", "span_samples", "LAYOUTS"]
@@ -203,15 +203,25 @@ def _planar_float(frame: av.AudioFrame) -> np.ndarray:
 
 def _resample(native: np.ndarray, index: AudioIndex, sample_rate: int, channels: int) -> np.ndarray:
     """``native`` (on the stream's grid, from its first sample) at ``sample_rate`` in ``LAYOUTS[channels]``,
-    sample 0 at the same time; FFmpeg's resampler, or the samples themselves when nothing changes."""
+    sample 0 at the same time; FFmpeg's resampler, or the samples themselves when nothing changes.
+
+    Raises:
+        UnsupportedCodecError: The stream's channels are in no layout FFmpeg can downmix (9 channels
+            in no named order, say).
+    """
     layout = index.layout if not index.layout.endswith(" channels") else LAYOUTS.get(index.channels, index.layout)
     if sample_rate == index.sample_rate and layout == LAYOUTS[channels]:
         return native
-    frame = av.AudioFrame.from_ndarray(np.ascontiguousarray(native), format="fltp", layout=layout)
-    frame.sample_rate = index.sample_rate
-    frame.pts, frame.time_base = 0, Fraction(1, index.sample_rate)
-    resampler = av.AudioResampler(format="fltp", layout=LAYOUTS[channels], rate=sample_rate)
-    frames = resampler.resample(frame) + resampler.resample(None)
+    try:
+        # Interleaved (one plane): PyAV fills the planes of a planar frame of 8 channels or more wrongly.
+        frame = av.AudioFrame.from_ndarray(np.ascontiguousarray(native.T).reshape(1, -1), format="flt", layout=layout)
+        frame.sample_rate = index.sample_rate
+        frame.pts, frame.time_base = 0, Fraction(1, index.sample_rate)
+        resampler = av.AudioResampler(format="fltp", layout=LAYOUTS[channels], rate=sample_rate)
+        frames = resampler.resample(frame) + resampler.resample(None)
+    except (av.error.FFmpegError, ValueError) as error:
+        raise UnsupportedCodecError(index.path, f"its audio's {index.channels} channels ({index.layout}) cannot be "
+                                                f"mixed to {LAYOUTS[channels]} ({os_reason(error)})") from None
     if not frames:
         return np.zeros((channels, 0), dtype=np.float32)
     return np.concatenate([out.to_ndarray() for out in frames], axis=1)

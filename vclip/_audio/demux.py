@@ -34,12 +34,17 @@ from ..errors import (
     video_error_from_os_error,
 )
 
-__all__ = ["audio_streams", "demux_audio_stream", "select_audio_stream"]
+__all__ = ["LARGEST_CHANNELS", "LARGEST_SAMPLE_RATE", "audio_streams", "demux_audio_stream", "select_audio_stream"]
 
 _ADDRESSABLE_FORMATS = ("mov", "mp4", "matroska", "webm")
 _PCM_BITS = re.compile(r"^pcm_[suf](8|16|24|32|64)")
 _BYTE_PCM = ("pcm_alaw", "pcm_mulaw", "pcm_vidc")
 _JUMP_TICKS = 1.5  # a coarse pts further than this many ticks from the counted samples is a jump
+LARGEST_SAMPLE_RATE = 768_000
+"""The highest sample rate a stream may claim (the highest of real PCM; FFmpeg decodes DSD at
+352,800 Hz): a header claiming more is damaged, and its clips' buffers would take gigabytes."""
+LARGEST_CHANNELS = 64
+"""The most channels a stream may claim: FFmpeg's channel layouts name at most 64."""
 
 
 def audio_streams(container) -> list:
@@ -96,6 +101,10 @@ def _stream_fields(container, stream, path: str) -> dict[str, Any]:
     if rate <= 0 or channels <= 0:
         raise CorruptVideoError(path, f"{where} has no sample rate or channel count ({rate} Hz, {channels} "
                                       "channels; damaged header)")
+    if rate > LARGEST_SAMPLE_RATE or channels > LARGEST_CHANNELS:
+        raise CorruptVideoError(path, f"{where} claims {rate} Hz and {channels} channels, more than any real audio "
+                                      f"(at most {LARGEST_SAMPLE_RATE} Hz and {LARGEST_CHANNELS} channels; damaged "
+                                      "header)")
     if not stream.time_base or stream.time_base <= 0:
         raise CorruptVideoError(path, f"{where} has no time base (damaged header)")
     time_base = Fraction(stream.time_base)

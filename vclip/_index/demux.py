@@ -18,6 +18,7 @@ import numpy as np
 from .._bytes.sources import DEMUX_ERRORS, demux_failure, is_local, open_binary, open_container
 from ..errors import (
     CorruptVideoError,
+    DamagedHeaderWarning,
     NotAVideoError,
     TruncatedVideoWarning,
     UnsupportedCodecError,
@@ -110,11 +111,11 @@ def _index_stream(container, path: str, stream_index: int | None, file_size: int
     orientation = _display_orientation(context, packets.samples[0][1] if packets.samples else b"")  # sets pix_fmt
     if not probe_pictures and (context.pix_fmt is None or None in packets.pts):
         return None
-    packets = _whole_packets(path, header, packets, file_size)
+    packets, truncated = _whole_packets(path, header, packets, file_size)
     if any(p is None for p in packets.pts):
         packets = replace(packets, pts=_fill_missing_pts(path, header.stream, context, packets.pts, packets.dts,
                                                          packets.discard))
-    frames = _frame_order(path, header.stream, packets)
+    frames = _frame_order(path, header.stream, packets, truncated)
     return _video_index(path, header, packets, frames, orientation)
 
 
@@ -219,26 +220,33 @@ def _read_packets(container, path: str, header: _StreamHeader) -> _Packets:
     return _Packets(pts, dts, pos, size, key, ref, discard, corrupt, durations, samples, group)
 
 
-def _whole_packets(path: str, header: _StreamHeader, packets: _Packets, file_size: int) -> _Packets:
+def _whole_packets(path: str, header: _StreamHeader, packets: _Packets, file_size: int) -> tuple[_Packets, bool]:
     """The packets the file holds whole: a truncated file's cut-off end left out, with a
     :class:`~vclip.errors.TruncatedVideoWarning` (and, where frames shown after the first lost one
-    would leave a gap, those frames marked discarded)."""
+    would leave a gap, those frames marked discarded); and whether the file is cut off."""
     stream, pos = header.stream, packets.pos
-    if header.container_format == "mpegts" and pos and _ts_last_packet_is_cut(path, file_size, stream, pos[-1],
-                                                                             packets.group):
-        warnings.warn(
-            f"{path}: truncated: the file ends inside the last packet of video stream #{stream.index} "
-            f"(packet {len(pos) - 1}, decode order); its frame is left out",
-            TruncatedVideoWarning, stacklevel=_WARNING_STACKLEVEL,
-        )
-        packets = packets.first(len(pos) - 1)
+    truncated = False
+    if header.container_format == "mpegts" and pos:
+        lists: list[list[Any]] = [list(values) for values in (packets.pts, packets.dts, pos, packets.size,
+                                                              packets.key, packets.ref, packets.discard,
+                                                              packets.corrupt, packets.durations)]
+        pts, dts, discard = lists[0], lists[1], lists[6]
+        truncated = _leave_out_a_cut_off_end(
+            path, stream, pts, dts, discard, tuple(lists),
+            _ts_last_packet_is_cut(path, file_size, stream, pos[-1], packets.group),
+            _ts_tail(path, file_size, stream.id, pos[-1]) == "lost")
+        packets = replace(packets, pts=lists[0], dts=lists[1], pos=lists[2], size=lists[3], key=lists[4],
+                          ref=lists[5], discard=lists[6], corrupt=lists[7], durations=lists[8])
         pos = packets.pos
     kept = _intact_packets(path, stream, pos, packets.size, packets.corrupt, file_size)
     if kept < len(pos) or kept < len(stream.index_entries):
+        truncated = True
         first_lost = _first_lost_pts(stream, kept, packets.pts[kept] if kept < len(packets.pts) else None)
         packets = packets.first(kept)
         if first_lost is not None:  # frames shown after the first lost one would leave a gap: not shown
-            packets = replace(packets, discard=[gone or (stamp is not None and stamp >= first_lost)
+            # (strictly after: a lost frame's timestamp is one no kept frame has, so a kept frame at
+            # the bound, a decode time, is shown before it)
+            packets = replace(packets, discard=[gone or (stamp is not None and stamp > first_lost)
                                                 for gone, stamp in zip(packets.discard, packets.pts)])
         total = len(stream.index_entries) or len(packets.pos) + 1
         warnings.warn(
@@ -246,11 +254,12 @@ def _whole_packets(path: str, header: _StreamHeader, packets: _Packets, file_siz
             f"{packets.discard.count(False)} frames are indexed, the frames after them are missing",
             TruncatedVideoWarning, stacklevel=_WARNING_STACKLEVEL,
         )
-    return packets
+    return packets, truncated
 
 
-def _frame_order(path: str, stream, packets: _Packets) -> _FrameOrder:
-    """The shown packets ordered by pts into frames, and the last frame's duration and the rate.
+def _frame_order(path: str, stream, packets: _Packets, truncated: bool) -> _FrameOrder:
+    """The shown packets ordered by pts into frames (of a file that is cut off, ``truncated``), and
+    the last frame's duration and the rate.
 
     Raises:
         CorruptVideoError: No packet is shown, or two frames share a timestamp.
@@ -258,9 +267,11 @@ def _frame_order(path: str, stream, packets: _Packets) -> _FrameOrder:
     packet_pts = np.asarray(packets.pts, dtype=np.int64)
     shown = np.flatnonzero(~np.asarray(packets.discard, dtype=bool))
     if shown.size == 0:
+        reason = ("the file is cut off before a frame it can show" if truncated else
+                  "an edit list or composition offsets leave no frame to show")
         raise CorruptVideoError(
             path, f"no decodable frames: all {len(packets.pts)} packets of video stream #{stream.index} are marked "
-            "discarded (an edit list or composition offsets leave no frame to show)"
+            f"discarded ({reason})"
         )
     order = shown[np.argsort(packet_pts[shown], kind="stable")]
     frame_pts = packet_pts[order]
@@ -352,13 +363,17 @@ def _side_data_items(frame) -> list:
 
 
 def _sample_aspect_ratio(path: str, stream) -> Fraction:
+    """The stream's pixel aspect ratio; square pixels when it has none, or one no real video has
+    (a damaged header, with a DamagedHeaderWarning: its frames are still fine)."""
     ratio = stream.sample_aspect_ratio or stream.codec_context.sample_aspect_ratio
     if not ratio or ratio <= 0:
         return Fraction(1)
     ratio = Fraction(ratio)
     if not 1 / LARGEST_SAMPLE_ASPECT_RATIO <= ratio <= LARGEST_SAMPLE_ASPECT_RATIO:
-        raise CorruptVideoError(path, f"its pixel aspect ratio {ratio.numerator}:{ratio.denominator} is impossible "
-                                      f"(beyond {LARGEST_SAMPLE_ASPECT_RATIO}:1 either way; a damaged header)")
+        warnings.warn(f"{path}: its pixel aspect ratio {ratio.numerator}:{ratio.denominator} is impossible (beyond "
+                      f"{LARGEST_SAMPLE_ASPECT_RATIO}:1 either way; a damaged header): taken as square pixels",
+                      DamagedHeaderWarning, stacklevel=4)
+        return Fraction(1)
     return ratio
 
 
@@ -399,24 +414,91 @@ def _first_lost_pts(stream, kept: int, cut_pts: int | None) -> int | None:
     return cut_pts if following is None else min(cut_pts, following)
 
 
+def _leave_out_a_cut_off_end(path: str, stream, pts: list, dts: list, discard: list, lists: tuple,
+                             last_is_cut: bool, next_is_lost: bool) -> bool:
+    """An MPEG-TS file cut off mid-stream (it has no sample table to say so): leave out its cut-off
+    last packet (``last_is_cut``), and the frames shown after the first frame the cut lost, which
+    would leave a gap; one TruncatedVideoWarning saying what was left out, also when the file ends
+    inside a transport packet after the stream's last packet (``next_is_lost``). With B-frames a
+    cut loses frames shown before ones already decoded: the frames past a hole among the last
+    frames shown (a gap over 1.5 frames, where the stream has none) come after a lost one.
+    Returns whether the file is cut off."""
+    cut_pts = None
+    if last_is_cut:
+        cut_pts = pts[-1]
+        for values in lists:
+            values.pop()
+    first_lost = _first_frame_lost_in_a_hole(pts, dts, discard)
+    if cut_pts is not None and (first_lost is None or cut_pts < first_lost):
+        first_lost = cut_pts
+    after = [not gone and stamp is not None and first_lost is not None and stamp >= first_lost
+             for gone, stamp in zip(discard, pts)]
+    if not last_is_cut and not next_is_lost and not any(after):
+        return False
+    discard[:] = [gone or later for gone, later in zip(discard, after)]
+    if last_is_cut:
+        what = (f"ends inside the last packet of video stream #{stream.index} (packet {len(pts)}, decode order); "
+                "its frame is left out")
+    else:
+        what = "ends inside a transport packet: the packets after it are lost"
+    if any(after):
+        what += f", and the {sum(after)} frames shown after the first lost one"
+    warnings.warn(f"{path}: truncated: the file {what}", TruncatedVideoWarning, stacklevel=_WARNING_STACKLEVEL + 1)
+    return True
+
+
+_REORDER_WINDOW = 16  # packets a frame may be decoded ahead of those it is shown after (H.264's largest)
+_HOLE_GAPS = 1.5  # a gap between shown frames this many times the usual one leaves a frame out
+
+
+def _first_frame_lost_in_a_hole(pts: list, dts: list, discard: list) -> int | None:
+    """The first timestamp of a hole among the last frames shown, those that can have been decoded
+    ahead of a frame the cut lost (as many as the stream reorders: seen in the order of the packets,
+    or in how much longer some wait between decoding and showing than others); None when the stream
+    has no reordering, no hole there, or missing timestamps."""
+    kept = [(stamp, decoded) for stamp, decoded, gone in zip(pts, dts, discard) if not gone]
+    stamps = [stamp for stamp, _ in kept]
+    if len(stamps) < 2 or None in stamps:
+        return None
+    shown = np.sort(np.asarray(stamps, dtype=np.int64))
+    gaps = np.diff(shown)
+    decoded = [when for when in dts if when is not None]  # every packet, one frame's time apart
+    usual = float(np.median(np.diff(decoded))) if len(decoded) > 1 and None not in dts else float(np.median(gaps))
+    if usual <= 0:
+        return None
+    depth = max(sum(later < stamp for later in stamps[i + 1:i + 1 + _REORDER_WINDOW])
+                for i, stamp in enumerate(stamps))
+    waits = [stamp - decoded for stamp, decoded in kept if decoded is not None]
+    if waits:
+        depth = max(depth, round((max(waits) - min(waits)) / usual))
+    if depth == 0:
+        return None
+    tail = max(0, gaps.size - depth - 1)
+    hole = np.flatnonzero(gaps[tail:] > _HOLE_GAPS * usual)
+    return None if hole.size == 0 else int(shown[tail + hole[0]]) + 1
+
+
 def _ts_last_packet_is_cut(path: str, file_size: int, stream, last_position: int, group: list[bytes]) -> bool:
     """Whether an MPEG-TS file's last video packet is cut off (FFmpeg hands over the rest, which
     decodes to a concealed frame): the file ends inside a transport packet that continues it, or
     at a transport packet boundary after one that continues it and its picture comes out of a
-    decoder damaged (``group``: the packets from its keyframe on)."""
+    decoder damaged (``group``: the packets from its keyframe on), or the file ends inside another
+    transport packet and the picture comes out damaged."""
     tail = _ts_tail(path, file_size, stream.id, last_position)
-    if tail != "boundary":
+    if tail not in ("boundary", "lost"):  # "lost": its own later transport packets may be among what was lost
         return tail == "inside"
     context = av.CodecContext.create(stream.codec_context.codec, "r")
     context.extradata = stream.codec_context.extradata
     context.thread_type, context.thread_count = "SLICE", 1  # frame threads lose damage flags
+    last = len(group) - 1
     try:
         frames = []
-        for data in group:
+        for number, data in enumerate(group):
             packet = av.Packet(len(data))
             packet.update(data)
-            frames = list(context.decode(packet))
-        frames += list(context.decode(None))
+            packet.pts = number  # the decoder passes it to the packet's picture: B-frames come out late
+            frames += [frame for frame in context.decode(packet) if frame.pts == last]
+        frames += [frame for frame in context.decode(None) if frame.pts == last]
     except av.error.FFmpegError:
         return True
     return not frames or frames[-1].is_corrupt
@@ -425,7 +507,9 @@ def _ts_last_packet_is_cut(path: str, file_size: int, stream, last_position: int
 def _ts_tail(path: str, file_size: int, pid: int, last_position: int) -> str | None:
     """How an MPEG-TS file ends after the PES packet of stream ``pid`` that starts at
     ``last_position`` (the stream's last packet): ``"inside"`` a transport packet that continues
-    it, at a packet ``"boundary"`` after one that continues it, or None (it is followed by others)."""
+    it, at a packet ``"boundary"`` after one that continues it, inside one that begins a later
+    packet of the stream (FFmpeg drops it) or belongs to another stream (``"lost"``: a whole file
+    ends at a transport packet's end, so what followed is lost), or None (it is followed by others)."""
     if last_position < 0:
         return None
     with open_binary(path) as file:
@@ -447,11 +531,15 @@ def _ts_tail(path: str, file_size: int, pid: int, last_position: int) -> str | N
                 return None
             file.seek(file_size - (packet_size if at_boundary else partial) + lead)
             header = file.read(3)
-            if len(header) < 3 or header[0] != 0x47:
+            if not header or header[0] != 0x47:
                 return None
+            if len(header) < 3:  # cut inside a transport packet's header
+                return "lost"
             tail_pid = ((header[1] & 0x1F) << 8) | header[2]
-            if tail_pid != pid or (bool(header[1] & 0x40) and file_size - packet_size + lead != last_position):
-                return None
+            if tail_pid != pid:
+                return None if at_boundary else "lost"  # cut inside another stream's packet: what followed is lost
+            if bool(header[1] & 0x40) and file_size - (packet_size if at_boundary else partial) + lead != last_position:
+                return None if at_boundary else "lost"  # a packet begun in the cut-off part: FFmpeg drops it
             return "boundary" if at_boundary else "inside"
     return None
 

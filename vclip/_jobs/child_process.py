@@ -23,17 +23,20 @@ from __future__ import annotations
 import importlib
 import os
 import pickle
+import signal
 import subprocess
 import sys
 import threading
 import time
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from multiprocessing import resource_tracker
 from multiprocessing.connection import Connection
 
 from ..errors import warning_class
 
-__all__ = ["ChildProcess", "RaisedWarnings", "child_pipes", "watch_parent"]
+__all__ = ["ChildProcess", "RaisedWarnings", "child_pipes", "interrupts_held", "watch_parent"]
 
 
 class ChildProcess:
@@ -53,10 +56,11 @@ class ChildProcess:
         environment = dict(os.environ)
         environment["PYTHONPATH"] = os.pathsep.join(path for path in sys.path if path)
         try:
-            self._popen = subprocess.Popen(
-                [sys.executable, "-c", "from vclip._jobs.child_process import run; run()", main,
-                 *map(str, child_ends), str(tracker), str(os.getpid())],
-                pass_fds=(*child_ends, tracker), stdin=subprocess.DEVNULL, env=environment)
+            with interrupts_held():
+                self._popen = subprocess.Popen(
+                    [sys.executable, "-c", "from vclip._jobs.child_process import run; run()", main,
+                     *map(str, child_ends), str(tracker), str(os.getpid())],
+                    pass_fds=(*child_ends, tracker), stdin=subprocess.DEVNULL, env=environment)
         except BaseException:
             for descriptor in (requests_write, replies_read, alive_read):
                 os.close(descriptor)
@@ -173,6 +177,34 @@ def child_pipes() -> tuple[Connection, Connection, int]:
         fsspec.config.conf.clear()
         fsspec.config.conf.update(settings["fsspec_config"])
     return reading, Connection(replies, readable=False), parent
+
+
+@contextmanager
+def interrupts_held() -> Iterator[None]:
+    """Ctrl-C (SIGINT) held back while this thread starts worker processes.
+
+    A Ctrl-C reaches the whole process group (as a terminal sends it): a worker still importing its
+    modules would stop with a traceback of its own, and one interrupted while its parent hands it
+    its start-up data with another. So the signal is blocked in this thread, and the workers it
+    starts inherit the block (the process that started them stops them); and in the main thread,
+    where Python raises KeyboardInterrupt (another thread of the process may take the signal), a
+    Ctrl-C meanwhile is kept and raised once the block ends. Without signal masks (not POSIX) only
+    the latter holds."""
+    caught: list[int] = []
+    handler = None
+    if threading.current_thread() is threading.main_thread() and (
+            signal.getsignal(signal.SIGINT) is signal.default_int_handler):  # a program's own handler is kept
+        handler = signal.signal(signal.SIGINT, lambda number, frame: caught.append(number))
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT}) if hasattr(signal, "pthread_sigmask") else None
+    try:
+        yield
+    finally:
+        if previous is not None:
+            signal.pthread_sigmask(signal.SIG_SETMASK, previous)  # a Ctrl-C kept pending arrives now
+        if handler is not None:
+            signal.signal(signal.SIGINT, handler)
+        if caught:
+            raise KeyboardInterrupt
 
 
 def watch_parent(parent_pid: int) -> None:

@@ -5,6 +5,7 @@ worker's death apart from an item's failure."""
 from __future__ import annotations
 
 import multiprocessing
+import os
 import pickle
 import signal
 import time
@@ -13,6 +14,8 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, ThreadPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
+
+from .child_process import interrupts_held, watch_parent
 
 _EXIT_CODE_WAIT_SECONDS = 5.0  # for a dead worker's exit code (the pool stops the others at once)
 
@@ -112,12 +115,14 @@ class _ProcessPool(_Pool):
     def __init__(self, function: Callable, workers: int):
         self.function = function
         self.tasks: dict = {}
-        self.executor = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
-                                            initializer=_ignore_interrupts)
+        with interrupts_held():  # the workers start with Ctrl-C blocked: this process stops them
+            self.executor = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
+                                                initializer=_start_worker, initargs=(os.getpid(),))
         try:
             # The executor spawns a worker for each task sent while none is idle: one task each starts
             # them all at once, not one per task of the run; the first answer shows that they start.
-            starts = [self.executor.submit(_ready) for _ in range(workers)]
+            with interrupts_held():
+                starts = [self.executor.submit(_ready) for _ in range(workers)]
             starts[0].result()
         except BrokenProcessPool:
             self.close((), abandon=True)
@@ -176,9 +181,13 @@ def _ready() -> bool:
     return True
 
 
-def _ignore_interrupts() -> None:
-    """Worker processes leave Ctrl-C to the process that started them, which stops them."""
+def _start_worker(parent_pid: int) -> None:
+    """A worker process leaves Ctrl-C to the process that started it, which stops it, and exits as
+    soon as that process is gone: one killed outright (SIGKILL, the OOM killer) cannot stop its
+    workers, which would otherwise wait on the task queue for ever, keeping the resource tracker
+    and its semaphores in /dev/shm alive with them."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    watch_parent(parent_pid)
 
 
 class _RayPool(_Pool):

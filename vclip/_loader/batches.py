@@ -160,11 +160,12 @@ class BatchBuilder:
         appended to ``events``; ``wait_for_writes()`` waits for writes still in flight. With audio,
         the clips' audio goes into ``audio_output``, decoded meanwhile."""
         started = time.perf_counter()
+        clip_shape = tuple(output.shape[1:])
         if self.replace:
-            candidates = [self._candidates(epoch, shard, ref) for ref in refs]
+            candidates = [self._candidates(epoch, shard, ref, clip_shape) for ref in refs]
             clips = [next(candidate) for candidate in candidates]
         else:
-            clips = [clip for clip in (self._clip(epoch, ref) for ref in refs) if clip is not None]
+            clips = [clip for clip in (self._clip(epoch, ref, clip_shape) for ref in refs) if clip is not None]
         counters.add(sample_seconds=time.perf_counter() - started)
         audio = (self.audio.batch(audio_output[:len(refs)]) if self.audio is not None and audio_output is not None
                  else None)
@@ -224,14 +225,14 @@ class BatchBuilder:
                                                    per_frame=self.drawer.conversion.spec.per_frame, frames=frames),
         )
 
-    def _candidates(self, epoch: int, shard: np.ndarray, ref: ClipRef) -> Iterator[_Clip]:
+    def _candidates(self, epoch: int, shard: np.ndarray, ref: ClipRef, clip_shape: tuple[int, ...]) -> Iterator[_Clip]:
         """The clip ``ref``, then, while they fail, its replacements from the shard (seeded order)."""
-        clip = self._clip(epoch, ref)
+        clip = self._clip(epoch, ref, clip_shape)
         if clip is not None:
             yield clip
         for video in replacement_order(self.seed, epoch, ref, shard):
             if video != ref.video:
-                clip = self._clip(epoch, ref._replace(video=int(video), replaces=ref.video))
+                clip = self._clip(epoch, ref._replace(video=int(video), replaces=ref.video), clip_shape)
                 if clip is not None:
                     yield clip
         raise RuntimeError(
@@ -239,8 +240,9 @@ class BatchBuilder:
             f"{len(self.bad)} of the {len(self.source.videos)} videos failed (see loader.stats().skipped)"
         )
 
-    def _clip(self, epoch: int, ref: ClipRef) -> _Clip | None:
-        """The frames and draws of clip ``ref``; None when its video cannot be used."""
+    def _clip(self, epoch: int, ref: ClipRef, clip_shape: tuple[int, ...]) -> _Clip | None:
+        """The frames and draws of clip ``ref``; None when its video cannot be used (also when its
+        clips no longer come out ``clip_shape``, the batch's: the file was replaced since it was indexed)."""
         if self.bad.excluded(ref.video, epoch):
             return None
         doing = "indexing"
@@ -249,6 +251,11 @@ class BatchBuilder:
             doing = "drawing its clip"
             segment = self.source.videos[ref.video].segment
             frames, draws, drawn = self.drawer.draw(index, ref, self.seed, epoch, segment)
+            shape = self.drawer.conversion.clip_shape(frames.size, draws[0].geometry)
+            if shape != clip_shape:
+                raise VideoError(self.source.videos[ref.video].path, (
+                    f"its clips come out {list(shape)} (a {index.width}x{index.height} video) but the batch holds "
+                    f"{list(clip_shape)}: the file changed size since it was indexed"))
         except Exception as error:  # one video's problem, whatever it is
             video_error = as_video_error(self.source.videos[ref.video].path, error, doing)
             if self.on_error == "raise":

@@ -10,14 +10,14 @@ import os
 import sys
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import TextIO
 
 from ..errors import OutputError
 
 __all__ = ["OutputError", "printable", "safe_name", "unique_names", "check_output_file", "check_output_folder",
-           "inside", "written_whole"]
+           "inside", "written_whole", "all_or_none"]
 
 _MAX_NAME_BYTES = 120  # well under the 255 bytes most file systems allow, leaving room for suffixes
 _WINDOWS_RESERVED = {"CON", "PRN", "AUX", "NUL", *(f"COM{i}" for i in range(1, 10)), *(f"LPT{i}" for i in range(1, 10))}
@@ -175,3 +175,24 @@ def written_whole(path: str | os.PathLike) -> Iterator[str]:
     finally:
         if os.path.lexists(temporary):
             os.unlink(temporary)
+
+
+@contextmanager
+def all_or_none(folder: str | os.PathLike) -> Iterator[list[str]]:
+    """``folder`` (made if missing) and a list the block adds each file it writes there to: when
+    the block fails (a full disk), those files are removed again, and ``folder`` too when this made
+    it, so a set of files is left whole or not at all."""
+    folder = Path(folder)
+    made = not folder.exists()
+    folder.mkdir(parents=True, exist_ok=True)
+    written: list[str] = []
+    try:
+        yield written
+    except BaseException:
+        for path in written:
+            with suppress(OSError):
+                os.unlink(path)
+        if made:
+            with suppress(OSError):
+                folder.rmdir()
+        raise

@@ -7,6 +7,7 @@ imported where they are used, so importing this module costs neither.
 
 from __future__ import annotations
 
+import io
 import math
 import os
 from collections.abc import Iterable, Sequence
@@ -61,6 +62,7 @@ def write_image(path: str | os.PathLike, image: np.ndarray) -> str:
 
     Raises:
         ArgumentError: (a ValueError) Another extension; the image is not RGB uint8.
+        OSError: The file could not be written whole (nothing is left at ``path`` then).
     """
     from PIL import Image
 
@@ -69,11 +71,15 @@ def write_image(path: str | os.PathLike, image: np.ndarray) -> str:
     if extension not in (".png", ".jpg", ".jpeg"):
         raise ArgumentError(f"image file ({path!r}) must end in .png, .jpg or .jpeg")
     picture = Image.fromarray(_check_rgb(image))
-    with written_whole(path) as temporary:
-        if extension == ".png":
-            picture.save(temporary, format="PNG")
-        else:
-            picture.save(temporary, format="JPEG", quality=_JPEG_QUALITY)
+    encoded = io.BytesIO()
+    if extension == ".png":
+        picture.save(encoded, format="PNG")
+    else:
+        picture.save(encoded, format="JPEG", quality=_JPEG_QUALITY)
+    # Written by Python, not by Pillow: Pillow's encoder takes a short write (the disk full, the file
+    # size limit reached) for a whole one and leaves a cut-off image; Python's raises.
+    with written_whole(path) as temporary, open(temporary, "wb") as file:
+        file.write(encoded.getbuffer())
     return path
 
 

@@ -33,11 +33,22 @@ from ..errors import (
 __all__ = [
     "RandomResizedCrop", "RandomShortSideScale", "MultiScaleCrop", "ColorJitter", "ColorAdjustment", "NO_COLOR_CHANGE",
     "Augmentations", "NO_CHANGE_FACTORS", "resized_crop_window", "multi_scale_window", "jitter_factors",
-    "RESIZED_CROP_TRIES",
+    "RESIZED_CROP_TRIES", "LARGEST_OUTPUT_SIDE", "LARGEST_AREA_FRACTION", "LARGEST_ASPECT_RATIO", "check_output_size",
 ]
 
 RESIZED_CROP_TRIES = 10
 """Windows a random resized crop tries before it falls back to a centre crop (torchvision's count)."""
+LARGEST_OUTPUT_SIDE = 16384
+"""The largest side a transform makes (a resize, a crop, a random crop's output, a scale jitter's
+shorter side): twice NVDEC's largest picture side. One 16384 x 16384 RGB float32 frame is already
+3 GiB; a larger side is a mistake, refused before any memory is asked for."""
+LARGEST_AREA_FRACTION = 100.0
+"""The largest ``scale`` of a :class:`RandomResizedCrop`: a window over 1x the picture's area never
+fits (the crop then falls back to the centre crop, as torchvision's does); a far larger one is a mistake."""
+LARGEST_ASPECT_RATIO = 16384.0
+"""The largest ``ratio`` (width / height) of a :class:`RandomResizedCrop`, and its inverse the smallest:
+a picture of 16384 x 1 pixels."""
+_LARGEST_JITTER_FACTOR = float(np.finfo(np.float32).max)  # the kernels compute in float32
 
 Window = tuple[int, int, int, int]  # x, y, width, height
 
@@ -65,9 +76,9 @@ def resized_crop_window(
             return x, y, crop_width, crop_height
     picture_ratio = width / height
     if picture_ratio < min(ratio):
-        crop_width, crop_height = width, round(width / min(ratio))
+        crop_width, crop_height = width, max(1, round(width / min(ratio)))
     elif picture_ratio > max(ratio):
-        crop_width, crop_height = round(height * max(ratio)), height
+        crop_width, crop_height = max(1, round(height * max(ratio))), height
     else:
         crop_width, crop_height = width, height
     return (width - crop_width) // 2, (height - crop_height) // 2, crop_width, crop_height
@@ -128,6 +139,25 @@ def jitter_factors(
     return order, factors
 
 
+def check_output_size(name: str, value: Any) -> tuple[int, int]:
+    """``(height, width)`` from a positive integer (a square) or a pair, each side at most
+    :data:`LARGEST_OUTPUT_SIDE`."""
+    size = check_size(name, value)
+    if max(size) > LARGEST_OUTPUT_SIDE:
+        raise fail(name, value, f"a positive integer or a (height, width) pair of positive integers, each at most "
+                                f"{LARGEST_OUTPUT_SIDE}")
+    return size
+
+
+def _bounded_range(name: str, value: Any, largest: float, *, inverse_below: bool = False) -> tuple[float, float]:
+    """A ``(min, max)`` pair with ``0 < min <= max <= largest`` (and ``min >= 1 / largest`` with ``inverse_below``)."""
+    bounds = check_range(name, value, positive=True)
+    if bounds[1] > largest or (inverse_below and bounds[0] < 1 / largest):
+        where = f"in [1/{largest:g}, {largest:g}]" if inverse_below else f"in (0, {largest:g}]"
+        raise fail(name, value, f"a (min, max) pair of numbers {where} with min <= max")
+    return bounds
+
+
 # -- the random parts of a transform, as values -------------------------------------------------------------------
 @dataclass(frozen=True)
 class RandomResizedCrop:
@@ -147,13 +177,15 @@ class RandomResizedCrop:
     ``scale=(0.25, 1.0)``, ``ratio=(3/4, 4/3)``.
 
     Args:
-        size: Side of the square output, or ``(height, width)``.
-        scale: ``(min, max)`` fraction of the picture's area, ``0 < min <= max``. Default (0.08, 1.0).
-        ratio: ``(min, max)`` aspect ratio (width / height), ``0 < min <= max``. Default (3/4, 4/3).
+        size: Side of the square output, or ``(height, width)``, each at most 16384.
+        scale: ``(min, max)`` fraction of the picture's area, ``0 < min <= max <= 100`` (above 1
+            no window fits). Default (0.08, 1.0).
+        ratio: ``(min, max)`` aspect ratio (width / height), within ``[1/16384, 16384]``,
+            ``min <= max``. Default (3/4, 4/3).
 
     Raises:
-        ArgumentError: A size that is not a positive integer or pair; a range that is not
-            ``(min, max)`` with ``0 < min <= max``.
+        ArgumentError: A size that is not a positive integer or pair, or too large; a range that is
+            not ``(min, max)`` with ``0 < min <= max`` within its bounds.
     """
 
     size: tuple[int, int]
@@ -161,9 +193,9 @@ class RandomResizedCrop:
     ratio: tuple[float, float] = (3 / 4, 4 / 3)
 
     def __post_init__(self):
-        object.__setattr__(self, "size", check_size("size", self.size))
-        object.__setattr__(self, "scale", check_range("scale", self.scale, positive=True))
-        object.__setattr__(self, "ratio", check_range("ratio", self.ratio, positive=True))
+        object.__setattr__(self, "size", check_output_size("size", self.size))
+        object.__setattr__(self, "scale", _bounded_range("scale", self.scale, LARGEST_AREA_FRACTION))
+        object.__setattr__(self, "ratio", _bounded_range("ratio", self.ratio, LARGEST_ASPECT_RATIO, inverse_below=True))
 
     def window(self, width: int, height: int, rng: np.random.Generator) -> tuple[int, int, int, int]:
         """``(x, y, width, height)`` of one random window of a ``width`` x ``height`` picture."""
@@ -180,18 +212,18 @@ class RandomShortSideScale:
     ``RandomShortSideScale``); the longer side follows the aspect ratio, rounded to the nearest pixel.
 
     Args:
-        min_size, max_size: Bounds of the shorter side, ``1 <= min_size <= max_size``.
+        min_size, max_size: Bounds of the shorter side, ``1 <= min_size <= max_size <= 16384``.
 
     Raises:
-        ArgumentError: Bounds that are not integers with ``1 <= min_size <= max_size``.
+        ArgumentError: Bounds that are not integers with ``1 <= min_size <= max_size <= 16384``.
     """
 
     min_size: int
     max_size: int
 
     def __post_init__(self):
-        low = check_integer("min_size", self.min_size, minimum=1)
-        high = check_integer("max_size", self.max_size, minimum=1)
+        low = check_integer("min_size", self.min_size, minimum=1, maximum=LARGEST_OUTPUT_SIDE)
+        high = check_integer("max_size", self.max_size, minimum=1, maximum=LARGEST_OUTPUT_SIDE)
         if high < low:
             raise fail("max_size", self.max_size, f"an integer >= min_size ({low})")
         object.__setattr__(self, "min_size", low)
@@ -215,7 +247,7 @@ class MultiScaleCrop:
     crop-then-resize, no pixel outside the window is read.
 
     Args:
-        size: Side of the square output, or ``(height, width)``.
+        size: Side of the square output, or ``(height, width)``, each at most 16384.
         scales: Fractions of the shorter side, each in (0, 1]. Default (1, 0.875, 0.75, 0.66).
         max_scale_gap: Largest difference between the positions in ``scales`` of the width and
             the height (default 1: nearly square windows).
@@ -231,7 +263,7 @@ class MultiScaleCrop:
     fixed_offsets: int | None = 5
 
     def __post_init__(self):
-        object.__setattr__(self, "size", check_size("size", self.size))
+        object.__setattr__(self, "size", check_output_size("size", self.size))
         expected = "a non-empty sequence of numbers in (0, 1]"
         try:
             scales = tuple(self.scales)
@@ -265,6 +297,8 @@ def _jitter_range(name: str, value: Any, *, hue: bool = False) -> tuple[float, f
         bounds = (-number, number) if hue else (max(0.0, 1.0 - number), 1.0 + number)
     else:
         bounds = check_range(name, value, low=-0.5, high=0.5) if hue else check_range(name, value, low=0.0)
+    if bounds[1] > _LARGEST_JITTER_FACTOR:  # an infinite factor would make 0 * inf = NaN pixels
+        raise fail(name, value, f"a factor at most {_LARGEST_JITTER_FACTOR:.4g} (float32's largest)")
     identity = 0.0 if hue else 1.0
     return None if bounds == (identity, identity) else bounds
 

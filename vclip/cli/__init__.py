@@ -4,9 +4,10 @@
 Exit status: 0 when everything asked for was done; 1 when nothing could be done (the only file,
 or every file, could not be read); 2 for bad arguments (argparse's usage errors, and values the
 library refuses, such as ``--stride 0``); 3 when some files were reported and skipped while the
-others were done. Bad files are reported on stderr, naming the file and the problem, and never
-stop a run over several files; an unexpected exception on one file is reported as an internal
-error naming the file, and the others go on.
+others were done; 130 when stopped by Ctrl-C (one line on stderr, no traceback). Bad files are
+reported on stderr, naming the file and the problem, and never stop a run over several files; an
+unexpected exception on one file is reported as an internal error naming the file, and the others
+go on.
 """
 
 from __future__ import annotations
@@ -20,9 +21,9 @@ from contextlib import contextmanager
 
 from .._version import __version__
 from . import _budget, _check, _demo, _index, _info, _keyframes, _sample, _shard
-from ._common import EXIT_FAILED, EXIT_OK, EXIT_PARTIAL, EXIT_USAGE, UsageError, report_error
+from ._common import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_PARTIAL, EXIT_USAGE, UsageError, report_error
 
-__all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_PARTIAL", "EXIT_USAGE", "build_parser", "main"]
+__all__ = ["EXIT_FAILED", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_PARTIAL", "EXIT_USAGE", "build_parser", "main"]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -75,6 +76,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exit_request:  # --help and --version (status 0), or a usage error (status 2)
         return EXIT_OK if exit_request.code is None else int(exit_request.code)
+    try:
+        return _run(args)
+    except KeyboardInterrupt:  # Ctrl-C: the job stopped its workers on the way out; one line, no traceback
+        print(f"vclip {args.command}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+def _run(args: argparse.Namespace) -> int:
     try:
         with warnings.catch_warnings(), _native_output_to_stderr():
             warnings.showwarning = _show_warning

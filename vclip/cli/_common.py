@@ -25,6 +25,7 @@ from ..keyframes import (
 )
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_PARTIAL = 0, 1, 2, 3
+EXIT_INTERRUPTED = 128 + 2  # stopped by Ctrl-C (SIGINT), as shells report it
 SAMPLE_MODES = ("contiguous", "strided", "keyframe", "indexed", "jittered", "downscaled")
 SAMPLE_FORMATS = {".npz": "npz", ".pt": "pt", ".mp4": "mp4"}  # or a folder: see _sample_outputs
 LIST_FILE_SUFFIXES = (".txt", ".csv", ".lst", ".list")  # an input with one of these is a list of videos

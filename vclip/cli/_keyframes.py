@@ -12,7 +12,7 @@ from tqdm import tqdm
 
 from .._device import resolve_device
 from .._outputs.files import check_output_folder, inside, unique_names, written_whole
-from ..errors import OutputError, VideoError, check_integer, check_number, check_optional_integer
+from ..errors import OutputError, VideoError, check_integer, check_number, check_optional_integer, os_reason
 from ..keyframes import (
     KEYFRAME_METHODS,
     THUMBNAIL_WIDTH,
@@ -121,7 +121,13 @@ def _run_keyframes(args: argparse.Namespace) -> int:
             folder = out / folder_name
             try:
                 saved = result.save(folder, image_format=args.format, thumbnail_width=args.thumbnail_width)
-            except Exception as error:  # writing the images failed: reported, the others go on
+            except OSError as error:  # a full disk: none of its images is left; reported, the others go on
+                problem = f"writing its images into {os.fsdecode(folder)} failed ({os_reason(error)}); none was kept"
+                report_error("keyframes", f"{path}: {problem}")
+                errors.append({"file": path, "problem": problem})
+                started = time.perf_counter()
+                continue
+            except Exception as error:  # a bug: reported, the others go on
                 errors.append({"file": path, "problem": report_internal_error("keyframes", path, error)})
                 started = time.perf_counter()
                 continue
