@@ -7,7 +7,7 @@ benchmarks/common.py. For each set, in a fresh process:
 - the loader: correctness first (the barcodes of the first batch are its frame indices), then
   ``--warmup`` batches, then ``--batches`` timed batches (the GPU synchronized at the end), median
   of ``--repeats`` passes; its memory estimate beside the measured peak;
-- the raw pipeline: ``JobRunner.run`` on exactly the same clips with the same decode workers and
+- the raw pipeline: ``ThreadDispatcher.run`` on exactly the same clips with the same decode workers and
   as many batches in flight, without the loader (no sampling, no buffer ring, no hand-over);
 - the ratio loader / raw (target: >= 0.9);
 - with ``--catalog``: the loader from a catalog of the set (``vclip.build_catalog``), in another
@@ -45,8 +45,8 @@ from vclip._device import resolve_device
 from vclip._engine import (
     ClipTarget,
     DecodeStats,
-    JobRunner,
-    VideoJob,
+    ThreadDispatcher,
+    VideoRequest,
     make_backend,
     resolve_transform,
 )
@@ -153,9 +153,9 @@ def _raw_passes(
     warmup: int,
     repeats: int,
 ) -> list[float]:
-    """Clips/s of JobRunner.run on the same clips, ``in_flight`` batches at a time."""
+    """Clips/s of ThreadDispatcher.run on the same clips, ``in_flight`` batches at a time."""
     backend = make_backend(resolve_device(device).device, processes=processes, threads=workers)
-    runner = JobRunner(backend, 0 if processes else workers)
+    runner = ThreadDispatcher(backend, 0 if processes else workers)
     stats = DecodeStats()
     indexes = [vclip.index_video(path) for path in paths]
     geometries = [SPEC.geometry(index.width, index.height) for index in indexes]
@@ -165,7 +165,7 @@ def _raw_passes(
         targets: dict[int, list[ClipTarget]] = {}
         for slot, (video, frames) in enumerate(clips[number]):
             targets.setdefault(video, []).append(ClipTarget(np.asarray(frames), geometries[video], slot))
-        jobs = [VideoJob(indexes[video], tuple(found)) for video, found in targets.items()]
+        jobs = [VideoRequest(indexes[video], tuple(found)) for video, found in targets.items()]
         result = runner.run(jobs, CONVERSION, buffers[number % in_flight], stats)
         if any(result.errors):
             raise next(error for error in result.errors if error)

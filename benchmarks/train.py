@@ -25,7 +25,7 @@ Tools, in this order in each set:
   (``loader.memory_estimate``) beside the measured peak: ``memory_measured_over_estimate`` is the
   NVML peak above the baseline over the estimate (the fresh process's CUDA context included in
   both). It draws its own clips (the loader's seeded sampler), not the other tools' list.
-- ``vclip``: vclip's engine under the loader (``JobRunner`` on the NVDEC backend and fused kernel)
+- ``vclip``: vclip's engine under the loader (``ThreadDispatcher`` on the NVDEC backend and fused kernel)
   on the given clips, swept over ``--workers``, ``--processes``, ``--in-flight`` and
   ``--cpu-decoders`` (PyAV decoders beside NVDEC whose pictures the same kernel converts; "auto":
   as the loader's, the cores left free beside decode processes with at least 16 batches in
@@ -77,9 +77,9 @@ from vclip._engine import (
     ClipTarget,
     DecoderPool,
     DecodeStats,
-    JobRunner,
     PooledBackend,
-    VideoJob,
+    ThreadDispatcher,
+    VideoRequest,
     resolve_cpu_decoders,
     resolve_transform,
 )
@@ -166,9 +166,9 @@ class VclipTool:
         )
         self.backend = backend
         self.runner = (
-            backend.runner()
+            backend.dispatcher()
             if isinstance(backend, PooledBackend)
-            else JobRunner(backend, num_workers=0 if processes else workers)
+            else ThreadDispatcher(backend, num_workers=0 if processes else workers)
         )
         self.spec = SPEC
         self.conversion = resolve_transform(self.spec)
@@ -184,7 +184,7 @@ class VclipTool:
             geometry = self.spec.geometry(index.width, index.height)
             jobs.setdefault(path, []).append(ClipTarget(frames, geometry, slot))
         result = self.runner.run(
-            [VideoJob(vclip.index_video(p), tuple(t)) for p, t in jobs.items()], self.conversion, output, self.stats
+            [VideoRequest(vclip.index_video(p), tuple(t)) for p, t in jobs.items()], self.conversion, output, self.stats
         )
         assert not any(result.errors), result.errors
         for completion in result.completions:
@@ -535,7 +535,7 @@ def whole_file_jobs(paths) -> tuple:
     spec = vclip.TransformSpec(resize=(64, 64))
     index = [vclip.index_video(p) for p in paths]
     jobs = [
-        VideoJob(i, (ClipTarget(np.arange(i.num_frames), spec.geometry(i.width, i.height), slot),))
+        VideoRequest(i, (ClipTarget(np.arange(i.num_frames), spec.geometry(i.width, i.height), slot),))
         for slot, i in enumerate(index)
     ]
     return resolve_transform(spec), index, jobs
@@ -547,7 +547,7 @@ def raw_nvdec(paths, workers: int, processes: int = 0) -> dict:
     from vclip._engine import make_backend
 
     backend = make_backend(resolve_device("cuda").device, processes=processes, threads=workers)
-    runner = JobRunner(backend, num_workers=0 if processes else workers)
+    runner = ThreadDispatcher(backend, num_workers=0 if processes else workers)
     conversion, index, jobs = whole_file_jobs(paths)
     output = backend.empty((len(jobs), max(i.num_frames for i in index), 64, 64, 3), "uint8")
 
@@ -569,7 +569,7 @@ def decode_capacity(paths, nvdec_workers: int, cpu_decoders: int, device: str = 
     the ceiling of the hybrid configurations (on a CPU ``device``: the CPU decoders only). With
     ``processes``, NVDEC decodes in that many processes of ``nvdec_workers`` threads and the CPU
     decoders in processes of their own, as the loader runs them."""
-    from vclip._engine import CpuBackend, SharedQueueRunner, make_backend
+    from vclip._engine import CpuBackend, SharedQueueDispatcher, make_backend
 
     resolved = resolve_device(device).device
     conversion, index, jobs = whole_file_jobs(paths)
@@ -586,7 +586,7 @@ def decode_capacity(paths, nvdec_workers: int, cpu_decoders: int, device: str = 
     for name, pools in setups.items():
         if not pools[-1].workers:
             continue
-        runner = SharedQueueRunner(pools)  # all primary: each decoder takes the next whole file
+        runner = SharedQueueDispatcher(pools)  # all primary: each decoder takes the next whole file
 
         def once(runner=runner):
             result = runner.run(jobs, conversion, output, DecodeStats())

@@ -15,8 +15,8 @@ from ._device import Device, resolve_device
 from ._engine.backends import make_backend, shared_process_backend
 from ._engine.contract import Backend
 from ._engine.cpu import CpuBackend
-from ._engine.pipeline import ClipTarget, DecodeStats, VideoJob, resolve_transform
-from ._engine.runner import JobRunner
+from ._engine.dispatch import ThreadDispatcher
+from ._engine.pipeline import ClipTarget, DecodeStats, VideoRequest, resolve_transform
 from .audio import AudioClips, AudioIndex, AudioSpec, audio_index_for, clips_audio
 from .errors import ArgumentError, check_flag, check_integer, check_number, check_optional_integer, fail, is_integer
 from .gop import keyframe_chunks
@@ -175,7 +175,7 @@ class VideoDecoder:
             backend = shared_process_backend(resolved.device, decode_processes, skip_non_reference=skip_non_reference)
         else:
             backend = make_backend(resolved.device, skip_non_reference=skip_non_reference)
-        self._dispatcher = JobRunner(backend, num_workers=1)
+        self._dispatcher = ThreadDispatcher(backend, num_workers=1)
         self.device: str = str(resolved.device)
         self.fell_back_to_cpu: bool = resolved.fell_back_to_cpu
         self.stats = DecodeStats()
@@ -435,7 +435,7 @@ class VideoDecoder:
         )
         fallbacks_before = self.stats.fallback_videos
         if targets:
-            result = self._dispatcher.run([VideoJob(index, tuple(targets))], conversion, output, self.stats)
+            result = self._dispatcher.run([VideoRequest(index, tuple(targets))], conversion, output, self.stats)
             if result.errors[0] is not None:
                 raise result.errors[0]
             for completion in result.completions:

@@ -42,7 +42,7 @@ import pyarrow as pa
 
 from ._device import CPU, Device, resolve_device
 from ._jobs.runner import connect_ray, gpu_share
-from .catalog import Catalog, IndexJob, index_row, resolve_sources, rows_table
+from .catalog import Catalog, IndexItem, index_row, resolve_sources, rows_table
 from .check import check_video
 from .errors import VideoError, fail
 from .sampling import ClipSampler
@@ -138,7 +138,7 @@ class IndexVideos:
         rows = []
         for number, path in enumerate(batch["path"]):
             position = number if positions[number] is None else int(positions[number])
-            row = index_row(IndexJob(position, str(path), self.stream_index, known[number] or None))
+            row = index_row(IndexItem(position, str(path), self.stream_index, known[number] or None))
             if labels[number] is not None and int(labels[number]) >= 0:
                 row["label"] = int(labels[number])
             row["class_name"] = names[number] or None

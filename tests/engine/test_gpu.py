@@ -161,14 +161,14 @@ def test_decoders_are_reused_across_files(shared_videos, videos, tmp_path):
     from vclip._engine import (
         ClipTarget,
         DecodeStats,
-        JobRunner,
         NvdecBackend,
-        VideoJob,
+        ThreadDispatcher,
+        VideoRequest,
         resolve_transform,
     )
 
     backend = NvdecBackend(Device("cuda", 0))
-    runner = JobRunner(backend, num_workers=1)
+    runner = ThreadDispatcher(backend, num_workers=1)
     second_h264 = vclip.synthetic.make_video(tmp_path / "other.mp4", num_frames=30, width=320, height=240, seed=3)
     order = [
         (shared_videos / "nasa_13013.mp4", 3),
@@ -183,7 +183,7 @@ def test_decoders_are_reused_across_files(shared_videos, videos, tmp_path):
         geometry = TransformSpec().geometry(index.width, index.height)
         output = backend.empty((1, 3, index.height, index.width, 3), "uint8")
         result = runner.run(
-            [VideoJob(index, (ClipTarget(np.array([0, 5, 9]), geometry, 0),))],
+            [VideoRequest(index, (ClipTarget(np.array([0, 5, 9]), geometry, 0),))],
             resolve_transform(None),
             output,
             DecodeStats(),
@@ -221,8 +221,8 @@ def test_decode_processes_write_the_same_clips_as_threads(shared_videos, videos)
     from vclip._engine import (
         ClipTarget,
         DecodeStats,
-        JobRunner,
-        VideoJob,
+        ThreadDispatcher,
+        VideoRequest,
         make_backend,
         resolve_transform,
     )
@@ -235,7 +235,7 @@ def test_decode_processes_write_the_same_clips_as_threads(shared_videos, videos)
         geometry = spec.geometry(index.width, index.height)
         starts = (number, index.num_frames // 2)
         jobs.append(
-            VideoJob(
+            VideoRequest(
                 index,
                 tuple(
                     ClipTarget(np.arange(start, start + 8), geometry, 2 * number + k) for k, start in enumerate(starts)
@@ -245,7 +245,7 @@ def test_decode_processes_write_the_same_clips_as_threads(shared_videos, videos)
     outputs, fallbacks = [], []
     for processes in (0, 2):
         backend = make_backend(Device("cuda", 0), processes=processes, threads=2)
-        runner = JobRunner(backend, 2 if not processes else 0)
+        runner = ThreadDispatcher(backend, 2 if not processes else 0)
         output = backend.empty((2 * len(jobs), 8, 3, 112, 112), "float32")
         stats = DecodeStats()
         with warnings.catch_warnings(record=True) as caught:

@@ -30,8 +30,8 @@ from vclip._engine import (
     PackingBackend,
     PooledBackend,
     ProcessBackend,
-    SharedQueueRunner,
-    VideoJob,
+    SharedQueueDispatcher,
+    VideoRequest,
     auto_cpu_decoders,
     auto_decode_processes,
     fill_job,
@@ -93,7 +93,8 @@ def test_staged_pictures_through_the_kernel_match_the_cpu_path(host_transform, v
     shape = conversion.clip_shape(frames.size, geometry)
 
     expected = np.empty((1,) + shape, spec.dtype)
-    CpuBackend().decode_job(VideoJob(index, (ClipTarget(frames, geometry, 0),)), conversion, expected, DecodeStats())
+    request = VideoRequest(index, (ClipTarget(frames, geometry, 0),))
+    CpuBackend().decode_video(request, conversion, expected, DecodeStats())
 
     stage_shape, stage_dtype = semi_planar_shape(index.width, index.height, index.bit_depth)
     pictures = decoded_frames(path, int(frames[-1]) + 1)
@@ -133,7 +134,8 @@ def test_a_packing_process_packs_each_wanted_frame_once_in_order_as_nvdec_lays_i
     path = videos[name]
     index = vclip.index_video(path)
     geometry = vclip.TransformSpec().geometry(index.width, index.height)
-    job = VideoJob(index, (ClipTarget(np.array([1, 5, 9]), geometry, 0), ClipTarget(np.array([3, 5, 12]), geometry, 1)))
+    job = VideoRequest(index, (ClipTarget(np.array([1, 5, 9]), geometry, 0),
+                               ClipTarget(np.array([3, 5, 12]), geometry, 1)))
     assert packed_frames(job) == [1, 3, 5, 9, 12]
     shape, dtype = semi_planar_shape(index.width, index.height, index.bit_depth)
     nbytes = shape[0] * shape[1] * dtype.itemsize
@@ -142,7 +144,7 @@ def test_a_packing_process_packs_each_wanted_frame_once_in_order_as_nvdec_lays_i
         buffer = packers.empty((5 * nbytes + 64,), "uint8")
         buffer[:] = 0xAB
         stats = DecodeStats()
-        assert packers.decode_job(job, resolve_transform(vclip.TransformSpec()), buffer, stats) is None
+        assert packers.decode_video(job, resolve_transform(vclip.TransformSpec()), buffer, stats) is None
         packed = buffer.copy()
     finally:
         packers.close()
@@ -160,7 +162,7 @@ def test_a_packing_process_packs_each_wanted_frame_once_in_order_as_nvdec_lays_i
 
 
 # -- the shared queue -------------------------------------------------------------------------------
-def clip_jobs(paths: list[str], frames_per_clip: int = 4) -> tuple[list[VideoJob], np.ndarray, list]:
+def clip_jobs(paths: list[str], frames_per_clip: int = 4) -> tuple[list[VideoRequest], np.ndarray, list]:
     """One job of two clips per video (native size, uint8), their output and expected frame numbers."""
     spec = vclip.TransformSpec()
     jobs, expected = [], []
@@ -172,7 +174,7 @@ def clip_jobs(paths: list[str], frames_per_clip: int = 4) -> tuple[list[VideoJob
             frames = np.arange(frames_per_clip) * 2 + 3 * k + number
             targets.append(ClipTarget(frames, geometry, 2 * number + k))
             expected.append(frames.tolist())
-        jobs.append(VideoJob(index, tuple(targets)))
+        jobs.append(VideoRequest(index, tuple(targets)))
     first = jobs[0].index
     output = np.zeros((2 * len(paths), frames_per_clip, first.height, first.width, 3), np.uint8)
     return jobs, output, expected
@@ -192,7 +194,7 @@ def same_size_videos(tmp_path_factory) -> list[str]:
 def test_every_pool_takes_jobs_from_one_queue(same_size_videos):
     jobs, output, expected = clip_jobs(same_size_videos)
     pools = [DecoderPool("a", CpuBackend(threads=1), 1), DecoderPool("b", CpuBackend(threads=1), 2)]
-    runner = SharedQueueRunner(pools)
+    runner = SharedQueueDispatcher(pools)
     stats = DecodeStats()
     try:
         result = runner.run(jobs, resolve_transform(None), output, stats)
@@ -215,7 +217,7 @@ def test_a_helper_takes_a_job_only_when_it_would_finish_first(same_size_videos, 
     jobs, output, expected = clip_jobs(same_size_videos)
     primary = DecoderPool("primary", CpuBackend(threads=1), 1, seconds_per_frame=0.01)
     helper = DecoderPool("helper", CpuBackend(threads=1), 1, helper=True, seconds_per_frame=helper_seconds_per_frame)
-    runner = SharedQueueRunner([primary, helper])
+    runner = SharedQueueDispatcher([primary, helper])
     try:
         result = runner.run(jobs, resolve_transform(None), output, DecodeStats())
         kinds = runner.kind_stats()
@@ -238,7 +240,7 @@ def test_a_helper_takes_no_job_larger_than_its_packing_buffer(same_size_videos):
             DecoderPool("primary", CpuBackend(threads=1), 1, seconds_per_frame=0.01),
             DecoderPool("helper", CpuBackend(threads=1), 1, helper=True, seconds_per_frame=1e-9, max_job_bytes=bound),
         ])
-        runner = pooled.runner()
+        runner = pooled.dispatcher()
         try:
             output[:] = 0
             result = runner.run(jobs, resolve_transform(None), output, DecodeStats())
@@ -262,9 +264,9 @@ class SlowBackend:
     def empty(self, shape, dtype):
         return self.backend.empty(shape, dtype)
 
-    def decode_job(self, job, conversion, output, stats):
+    def decode_video(self, job, conversion, output, stats):
         time.sleep(self.seconds)
-        return self.backend.decode_job(job, conversion, output, stats)
+        return self.backend.decode_video(job, conversion, output, stats)
 
     def close(self):
         self.backend.close()
@@ -281,7 +283,7 @@ def test_a_helper_counts_the_jobs_the_primaries_are_decoding(same_size_videos, p
     assert all(sum(target.frames.size for target in job.targets) == 8 for job in jobs)
     primary = DecoderPool("primary", SlowBackend(2.0), primary_workers, seconds_per_frame=2.0 / 8)
     helper = DecoderPool("helper", CpuBackend(threads=1), 1, helper=True, seconds_per_frame=helper_seconds_per_frame)
-    runner = SharedQueueRunner([primary, helper])
+    runner = SharedQueueDispatcher([primary, helper])
     conversion = resolve_transform(None)
     try:
         first = threading.Thread(target=runner.run, args=(jobs[:4], conversion, output, DecodeStats()))
@@ -305,9 +307,9 @@ def test_bad_videos_are_errors_per_job(same_size_videos, tmp_path):
         start, size = int(index.packet_pos[packet]), int(index.packet_size[packet])
         data[start + 4 : start + size] = bytes(size - 4)
     garbage.write_bytes(data)
-    broken = VideoJob(vclip.index_video(str(garbage)), jobs[1].targets)
+    broken = VideoRequest(vclip.index_video(str(garbage)), jobs[1].targets)
     pool = DecoderPool("cpu", CpuBackend(threads=1), 2, seconds_per_frame=0.5)
-    runner = SharedQueueRunner([pool])
+    runner = SharedQueueDispatcher([pool])
     try:
         alone = runner.run([broken], resolve_transform(None), output, DecodeStats())
         assert pool.seconds_per_frame == 0.5  # a failed job says nothing of the decoder's speed
@@ -321,7 +323,7 @@ def test_bad_videos_are_errors_per_job(same_size_videos, tmp_path):
 
 def test_a_runner_needs_a_primary_pool():
     with pytest.raises(ValueError, match="primary pool"):
-        SharedQueueRunner([DecoderPool("cpu", CpuBackend(), 2, helper=True)])
+        SharedQueueDispatcher([DecoderPool("cpu", CpuBackend(), 2, helper=True)])
 
 
 @pytest.fixture
@@ -469,8 +471,9 @@ def test_loader_cpu_decoders_same_batches_and_stats_per_kind(same_size_videos):
 
 
 def test_loader_cpu_decoders_run_on_their_own_threads(same_size_videos, monkeypatch):
-    threads, decode_job = set(), CpuBackend.decode_job
-    monkeypatch.setattr(CpuBackend, "decode_job", lambda *a: threads.add(threading.current_thread()) or decode_job(*a))
+    threads, decode_video = set(), CpuBackend.decode_video
+    monkeypatch.setattr(CpuBackend, "decode_video",
+                        lambda *a: threads.add(threading.current_thread()) or decode_video(*a))
     loader_epoch(same_size_videos, cpu_decoders=2)[1].close()
     assert 1 <= len(threads) <= 2 and all(t.name == "vclip-decode-cpu" for t in threads)
 
@@ -508,13 +511,13 @@ def test_cpu_decoded_clips_are_byte_identical_to_nvdec(videos, name, spec):
         ClipTarget(np.arange(0, 16, 2), geometry, 0),
         ClipTarget(np.array([1, 5, 9, 29, 31, 40, 41, 59]), geometry, 1),
     )
-    job = VideoJob(index, targets)
+    job = VideoRequest(index, targets)
     outputs = []
     packed = PackedUploadBackend(device, 1, 2)  # in a packing process, uploaded and converted here
     for backend in (in_process_backend(device), UploadBackend(device), packed):
         output = backend.empty((2,) + conversion.clip_shape(8, geometry), spec.dtype)
         output.fill(0)
-        backend.decode_job(job, conversion, output, DecodeStats()).synchronize()
+        backend.decode_video(job, conversion, output, DecodeStats()).synchronize()
         outputs.append(cupy.asnumpy(output))
     packed.close()
     np.testing.assert_array_equal(outputs[0], outputs[1])
@@ -537,14 +540,14 @@ def test_packed_upload_backend_converts_a_stream_that_is_not_420_as_the_cpu_does
     geometry = spec.geometry(index.width, index.height)
     conversion = resolve_transform(spec)
     frames = np.array([0, 3, 7, 19])
-    job = VideoJob(index, (ClipTarget(frames, geometry, 0),))
+    job = VideoRequest(index, (ClipTarget(frames, geometry, 0),))
     expected = np.empty((1,) + conversion.clip_shape(frames.size, geometry), spec.dtype)
-    CpuBackend().decode_job(job, conversion, expected, DecodeStats())
+    CpuBackend().decode_video(job, conversion, expected, DecodeStats())
     packed = PackedUploadBackend(resolve_device("cuda").device, 1, 1)
     try:
         output = packed.empty(expected.shape, spec.dtype)
         output.fill(0)
-        packed.decode_job(job, conversion, output, DecodeStats()).synchronize()
+        packed.decode_video(job, conversion, output, DecodeStats()).synchronize()
     finally:
         packed.close()
     assert [read_barcode(frame) for frame in expected[0]] == frames.tolist()

@@ -19,10 +19,10 @@ from vclip._device import CPU
 from vclip._engine import (
     ClipTarget,
     DecodeStats,
-    JobRunner,
     ProcessBackend,
     RecentKeys,
-    VideoJob,
+    ThreadDispatcher,
+    VideoRequest,
     in_process_backend,
     resolve_transform,
 )
@@ -60,7 +60,7 @@ def jobs_for(paths, first_frame=0):
         geometry = SPEC.geometry(index.width, index.height)
         frames = (first_frame + k + np.arange(FRAMES) * 3) % 40
         jobs.append(
-            VideoJob(
+            VideoRequest(
                 index,
                 (ClipTarget(frames, geometry, 2 * k), ClipTarget(np.sort(frames[::-1] + 1) % 40, geometry, 2 * k + 1)),
             )
@@ -69,7 +69,7 @@ def jobs_for(paths, first_frame=0):
 
 
 def decode(backend, jobs, workers=0):
-    runner = JobRunner(backend, workers)
+    runner = ThreadDispatcher(backend, workers)
     output = backend.empty((2 * len(jobs), FRAMES, 48, 64, 3), "uint8")
     stats = DecodeStats()
     result = runner.run(jobs, CONVERSION, output, stats)
@@ -110,7 +110,7 @@ def test_processes_started_later_decode_what_was_asked_of_none(clips_videos):
         assert backend.add_processes(2) == 2 and backend.default_workers == 4
         assert backend.add_processes(1) == 2  # never fewer
         expected, _, _ = decode(in_process_backend(CPU), jobs, 1)
-        runner = JobRunner(backend, 4)
+        runner = ThreadDispatcher(backend, 4)
         result = runner.run(jobs, CONVERSION, output, DecodeStats())
         runner.close()
         assert result.errors == [None] * len(jobs) and np.array_equal(output, expected)
@@ -159,14 +159,14 @@ def test_a_video_whose_worker_is_killed_is_decoded_by_the_next_one(clips_videos,
     sent again to its replacement and decoded there, not reported."""
     long_video = make_video(tmp_path / "long.mp4", num_frames=240, width=320, height=240, keyframe_interval=240, seed=7)
     index = vclip.index_video(long_video)
-    job = VideoJob(index, (ClipTarget(np.arange(200, 240), SPEC.geometry(index.width, index.height), 0),))
+    job = VideoRequest(index, (ClipTarget(np.arange(200, 240), SPEC.geometry(index.width, index.height), 0),))
     backend = cpu_processes(1, 1)
     try:
         decode(backend, jobs_for(clips_videos[:1]))  # the worker is up
         dead = backend._workers[0]
         output = backend.empty((1, 40, 48, 64, 3), "uint8")
         with ThreadPoolExecutor(1) as pool:
-            pending = pool.submit(backend.decode_job, job, CONVERSION, output, DecodeStats())
+            pending = pool.submit(backend.decode_video, job, CONVERSION, output, DecodeStats())
             # Started (a video killed before it starts is sent again anyway): 240 frames to decode,
             # far longer than the kill takes.
             while not any(p.started_at is not None for p in list(dead.outstanding.values())):
@@ -264,7 +264,7 @@ def test_a_buffer_collected_while_the_registry_is_locked_is_released_later(backe
 
 def test_buffers_must_come_from_the_backend(backend, clips_videos):
     with pytest.raises(ValueError, match="must come from its empty"):
-        backend.decode_job(
+        backend.decode_video(
             jobs_for(clips_videos[:1])[0], CONVERSION, np.empty((2, FRAMES, 48, 64, 3), np.uint8), DecodeStats()
         )
 
@@ -280,10 +280,10 @@ class HangsOnStuckVideos:
     def empty(self, shape, dtype):
         return self.backend.empty(shape, dtype)
 
-    def decode_job(self, job, conversion, output, stats):
+    def decode_video(self, job, conversion, output, stats):
         if os.path.basename(job.index.path).startswith("stuck"):
             time.sleep(3600)
-        return self.backend.decode_job(job, conversion, output, stats)
+        return self.backend.decode_video(job, conversion, output, stats)
 
     def close(self):
         self.backend.close()
@@ -292,11 +292,11 @@ class HangsOnStuckVideos:
 class DiesOnCrashVideos(HangsOnStuckVideos):
     """The CPU backend, except that decoding a video named ``crash*`` kills the worker process."""
 
-    def decode_job(self, job, conversion, output, stats):
+    def decode_video(self, job, conversion, output, stats):
         if os.path.basename(job.index.path).startswith("crash"):
             time.sleep(0.2)  # the next request has arrived and waits behind this one
             os._exit(3)
-        return self.backend.decode_job(job, conversion, output, stats)
+        return self.backend.decode_video(job, conversion, output, stats)
 
 
 def test_a_video_waiting_behind_one_that_kills_the_worker_is_sent_again(clips_videos, tmp_path):
@@ -304,17 +304,17 @@ def test_a_video_waiting_behind_one_that_kills_the_worker_is_sent_again(clips_vi
     by the replacement; the video being decoded is sent again, alone, kills that worker too and is
     reported."""
     crash_video = make_video(tmp_path / "crash.mp4", num_frames=10, width=128, height=96, seed=9)
-    crash = VideoJob(vclip.index_video(crash_video), (ClipTarget(np.arange(5), SPEC.geometry(128, 96), 0),))
-    quick = VideoJob(vclip.index_video(clips_videos[0]), (ClipTarget(np.arange(5), SPEC.geometry(128, 96), 1),))
+    crash = VideoRequest(vclip.index_video(crash_video), (ClipTarget(np.arange(5), SPEC.geometry(128, 96), 0),))
+    quick = VideoRequest(vclip.index_video(clips_videos[0]), (ClipTarget(np.arange(5), SPEC.geometry(128, 96), 1),))
     backend = ProcessBackend(DiesOnCrashVideos, CPU, 1, 1)
     try:
         output = backend.empty((2, FRAMES, 48, 64, 3), "uint8")
         worker = backend._workers[0]
         with ThreadPoolExecutor(2) as pool:
-            crash_result = pool.submit(backend.decode_job, crash, CONVERSION, output, DecodeStats())
+            crash_result = pool.submit(backend.decode_video, crash, CONVERSION, output, DecodeStats())
             while not worker.outstanding:
                 time.sleep(0.001)
-            quick_result = pool.submit(backend.decode_job, quick, CONVERSION, output, DecodeStats())
+            quick_result = pool.submit(backend.decode_video, quick, CONVERSION, output, DecodeStats())
             died = (r"crash.mp4: decoding it killed the decode worker process 2 times \(exit codes 3, 3\), "
                     "the last time with no other video in that worker")
             with pytest.raises(vclip.CorruptVideoError, match=died):
@@ -329,10 +329,10 @@ def test_a_video_waiting_behind_one_that_kills_the_worker_is_sent_again(clips_vi
 class SlowOrDies(DiesOnCrashVideos):
     """As DiesOnCrashVideos; a video named ``slow*`` waits a second before it is decoded."""
 
-    def decode_job(self, job, conversion, output, stats):
+    def decode_video(self, job, conversion, output, stats):
         if os.path.basename(job.index.path).startswith("slow"):
             time.sleep(1.0)
-        return super().decode_job(job, conversion, output, stats)
+        return super().decode_video(job, conversion, output, stats)
 
 
 def test_a_video_decoded_beside_one_that_kills_the_worker_is_not_blamed(clips_videos, tmp_path):
@@ -340,17 +340,17 @@ def test_a_video_decoded_beside_one_that_kills_the_worker_is_not_blamed(clips_vi
     a worker of its own; the good one is decoded, the one that kills workers is reported."""
     crash_video = make_video(tmp_path / "crash.mp4", num_frames=10, width=128, height=96, seed=9)
     slow_video = make_video(tmp_path / "slow.mp4", num_frames=10, width=128, height=96, seed=3)
-    crash = VideoJob(vclip.index_video(crash_video), (ClipTarget(np.arange(5), SPEC.geometry(128, 96), 0),))
-    slow = VideoJob(vclip.index_video(slow_video), (ClipTarget(np.arange(5), SPEC.geometry(128, 96), 1),))
+    crash = VideoRequest(vclip.index_video(crash_video), (ClipTarget(np.arange(5), SPEC.geometry(128, 96), 0),))
+    slow = VideoRequest(vclip.index_video(slow_video), (ClipTarget(np.arange(5), SPEC.geometry(128, 96), 1),))
     backend = ProcessBackend(SlowOrDies, CPU, 1, 2)
     try:
         output = backend.empty((2, FRAMES, 48, 64, 3), "uint8")
         worker = backend._workers[0]
         with ThreadPoolExecutor(2) as pool:
-            slow_result = pool.submit(backend.decode_job, slow, CONVERSION, output, DecodeStats())
+            slow_result = pool.submit(backend.decode_video, slow, CONVERSION, output, DecodeStats())
             while not any(p.started_at is not None for p in list(worker.outstanding.values())):
                 time.sleep(0.001)
-            crash_result = pool.submit(backend.decode_job, crash, CONVERSION, output, DecodeStats())
+            crash_result = pool.submit(backend.decode_video, crash, CONVERSION, output, DecodeStats())
             with pytest.raises(vclip.CorruptVideoError, match=r"crash.mp4: decoding it killed the decode worker "
                                                               r"process 2 times \(exit codes 3, 3\)"):
                 crash_result.result(timeout=60)
@@ -362,18 +362,18 @@ def test_a_video_decoded_beside_one_that_kills_the_worker_is_not_blamed(clips_vi
 
 def test_a_stuck_video_times_out_and_the_others_are_sent_again(clips_videos, tmp_path):
     stuck_video = make_video(tmp_path / "stuck.mp4", num_frames=10, width=128, height=96, seed=8)
-    stuck = VideoJob(vclip.index_video(stuck_video), (ClipTarget(np.arange(5), SPEC.geometry(128, 96), 0),))
-    quick = VideoJob(vclip.index_video(clips_videos[0]), (ClipTarget(np.arange(5), SPEC.geometry(128, 96), 1),))
+    stuck = VideoRequest(vclip.index_video(stuck_video), (ClipTarget(np.arange(5), SPEC.geometry(128, 96), 0),))
+    quick = VideoRequest(vclip.index_video(clips_videos[0]), (ClipTarget(np.arange(5), SPEC.geometry(128, 96), 1),))
     # One thread: the quick job waits in the worker behind the stuck one, so its clock has not started.
     backend = ProcessBackend(HangsOnStuckVideos, CPU, 1, 1, decode_timeout=1.0)
     try:
         output = backend.empty((2, FRAMES, 48, 64, 3), "uint8")
         worker = backend._workers[0]
         with ThreadPoolExecutor(2) as pool:
-            stuck_result = pool.submit(backend.decode_job, stuck, CONVERSION, output, DecodeStats())
+            stuck_result = pool.submit(backend.decode_video, stuck, CONVERSION, output, DecodeStats())
             while not worker.outstanding:
                 time.sleep(0.001)
-            quick_result = pool.submit(backend.decode_job, quick, CONVERSION, output, DecodeStats())
+            quick_result = pool.submit(backend.decode_video, quick, CONVERSION, output, DecodeStats())
             with pytest.raises(vclip.CorruptVideoError, match=r"stuck.mp4: decoding took longer than 1 s"):
                 stuck_result.result(timeout=60)
             quick_result.result(timeout=60)  # sent again to the replacement worker, decoded there

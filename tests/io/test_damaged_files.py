@@ -56,7 +56,7 @@ def test_damaged_vp9_keyframe_after_a_flush_is_an_error_not_a_crash(tmp_path):
         import numpy as np
 
         import vclip
-        from vclip._engine import ClipTarget, CpuBackend, DecodeStats, VideoJob, resolve_transform
+        from vclip._engine import ClipTarget, CpuBackend, DecodeStats, VideoRequest, resolve_transform
         from vclip.synthetic import read_barcode
 
         path = {path!r}
@@ -76,7 +76,7 @@ def test_damaged_vp9_keyframe_after_a_flush_is_an_error_not_a_crash(tmp_path):
             targets = (ClipTarget(np.array(frames), geometry, 0),)
             output = backend.empty((1,) + conversion.clip_shape(len(frames), geometry), "uint8")
             try:
-                backend.decode_job(VideoJob(index, targets), conversion, output, DecodeStats())
+                backend.decode_video(VideoRequest(index, targets), conversion, output, DecodeStats())
                 print("backend ok", frames)
             except vclip.CorruptVideoError as error:
                 print("backend:", frames, type(error).__name__)
@@ -237,7 +237,7 @@ def test_a_damaged_frame_is_named_and_costs_only_the_frames_decoded_from_it(tmp_
     """The error names frame 25 (not the range asked for) and carries the frames lost: 25-39, up
     to the next keyframe; the frames of the other groups of pictures are decoded and written.
     With frame threads the decoder reports the damage packets later: the same frames are lost."""
-    from vclip._engine import ClipTarget, CpuBackend, DecodeStats, VideoJob, resolve_transform
+    from vclip._engine import ClipTarget, CpuBackend, DecodeStats, VideoRequest, resolve_transform
 
     path = _video_with_a_damaged_frame(tmp_path)
     index = vclip.index_video(path)
@@ -245,11 +245,11 @@ def test_a_damaged_frame_is_named_and_costs_only_the_frames_decoded_from_it(tmp_
     geometry = conversion.index_geometry(index)
     clips = [np.arange(10, 18), np.arange(22, 30), np.arange(36, 44), np.arange(50, 58)]
     output = np.zeros((len(clips), 8, 64, 96, 3), np.uint8)
-    job = VideoJob(index, tuple(ClipTarget(frames, geometry, slot) for slot, frames in enumerate(clips)))
+    job = VideoRequest(index, tuple(ClipTarget(frames, geometry, slot) for slot, frames in enumerate(clips)))
     with pytest.raises(vclip.CorruptVideoError, match=r"damaged_frame.mp4: frame 25 cannot be decoded \(Invalid "
                                                       r"data found when processing input\): frames \[25, 26, 27, 28, "
                                                       r"29\]\.\.\. \(9 of the frames asked for\)") as caught:
-        CpuBackend(threads=threads, accept_concealed=threads > 1).decode_job(job, conversion, output, DecodeStats())
+        CpuBackend(threads=threads, accept_concealed=threads > 1).decode_video(job, conversion, output, DecodeStats())
     assert caught.value.frames == (25, 26, 27, 28, 29, 36, 37, 38, 39)
     for slot in (0, 3):  # the clips that need none of them
         assert barcodes(output[slot]) == clips[slot].tolist()
@@ -260,7 +260,7 @@ def test_a_damaged_frame_is_named_and_costs_only_the_frames_decoded_from_it(tmp_
 def test_a_damaged_frame_keeps_the_downscaled_frames_converted_in_batches(tmp_path):
     """A whole-factor downscale converts pictures in batches (BlockConverter): those it still
     holds when the frames are found lost are written too, so the clips that avoid them are kept."""
-    from vclip._engine import ClipTarget, CpuBackend, DecodeStats, VideoJob, resolve_transform
+    from vclip._engine import ClipTarget, CpuBackend, DecodeStats, VideoRequest, resolve_transform
 
     path = _video_with_a_damaged_frame(tmp_path)
     index = vclip.index_video(path)
@@ -268,9 +268,9 @@ def test_a_damaged_frame_keeps_the_downscaled_frames_converted_in_batches(tmp_pa
     geometry = conversion.index_geometry(index)
     clips = [np.arange(10, 18), np.arange(22, 30), np.arange(50, 58)]
     output = np.zeros((len(clips), 8, 32, 48, 3), np.uint8)
-    job = VideoJob(index, tuple(ClipTarget(frames, geometry, slot) for slot, frames in enumerate(clips)))
+    job = VideoRequest(index, tuple(ClipTarget(frames, geometry, slot) for slot, frames in enumerate(clips)))
     with pytest.raises(vclip.CorruptVideoError, match="frame 25 cannot be decoded"):
-        CpuBackend(threads=1).decode_job(job, conversion, output, DecodeStats())
+        CpuBackend(threads=1).decode_video(job, conversion, output, DecodeStats())
     decoder = vclip.VideoDecoder(path, device="cpu")
     for slot in (0, 2):  # the last clip's pictures were still held when the error was raised
         assert np.array_equal(output[slot], decoder.get_frames(clips[slot], scaling_factor=0.5).data)

@@ -22,7 +22,7 @@ import vclip  # noqa: E402
 import vclip.catalog._read as catalog_read  # noqa: E402
 from vclip import catalog as vcatalog  # noqa: E402
 from vclip._jobs.runner import Processes  # noqa: E402
-from vclip.catalog._indexing import IndexJob, index_row, index_rows  # noqa: E402
+from vclip.catalog._indexing import IndexItem, index_row, index_rows  # noqa: E402
 from vclip.cli import main  # noqa: E402
 from vclip.errors import CorruptVideoError, NotAVideoError, VideoNotFoundError  # noqa: E402
 from vclip.synthetic import make_video, read_barcode  # noqa: E402
@@ -446,7 +446,7 @@ def test_the_build_is_logged_once_named_by_the_logger(dataset, tmp_path, caplog)
 
 def test_a_file_that_crashes_its_worker_is_listed_not_fatal(dataset):
     paths = [str(p) for p in sorted(dataset.rglob("*.mp4")) if p.name not in ("empty.mp4", "not_a_video.mp4")]
-    jobs = [IndexJob(number, path) for number, path in enumerate(paths + ["/crash/me.mp4"] + paths)]
+    jobs = [IndexItem(number, path) for number, path in enumerate(paths + ["/crash/me.mp4"] + paths)]
     rows = sorted(index_rows(jobs, Processes(2), function=crash_on_request), key=lambda row: row["position"])
     assert [row["position"] for row in rows] == list(range(len(jobs)))
     crashed = rows[len(paths)]

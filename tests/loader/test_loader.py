@@ -444,8 +444,9 @@ def test_only_the_decode_workers_decode(dataset, monkeypatch, num_threads):
     """However many batches are built at once, at most num_threads threads decode (one decoder each on the GPU)."""
     from vclip._engine import CpuBackend
 
-    threads, decode_job = set(), CpuBackend.decode_job
-    monkeypatch.setattr(CpuBackend, "decode_job", lambda *a: threads.add(threading.current_thread()) or decode_job(*a))
+    threads, decode_video = set(), CpuBackend.decode_video
+    monkeypatch.setattr(CpuBackend, "decode_video",
+                        lambda *a: threads.add(threading.current_thread()) or decode_video(*a))
     loader = make_loader(dataset, batch_size=1, num_threads=num_threads, prefetch_queue_depth=3)
     assert len(list(loader)) == 12
     assert len(threads) <= num_threads and all(t.name.startswith("vclip-decode") for t in threads)

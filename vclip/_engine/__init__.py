@@ -4,20 +4,22 @@ Layers, each importing only those above it:
 
     (below the engine: vclip._device, where decoding runs, ``Device``, ``resolve_device``; and
     vclip._index.packets, reading packets back from the file, which the audio of clips reads too)
-    layout, reference, kernel_args
-                clip layouts; the NumPy twin of the CUDA kernel; the kernel's arguments
-    pipeline    what a request carries (``VideoJob``, ``ClipTarget``, ``Conversion``, ``DecodeStats``)
+    layout, reference, host_fast, kernel_args
+                clip layouts; the NumPy twin of the CUDA kernel (its definition) and the CPU path's
+                quicker forms of it; the kernel's arguments
+    pipeline    what a request carries (``VideoRequest``, ``ClipTarget``, ``Conversion``, ``DecodeStats``)
     contract    the backend contract (``Backend``, ``PictureDecoder``, ``PictureConverter``) and the
                 one loop that executes a decode plan (``execute_plan``, ``PlanBackend``)
     kernel      the fused CUDA kernel through CuPy (``KernelModule``, ``KernelConverter``)
     cpu, nvdec  the PyAV and NVDEC backends
     shared_buffers  output buffers that worker processes write into (``BufferRegistry``)
     processes   decoding in worker processes (``ProcessBackend``, built from a backend factory)
-    hybrid      CPU decoders whose pictures the CUDA kernel converts (``UploadBackend``; beside decode
-                processes ``PackedUploadBackend``, whose packing processes hold no CUDA context)
-    scheduler   one job queue for every decoder pool (``SharedQueueRunner``, ``PooledBackend``)
-    runner      running a batch's jobs on threads (``JobRunner``, ``JobsResult``)
-    backends    choosing a backend (``make_backend``)
+    hybrid      CPU decoders whose pictures the CUDA kernel converts (``UploadBackend``; in packing
+                processes that hold no CUDA context ``PackedUploadBackend``)
+    scheduler   one queue of video requests for every decoder pool, with the workers of each pool
+                allowed to work (``SharedQueueDispatcher``, ``PooledBackend``)
+    dispatch    a batch's video requests on threads (``ThreadDispatcher``, ``DispatchResult``)
+    backends    choosing a backend (``make_backend``, ``make_paced_backend``)
 
 Tests and benchmarks reach the engine through the names below (``from vclip._engine import ...``),
 imported on first use so that importing one part of the engine does not import the rest; only a
@@ -39,7 +41,7 @@ _SURFACE_BY_MODULE = {
         "BLOCK", "fill_job", "JOB_DTYPE", "kernel_instantiation", "KERNEL_NAMES", "kernel_source_path", "launch_grid",
         "needs_extended", "OUTPUT_KINDS", "PARAMS_DTYPE", "transform_params",
     ),
-    "pipeline": ("ClipTarget", "Conversion", "DecodeStats", "needs_any", "resolve_transform", "VideoJob"),
+    "pipeline": ("ClipTarget", "Conversion", "DecodeStats", "needs_any", "resolve_transform", "VideoRequest"),
     "contract": ("Backend", "execute_plan", "PictureConverter", "PictureDecoder"),
     "kernel": ("KernelModule",),
     "cpu": ("CpuBackend", "yuv420_planes"),
@@ -51,9 +53,9 @@ _SURFACE_BY_MODULE = {
     "scheduler": (
         "auto_cpu_decoders", "auto_decode_processes", "NVDEC_FEEDER_CORES", "TRAINING_CORES",
         "DecoderKindStats", "DecoderPool",
-        "PooledBackend", "resolve_cpu_decoders", "SharedQueueRunner",
+        "PooledBackend", "resolve_cpu_decoders", "SharedQueueDispatcher",
     ),
-    "runner": ("JobRunner",),
+    "dispatch": ("ThreadDispatcher",),
     "backends": ("close_shared_process_backends", "in_process_backend", "make_backend", "shared_process_backend"),
 }
 """The internal surface, by module: what tests and benchmarks import from the engine (``from vclip._engine

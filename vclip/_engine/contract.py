@@ -27,7 +27,7 @@ from ..plan import DecodePlan, plan_decode
 from .pipeline import (
     Conversion,
     DecodeStats,
-    VideoJob,
+    VideoRequest,
     frame_destinations,
     video_lookups,
 )
@@ -46,7 +46,7 @@ class Backend(Protocol):
 
     Attributes:
         device: Where the output buffers live.
-        default_workers: Jobs worth running at once (threads of a :class:`~vclip._engine.runner.JobRunner`).
+        default_workers: Jobs worth running at once (threads of a :class:`~vclip._engine.dispatch.ThreadDispatcher`).
     """
 
     device: Device
@@ -56,7 +56,8 @@ class Backend(Protocol):
         """An uninitialised output buffer on :attr:`device` (NumPy or CuPy array)."""
         ...
 
-    def decode_job(self, job: VideoJob, conversion: Conversion, output: Any, stats: DecodeStats) -> Completion | None:
+    def decode_video(self, job: VideoRequest, conversion: Conversion, output: Any,
+                     stats: DecodeStats) -> Completion | None:
         """Decode the clips of ``job`` into their slots of ``output``; thread-safe.
 
         Returns:
@@ -130,7 +131,7 @@ class PictureConverter(ABC):
 
 
 def execute_plan(
-    plan: DecodePlan, job: VideoJob, decoder: PictureDecoder, converter: PictureConverter, stats: DecodeStats
+    plan: DecodePlan, job: VideoRequest, decoder: PictureDecoder, converter: PictureConverter, stats: DecodeStats
 ) -> None:
     """Execute ``plan`` for ``job``: every requested frame decoded once and converted into every
     slot that wants it; the caller then calls ``converter.finish()``.
@@ -243,14 +244,16 @@ class PlanBackend(ABC):
     def empty(self, shape: tuple[int, ...], dtype: str) -> Any: ...
 
     @abstractmethod
-    def open_job(self, job: VideoJob, conversion: Conversion, output: Any) -> tuple[PictureDecoder, PictureConverter]:
+    def open_job(self, job: VideoRequest, conversion: Conversion,
+                 output: Any) -> tuple[PictureDecoder, PictureConverter]:
         """The decoder and converter for one job."""
 
-    def plan(self, job: VideoJob) -> DecodePlan:
+    def plan(self, job: VideoRequest) -> DecodePlan:
         return plan_decode(job.index, [target.frames for target in job.targets],
                            skip_non_reference=self.skip_non_reference)
 
-    def decode_job(self, job: VideoJob, conversion: Conversion, output: Any, stats: DecodeStats) -> Completion | None:
+    def decode_video(self, job: VideoRequest, conversion: Conversion, output: Any,
+                     stats: DecodeStats) -> Completion | None:
         decoder, converter = self.open_job(job, conversion, output)
         execute_plan(self.plan(job), job, decoder, converter, stats)
         return converter.finish()

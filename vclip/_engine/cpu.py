@@ -34,7 +34,7 @@ from ..transforms import FrameGeometry
 from .contract import PacketRun, PictureConverter, PictureDecoder, PlanBackend, execute_plan
 from .host_fast import Blocks, block_means, block_row_sums, frame_blocks, planes_to_rgb_tensor, yuv420_to_rgb_tensor
 from .layout import frame_view
-from .pipeline import ClipTarget, Conversion, DecodeStats, VideoJob, needs_any
+from .pipeline import ClipTarget, Conversion, DecodeStats, VideoRequest, needs_any
 from .reference import resample_mode
 
 _NATIVE_420 = {"yuv420p": 8, "yuvj420p": 8, "yuv420p10le": 10, "yuv420p12le": 12}
@@ -206,7 +206,7 @@ def yuv420_planes(frame: av.VideoFrame, color_range: str) -> tuple[np.ndarray, n
 class HostConverter(PictureConverter):
     """``av.VideoFrame`` into NumPy clips: FFmpeg's rgb24 when native, else the kernel's NumPy twin."""
 
-    def __init__(self, job: VideoJob, conversion: Conversion, output: np.ndarray):
+    def __init__(self, job: VideoRequest, conversion: Conversion, output: np.ndarray):
         self._index = job.index
         self._targets: tuple[ClipTarget, ...] = job.targets
         self._conversion = conversion
@@ -243,7 +243,7 @@ class BlockConverter(PictureConverter):
     :class:`HostConverter`, bit for bit, with most of the twin's work done for
     :data:`_BLOCK_BATCH` pictures at once (each picture's rows are summed while it is valid)."""
 
-    def __init__(self, job: VideoJob, conversion: Conversion, output: np.ndarray, geometry: FrameGeometry,
+    def __init__(self, job: VideoRequest, conversion: Conversion, output: np.ndarray, geometry: FrameGeometry,
                  blocks: tuple[Blocks, Blocks]):
         self._index = job.index
         self._slots = [target.slot for target in job.targets]
@@ -256,7 +256,7 @@ class BlockConverter(PictureConverter):
         self._bit_depth = 0  # of the pending pictures
 
     @classmethod
-    def of(cls, job: VideoJob, conversion: Conversion, output: np.ndarray) -> BlockConverter | None:
+    def of(cls, job: VideoRequest, conversion: Conversion, output: np.ndarray) -> BlockConverter | None:
         """The converter of ``job`` when every frame of its clips has one draw that it takes (a small
         picture: :data:`_BLOCK_BATCH_MAX_PIXELS`), else None."""
         draws = {draw for target in job.targets for draw in target.frame_draws or [(target.geometry, target.color)]}
@@ -322,12 +322,12 @@ class CpuBackend(PlanBackend):
     def empty(self, shape: tuple[int, ...], dtype: str) -> np.ndarray:
         return np.empty(shape, dtype=dtype)
 
-    def open_job(self, job: VideoJob, conversion: Conversion,
+    def open_job(self, job: VideoRequest, conversion: Conversion,
                  output: np.ndarray) -> tuple[PyAVDecoder, HostConverter | BlockConverter]:
         converter = BlockConverter.of(job, conversion, output) or HostConverter(job, conversion, output)
         return PyAVDecoder(job.index, threads=self.threads, accept_concealed=self.accept_concealed), converter
 
-    def decode_job(self, job: VideoJob, conversion: Conversion, output: np.ndarray, stats: DecodeStats) -> None:
+    def decode_video(self, job: VideoRequest, conversion: Conversion, output: np.ndarray, stats: DecodeStats) -> None:
         decoder, converter = self.open_job(job, conversion, output)
         try:
             execute_plan(self.plan(job), job, decoder, converter, stats)
@@ -337,7 +337,7 @@ class CpuBackend(PlanBackend):
             stats.add(convert_seconds=time.perf_counter() - started)
 
 
-def decode_then_upload(cpu: CpuBackend, job: VideoJob, conversion: Conversion, output: Any, stats: DecodeStats,
+def decode_then_upload(cpu: CpuBackend, job: VideoRequest, conversion: Conversion, output: Any, stats: DecodeStats,
                        stream: Any) -> None:
     """Decode and convert ``job`` on the CPU, then copy its clips into ``output`` on the GPU (a CuPy
     array) on ``stream``: for videos the GPU path cannot take."""
@@ -345,7 +345,7 @@ def decode_then_upload(cpu: CpuBackend, job: VideoJob, conversion: Conversion, o
     shape = conversion.clip_shape(targets[0].frames.size, targets[0].geometry)
     host = np.empty((len(targets),) + shape, dtype=output.dtype)
     try:
-        cpu.decode_job(VideoJob(job.index, targets), conversion, host, stats)
+        cpu.decode_video(VideoRequest(job.index, targets), conversion, host, stats)
     except CorruptVideoError as error:  # the clips that do not need the lost frames were decoded
         if error.frames is not None:
             for k, target in enumerate(job.targets):

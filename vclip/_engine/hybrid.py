@@ -34,7 +34,7 @@ from ..errors import CorruptVideoError
 from .contract import Completion, PictureConverter, PlanBackend, execute_plan
 from .cpu import CpuBackend, PyAVDecoder, decode_then_upload, yuv420_planes
 from .kernel import KernelConverter, KernelModule
-from .pipeline import Conversion, DecodeStats, VideoJob, frame_destinations
+from .pipeline import Conversion, DecodeStats, VideoRequest, frame_destinations
 
 __all__ = ["PackedUploadBackend", "PackingBackend", "UploadBackend", "UploadConverter", "pack_semi_planar",
            "packed_frames", "semi_planar_shape"]
@@ -129,7 +129,8 @@ class _ThreadStaging:
 class UploadConverter(KernelConverter):
     """PyAV pictures into the output through pinned staging, an upload and the fused kernel."""
 
-    def __init__(self, kernels: KernelModule, staging: _ThreadStaging, job: VideoJob, conversion: Conversion, output):
+    def __init__(self, kernels: KernelModule, staging: _ThreadStaging, job: VideoRequest, conversion: Conversion,
+                 output):
         super().__init__(kernels, staging.stream, job, conversion, output)
         index = job.index
         self._index = index
@@ -190,11 +191,11 @@ class UploadBackend(PlanBackend):
                 staging = self._local.staging = _ThreadStaging(self._cupy)
         return staging
 
-    def open_job(self, job: VideoJob, conversion: Conversion, output) -> tuple[PyAVDecoder, UploadConverter]:
+    def open_job(self, job: VideoRequest, conversion: Conversion, output) -> tuple[PyAVDecoder, UploadConverter]:
         converter = UploadConverter(self._kernels, self._staging(), job, conversion, output)
         return PyAVDecoder(job.index, threads=self.threads), converter
 
-    def decode_job(self, job: VideoJob, conversion: Conversion, output, stats: DecodeStats) -> Completion:
+    def decode_video(self, job: VideoRequest, conversion: Conversion, output, stats: DecodeStats) -> Completion:
         """Decode ``job`` on the CPU into ``output`` on the GPU; returns the event after its last kernel."""
         staging = self._staging()
         with self._cupy.cuda.Device(self.device_id), staging.stream:
@@ -213,7 +214,7 @@ class UploadBackend(PlanBackend):
 
 
 # -- CPU decoders in processes without a CUDA context ---------------------------------------------------
-def packed_frames(job: VideoJob) -> list[int]:
+def packed_frames(job: VideoRequest) -> list[int]:
     """The frames ``job`` wants, ascending: picture k of its packed buffer is the k-th (the layout
     both sides of a packing process agree on, each picture :func:`semi_planar_shape`)."""
     return sorted(frame_destinations(job.targets))
@@ -222,7 +223,7 @@ def packed_frames(job: VideoJob) -> list[int]:
 class _PackConverter(PictureConverter):
     """Each picture into its place in the packed buffer (its frame found from its first destination)."""
 
-    def __init__(self, job: VideoJob, buffer: np.ndarray):
+    def __init__(self, job: VideoRequest, buffer: np.ndarray):
         index = self._index = job.index
         self._targets = job.targets
         frames = packed_frames(job)
@@ -248,7 +249,8 @@ class PackingBackend(PlanBackend):
     def empty(self, shape: tuple[int, ...], dtype: str) -> np.ndarray:
         return np.empty(shape, dtype)
 
-    def open_job(self, job: VideoJob, conversion: Conversion, output: np.ndarray) -> tuple[PyAVDecoder, _PackConverter]:
+    def open_job(self, job: VideoRequest, conversion: Conversion,
+                 output: np.ndarray) -> tuple[PyAVDecoder, _PackConverter]:
         return PyAVDecoder(job.index, threads=1), _PackConverter(job, output)
 
 
@@ -330,11 +332,11 @@ class PackedUploadBackend:
                 self._uploads.append(upload)
         return upload
 
-    def decode_job(self, job: VideoJob, conversion: Conversion, output, stats: DecodeStats) -> Completion:
+    def decode_video(self, job: VideoRequest, conversion: Conversion, output, stats: DecodeStats) -> Completion:
         """Decode ``job`` in a packing process, then upload and convert it into ``output``; returns
         the event after its last kernel."""
         if upload_unsupported_reason(job.index) is not None:
-            return self._unpacked.decode_job(job, conversion, output, stats)
+            return self._unpacked.decode_video(job, conversion, output, stats)
         upload = self._upload()
         with self._cupy.cuda.Device(self.device_id), upload.stream:
             self._convert_packed(job, conversion, output, stats, upload)
@@ -342,7 +344,7 @@ class PackedUploadBackend:
             event.record(upload.stream)
             return event
 
-    def _convert_packed(self, job: VideoJob, conversion: Conversion, output, stats: DecodeStats,
+    def _convert_packed(self, job: VideoRequest, conversion: Conversion, output, stats: DecodeStats,
                         upload: _Upload) -> None:
         index = job.index
         frames = packed_frames(job)
@@ -353,7 +355,7 @@ class PackedUploadBackend:
         lost: frozenset[int] = frozenset()
         failure: CorruptVideoError | None = None
         try:
-            self._packers.decode_job(job, conversion, host, stats)
+            self._packers.decode_video(job, conversion, host, stats)
         except CorruptVideoError as error:  # the clips that do not need the lost frames were packed
             if error.frames is None:
                 raise

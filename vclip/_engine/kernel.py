@@ -26,7 +26,7 @@ from .kernel_args import (
     kernel_source_path,
 )
 from .layout import frame_strides
-from .pipeline import Conversion, VideoJob
+from .pipeline import Conversion, VideoRequest
 
 __all__ = ["KernelModule", "KernelConverter", "compiling_once_per_machine"]
 
@@ -107,7 +107,7 @@ class KernelConverter(PictureConverter):
     """NVDEC surfaces into the output with the fused kernel, on the worker's CUDA stream: per
     destination one launch (two with a contrast change: the frame's grayscale sum first)."""
 
-    def __init__(self, kernels: KernelModule, stream, job: VideoJob, conversion: Conversion, output):
+    def __init__(self, kernels: KernelModule, stream, job: VideoRequest, conversion: Conversion, output):
         index = job.index
         targets = job.targets
         geometry = targets[0].geometry

@@ -39,7 +39,7 @@ from .contract import (
 )
 from .cpu import CpuBackend, decode_then_upload
 from .kernel import KernelConverter, KernelModule
-from .pipeline import Conversion, DecodeStats, VideoJob
+from .pipeline import Conversion, DecodeStats, VideoRequest
 
 # FFmpeg codec name: PyNvVideoCodec's cudaVideoCodec member, for the codecs whose packets vclip can
 # hand to NVDEC. Whether this GPU decodes one (at this bit depth and size) is its capability
@@ -190,12 +190,12 @@ class NvdecBackend(PlanBackend):
             worker = self._local.worker = _Worker(self.device_id)
         return worker
 
-    def open_job(self, job: VideoJob, conversion: Conversion, output) -> tuple[NvdecDecoder, KernelConverter]:
+    def open_job(self, job: VideoRequest, conversion: Conversion, output) -> tuple[NvdecDecoder, KernelConverter]:
         worker = self._worker()
         decoder = NvdecDecoder(job.index, worker.decoder(job.index))
         return decoder, KernelConverter(self._kernels, worker.stream, job, conversion, output)
 
-    def decode_job(self, job: VideoJob, conversion: Conversion, output, stats: DecodeStats) -> Completion:
+    def decode_video(self, job: VideoRequest, conversion: Conversion, output, stats: DecodeStats) -> Completion:
         """Decode ``job`` into ``output``; returns a CUDA event that fires when its frames are written.
 
         A video NVDEC fails on is tried once more on a new decoder (a decoder an earlier broken
@@ -266,5 +266,5 @@ class NvdecBackend(PlanBackend):
         message = f"{index.path}: {reason}; decoding {index.codec} {index.width}x{index.height} on the CPU"
         warnings.warn(message, FallbackWarning, stacklevel=4)
 
-    def _decode_on_cpu(self, job: VideoJob, conversion: Conversion, output, stats: DecodeStats) -> None:
+    def _decode_on_cpu(self, job: VideoRequest, conversion: Conversion, output, stats: DecodeStats) -> None:
         decode_then_upload(self._cpu, job, conversion, output, stats, self._cupy.cuda.get_current_stream())

@@ -48,7 +48,7 @@ class ClipTarget:
 
 
 @dataclass(frozen=True, eq=False)
-class VideoJob:
+class VideoRequest:
     """All clips wanted from one video in one batch."""
 
     index: VideoIndex

@@ -52,7 +52,7 @@ from .._index.record import VideoIndex
 from .._jobs.child_process import ChildProcess, RaisedWarnings, child_pipes, watch_parent
 from ..errors import CorruptVideoError, VideoError
 from .contract import Backend
-from .pipeline import Conversion, DecodeStats, VideoJob
+from .pipeline import Conversion, DecodeStats, VideoRequest
 from .shared_buffers import BufferHandle, BufferRegistry, open_buffer
 
 __all__ = ["ProcessBackend"]
@@ -154,7 +154,7 @@ def _serve(factory: Callable[[], Backend], threads: int, index_capacity: int, pa
         stats = DecodeStats()
         reply = _Reply(request.number)
         try:
-            completion = backend.decode_job(VideoJob(index, request.targets), request.conversion, output, stats)
+            completion = backend.decode_video(VideoRequest(index, request.targets), request.conversion, output, stats)
             if completion is not None:
                 completion.synchronize()
         except VideoError as error:
@@ -206,7 +206,7 @@ class _Pending:
     """A request sent to a worker and not answered yet: enough to send it again."""
 
     future: Future
-    job: VideoJob
+    job: VideoRequest
     index_key: int
     buffer: BufferHandle
     conversion: Conversion
@@ -318,12 +318,12 @@ class ProcessBackend:
                         pass
 
     # -- decoding -----------------------------------------------------------------------------
-    def decode_job(self, job: VideoJob, conversion: Conversion, output, stats: DecodeStats) -> None:
+    def decode_video(self, job: VideoRequest, conversion: Conversion, output, stats: DecodeStats) -> None:
         """Decode ``job`` into ``output`` in a worker process; returns when the frames are written.
         A video held in this process's memory (bytes, a file object), which no worker can open, is
         decoded here, by the backend the workers run."""
         if not is_shareable(job.index.path):
-            completion = self._backend_here().decode_job(job, conversion, output, stats)
+            completion = self._backend_here().decode_video(job, conversion, output, stats)
             if completion is not None:
                 completion.synchronize()
             return

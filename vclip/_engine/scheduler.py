@@ -1,7 +1,7 @@
 """One queue of video jobs for every decoder in the box: NVDEC and CPU decoders side by side.
 
 A :class:`DecoderPool` is one kind of decoder (a backend and a number of worker threads). A
-:class:`SharedQueueRunner` owns the worker threads of all its pools; every batch's jobs (one video's
+:class:`SharedQueueDispatcher` owns the worker threads of all its pools; every batch's jobs (one video's
 clips each) go into one FIFO queue, and each worker takes the next job when it is free, so all
 decoders stay busy while there is work.
 
@@ -34,13 +34,13 @@ from typing import Any
 from .._machine import cores_per_rank, shared_memory_free, usable_cores
 from ..errors import VideoError
 from .contract import Backend, Completion
-from .pipeline import Conversion, DecodeStats, VideoJob
+from .dispatch import DispatchResult
+from .pipeline import Conversion, DecodeStats, VideoRequest
 from .processes import THREADS_PER_PROCESS
-from .runner import JobsResult
 
 __all__ = ["CPU_DECODERS_PER_PROCESS", "NVDEC_FEEDER_CORES", "PACED_DECODE_PROCESSES", "PACKED_JOB_BYTES",
            "TRAINING_CORES", "paced_decode_processes",
-           "Chosen", "DecoderKindStats", "DecoderPool", "PooledBackend", "SharedQueueRunner", "auto_cpu_decoders",
+           "Chosen", "DecoderKindStats", "DecoderPool", "PooledBackend", "SharedQueueDispatcher", "auto_cpu_decoders",
            "auto_decode_processes", "cpu_decoder_processes", "resolve_cpu_decoders", "resolve_decode_processes"]
 
 _SMOOTHING = 0.2
@@ -220,7 +220,7 @@ class DecoderPool:
         max_job_bytes: A helper takes no job whose frames, as NV12/P016 pictures, would take more
             (a packing process's shared buffer); None: any job.
         active: Workers allowed to take jobs (the first ``active`` of them; None: all). The others
-            wait, holding no job; :meth:`SharedQueueRunner.set_active` changes it.
+            wait, holding no job; :meth:`SharedQueueDispatcher.set_active` changes it.
     """
 
     kind: str
@@ -242,7 +242,7 @@ class DecoderPool:
 
 @dataclass(eq=False)
 class _Task:
-    job: VideoJob
+    job: VideoRequest
     conversion: Conversion
     output: Any
     stats: DecodeStats
@@ -256,10 +256,10 @@ def _picture_bytes(task: _Task) -> int:
     return task.frames * index.width * index.height * 3 // 2 * (1 if index.bit_depth == 8 else 2)
 
 
-class SharedQueueRunner:
+class SharedQueueDispatcher:
     """Runs the video jobs of every batch on the workers of all ``pools``, from one queue.
 
-    Keeps :class:`~vclip._engine.runner.JobRunner`'s interface (``run``, ``close``,
+    Keeps :class:`~vclip._engine.dispatch.ThreadDispatcher`'s interface (``run``, ``close``,
     ``num_workers``); :meth:`kind_stats` tells what each kind of decoder did.
 
     Args:
@@ -269,7 +269,7 @@ class SharedQueueRunner:
 
     def __init__(self, pools: list[DecoderPool], *, wrap: Callable[[Backend], Backend] | None = None):
         if not any(not pool.helper and pool.workers > 0 and pool.active for pool in pools):
-            raise ValueError("a SharedQueueRunner needs a primary pool with active workers")
+            raise ValueError("a SharedQueueDispatcher needs a primary pool with active workers")
         self.pools = [pool for pool in pools if pool.workers > 0]
         self.num_workers = sum(pool.workers for pool in self.pools)
         self.primary_workers = sum(pool.workers for pool in self.pools if not pool.helper)
@@ -287,13 +287,13 @@ class SharedQueueRunner:
         for thread in self._threads:
             thread.start()
 
-    def run(self, jobs: list[VideoJob], conversion: Conversion, output: Any, stats: DecodeStats):
+    def run(self, jobs: list[VideoRequest], conversion: Conversion, output: Any, stats: DecodeStats):
         """Decode every job into ``output``; bad videos are returned as errors per job, not raised."""
         tasks = [_Task(job, conversion, output, stats, Future(), sum(t.frames.size for t in job.targets))
                  for job in jobs]
         with self._condition:
             if self._closed:
-                raise RuntimeError("this SharedQueueRunner is closed")
+                raise RuntimeError("this SharedQueueDispatcher is closed")
             self._queue.extend(tasks)
             self._queued_frames += sum(task.frames for task in tasks)
             self._condition.notify_all()
@@ -304,7 +304,7 @@ class SharedQueueRunner:
             errors.append(error)
             if completion is not None:
                 completions.append(completion)
-        return JobsResult(errors, completions)
+        return DispatchResult(errors, completions)
 
     def _may_take(self, pool: DecoderPool) -> bool:
         """Whether a worker of ``pool`` should take a job from the queue now. Primary workers leave
@@ -388,7 +388,7 @@ class SharedQueueRunner:
         bug: BaseException | None = None
         outcome: tuple[VideoError | None, Completion | None] = (None, None)
         try:
-            outcome = (None, backend.decode_job(task.job, task.conversion, task.output, own))
+            outcome = (None, backend.decode_video(task.job, task.conversion, task.output, own))
         except VideoError as error:  # reported per video; the caller applies its error policy
             outcome = (error, None)
         except BaseException as error:  # noqa: BLE001 (a bug: raised in the caller's thread, never lost)
@@ -445,7 +445,7 @@ class PooledBackend:
 
     Output buffers come from ``allocator`` (default: the first pool's backend); the others write
     into them (NVDEC worker processes' CUDA IPC buffers are ordinary CuPy arrays here).
-    :meth:`runner` gives the loader a :class:`SharedQueueRunner` over the pools; :meth:`decode_job`
+    :meth:`dispatcher` gives the loader a :class:`SharedQueueDispatcher` over the pools; :meth:`decode_video`
     runs one job through one.
     """
 
@@ -454,38 +454,39 @@ class PooledBackend:
         self._allocator = allocator or pools[0].backend
         self.device = pools[0].backend.device
         self.default_workers = sum(pool.workers for pool in pools)
-        self._runner: SharedQueueRunner | None = None
+        self._dispatcher: SharedQueueDispatcher | None = None
         self._closed = False
         self._lock = threading.Lock()
 
     def empty(self, shape: tuple[int, ...], dtype: str) -> Any:
         return self._allocator.empty(shape, dtype)
 
-    def runner(self, wrap: Callable[[Backend], Backend] | None = None,
-               active: dict[str, int] | None = None) -> SharedQueueRunner:
+    def dispatcher(self, wrap: Callable[[Backend], Backend] | None = None,
+               active: dict[str, int] | None = None) -> SharedQueueDispatcher:
         """A runner over fresh copies of the pools (its own workers and counters, rates unmeasured),
         with ``active[kind]`` workers of a kind allowed to take jobs at first (default: all)."""
         active = active or {}
-        return SharedQueueRunner([replace(pool, seconds_per_frame=None, active=active.get(pool.kind, pool.active))
+        return SharedQueueDispatcher([replace(pool, seconds_per_frame=None, active=active.get(pool.kind, pool.active))
                                   for pool in self.pools], wrap=wrap)
 
-    def decode_job(self, job: VideoJob, conversion: Conversion, output: Any, stats: DecodeStats) -> Completion | None:
+    def decode_video(self, job: VideoRequest, conversion: Conversion, output: Any,
+                     stats: DecodeStats) -> Completion | None:
         with self._lock:
             if self._closed:
                 raise RuntimeError("this PooledBackend is closed")
-            if self._runner is None:
-                self._runner = self.runner()
-            runner = self._runner
-        result = runner.run([job], conversion, output, stats)
+            if self._dispatcher is None:
+                self._dispatcher = self.dispatcher()
+            dispatcher = self._dispatcher
+        result = dispatcher.run([job], conversion, output, stats)
         if result.errors[0] is not None:
             raise result.errors[0]
         return result.completions[0] if result.completions else None
 
     def close(self) -> None:
         with self._lock:
-            runner, self._runner, self._closed = self._runner, None, True
-        if runner is not None:
-            runner.close()
+            dispatcher, self._dispatcher, self._closed = self._dispatcher, None, True
+        if dispatcher is not None:
+            dispatcher.close()
         closed: set[int] = set()
         for pool in self.pools:
             if id(pool.backend) not in closed:

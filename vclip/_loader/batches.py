@@ -13,7 +13,7 @@ from typing import Literal
 
 import numpy as np
 
-from .._engine.pipeline import ClipTarget, VideoJob, needs_any
+from .._engine.pipeline import ClipTarget, VideoRequest, needs_any
 from .._index.record import VideoIndex
 from ..errors import CorruptVideoError, VideoError
 from ..sampling import SampledClip, Segment
@@ -156,7 +156,7 @@ class BatchBuilder:
               shard: np.ndarray, refs: list[ClipRef], number: int, output, events: list,
               audio_output: np.ndarray | None = None) -> BuiltBatch:
         """Decode the clips ``refs`` (batch ``number`` of ``epoch``) into ``output`` with ``runner``
-        (a JobRunner or SharedQueueRunner), counting into ``counters``; the GPU work's events are
+        (a ThreadDispatcher or SharedQueueDispatcher), counting into ``counters``; the GPU work's events are
         appended to ``events``; ``wait_for_writes()`` waits for writes still in flight. With audio,
         the clips' audio goes into ``audio_output``, decoded meanwhile."""
         started = time.perf_counter()
@@ -171,7 +171,7 @@ class BatchBuilder:
                  else None)
         todo = list(range(len(clips)))
         while todo:
-            videos, jobs = _jobs(clips, todo, self.views)
+            videos, jobs = _requests(clips, todo, self.views)
             pending = audio.start(clips, todo) if audio is not None else {}
             result = runner.run(jobs, self.drawer.conversion, output, counters)
             events.extend(result.completions)
@@ -267,7 +267,7 @@ class BatchBuilder:
         return _Clip(ref, index, frames, draws, drawn, segment)
 
 
-def _jobs(clips: list[_Clip], positions: list[int], views: int) -> tuple[list[int], list[VideoJob]]:
+def _requests(clips: list[_Clip], positions: list[int], views: int) -> tuple[list[int], list[VideoRequest]]:
     """One job per video for the clips at ``positions`` (slot = position in the batch x views + view)."""
     targets: dict[int, list[ClipTarget]] = {}
     for position in positions:
@@ -276,4 +276,4 @@ def _jobs(clips: list[_Clip], positions: list[int], views: int) -> tuple[list[in
             targets.setdefault(clip.ref.video, []).append(ClipTarget.of(clip.frames, draw, position * views + view))
     videos = list(targets)
     first = {clip.ref.video: clip for clip in reversed(clips)}
-    return videos, [VideoJob(first[video].index, tuple(targets[video])) for video in videos]
+    return videos, [VideoRequest(first[video].index, tuple(targets[video])) for video in videos]

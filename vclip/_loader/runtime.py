@@ -27,9 +27,9 @@ import torch
 
 from .._device import Device
 from .._engine.backends import PROCESS_POOL
-from .._engine.pipeline import Conversion, DecodeStats, VideoJob
+from .._engine.pipeline import Conversion, DecodeStats, VideoRequest
 from .._engine.processes import ProcessBackend
-from .._engine.scheduler import DecoderKindStats, DecoderPool, PooledBackend, SharedQueueRunner
+from .._engine.scheduler import DecoderKindStats, DecoderPool, PooledBackend, SharedQueueDispatcher
 from ..memory import RING_BUFFERS_BEYOND_DEPTH, LoaderMemoryEstimate
 from .audio import AudioBuffers
 from .batches import BatchBuilder, BuiltBatch
@@ -52,9 +52,9 @@ class _GuardedBackend:
     def __getattr__(self, name: str):
         return getattr(self.backend, name)
 
-    def decode_job(self, job: VideoJob, conversion: Conversion, output, stats: DecodeStats):
+    def decode_video(self, job: VideoRequest, conversion: Conversion, output, stats: DecodeStats):
         try:
-            return self.backend.decode_job(job, conversion, output, stats)
+            return self.backend.decode_video(job, conversion, output, stats)
         except Exception as error:
             video_error = as_video_error(job.index.path, error, "decoding")
             if video_error is error:
@@ -130,7 +130,7 @@ class LoaderRuntime:
         start_helpers = helpers if settings.cpu_decoders_set else 0
         active = {self._primary: start_threads, PROCESS_POOL: 0,
                   **({self._helper: start_helpers} if self._helper else {})}
-        self.runner: SharedQueueRunner = pooled.runner(wrap=_GuardedBackend, active=active)
+        self.dispatcher: SharedQueueDispatcher = pooled.dispatcher(wrap=_GuardedBackend, active=active)
         self.builder = builder
         self.depth = settings.depth
         self.counters = LoaderCounters()
@@ -138,7 +138,7 @@ class LoaderRuntime:
             self.handoff = make_handoff(device)
             self.memory_baseline = self.handoff.memory_sample()
         except BaseException:
-            self.runner.close()  # its threads may have started; the backend is the caller's to close
+            self.dispatcher.close()  # its threads may have started; the backend is the caller's to close
             raise
         self.builders = ThreadPoolExecutor(settings.max_depth + 1, thread_name_prefix="vclip-batch")
         self.ring = BufferRing(settings.max_depth + RING_BUFFERS_BEYOND_DEPTH, lambda: allocate(backend), self.handoff)
@@ -168,14 +168,14 @@ class LoaderRuntime:
             self.depth = value
         elif setting == "decode_processes" and self._processes is not None:
             self._processes.add_processes(value)  # started once; a pass that needs fewer leaves them idle
-            self.runner.set_active(PROCESS_POOL, value * self._processes.threads)
+            self.dispatcher.set_active(PROCESS_POOL, value * self._processes.threads)
         elif setting == "decode_threads":
-            self.runner.set_active(self._primary, value)
+            self.dispatcher.set_active(self._primary, value)
         elif self._helper is not None:
-            self.runner.set_active(self._helper, value)
+            self.dispatcher.set_active(self._helper, value)
 
     def _busy(self) -> dict[str, tuple[float, float]]:
-        kinds = self.runner.kind_stats()
+        kinds = self.dispatcher.kind_stats()
         names = {self._primary: "decode_threads", PROCESS_POOL: "decode_processes", self._helper: "cpu_decoders"}
         return {names[kind]: (use.busy_seconds, use.active_seconds) for kind, use in kinds.items() if kind in names}
 
@@ -209,7 +209,7 @@ class LoaderRuntime:
 
     def decoder_kinds(self) -> dict[str, DecoderKindStats]:
         """What each kind of decoder did."""
-        return self.runner.kind_stats()
+        return self.dispatcher.kind_stats()
 
     # -- passes -------------------------------------------------------------------------------------
     def begin(self, epoch: int, shard: np.ndarray, batches: list, first: int, start_stats) -> Pass:
@@ -314,7 +314,7 @@ class LoaderRuntime:
         output = self.ring.prepare(slot)
         events: list = []
         try:
-            built = self.builder.build(self.runner, self.counters, self.handoff.synchronize, run.epoch, run.shard,
+            built = self.builder.build(self.dispatcher, self.counters, self.handoff.synchronize, run.epoch, run.shard,
                                        run.batches[number], number, output, events,
                                        audio_output=self.audio.array(slot) if self.audio is not None else None)
         finally:
@@ -348,5 +348,5 @@ class LoaderRuntime:
         self.builders.shutdown(wait=True)
         if self.builder.audio is not None:
             self.builder.audio.close()
-        self.runner.close()
+        self.dispatcher.close()
         self.backend.close()

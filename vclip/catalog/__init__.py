@@ -30,7 +30,7 @@ from ..errors import CatalogWarning
 from ._build import CatalogBuild, ResolvedSources, build_catalog, resolve_sources
 from ._build import check_catalog_out as check_catalog_out  # outside __all__: for vclip's CLI and Ray jobs
 from ._build import rows_table as rows_table
-from ._indexing import IndexJob as IndexJob
+from ._indexing import IndexItem as IndexItem
 from ._indexing import index_row as index_row
 from ._read import Catalog, CatalogEntry, CatalogSource, read_catalog
 

@@ -33,7 +33,7 @@ from .._outputs.files import check_output_file, written_whole
 from .._version import __version__
 from ..errors import ArgumentError, CatalogWarning, OutputError, PathNotFoundError
 from ..huggingface import HuggingFaceSource, is_hf_dataset
-from ._indexing import IndexJob, index_rows, unusable_row
+from ._indexing import IndexItem, index_rows, unusable_row
 from ._paths import resolved_path, stored_path
 from ._schema import (
     ARRAY_TYPES,
@@ -234,11 +234,11 @@ def build_catalog(
         known_fingerprint = None
         if known is not None and (stream_index is None or known[2] == stream_index):
             known_fingerprint = known[1]
-        jobs.append(IndexJob(position, path, stream_index, known_fingerprint))
+        jobs.append(IndexItem(position, path, stream_index, known_fingerprint))
     bar = _progress_bar(len(jobs), progress)
     try:
         rows = index_rows(jobs, runner, on_row=(lambda _: bar.update()) if bar else None)
-        named_not = [unusable_row(IndexJob(position, videos[position][0]), "UnreadableVideoError", problem)
+        named_not = [unusable_row(IndexItem(position, videos[position][0]), "UnreadableVideoError", problem)
                      for position, problem in unnameable.items()]
         table = pa.concat_tables(_tables_of(itertools.chain(rows, named_not)))
     finally:

@@ -21,13 +21,13 @@ from .._jobs.runner import Outcome, Runner
 from ..errors import VideoError, VideoNotFoundError
 from ..index import VideoIndex, index_video
 
-__all__ = ["IndexJob", "index_facts", "index_row", "index_rows", "unusable_row"]
+__all__ = ["IndexItem", "index_facts", "index_row", "index_rows", "unusable_row"]
 
 _MOST_JOBS_PER_TASK = 16  # jobs sent to a worker at once: fewer round trips, every worker still busy
 
 
 @dataclass(frozen=True)
-class IndexJob:
+class IndexItem:
     """Index the video at ``path`` (``position`` orders the catalog); ``known_fingerprint``: the
     fingerprint an earlier catalog stored for it, to skip indexing when the file still has it."""
 
@@ -37,7 +37,7 @@ class IndexJob:
     known_fingerprint: str | None = None
 
 
-def unusable_row(job: IndexJob, error_type: str, problem: str, seconds: float = 0.0, stat=None,
+def unusable_row(job: IndexItem, error_type: str, problem: str, seconds: float = 0.0, stat=None,
                  fingerprint: str | None = None) -> dict:
     """The row of a video that cannot be used. With its ``fingerprint`` a later run keeps the row
     while the file is unchanged; without (an unreadable file, a crash) the video is tried again."""
@@ -48,7 +48,7 @@ def unusable_row(job: IndexJob, error_type: str, problem: str, seconds: float = 
     }
 
 
-def index_row(job: IndexJob) -> dict:
+def index_row(job: IndexItem) -> dict:
     """The catalog row of one video, ``{"position", "unchanged": True}`` when it still has its known
     fingerprint, or an unusable row (``usable`` False, ``error``, ``error_type``). Never raises
     for a bad file."""
@@ -94,11 +94,11 @@ def index_facts(index: VideoIndex) -> dict:
 
 
 def index_rows(
-    jobs: list[IndexJob],
+    jobs: list[IndexItem],
     runner: Runner,
     *,
     on_row: Callable[[dict], None] | None = None,
-    function: Callable[[IndexJob], dict] = index_row,
+    function: Callable[[IndexItem], dict] = index_row,
 ) -> Iterator[dict]:
     """The rows of every job, as ``runner`` completes them (in no particular order).
 
@@ -111,7 +111,7 @@ def index_rows(
         yield from _rows_of(outcomes, jobs, on_row)
 
 
-def _rows_of(outcomes: Iterator[Outcome[dict]], jobs: list[IndexJob], on_row) -> Iterator[dict]:
+def _rows_of(outcomes: Iterator[Outcome[dict]], jobs: list[IndexItem], on_row) -> Iterator[dict]:
     for outcome in outcomes:
         job = jobs[outcome.position]
         if outcome.value is not None:

@@ -1,5 +1,5 @@
 """Running the video jobs of a batch on worker threads, one backend call per video, and what a
-run returns (:class:`JobsResult`, also what :class:`~vclip._engine.scheduler.SharedQueueRunner` returns)."""
+run returns (:class:`DispatchResult`, also what :class:`~vclip._engine.scheduler.SharedQueueDispatcher` returns)."""
 
 from __future__ import annotations
 
@@ -9,20 +9,20 @@ from typing import Any
 
 from ..errors import VideoError
 from .contract import Backend, Completion
-from .pipeline import Conversion, DecodeStats, VideoJob
+from .pipeline import Conversion, DecodeStats, VideoRequest
 
-__all__ = ["JobRunner", "JobsResult"]
+__all__ = ["ThreadDispatcher", "DispatchResult"]
 
 
 @dataclass
-class JobsResult:
+class DispatchResult:
     """Per-job errors (None where the job succeeded), and what the asynchronous work of the jobs signals."""
 
     errors: list[BaseException | None]
     completions: list[Completion] = field(default_factory=list)
 
 
-class JobRunner:
+class ThreadDispatcher:
     """Runs the video jobs of a batch on a pool of worker threads, one backend call per video.
 
     One job, or one worker, runs on the calling thread, unless ``dedicated_threads``: then every
@@ -37,12 +37,12 @@ class JobRunner:
         pooled = self.num_workers > 1 or dedicated_threads
         self._executor = ThreadPoolExecutor(self.num_workers, thread_name_prefix="vclip-decode") if pooled else None
 
-    def run(self, jobs: list[VideoJob], conversion: Conversion, output: Any, stats: DecodeStats) -> JobsResult:
+    def run(self, jobs: list[VideoRequest], conversion: Conversion, output: Any, stats: DecodeStats) -> DispatchResult:
         """Decode every job into ``output``; bad videos are returned as errors per job, not raised."""
 
-        def one(job: VideoJob) -> tuple[VideoError | None, Completion | None]:
+        def one(job: VideoRequest) -> tuple[VideoError | None, Completion | None]:
             try:
-                return None, self.backend.decode_job(job, conversion, output, stats)
+                return None, self.backend.decode_video(job, conversion, output, stats)
             except VideoError as error:  # reported per video; the caller applies its error policy
                 return error, None
 
@@ -50,7 +50,7 @@ class JobRunner:
             outcomes = [one(job) for job in jobs]
         else:
             outcomes = list(self._executor.map(one, jobs))
-        return JobsResult([error for error, _ in outcomes], [done for _, done in outcomes if done is not None])
+        return DispatchResult([error for error, _ in outcomes], [done for _, done in outcomes if done is not None])
 
     def close(self) -> None:
         """Stop the threads (the backend belongs to the caller, who closes it)."""
