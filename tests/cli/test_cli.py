@@ -931,16 +931,16 @@ def test_keyframes_rerun_refuses_or_replaces_only_its_own_outputs(capsys, videos
 
 
 def test_keyframes_manifest_is_written_when_writing_images_fails(capsys, videos, tmp_path, monkeypatch):
-    import vclip.keyframes
+    import vclip._scenes.keyframes as keyframes_result
 
-    real_write_image = vclip.keyframes.write_image
+    real_write_image = keyframes_result.write_image
 
     def disk_full_for_hevc(path, image):  # the file system refuses one video's images
         if "hevc" in str(Path(path).relative_to(tmp_path)):
             raise OSError(28, "No space left on device")
         return real_write_image(path, image)
 
-    monkeypatch.setattr(vclip.keyframes, "write_image", disk_full_for_hevc)
+    monkeypatch.setattr(keyframes_result, "write_image", disk_full_for_hevc)
     status, stdout, err = run(capsys, "keyframes", videos["hevc"], videos["h264"], "--out", tmp_path)
     assert status == 3
     manifest = manifest_of(tmp_path)
