@@ -7,6 +7,8 @@ commit the SVG files it writes. It needs matplotlib only (not vclip, not a GPU).
 - ``train.svg``: the train workload, vclip's defaults against SPDL, clips/s per video set
   (``train.json``, ``train_long_gop.json``);
 - ``train_all_tools.svg``: the train workload with every tool of one run (``train_all_tools.json``);
+- ``e2e.svg``: r3d_18 at 112x112 trained with each loader feeding it, samples/s against the model's
+  own rate (``e2e.json``);
 - ``scenes_cpu.svg``: shot boundaries on the CPU, frames/s against PySceneDetect at three picture
   sizes, one video at a time and a process per core (``scenes_cpu.json``, ``scenes_cpu_480x270.json``,
   ``scenes_cpu_854x480.json``).
@@ -127,6 +129,30 @@ def scenes_cpu_chart(results: Path, out: Path) -> Path:
     return _save(figure, out, "scenes_cpu.svg")
 
 
+E2E_LABELS = {
+    "model_alone": "the model alone", "vclip-default": "vclip defaults", "vclip-baseline": "vclip aa01f66 defaults",
+    "vclip-short-epochs": "vclip, epochs of 2 batches", "vclip-repeated-2": "vclip, repeated augmentation 2",
+    "spdl": "SPDL 0.8", "decord-dataloader": "decord DataLoader",
+}
+
+
+def e2e_chart(results: Path, out: Path) -> Path:
+    run = _load(results, "e2e.json")["runs"]["r3d_18@112"]["tools"]
+    tools = [tool for tool in E2E_LABELS if "samples_per_second" in run.get(tool, {})]
+    figure, axes = plt.subplots(figsize=(6.4, 2.8))
+    rates = [run[tool]["samples_per_second"] for tool in tools]
+    colours = [OTHER_COLOUR if tool == "model_alone" else VCLIP_COLOUR if tool.startswith("vclip") else THIRD_COLOUR
+               for tool in tools]
+    bars = axes.barh([E2E_LABELS[tool] for tool in tools], rates, color=colours)
+    axes.invert_yaxis()
+    axes.set_xlabel("samples/s, r3d_18 at 112x112, batch 32 (bf16, one H100)")
+    for bar in bars:
+        axes.annotate(f"{bar.get_width():,.0f}", (bar.get_width(), bar.get_y() + bar.get_height() / 2),
+                      ha="left", va="center", fontsize=8, xytext=(2, 0), textcoords="offset points")
+    figure.tight_layout()
+    return _save(figure, out, "e2e.svg")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--results", type=Path, default=ROOT / "benchmarks" / "results")
@@ -134,7 +160,7 @@ def main() -> None:
     arguments = parser.parse_args()
     arguments.out.mkdir(parents=True, exist_ok=True)
     with plt.rc_context(STYLE):
-        for draw in (train_chart, train_all_tools_chart, scenes_cpu_chart):
+        for draw in (train_chart, train_all_tools_chart, e2e_chart, scenes_cpu_chart):
             print(draw(arguments.results, arguments.out))
 
 
