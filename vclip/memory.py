@@ -24,6 +24,7 @@ from ._engine.hybrid import UPLOAD_PICTURES, semi_planar_shape
 from ._engine.nvdec import DECODERS_PER_THREAD, NvdecBackend
 from ._engine.processes import THREADS_PER_PROCESS
 from ._engine.scheduler import paced_decode_processes, resolve_decode_processes
+from ._pacing_rules import PACING
 from .errors import check_count_or_auto, check_integer, check_number, fail, format_bytes, is_integer, parse_bytes
 
 __all__ = [
@@ -362,7 +363,6 @@ def plan_loader_memory(
         ArgumentError: As :func:`estimate_memory`; a count below its minimum; an unknown device.
     """
     from ._engine.scheduler import resolve_cpu_decoders
-    from ._loader.pacing import PACING
 
     video_kinds = check_integer("video_kinds", video_kinds, minimum=1)
     views = check_integer("views", views, minimum=1)

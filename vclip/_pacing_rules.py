@@ -1,0 +1,58 @@
+"""The numbers the loader's pacing follows (:mod:`vclip._loader.pacing` moves the decoders by them).
+
+They stand apart from the pacing so that memory planning (:func:`vclip.plan_loader_memory`) can
+read the depth the pacing reaches without importing the loader.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["PACING", "PacingRules"]
+
+
+@dataclass(frozen=True)
+class PacingRules:
+    """The numbers of the loader's pacing.
+
+    Attributes:
+        window: Batches a decision looks back over (and waits for after a change).
+        wait_to_grow: Share of the window's time the training loop waited for batches above which
+            the loader adds decoders.
+        far_behind: Share of the window's time waited above which the loader adds at once every
+            NVDEC thread of its process it may, or every decode process once those are busy (a
+            fresh loader beside a fast model: the ramp takes a few windows, not a few dozen).
+        ready_to_shrink: Built batches waiting at every hand-over of the window from which the
+            loader is ahead and gives decoders back.
+        busy_to_add_threads: Share of their time NVDEC's active workers were busy above which
+            another NVDEC thread can still help (below it, NVDEC waits for work: CPU decoders help).
+        thread_step: NVDEC threads added or removed at a time.
+        threads_moved_per_process: NVDEC threads of the loader's process that stop when a decode
+            process starts: its threads take their work, out of the loader's interpreter lock,
+            which the training loop needs too.
+        cpu_decoder_step: CPU decoders added or removed at a time.
+        start_threads: NVDEC threads working at the start (when the user set no count).
+        min_threads: The fewest NVDEC threads the pacing leaves working.
+        start_depth: Batches queued ahead at the start (when the user set no depth).
+        min_depth: The fewest batches queued ahead the pacing leaves.
+        max_depth: The most batches queued ahead the pacing goes to (``prefetch_queue_depth="auto"``
+            on the GPU: the loader's pool holds this many plus two output buffers).
+    """
+
+    window: int = 4
+    wait_to_grow: float = 0.02
+    far_behind: float = 0.25
+    ready_to_shrink: int = 2
+    busy_to_add_threads: float = 0.75
+    thread_step: int = 2
+    threads_moved_per_process: int = 4
+    cpu_decoder_step: int = 2
+    start_threads: int = 4
+    min_threads: int = 2
+    start_depth: int = 2
+    min_depth: int = 1
+    max_depth: int = 4
+
+
+PACING = PacingRules()
+"""The rules every loader paces itself by."""
