@@ -286,3 +286,30 @@ def save_results(name: str, results: dict, folder: str | os.PathLike | None = No
     path = folder / f"{name}.json"
     path.write_text(json.dumps({"environment": environment(), **results}, indent=2, default=str))
     return path
+
+
+def tree_cpu_seconds(root: int) -> float:
+    """CPU time (user + system) of process ``root`` and all its descendants alive now, from /proc."""
+    tick = os.sysconf("SC_CLK_TCK")
+    parents, times = {}, {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        parents[int(entry)] = int(fields[1])
+        times[int(entry)] = (int(fields[11]) + int(fields[12])) / tick
+    total, family = 0.0, {root}
+    changed = True
+    while changed:
+        changed = False
+        for pid, parent in parents.items():
+            if parent in family and pid not in family:
+                family.add(pid)
+                changed = True
+    for pid in family:
+        total += times.get(pid, 0.0)
+    return total

@@ -57,7 +57,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
-from common import in_fresh_process, make_video_set, nvml, save_results
+from common import in_fresh_process, make_video_set, nvml, save_results, tree_cpu_seconds
 
 BATCH = 32
 LENGTH = 16
@@ -73,31 +73,6 @@ DEFAULT_TOOLS = ("model_alone,vclip-default,vclip-baseline,vclip-short-epochs,vc
 ONLY_WHERE_LOADER_BOUND = {"vclip-short-epochs", "vclip-repeated-2"}  # run at the smallest crop only
 
 
-def tree_cpu_seconds(root: int) -> float:
-    """CPU time (user + system) of process ``root`` and all its descendants alive now, from /proc."""
-    tick = os.sysconf("SC_CLK_TCK")
-    parents, times = {}, {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as stat:
-                fields = stat.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        parents[int(entry)] = int(fields[1])
-        times[int(entry)] = (int(fields[11]) + int(fields[12])) / tick
-    total, family = 0.0, {root}
-    changed = True
-    while changed:
-        changed = False
-        for pid, parent in parents.items():
-            if parent in family and pid not in family:
-                family.add(pid)
-                changed = True
-    for pid in family:
-        total += times.get(pid, 0.0)
-    return total
 
 
 # -- the batch sources, one per tool (in the training process) ------------------------------------------

@@ -69,7 +69,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
-from common import GpuSampler, in_fresh_process, make_video_set, median_rate, nvml, save_results
+from common import GpuSampler, in_fresh_process, make_video_set, median_rate, nvml, save_results, tree_cpu_seconds
 
 import vclip
 from vclip._device import resolve_device
@@ -119,21 +119,9 @@ def unnormalized_barcodes(clip_tchw) -> list[int]:
 
 # -- tools ---------------------------------------------------------------------------------------
 def cpu_seconds() -> float:
-    """CPU time (user + system) of this process and its live children (decode worker processes,
-    audio helpers), from /proc."""
-    tick = os.sysconf("SC_CLK_TCK")
-    me, total = os.getpid(), 0.0
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as stat:
-                fields = stat.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue  # gone meanwhile
-        if int(entry) == me or int(fields[1]) == me:  # fields[1]: the parent's pid
-            total += (int(fields[11]) + int(fields[12])) / tick  # utime, stime
-    return total
+    """CPU time (user + system) of this process and every process it started that is alive now
+    (decode worker processes, audio helpers, DataLoader workers)."""
+    return tree_cpu_seconds(os.getpid())
 
 
 class VclipTool:

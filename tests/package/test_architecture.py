@@ -22,40 +22,35 @@ def module_name(path: Path) -> str:
 MODULES = {module_name(path): path for path in PACKAGE.rglob("*.py")}
 
 
-def imports_of(name: str) -> list[str]:
-    """Every dotted name ``name`` imports from vclip (``vclip.a.b`` for ``from vclip.a import b``)."""
+def import_statements(name: str) -> list[tuple[list[str], str]]:
+    """Each import statement of ``name``: the dotted names it imports (``vclip.a.b`` for ``from
+    vclip.a import b``) and the module it names (``vclip.a``; the first name for ``import``)."""
     path = MODULES[name]
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-    found = []
+    statements = []
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
                 parts = package.split(".")
                 base = ".".join(parts[: len(parts) - node.level + 1] + ([node.module] if node.module else []))
-            found += [f"{base}.{alias.name}" for alias in node.names]
+            statements.append(([f"{base}.{alias.name}" for alias in node.names], base))
         elif isinstance(node, ast.Import):
-            found += [alias.name for alias in node.names]
+            statements += [([alias.name], alias.name) for alias in node.names]
+    return statements
+
+
+def imports_of(name: str) -> list[str]:
+    """Every dotted name ``name`` imports from vclip (``vclip.a.b`` for ``from vclip.a import b``)."""
+    found = [target for names, _ in import_statements(name) for target in names]
     return [target for target in found if target.split(".")[0] == "vclip"]
 
 
 def imported_modules(name: str) -> set[str]:
     """The vclip modules ``name`` imports, anywhere in its code."""
-    path = MODULES[name]
-    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                parts = package.split(".")
-                base = ".".join(parts[: len(parts) - node.level + 1] + ([node.module] if node.module else []))
-            targets = [f"{base}.{alias.name}" for alias in node.names] + [base]
-        elif isinstance(node, ast.Import):
-            targets = [alias.name for alias in node.names]
-        else:
-            continue
-        for target in targets:
+    for names, base in import_statements(name):
+        for target in names + [base]:
             while target and target not in MODULES:
                 target = target.rpartition(".")[0]
             if target.startswith("vclip") and target != name:
