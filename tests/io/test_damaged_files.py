@@ -183,6 +183,65 @@ def test_a_transport_stream_cut_on_a_packet_boundary_leaves_out_the_cut_frame(tm
         assert vclip.index_video(source).num_frames == 20
 
 
+def _mpeg2_crc(data: bytes) -> int:
+    """The CRC-32 that ends an MPEG-TS table section (polynomial 0x04C11DB7, no reflection)."""
+    crc = 0xFFFFFFFF
+    for byte in data:
+        crc ^= byte << 24
+        for _ in range(8):
+            crc = ((crc << 1) ^ 0x04C11DB7 if crc & 0x80000000 else crc << 1) & 0xFFFFFFFF
+    return crc
+
+
+def _with_registration_tag(data: bytes, tag: bytes) -> bytes:
+    """``data`` (a transport stream of one program) with a registration descriptor of ``tag`` on its
+    H.264 stream (type 0x1B): FFmpeg's demuxer takes the descriptor's four bytes as the codec tag."""
+    packets = [bytearray(data[at:at + 188]) for at in range(0, len(data), 188)]
+
+    def section_of(packet):  # a packet that starts a section: where the section starts in it
+        return 4 + 1 + packet[4]
+
+    pat = next(packet for packet in packets if packet[1] & 0x40 and (packet[1] & 0x1F, packet[2]) == (0, 0))
+    at = section_of(pat)
+    pmt_pid = ((pat[at + 10] & 0x1F) << 8) | pat[at + 11]
+    patched = 0
+    for packet in packets:
+        if not packet[1] & 0x40 or ((packet[1] & 0x1F) << 8) | packet[2] != pmt_pid:
+            continue
+        at = section_of(packet)
+        body = packet[at:at + 3 + (((packet[at + 1] & 0x0F) << 8) | packet[at + 2]) - 4]  # without its CRC
+        entry = 12 + (((body[10] & 0x0F) << 8) | body[11])
+        while entry < len(body):
+            info = ((body[entry + 3] & 0x0F) << 8) | body[entry + 4]
+            if body[entry] == 0x1B:
+                body[entry + 5:entry + 5] = bytes([0x05, len(tag)]) + tag
+                info += 2 + len(tag)
+                body[entry + 3:entry + 5] = bytes([(body[entry + 3] & 0xF0) | info >> 8, info & 0xFF])
+                patched += 1
+            entry += 5 + info
+        length = len(body) - 3 + 4
+        body[1:3] = bytes([(body[1] & 0xF0) | length >> 8, length & 0xFF])
+        section = body + _mpeg2_crc(bytes(body)).to_bytes(4, "big")
+        assert at + len(section) <= 188
+        packet[at:at + len(section)] = section
+    assert patched
+    return b"".join(packets)
+
+
+def test_a_codec_tag_that_is_not_text_still_decodes_every_frame(tmp_path):
+    """A registration descriptor of four non-ASCII bytes makes the stream's codec tag unreadable
+    as text to PyAV; the CPU decoder raised a bare ``UnicodeDecodeError`` (a fuzzed file found it)."""
+    source = make_video(tmp_path / "plain.ts", num_frames=30, width=64, height=48, keyframe_interval=10)
+    tagged = tmp_path / "tagged.ts"
+    tagged.write_bytes(_with_registration_tag(open(source, "rb").read(), b"\xff\xfe\x80\x81"))
+    with av.open(str(tagged)) as container, pytest.raises(UnicodeDecodeError):
+        _ = container.streams.video[0].codec_context.codec_tag  # the case is real: PyAV cannot read it
+    frames = [0, 9, 10, 11, 29, 3]
+    assert barcodes(vclip.VideoDecoder(tagged, device="cpu").get_frames(frames)) == frames
+    # with concealment accepted the decoder runs frame threads: every segment gets a fresh context made like the first
+    assert barcodes(vclip.VideoDecoder(tagged, device="cpu", accept_concealed=True).get_frames(frames)) == frames
+
+
 def test_an_avi_remnant_of_one_whole_packet_indexes_that_frame(tmp_path):
     """An AVI cut right after its first packet: the demuxer's table lists the next packet, whose
     decode time bounds when lost frames are shown; the kept frame, shown at that very time, was

@@ -59,6 +59,19 @@ _CONTEXT_PARAMETERS = (
 )
 
 
+def _context_parameters(context: av.VideoCodecContext) -> dict[str, object]:
+    """The :data:`_CONTEXT_PARAMETERS` of ``context`` that PyAV can read. A codec tag that is not
+    ASCII (an MPEG-TS registration descriptor may set any four bytes) is left out: PyAV cannot
+    read it as text, and the decoders vclip opens do not need it."""
+    parameters = {}
+    for name in _CONTEXT_PARAMETERS:
+        try:
+            parameters[name] = getattr(context, name)
+        except UnicodeDecodeError:
+            continue
+    return parameters
+
+
 class _ConcealedPicture(Exception):
     """FFmpeg delivered a picture it flagged as corrupt: it concealed damage in it (a decoder error
     to :func:`~vclip._engine.contract.execute_plan`, which names the frame and the frames lost)."""
@@ -102,7 +115,7 @@ class PyAVDecoder(PictureDecoder):
         self._index = index
         self._threads = threads if accept_concealed else 1
         self._accept_concealed = accept_concealed
-        self._parameters = {name: getattr(self._context, name) for name in _CONTEXT_PARAMETERS}
+        self._parameters = _context_parameters(self._context)
         self._stale = False  # the context must not decode the next segment: a new one will
         _set_threads(self._context, self._threads)
 
