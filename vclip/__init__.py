@@ -48,7 +48,7 @@ extract_keyframes_many, find_shot_boundaries, find_shot_boundaries_many), ``vcli
 Test videos: ``vclip.synthetic.make_video``.
 Errors (``vclip.errors``, the tree there): VideoError and its kinds (VideoNotFoundError,
 UnreadableVideoError, NotAVideoError, CorruptVideoError, UnsupportedCodecError, NoAudioError,
-NoClipFitsError), ArgumentError for a bad argument (FrameIndexError, PathNotFoundError,
+NoClipFitsError, NoVideoLeftError), ArgumentError for a bad argument (FrameIndexError, PathNotFoundError,
 NotInCatalogError); each also derives from the built-in exception it takes the place of;
 FallbackWarning, TruncatedVideoWarning, RemoteReadWarning, CatalogWarning, IndexCacheWarning,
 DamagedHeaderWarning.
@@ -92,6 +92,7 @@ from .errors import (
     NoClipFitsError,
     NotAVideoError,
     NotInCatalogError,
+    NoVideoLeftError,
     PathNotFoundError,
     RemoteReadWarning,
     TruncatedVideoWarning,
@@ -172,6 +173,7 @@ __all__ = [
     "NoAudioError",
     "NoClipFitsError",
     "NotAVideoError",
+    "NoVideoLeftError",
     "NotInCatalogError",
     "PathNotFoundError",
     "FrameIndexError",

@@ -9,7 +9,8 @@ a bad argument repeats the value and says what is allowed.
     │   ├── CorruptVideoError       empty, truncated, or its frames cannot be decoded
     │   ├── UnsupportedCodecError   the codec cannot be decoded by the backend asked for
     │   ├── NoAudioError            audio was required and the video has no audio stream
-    │   └── NoClipFitsError         (also a ValueError) the video or segment gives no clip asked for
+    │   ├── NoClipFitsError         (also a ValueError) the video or segment gives no clip asked for
+    │   └── NoVideoLeftError        (also a RuntimeError) a loader's shard has no usable video left
     ├── ArgumentError               (also a ValueError and a TypeError) a bad argument
     │   ├── FrameIndexError         (also an IndexError) a frame number outside the stream
     │   ├── PathNotFoundError       (also a FileNotFoundError) a dataset input that does not exist
@@ -58,6 +59,7 @@ __all__ = [
     "UnsupportedCodecError",
     "NoAudioError",
     "NoClipFitsError",
+    "NoVideoLeftError",
     "ArgumentError",
     "FrameIndexError",
     "PathNotFoundError",
@@ -133,6 +135,12 @@ class NoClipFitsError(VideoError, ValueError):
     to sample it in seconds. Also a ``ValueError``."""
 
 
+class NoVideoLeftError(VideoError, RuntimeError):
+    """A loader with ``on_error="skip"`` (or ``"replace"``) found no video of its shard left to take
+    the place of a failed one: every one it tried failed too (``loader.stats().skipped`` lists them).
+    ``path`` is the video that needed replacing. Also a ``RuntimeError``."""
+
+
 class ArgumentError(ValueError, TypeError):
     """A public argument has the wrong type or value; the message echoes it and names what is allowed."""
 
@@ -189,9 +197,9 @@ class DamagedHeaderWarning(UserWarning):
 
 
 _EXPORTED = (VideoError, VideoNotFoundError, UnreadableVideoError, NotAVideoError, CorruptVideoError,
-             UnsupportedCodecError, NoAudioError, NoClipFitsError, ArgumentError, FrameIndexError, PathNotFoundError,
-             NotInCatalogError, FallbackWarning, TruncatedVideoWarning, IndexCacheWarning, CatalogWarning,
-             RemoteReadWarning, DamagedHeaderWarning)
+             UnsupportedCodecError, NoAudioError, NoClipFitsError, NoVideoLeftError, ArgumentError, FrameIndexError,
+             PathNotFoundError, NotInCatalogError, FallbackWarning, TruncatedVideoWarning, IndexCacheWarning,
+             CatalogWarning, RemoteReadWarning, DamagedHeaderWarning)
 for _class in _EXPORTED:
     _class.__module__ = "vclip"
 

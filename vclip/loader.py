@@ -183,7 +183,9 @@ class ClipLoader(IterableDataset):
             problem of one video raises. A video that fails mid-epoch is left out from the next
             epoch on (within its epoch its other clips are still tried), so batches never depend
             on thread timing. A damaged frame (a decode error, or on the CPU a picture the
-            decoder concealed) costs only the clips that need it or a frame decoded from it.
+            decoder concealed) costs only the clips that need it or a frame decoded from it. When
+            no video of the shard is left to replace a failed one, iterating raises
+            :class:`vclip.NoVideoLeftError` (also a ``RuntimeError``).
             ``"raise"``: its VideoError is raised (any other error
             of one video comes as a :class:`vclip.CorruptVideoError` naming the file).
         mixed_sizes: What to do when videos give clips of different shapes (different sizes and

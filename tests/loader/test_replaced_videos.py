@@ -60,3 +60,26 @@ def test_with_on_error_raise_the_replaced_video_is_the_error(catalog):
         with pytest.raises(vclip.VideoError, match=r"v[14].mp4: its clips come out \[4, 64, 96, 3\] \(a 96x64 video\)"):
             next(iter(loader))
     np.testing.assert_array_equal(loader.clip_shape, (4, 48, 64, 3))
+
+
+def test_when_every_video_failed_the_error_is_vclips_and_names_the_video(tmp_path):
+    """Every video of the catalog replaced by one of another size: nothing can take a failed video's
+    place. It was a bare ``RuntimeError``; it is a ``NoVideoLeftError`` (still a ``RuntimeError``)
+    naming the video whose clip needed a replacement and how many failed."""
+    from vclip.catalog import build_catalog
+
+    videos = [make_video(tmp_path / f"v{i}.mp4", num_frames=FRAMES, width=64, height=48, seed=i) for i in range(3)]
+    build_catalog(videos, tmp_path / "catalog.parquet", workers=1)
+    for i in range(3):
+        make_video(tmp_path / f"v{i}.mp4", num_frames=FRAMES, width=96, height=64, seed=10 + i)
+    loader = vclip.ClipLoader(str(tmp_path / "catalog.parquet"), vclip.contiguous(4), batch_size=2, device="cpu",
+                              num_threads=1, on_error="skip", seed=3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", vclip.CatalogWarning)
+        with pytest.raises(vclip.NoVideoLeftError) as caught:
+            next(iter(loader))
+    assert isinstance(caught.value, RuntimeError)
+    assert caught.value.path in videos
+    assert str(caught.value) == (f"{caught.value.path}: no usable video is left in this shard to replace it: 3 of the "
+                                 "3 videos failed (see loader.stats().skipped)")
+    assert sorted(loader.stats().skipped.videos) == sorted(videos)

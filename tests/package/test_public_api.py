@@ -42,6 +42,7 @@ EXPORTED = [
     "MultiScaleCrop",
     "NoAudioError",
     "NoClipFitsError",
+    "NoVideoLeftError",
     "NotAVideoError",
     "NotInCatalogError",
     "PathNotFoundError",

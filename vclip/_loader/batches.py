@@ -15,7 +15,7 @@ import numpy as np
 
 from .._engine.pipeline import ClipTarget, VideoRequest, needs_any
 from .._index.record import VideoIndex
-from ..errors import CorruptVideoError, VideoError
+from ..errors import CorruptVideoError, NoVideoLeftError, VideoError
 from ..sampling import SampledClip, Segment
 from ..transforms import Augmentations, SampleDraw
 from .audio import LoaderAudio
@@ -235,8 +235,8 @@ class BatchBuilder:
                 clip = self._clip(epoch, ref._replace(video=int(video), replaces=ref.video), clip_shape)
                 if clip is not None:
                     yield clip
-        raise RuntimeError(
-            f"no usable video is left in this shard to replace {self.source.videos[ref.video].path}: "
+        raise NoVideoLeftError(
+            self.source.videos[ref.video].path, "no usable video is left in this shard to replace it: "
             f"{len(self.bad)} of the {len(self.source.videos)} videos failed (see loader.stats().skipped)"
         )
 
