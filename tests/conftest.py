@@ -6,6 +6,7 @@ where NVDEC is not usable. With ``VCLIP_REQUIRE_GPU=1`` every skip of a GPU test
 from __future__ import annotations
 
 import os
+import signal
 from fractions import Fraction
 from pathlib import Path
 
@@ -14,6 +15,11 @@ from helpers import SHARED_VIDEOS
 
 from vclip._device import gpu_unavailable_reason
 from vclip.synthetic import make_video
+
+# A runner that starts pytest in the background (nohup, "&" in a script) leaves SIGINT ignored, and an
+# ignored signal stays ignored in every child: the tests of Ctrl-C need it delivered, here and there.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 REQUIRE_GPU = os.environ.get("VCLIP_REQUIRE_GPU", "").strip() not in ("", "0")
 
