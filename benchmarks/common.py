@@ -187,6 +187,10 @@ class Nvml:
         it), or None."""
         return self._ask(lambda nv, handle: int(nv.nvmlDeviceGetMemoryInfo(handle).used), gpu)
 
+    def sm_utilization(self, gpu: int = 0) -> int | None:
+        """Share of NVML's last sampling period in which a kernel ran on ``gpu``, in percent, or None."""
+        return self._ask(lambda nv, handle: int(nv.nvmlDeviceGetUtilizationRates(handle).gpu), gpu)
+
     def decoder_utilization(self, gpu: int = 0) -> int | None:
         """NVDEC utilisation of ``gpu`` over NVML's last sampling period, in percent, or None."""
         return self._ask(lambda nv, handle: int(nv.nvmlDeviceGetDecoderUtilization(handle)[0]), gpu)

@@ -311,18 +311,10 @@ class Sampler:
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self):
-        pynvml = getattr(self.nvml, "_pynvml", None)
-        handle = pynvml.nvmlDeviceGetHandleByIndex(0) if pynvml else None
         while not self._stop.wait(SAMPLE_PERIOD):
-            if handle is None:
-                continue
-            try:
-                sm = int(pynvml.nvmlDeviceGetUtilizationRates(handle).gpu)
-                dec = int(pynvml.nvmlDeviceGetDecoderUtilization(handle)[0])
-                used = int(pynvml.nvmlDeviceGetMemoryInfo(handle).used)
-            except pynvml.NVMLError:
-                continue
-            self.samples.append((time.time(), sm, dec, used))
+            sample = (self.nvml.sm_utilization(), self.nvml.decoder_utilization(), self.nvml.memory_used())
+            if None not in sample:  # NVML could answer every question
+                self.samples.append((time.time(), *sample))
 
     def __enter__(self):
         self._thread.start()

@@ -106,6 +106,22 @@ def worker_pids(main: str = "vclip._jobs.child_process") -> list[int]:
     return found
 
 
+def session_of(pid: int) -> int | None:
+    """The session id of process ``pid`` (None when it is gone), from /proc."""
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[3])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def running(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie waiting for its parent to reap it does not), from /proc."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1][0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
 def child_environment(**extra: str) -> dict[str, str]:
     """This process's environment for a child Python that imports this checkout's vclip: the
     checkout first on ``PYTHONPATH``, what was there kept (it may hold vclip's dependencies)."""

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import child_environment, require_extra
+from helpers import child_environment, require_extra, session_of
 
 from vclip.cli import EXIT_INTERRUPTED
 from vclip.synthetic import make_video
@@ -37,17 +37,10 @@ def _commands(videos: list[str], out: Path) -> dict[str, list[str]]:
     }
 
 
-def _session_of(pid: int) -> int | None:
-    try:
-        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[3])
-    except (OSError, IndexError, ValueError):
-        return None
-
-
 def _starting_workers(session: int) -> bool:
     """Whether a worker process of the session (not its resource tracker) is there, importing or at work."""
     for entry in os.listdir("/proc"):
-        if entry.isdigit() and _session_of(int(entry)) == session:
+        if entry.isdigit() and session_of(int(entry)) == session:
             try:
                 if b"spawn_main" in Path(f"/proc/{entry}/cmdline").read_bytes():
                     return True
@@ -60,7 +53,7 @@ def _open_files(session: int) -> set[str]:
     """The files the processes of a session hold open."""
     found = set()
     for entry in os.listdir("/proc"):
-        if not entry.isdigit() or _session_of(int(entry)) != session:
+        if not entry.isdigit() or session_of(int(entry)) != session:
             continue
         try:
             descriptors = os.listdir(f"/proc/{entry}/fd")

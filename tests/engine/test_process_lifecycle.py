@@ -9,10 +9,9 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
-from helpers import child_environment
+from helpers import child_environment, running
 
 from vclip.synthetic import make_video
 
@@ -76,18 +75,10 @@ def start(videos, mode: str) -> tuple[subprocess.Popen, list[int], set[str]]:
     return process, started["workers"], set(started["segments"])
 
 
-def alive(pid: int) -> bool:
-    """Whether ``pid`` runs (a zombie waiting for its parent to reap it does not)."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1][0] != "Z"
-    except (FileNotFoundError, ProcessLookupError):
-        return False
-
-
 def wait_gone(pids: list[int], seconds: float) -> bool:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
-        if not any(alive(pid) for pid in pids):
+        if not any(running(pid) for pid in pids):
             return True
         time.sleep(0.05)
     return False

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import child_environment, require_extra
+from helpers import child_environment, require_extra, running, session_of
 
 from vclip.synthetic import make_video
 
@@ -26,26 +26,11 @@ def videos(tmp_path_factory) -> list[str]:
             for i in range(8)]
 
 
-def _session_of(pid: int) -> int | None:
-    try:
-        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[3])
-    except (OSError, IndexError, ValueError):
-        return None
-
-
-def _running(pid: int) -> bool:
-    """Whether ``pid`` runs (a zombie waiting to be reaped does not)."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1][0] != "Z"
-    except (OSError, IndexError):
-        return False
-
-
 def session_processes(session: int) -> list[int]:
     """The running processes of a session: a command started in a session of its own and everything
     it started, also those re-parented to init once it died."""
     return [int(entry) for entry in os.listdir("/proc")
-            if entry.isdigit() and _session_of(int(entry)) == session and _running(int(entry))]
+            if entry.isdigit() and session_of(int(entry)) == session and running(int(entry))]
 
 
 def shm_entries(pids: list[int]) -> set[str]:
