@@ -342,8 +342,8 @@ class ClipLoader(IterableDataset):
         self.decode_processes, self._cpu_decoders, self.prefetch_queue_depth = resolve_counts(
             self._requested, gpu=self._device.is_cuda, num_threads=self.num_threads)
 
-    def _next_pass(self, epoch: int) -> tuple[np.ndarray, list]:
-        """This process's shard and batches of ``epoch`` (a pass built ahead across an epoch boundary)."""
+    def _pass_plan(self, epoch: int) -> tuple[np.ndarray, list]:
+        """This process's shard and batches of ``epoch`` (also for a pass built ahead across an epoch boundary)."""
         shard = self._shard()
         return self._plan.shard(epoch, *shard), self._plan.batches(epoch, *shard)
 
@@ -451,9 +451,7 @@ class ClipLoader(IterableDataset):
         self._resume_pending = False
         self._passes += 1
         this_pass = self._passes
-        shard = self._shard()
-        run = runtime.begin(epoch, self._plan.shard(epoch, *shard), self._plan.batches(epoch, *shard), first,
-                            self.stats())
+        run = runtime.begin(epoch, *self._pass_plan(epoch), first, self.stats())
         try:
             bfloat16 = self._drawer.dtype == "bfloat16"  # its buffers hold the bit patterns as uint16
             for built, data, labels, audio in runtime.deliver(run):
@@ -529,7 +527,7 @@ class ClipLoader(IterableDataset):
                                         num_threads=self.num_threads)
             self._runtime = LoaderRuntime(
                 backend, self._device, builder, self._allocate_buffer, settings,
-                next_pass=None if self.evaluation else self._next_pass,
+                next_pass=None if self.evaluation else self._pass_plan,
             )
             if self._audio is not None and self.audio_shape is not None:  # known once the scan has run
                 self._runtime.use_audio(self._audio.batch_shape(self.batch_size))

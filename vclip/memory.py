@@ -23,7 +23,7 @@ from ._engine.cpu import DEFAULT_WORKERS as CPU_DEFAULT_THREADS
 from ._engine.hybrid import UPLOAD_PICTURES, semi_planar_shape
 from ._engine.nvdec import DECODERS_PER_THREAD, NvdecBackend
 from ._engine.processes import THREADS_PER_PROCESS
-from ._engine.scheduler import paced_decode_processes, resolve_decode_processes
+from ._engine.scheduler import decode_processes_paced, loader_decode_processes
 from ._pacing_rules import PACING
 from .errors import check_count_or_auto, check_integer, check_number, fail, format_bytes, is_integer, parse_bytes
 
@@ -283,15 +283,17 @@ def _plans_for_gpu(device: Any) -> bool:
 def _decode_processes(decode_processes: int | str, gpu: bool, num_threads: int) -> int:
     """The most decode processes a loader with ``decode_processes`` runs (``"auto"`` resolved for
     this machine: on the GPU the processes its pacing may start beside NVDEC in its own process)."""
-    decode_processes = check_count_or_auto("decode_processes", decode_processes)
-    if _paced(decode_processes, gpu, num_threads):
-        return paced_decode_processes(gpu=True)
-    return resolve_decode_processes(decode_processes, gpu=gpu, num_threads=num_threads)
+    return loader_decode_processes(check_count_or_auto("decode_processes", decode_processes), gpu=gpu,
+                                   num_threads=num_threads)
 
 
-def _paced(decode_processes: int | str, gpu: bool, num_threads: int) -> bool:
-    """Whether decode processes join NVDEC threads of the loader's own process as its pacing needs them."""
-    return gpu and decode_processes == "auto" and not num_threads
+def _decode_workers(*, gpu: bool, num_threads: int, processes: int, paced: bool) -> int:
+    """:func:`loader_decode_workers` of a loader whose device, decode processes and pacing are resolved."""
+    if paced:  # NVDEC threads here, and the decode processes the pacing may start
+        return NVDEC_DEFAULT_THREADS + processes * PROCESS_DEFAULT_THREADS["cuda"]
+    if processes:
+        return processes * (num_threads or PROCESS_DEFAULT_THREADS["cuda" if gpu else "cpu"])
+    return num_threads or (NVDEC_DEFAULT_THREADS if gpu else CPU_DEFAULT_THREADS)
 
 
 def loader_decode_workers(*, device: Any = "auto", num_threads: int = 0, decode_processes: int | str = "auto") -> int:
@@ -306,13 +308,9 @@ def loader_decode_workers(*, device: Any = "auto", num_threads: int = 0, decode_
     """
     num_threads = check_integer("num_threads", num_threads, minimum=0)
     gpu = _plans_for_gpu(device)
-    paced = _paced(decode_processes, gpu, num_threads)
-    decode_processes = _decode_processes(decode_processes, gpu, num_threads)
-    if paced:  # NVDEC threads here, and the decode processes the pacing may start
-        return NVDEC_DEFAULT_THREADS + decode_processes * PROCESS_DEFAULT_THREADS["cuda"]
-    if decode_processes:
-        return decode_processes * (num_threads or PROCESS_DEFAULT_THREADS["cuda" if gpu else "cpu"])
-    return num_threads or (NVDEC_DEFAULT_THREADS if gpu else CPU_DEFAULT_THREADS)
+    paced = decode_processes_paced(decode_processes, gpu=gpu, num_threads=num_threads)
+    processes = _decode_processes(decode_processes, gpu, num_threads)
+    return _decode_workers(gpu=gpu, num_threads=num_threads, processes=processes, paced=paced)
 
 
 def plan_loader_memory(
@@ -368,10 +366,11 @@ def plan_loader_memory(
     views = check_integer("views", views, minimum=1)
     prefetch_queue_depth = check_count_or_auto("prefetch_queue_depth", prefetch_queue_depth, minimum=1)
     on_gpu = _plans_for_gpu(device)
-    requested_processes = decode_processes
-    decode_processes = _decode_processes(decode_processes, on_gpu, check_integer("num_threads", num_threads, minimum=0))
+    num_threads = check_integer("num_threads", num_threads, minimum=0)
+    processes = _decode_processes(decode_processes, on_gpu, num_threads)
+    paced = decode_processes_paced(decode_processes, gpu=on_gpu, num_threads=num_threads)
     cpu_decoders = check_count_or_auto("cpu_decoders", cpu_decoders)
-    count = resolve_cpu_decoders(cpu_decoders, gpu=on_gpu, decode_processes=decode_processes)
+    count = resolve_cpu_decoders(cpu_decoders, gpu=on_gpu, decode_processes=processes)
     if prefetch_queue_depth == "auto":
         depth = PACING.max_depth if on_gpu else PACING.start_depth
     else:
@@ -382,23 +381,22 @@ def plan_loader_memory(
     parts = _loader_memory_from_parts(
         width=width, height=height, batch_size=batch_size * views, sequence_length=sequence_length, channels=channels,
         dtype=dtype, augmentation_factor=augmentation_factor, buffers=depth + RING_BUFFERS_BEYOND_DEPTH,
-        decoders=loader_decode_workers(device=device, num_threads=num_threads, decode_processes=requested_processes)
+        decoders=_decode_workers(gpu=on_gpu, num_threads=num_threads, processes=processes, paced=paced)
         * min(video_kinds, DECODERS_PER_THREAD),
         video_width=width if video_width is None else video_width,
         video_height=height if video_height is None else video_height,
-        video_bit_depth=video_bit_depth, on_gpu=on_gpu, processes=decode_processes,
+        video_bit_depth=video_bit_depth, on_gpu=on_gpu, processes=processes,
     )
     staging = 0
     if on_gpu and count:
-        pictures = STAGING_PICTURES
         (rows, samples), sample = semi_planar_shape(width if video_width is None else video_width,
                                                     height if video_height is None else video_height, video_bit_depth)
-        staging = count * pictures * rows * samples * sample.itemsize
+        staging = count * STAGING_PICTURES * rows * samples * sample.itemsize
     audio_buffers = audio_per_clip * parts.batch.batch_size * parts.buffers  # every sample (clip or view) has its audio
     return replace(parts, views=views, audio_buffers=audio_buffers, audio_bytes_per_clip=audio_per_clip,
-                   staging=staging, total=parts.total + audio_buffers + staging, processes=decode_processes,
+                   staging=staging, total=parts.total + audio_buffers + staging, processes=processes,
                    cpu_decoders=int(count) if on_gpu else 0,
-                   process_decoders=decode_processes * (num_threads or PROCESS_DEFAULT_THREADS["cuda"])
+                   process_decoders=processes * (num_threads or PROCESS_DEFAULT_THREADS["cuda"])
                    * min(video_kinds, DECODERS_PER_THREAD) if on_gpu else 0)
 
 

@@ -150,28 +150,27 @@ class PyAVDecoder(PictureDecoder):
         concealed (frame threads report an error some packets after the one that caused it)."""
         context = self._fresh_context(1)
         position_of_pts = {pts: position for position, pts in enumerate(packets.pts)}
-        found: list[int] = []
 
-        def concealed(frames: Iterable[av.VideoFrame], position: int) -> bool:
+        def concealed(frames: Iterable[av.VideoFrame], position: int) -> int | None:
+            """The packet of the first picture of ``frames`` flagged as concealed (at most ``position``,
+            the packet sent last), or None."""
             for frame in frames:
                 if frame.is_corrupt and not self._accept_concealed:
                     own = position if frame.pts is None else position_of_pts.get(frame.pts, position)
-                    found.append(min(position, own))
-                    return True
-            return False
+                    return min(position, own)
+            return None
 
         for position, (payload, pts) in enumerate(zip(packets.payloads, packets.pts)):
             try:
-                if concealed(context.decode(_packet(payload, pts)), position):
-                    return found[0]
+                damaged = concealed(context.decode(_packet(payload, pts)), position)
             except av.error.FFmpegError:
                 return position
+            if damaged is not None:
+                return damaged
         try:
-            if concealed(context.decode(None), len(packets.pts) - 1):
-                return found[0]
+            return concealed(context.decode(None), len(packets.pts) - 1)
         except av.error.FFmpegError:
             return None
-        return None
 
     def _fresh_context(self, threads: int) -> av.VideoCodecContext:
         context = _video_context(av.CodecContext.create(self._context.codec, "r"), self._index)

@@ -41,7 +41,8 @@ from .processes import THREADS_PER_PROCESS
 __all__ = ["CPU_DECODERS_PER_PROCESS", "NVDEC_FEEDER_CORES", "PACED_DECODE_PROCESSES", "PACKED_JOB_BYTES",
            "TRAINING_CORES", "paced_decode_processes",
            "Chosen", "DecoderKindStats", "DecoderPool", "PooledBackend", "SharedQueueDispatcher", "auto_cpu_decoders",
-           "auto_decode_processes", "cpu_decoder_processes", "resolve_cpu_decoders", "resolve_decode_processes"]
+           "auto_decode_processes", "cpu_decoder_processes", "decode_processes_paced", "loader_decode_processes",
+           "resolve_cpu_decoders", "resolve_decode_processes"]
 
 _SMOOTHING = 0.2
 """Weight of the newest job in a pool's running average of seconds per frame."""
@@ -120,6 +121,21 @@ def resolve_decode_processes(decode_processes: int | str, *, gpu: bool, num_thre
     if decode_processes == "auto":
         return auto_decode_processes(gpu=gpu, num_threads=num_threads, daemon=daemon)
     return Chosen(int(decode_processes), "set")
+
+
+def decode_processes_paced(decode_processes: int | str, *, gpu: bool, num_threads: int = 0) -> bool:
+    """Whether a loader's decode processes are paced (started as the training loop needs them, up
+    to :func:`paced_decode_processes`): ``"auto"`` on the GPU with no thread count set."""
+    return gpu and decode_processes == "auto" and not num_threads
+
+
+def loader_decode_processes(decode_processes: int | str, *, gpu: bool, num_threads: int = 0,
+                            daemon: bool = False) -> Chosen:
+    """The most decode processes a loader runs: :func:`paced_decode_processes` where they are paced
+    (:func:`decode_processes_paced`), else :func:`resolve_decode_processes`."""
+    if decode_processes_paced(decode_processes, gpu=gpu, num_threads=num_threads):
+        return paced_decode_processes(gpu=True, daemon=daemon)
+    return resolve_decode_processes(decode_processes, gpu=gpu, num_threads=num_threads, daemon=daemon)
 
 
 def auto_cpu_decoders(*, gpu: bool, decode_processes: int = 0, cores: int | None = None,
@@ -272,7 +288,6 @@ class SharedQueueDispatcher:
             raise ValueError("a SharedQueueDispatcher needs a primary pool with active workers")
         self.pools = [pool for pool in pools if pool.workers > 0]
         self.num_workers = sum(pool.workers for pool in self.pools)
-        self.primary_workers = sum(pool.workers for pool in self.pools if not pool.helper)
         self._wrap = wrap or (lambda backend: backend)
         self._queue: deque[_Task] = deque()
         self._queued_frames = 0
@@ -332,15 +347,6 @@ class SharedQueueDispatcher:
                     active += pool.active
             self._condition.notify_all()
             return active
-
-    def pool_sizes(self) -> dict[str, tuple[int, int, bool]]:
-        """``kind -> (workers started, workers active, helper)`` of every kind of pool."""
-        with self._condition:
-            sizes: dict[str, tuple[int, int, bool]] = {}
-            for pool in self.pools:
-                workers, active, helper = sizes.get(pool.kind, (0, 0, pool.helper))
-                sizes[pool.kind] = (workers + pool.workers, active + (pool.active or 0), helper)
-            return sizes
 
     def _helper_accepts(self, pool: DecoderPool) -> bool:
         """Whether a helper would finish the newest queued job before the primaries would reach it
@@ -462,12 +468,12 @@ class PooledBackend:
         return self._allocator.empty(shape, dtype)
 
     def dispatcher(self, wrap: Callable[[Backend], Backend] | None = None,
-               active: dict[str, int] | None = None) -> SharedQueueDispatcher:
-        """A runner over fresh copies of the pools (its own workers and counters, rates unmeasured),
+                   active: dict[str, int] | None = None) -> SharedQueueDispatcher:
+        """A dispatcher over fresh copies of the pools (its own workers and counters, rates unmeasured),
         with ``active[kind]`` workers of a kind allowed to take jobs at first (default: all)."""
         active = active or {}
         return SharedQueueDispatcher([replace(pool, seconds_per_frame=None, active=active.get(pool.kind, pool.active))
-                                  for pool in self.pools], wrap=wrap)
+                                      for pool in self.pools], wrap=wrap)
 
     def decode_video(self, job: VideoRequest, conversion: Conversion, output: Any,
                      stats: DecodeStats) -> Completion | None:

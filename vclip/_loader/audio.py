@@ -24,6 +24,7 @@ from .._machine import usable_cores
 from ..audio import AudioSpec, empty_audio
 from ..sampling import ClipSampler
 from .audio_processes import AudioHelpers, AudioRequest, decode_clip_audio
+from .handoff import storage_uses, views_alive
 
 __all__ = ["LoaderAudio", "BatchAudio", "AudioBuffers", "AUDIO_PROCESSES"]
 
@@ -126,8 +127,6 @@ class AudioBuffers:
         self._uses: list[int | None] = [None] * count
 
     def array(self, slot: int) -> np.ndarray:
-        from .handoff import storage_uses
-
         tensor = self._tensors[slot]
         if tensor is None:
             tensor = self._tensors[slot] = torch.zeros(self._shape, dtype=self._dtype, pin_memory=self._pinned)
@@ -136,10 +135,7 @@ class AudioBuffers:
 
     def kept(self, slot: int) -> bool:
         """Whether a batch handed over from ``slot`` still holds a view of its audio (CPU batches only)."""
-        from .handoff import storage_uses
-
-        tensor = self._tensors[slot]
-        return tensor is not None and self._uses[slot] is not None and storage_uses(tensor) != self._uses[slot]
+        return views_alive(self._tensors[slot], self._uses[slot])
 
     def forget(self, slot: int) -> None:
         """Leave ``slot``'s buffer to the batch that keeps it; the next use makes a new one."""

@@ -19,7 +19,7 @@ import torch
 
 from .._device import Device
 
-__all__ = ["BufferRing", "CpuHandoff", "CudaHandoff", "make_handoff", "storage_uses"]
+__all__ = ["BufferRing", "CpuHandoff", "CudaHandoff", "make_handoff", "storage_uses", "views_alive"]
 
 
 class CpuHandoff:
@@ -124,6 +124,12 @@ def storage_uses(tensor: torch.Tensor) -> int | None:
     return int(count(tensor.untyped_storage()._cdata))
 
 
+def views_alive(tensor: torch.Tensor | None, uses: int | None) -> bool:
+    """Whether views of ``tensor`` handed over since its storage counted ``uses`` (:func:`storage_uses`
+    when no batch held it) are still referenced; False where there is no tensor or torch does not say."""
+    return tensor is not None and uses is not None and storage_uses(tensor) != uses
+
+
 class BufferRing:
     """``count`` output batch buffers used in turn, each with a torch tensor over it.
 
@@ -162,10 +168,7 @@ class BufferRing:
         with self._lock:
             waits, self._waits[slot] = self._waits[slot], []
         self._handoff.wait(waits)
-        tensor = self._tensors[slot]
-        kept = tensor is not None and self._uses[slot] is not None and storage_uses(tensor) != self._uses[slot]
-        if self.audio is not None and self.audio.kept(slot):
-            kept = True
+        kept = views_alive(self._tensors[slot], self._uses[slot]) or (self.audio is not None and self.audio.kept(slot))
         if kept:  # a batch handed over from this buffer is still referenced: it keeps the buffer
             with self._lock:
                 self.replaced += 1

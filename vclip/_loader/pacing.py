@@ -88,11 +88,10 @@ class Pacer:
                  processes: Resource | None = None, rules: PacingRules = PACING):
         processes = processes or Resource("decode_processes", 0, 0, 0, True)
         self.resources = {"decode_threads": threads, "decode_processes": processes, "cpu_decoders": cpu_decoders,
-                          "prefetch_queue_depth": depth}
+                          "prefetch_queue_depth": depth}  # in this order: _grow and _shrink unpack them
         self.rules = rules
         self._apply, self._busy = apply, busy
-        self._window: deque[tuple[float, float, int]] = deque(maxlen=rules.window)
-        self._since_change = 0
+        self._window: deque[tuple[float, float, int]] = deque(maxlen=rules.window)  # emptied at each change
         self._handed = 0
         self._started = time.perf_counter()
         self._busy_mark = busy()
@@ -108,8 +107,7 @@ class Pacer:
         with self._lock:
             self._handed += 1
             self._window.append((waited, interval, ready))
-            self._since_change += 1
-            if self._since_change < self.rules.window or len(self._window) < self.rules.window:
+            if len(self._window) < self.rules.window:  # a full window since the start or the last change
                 return
             total = sum(interval for _, interval, _ in self._window)
             share = sum(waited for waited, _, _ in self._window) / total if total > 0 else 0.0
@@ -131,9 +129,7 @@ class Pacer:
         return shares
 
     def _grow(self, why: str, busy: dict[str, float], share: float) -> None:
-        threads, processes, helpers, depth = (self.resources[name] for name in
-                                              ("decode_threads", "decode_processes", "cpu_decoders",
-                                               "prefetch_queue_depth"))
+        threads, processes, helpers, depth = self.resources.values()
         nvdec_busy = busy.get("decode_threads", 1.0)
         busy_threads = nvdec_busy >= self.rules.busy_to_add_threads
         far = share >= self.rules.far_behind
@@ -155,9 +151,7 @@ class Pacer:
             self._change(depth, depth.value + 1, why)
 
     def _shrink(self, why: str) -> None:
-        threads, processes, helpers, depth = (self.resources[name] for name in
-                                              ("decode_threads", "decode_processes", "cpu_decoders",
-                                               "prefetch_queue_depth"))
+        threads, processes, helpers, depth = self.resources.values()
         for resource, step in ((helpers, self.rules.cpu_decoder_step), (processes, 1), (threads, 1), (depth, 1)):
             if resource.can_shrink:
                 self._change(resource, resource.value - step, why)
@@ -171,6 +165,5 @@ class Pacer:
                                          resource.value, value, reason))
         resource.value = value
         self._apply(resource.name, value)
-        self._since_change = 0
         self._window.clear()
         self._busy_mark = self._busy()

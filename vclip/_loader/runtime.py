@@ -132,7 +132,6 @@ class LoaderRuntime:
                   **({self._helper: start_helpers} if self._helper else {})}
         self.dispatcher: SharedQueueDispatcher = pooled.dispatcher(wrap=_GuardedBackend, active=active)
         self.builder = builder
-        self.depth = settings.depth
         self.counters = LoaderCounters()
         try:
             self.handoff = make_handoff(device)
@@ -142,7 +141,6 @@ class LoaderRuntime:
             raise
         self.builders = ThreadPoolExecutor(settings.max_depth + 1, thread_name_prefix="vclip-batch")
         self.ring = BufferRing(settings.max_depth + RING_BUFFERS_BEYOND_DEPTH, lambda: allocate(backend), self.handoff)
-        self.audio: AudioBuffers | None = None  # see use_audio
         self._device = device
         self._next_pass = next_pass
         self.pid = os.getpid()
@@ -164,15 +162,19 @@ class LoaderRuntime:
 
     # -- pacing -------------------------------------------------------------------------------------
     def _apply(self, setting: str, value: int) -> None:
-        if setting == "prefetch_queue_depth":
-            self.depth = value
-        elif setting == "decode_processes" and self._processes is not None:
+        """Let ``value`` decoders of ``setting`` work (the depth is read where batches are submitted)."""
+        if setting == "decode_processes" and self._processes is not None:
             self._processes.add_processes(value)  # started once; a pass that needs fewer leaves them idle
             self.dispatcher.set_active(PROCESS_POOL, value * self._processes.threads)
         elif setting == "decode_threads":
             self.dispatcher.set_active(self._primary, value)
-        elif self._helper is not None:
+        elif setting == "cpu_decoders" and self._helper is not None:
             self.dispatcher.set_active(self._helper, value)
+
+    @property
+    def depth(self) -> int:
+        """Batches queued ahead of the one the consumer holds, as the pacing left them."""
+        return self.pacer.value("prefetch_queue_depth")
 
     def _busy(self) -> dict[str, tuple[float, float]]:
         kinds = self.dispatcher.kind_stats()
@@ -195,9 +197,13 @@ class LoaderRuntime:
     def use_audio(self, shape: tuple[int, ...]) -> None:
         """Give every batch audio of ``shape`` (the builder decodes it), in buffers of the ring's slots."""
         if self.builder.audio is not None:
-            self.audio = AudioBuffers(self.ring.count, shape, self.builder.audio.spec.dtype,
-                                      pinned=self._device.is_cuda)
-            self.ring.audio = self.audio
+            self.ring.audio = AudioBuffers(self.ring.count, shape, self.builder.audio.spec.dtype,
+                                           pinned=self._device.is_cuda)
+
+    @property
+    def audio(self) -> AudioBuffers | None:
+        """The audio buffers of the ring's slots (see :meth:`use_audio`), or None."""
+        return self.ring.audio
 
     @property
     def decode_workers(self) -> int:

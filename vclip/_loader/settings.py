@@ -13,9 +13,9 @@ from .._engine.backends import make_backend, make_paced_backend
 from .._engine.scheduler import (
     Chosen,
     PooledBackend,
-    paced_decode_processes,
+    decode_processes_paced,
+    loader_decode_processes,
     resolve_cpu_decoders,
-    resolve_decode_processes,
 )
 from ..audio import audio_samples
 from ..errors import format_bytes
@@ -34,8 +34,8 @@ class RuntimeSettings:
         threads: Decode threads of the default kind that may work (NVDEC on the GPU).
         threads_set: ``threads`` was set by the user (or decodes on the CPU, where every thread works).
         paced_processes: Decode processes the pacing may start beside NVDEC in this process (0: none).
-        cpu_decoders: CPU decoders beside NVDEC started (the pacing uses 0 to all of them).
-        cpu_decoders_set: ``cpu_decoders`` was set by the user: all of them work.
+        cpu_decoders_set: The CPU decoders beside NVDEC were set by the user: all of them work (else
+            the pacing uses 0 to all of them).
         depth: Batches queued ahead at the start.
         max_depth: The most batches queued ahead (the ring holds ``max_depth + 3`` buffers).
         depth_set: The depth is not paced (set by the user, or on the CPU).
@@ -44,7 +44,6 @@ class RuntimeSettings:
     threads: int
     threads_set: bool
     paced_processes: int
-    cpu_decoders: int
     cpu_decoders_set: bool
     depth: int
     max_depth: int
@@ -58,11 +57,7 @@ def resolve_counts(requested: dict[str, int | str], *, gpu: bool, num_threads: i
     (:func:`~vclip._engine.scheduler.paced_decode_processes`, none at first); the depth is the most
     batches in flight (the pacing starts lower on the GPU)."""
     daemon = multiprocessing.current_process().daemon
-    if paced(requested, gpu=gpu, num_threads=num_threads):
-        processes = paced_decode_processes(gpu=True, daemon=daemon)
-    else:
-        processes = resolve_decode_processes(requested["decode_processes"], gpu=gpu, num_threads=num_threads,
-                                             daemon=daemon)
+    processes = loader_decode_processes(requested["decode_processes"], gpu=gpu, num_threads=num_threads, daemon=daemon)
     cpu_decoders = resolve_cpu_decoders(requested["cpu_decoders"], gpu=gpu, decode_processes=processes, daemon=daemon)
     depth = requested["prefetch_queue_depth"]
     if depth != "auto":
@@ -76,7 +71,7 @@ def resolve_counts(requested: dict[str, int | str], *, gpu: bool, num_threads: i
 def runtime_settings(requested: dict[str, int | str], counts: tuple[Chosen, Chosen, Chosen], backend, *,
                      gpu: bool, num_threads: int) -> RuntimeSettings:
     """The runtime's settings for a loader with these requests and resolved ``counts``, over ``backend``."""
-    processes, cpu_decoders, depth = counts
+    processes, _, depth = counts
     threads = num_threads or backend.default_workers
     if isinstance(backend, PooledBackend):
         threads = next(pool.workers for pool in backend.pools if not pool.helper)
@@ -84,7 +79,7 @@ def runtime_settings(requested: dict[str, int | str], counts: tuple[Chosen, Chos
     return RuntimeSettings(
         threads=threads, threads_set=bool(num_threads) or not gpu,
         paced_processes=int(processes) if paced(requested, gpu=gpu, num_threads=num_threads) else 0,
-        cpu_decoders=int(cpu_decoders), cpu_decoders_set=requested["cpu_decoders"] != "auto",
+        cpu_decoders_set=requested["cpu_decoders"] != "auto",
         depth=min(PACING.start_depth, int(depth)) if paced_depth else int(depth),
         max_depth=int(depth), depth_set=not paced_depth,
     )
@@ -109,7 +104,7 @@ def budget_refusal(estimate: LoaderMemoryEstimate, memory_budget: int | str | No
 def paced(requested: dict[str, int | str], *, gpu: bool, num_threads: int) -> bool:
     """Whether a loader's decode processes are paced (started as the training loop needs them):
     ``"auto"`` on the GPU with no thread count set."""
-    return gpu and requested["decode_processes"] == "auto" and not num_threads
+    return decode_processes_paced(requested["decode_processes"], gpu=gpu, num_threads=num_threads)
 
 
 def loader_backend(device: Device, requested: dict[str, int | str], counts: tuple[Chosen, Chosen], *,
@@ -118,10 +113,8 @@ def loader_backend(device: Device, requested: dict[str, int | str], counts: tupl
     paced on the GPU (NVDEC in this process first, decode processes started as the training loop
     needs them), else the processes and threads asked for."""
     processes, cpu_decoders = counts
-    if paced(requested, gpu=device.is_cuda, num_threads=num_threads):
-        if processes:
-            return make_paced_backend(device, processes=int(processes), cpu_decoders=int(cpu_decoders))
-        processes = Chosen(0, processes.reason)
+    if processes and paced(requested, gpu=device.is_cuda, num_threads=num_threads):
+        return make_paced_backend(device, processes=int(processes), cpu_decoders=int(cpu_decoders))
     return make_backend(device, processes=int(processes), threads=num_threads, cpu_decoders=int(cpu_decoders))
 
 

@@ -301,20 +301,18 @@ def make_stats(counters: LoaderCounters, *, device: Device, epoch: int, decode_w
         working, pacing, kept_batches: See :class:`LoaderStats`.
     """
     values = counters.snapshot()
-    if decoder_kinds is not None:
-        decode_workers = sum(use.workers for use in decoder_kinds.values())
     active = values["active_seconds"] + running_seconds
-    work_seconds = values["demux_seconds"] + values["decode_seconds"] + values["convert_seconds"]
     base = own_bytes(memory_baseline, device)
     now, peak = values["memory_now"], values["memory_peak"]
-    busy = min(1.0, work_seconds / (active * decode_workers)) if active > 0 else 0.0
-    if decoder_kinds:
-        allowed = sum(use.active_seconds for use in decoder_kinds.values())
-        busy = min(1.0, sum(use.busy_seconds for use in decoder_kinds.values()) / allowed) if allowed > 0 else 0.0
     if decoder_kinds is None:
+        work_seconds = values["demux_seconds"] + values["decode_seconds"] + values["convert_seconds"]
+        busy = min(1.0, work_seconds / (active * decode_workers)) if active > 0 else 0.0
         kind = "nvdec" if device.is_cuda else "cpu"
         decoders = {kind: DecoderUse(decode_workers, values["clips"], values["packets_sent"], busy, decode_workers)}
     else:
+        decode_workers = sum(use.workers for use in decoder_kinds.values())
+        allowed = sum(use.active_seconds for use in decoder_kinds.values())
+        busy = min(1.0, sum(use.busy_seconds for use in decoder_kinds.values()) / allowed) if allowed > 0 else 0.0
         decoders = {
             kind: DecoderUse(use.workers, use.clips, use.pictures,
                              min(1.0, use.busy_seconds / use.active_seconds) if use.active_seconds > 0 else 0.0,
