@@ -139,9 +139,5 @@ def index_video(
     return cached_index(resolve_video_name(path), stream_index, cache_dir, VIDEO_INDEX)
 
 
-def _build_index(path: str, stream_index: int | None, file_size: int) -> VideoIndex:
-    return demux_stream(path, stream_index, file_size)
-
-
-VIDEO_INDEX = IndexKind("", _build_index, index_to_record, index_from_record, _index_nbytes)
+VIDEO_INDEX = IndexKind("", demux_stream, index_to_record, index_from_record, _index_nbytes)
 """Video indexes, as the caches keep them."""

@@ -26,7 +26,7 @@ from ..errors import UnreadableVideoError, format_bytes
 from .remote_failures import _TruncatedBody
 from .remote_reads import count_read
 
-__all__ = ["Answer", "http_info", "read_span", "spill_file", "too_large_to_spill"]
+__all__ = ["Answer", "http_info", "read_span", "serves_http", "spill_file", "too_large_to_spill"]
 
 _PIECE_BYTES = 1 << 20  # a body is read (and a whole file spilled) this much at a time
 
@@ -70,12 +70,11 @@ def read_span(fs: Any, path: str, url: str, start: int, end: int, *, file_size: 
         Exception: The driver's own errors (diagnosed by :mod:`vclip._bytes.remote_failures`).
     """
     request = _Request(url, start, end, file_size, whole_limit)
-    protocols = set(fs.protocol) if isinstance(fs.protocol, (tuple, list)) else {fs.protocol}
-    if protocols & {"http", "https"} and hasattr(fs, "set_session"):
+    if serves_http(fs):
         from fsspec.asyn import sync
 
         return sync(fs.loop, _http_span, fs, path, request)
-    if protocols & {"s3", "s3a"} and hasattr(fs, "_call_s3") and hasattr(fs, "split_path"):
+    if _protocols(fs) & {"s3", "s3a"} and hasattr(fs, "_call_s3") and hasattr(fs, "split_path"):
         from fsspec.asyn import sync
 
         return sync(fs.loop, _s3_span, fs, path, request)
@@ -87,7 +86,18 @@ def read_span(fs: Any, path: str, url: str, start: int, end: int, *, file_size: 
     return _whole_answer_of(data, request)
 
 
+def _protocols(fs: Any) -> set[str]:
+    """The protocols fsspec's filesystem ``fs`` serves (its ``protocol``: a name or a tuple of them)."""
+    protocol = getattr(fs, "protocol", ())
+    return set(protocol) if isinstance(protocol, (tuple, list)) else {protocol}
+
+
 # -- HTTP -----------------------------------------------------------------------------------------
+def serves_http(fs: Any) -> bool:
+    """Whether ``fs`` is fsspec's HTTP filesystem (read through its aiohttp session here)."""
+    return bool(_protocols(fs) & {"http", "https"}) and hasattr(fs, "set_session")
+
+
 def _http_arguments(fs: Any) -> tuple[dict, dict]:
     """The keyword arguments of fsspec's HTTP requests, and their headers (copies)."""
     arguments = dict(getattr(fs, "kwargs", {}) or {})

@@ -26,7 +26,7 @@ from typing import BinaryIO
 
 from .._thread_pools import SharedThreadPool
 from ..errors import RemoteReadWarning, UnreadableVideoError, VideoNotFoundError, check_lengths, format_bytes
-from .answers import Answer, http_info, read_span, spill_file, too_large_to_spill
+from .answers import Answer, http_info, read_span, serves_http, spill_file, too_large_to_spill
 from .range_reader import RangeReader
 from .remote_failures import remote_error, with_retries
 from .remote_options import RemoteOptions, remote_options, set_remote_options, storage_options
@@ -157,7 +157,7 @@ class RemoteReader(RangeReader):
     def info(self) -> dict:
         """Fresh metadata (size, ETag...) from the server: one HEAD or stat request."""
         fs, options = self._filesystem()
-        if hasattr(fs, "set_session") and {"http", "https"} & set(getattr(fs, "protocol", ())):
+        if serves_http(fs):
             info = with_retries(self.name, lambda: http_info(fs, self.path), options)
         else:
             info = with_retries(self.name, lambda: fs.info(self.path), options)

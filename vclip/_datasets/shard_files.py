@@ -21,6 +21,7 @@ import tempfile
 from typing import BinaryIO
 
 from .._bytes.descriptions import DESCRIPTION_NAME
+from .._bytes.shards import member_index_names
 from ..errors import ArgumentError
 
 __all__ = ["PLACEHOLDER", "ShardFamily", "Staging", "index_name", "synced"]
@@ -33,8 +34,9 @@ _NEW_FILE = (os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
 
 
 def index_name(shard: str) -> str:
-    """The ``wds2idx`` member index beside ``shard``: ``NAME.idx`` for ``NAME.tar``."""
-    return shard[:-4] + ".idx" if shard.lower().endswith(".tar") else shard + ".idx"
+    """The ``wds2idx`` member index beside ``shard``: ``NAME.idx`` for ``NAME.tar``, where a reader
+    looks first."""
+    return member_index_names(shard)[0]
 
 
 class ShardFamily:
@@ -61,17 +63,14 @@ class ShardFamily:
                                 "folder's (e.g. 'out/shard-{000000}.tar')")
         self.folder = folder
         self.width = len(match.group(1)) if match.group(1) else int(match.group(2) or 0)
-        self._prefix, self._suffix = name[:match.start()], name[match.end():]
+        self._around = text[:found[0].start()], text[found[0].end():]  # ``out`` as written, around its placeholder
         digits = r"\d{" + str(max(self.width, 1)) + ",}"
-        self._names = re.compile(re.escape(self._prefix) + digits + re.escape(self._suffix))
+        self._names = re.compile(re.escape(name[:match.start()]) + digits + re.escape(name[match.end():]))
 
     def shard(self, number: int) -> str:
-        """The path of shard ``number``."""
-        return os.path.join(self.folder, f"{self._prefix}{number:0{self.width}d}{self._suffix}")
-
-    @property
-    def description(self) -> str:
-        return os.path.join(self.folder, DESCRIPTION_NAME)
+        """The path of shard ``number`` as ``out`` names it (relative where ``out`` is)."""
+        head, tail = self._around
+        return f"{head}{number:0{self.width}d}{tail}"
 
     def existing(self) -> list[str]:
         """The family's files there now (shards, their indexes, the description), links included."""

@@ -32,10 +32,10 @@ from .._bytes.sources import is_local, split_slice_name
 from .._bytes.tar import TarMember, format_member_index
 from ..errors import ArgumentError, CorruptVideoError, VideoError, os_reason
 from .inputs import LabeledVideo
-from .shard_files import PLACEHOLDER, ShardFamily, Staging, index_name, synced
+from .shard_files import ShardFamily, Staging, index_name, synced
 from .shard_videos import StoredVideo, checked_video, stored_video
 
-__all__ = ["ShardWriteResult", "SourceVideo", "shard_path_pattern", "write_video_shards"]
+__all__ = ["ShardWriteResult", "SourceVideo", "write_video_shards"]
 
 _COPY_PIECE = 1 << 20  # a video is copied into its shard this much at a time
 
@@ -73,23 +73,6 @@ class ShardWriteResult:
     skipped: tuple[tuple[str, str], ...]
     bytes: int
     seconds: float
-
-
-def shard_path_pattern(out: str | os.PathLike) -> Callable[[int], str]:
-    """The shard file of number ``n`` for ``out`` (``"out/shard-{000000}.tar"``: zero-padded to the
-    width of the braces; ``%06d`` works too).
-
-    Raises:
-        ArgumentError: ``out`` has no such placeholder, or more than one.
-    """
-    text = os.fspath(out)
-    found = list(PLACEHOLDER.finditer(text))
-    if len(found) != 1:
-        raise ArgumentError(f"out ({text!r}) must hold one shard-number placeholder, e.g. "
-                            "'out/shard-{000000}.tar' (or %06d)")
-    match = found[0]
-    width = len(match.group(1)) if match.group(1) else int(match.group(2) or 0)
-    return lambda number: text[:match.start()] + f"{number:0{width}d}" + text[match.end():]
 
 
 class _TarWriter:
@@ -180,7 +163,6 @@ def write_video_shards(
             files that were there are unchanged (the message says so, or what is missing).
     """
     started = time.perf_counter()
-    shard_path = shard_path_pattern(out)
     family = ShardFamily(out)
     existing = family.existing()
     if existing and not overwrite:
@@ -194,7 +176,7 @@ def write_video_shards(
     except OSError as error:
         raise OSError(error.errno, f"out: the folder {family.folder} cannot be used ({os_reason(error)})") from None
     try:
-        written = _write_staged(videos, staging, shard_path, max_size=max_size, max_count=max_count,
+        written = _write_staged(videos, staging, family.shard, max_size=max_size, max_count=max_count,
                                 class_names=class_names, on_video=on_video)
     except OSError as error:
         staging.close()

@@ -117,13 +117,12 @@ def _first_frame_lost_in_a_hole(pts: list, dts: list, discard: list) -> int | No
     return None if hole.size == 0 else int(shown[tail + hole[0]]) + 1
 
 
-def _ts_last_packet_is_cut(path: str, file_size: int, stream, last_position: int, group: list[bytes]) -> bool:
+def _ts_last_packet_is_cut(stream, tail: str | None, group: list[bytes]) -> bool:
     """Whether an MPEG-TS file's last video packet is cut off (FFmpeg hands over the rest, which
-    decodes to a concealed frame): the file ends inside a transport packet that continues it, or
-    at a transport packet boundary after one that continues it and its picture comes out of a
-    decoder damaged (``group``: the packets from its keyframe on), or the file ends inside another
-    transport packet and the picture comes out damaged."""
-    tail = _ts_tail(path, file_size, stream.id, last_position)
+    decodes to a concealed frame), given how the file ends after it (``tail``, :func:`_ts_tail`):
+    inside a transport packet that continues it, or at a transport packet boundary after one that
+    continues it and its picture comes out of a decoder damaged (``group``: the packets from its
+    keyframe on), or inside another transport packet and the picture comes out damaged."""
     if tail not in ("boundary", "lost"):  # "lost": its own later transport packets may be among what was lost
         return tail == "inside"
     context = av.CodecContext.create(stream.codec_context.codec, "r")
@@ -181,5 +180,3 @@ def _ts_tail(path: str, file_size: int, pid: int, last_position: int) -> str | N
                 return None if at_boundary else "lost"  # a packet begun in the cut-off part: FFmpeg drops it
             return "boundary" if at_boundary else "inside"
     return None
-
-

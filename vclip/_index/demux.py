@@ -45,7 +45,7 @@ _MATRIX_BY_AVCOL_SPC: dict[int, ColorMatrix] = {
     1: "bt709", 5: "bt601", 6: "bt601", 7: "smpte240m", 9: "bt2020", 10: "bt2020"}
 _ADDRESSABLE_FORMATS = ("mov", "mp4", "matroska", "webm")
 _STREAMS_IN_HEADER_FORMATS = ("mov", "matroska")  # FFmpeg's names: every stream and its codec in the header
-_WARNING_STACKLEVEL = WARNING_STACKLEVEL
+
 
 def _select_video_stream(container, path: str, stream_index: int | None):
     video_streams = [s for s in container.streams if s.type == "video"]
@@ -239,10 +239,9 @@ def _whole_packets(path: str, header: _StreamHeader, packets: _Packets, file_siz
                                                               packets.key, packets.ref, packets.discard,
                                                               packets.corrupt, packets.durations)]
         pts, dts, discard = lists[0], lists[1], lists[6]
-        truncated = _leave_out_a_cut_off_end(
-            path, stream, pts, dts, discard, tuple(lists),
-            _ts_last_packet_is_cut(path, file_size, stream, pos[-1], packets.group),
-            _ts_tail(path, file_size, stream.id, pos[-1]) == "lost")
+        tail = _ts_tail(path, file_size, stream.id, pos[-1])  # read once: both checks below need it
+        truncated = _leave_out_a_cut_off_end(path, stream, pts, dts, discard, tuple(lists),
+                                             _ts_last_packet_is_cut(stream, tail, packets.group), tail == "lost")
         packets = replace(packets, pts=lists[0], dts=lists[1], pos=lists[2], size=lists[3], key=lists[4],
                           ref=lists[5], discard=lists[6], corrupt=lists[7], durations=lists[8])
         pos = packets.pos
@@ -260,7 +259,7 @@ def _whole_packets(path: str, header: _StreamHeader, packets: _Packets, file_siz
         warnings.warn(
             f"{path}: truncated: the file ends at byte {file_size}, inside packet {kept} of {total}; its first "
             f"{packets.discard.count(False)} frames are indexed, the frames after them are missing",
-            TruncatedVideoWarning, stacklevel=_WARNING_STACKLEVEL,
+            TruncatedVideoWarning, stacklevel=WARNING_STACKLEVEL,
         )
     return packets, truncated
 

@@ -254,20 +254,18 @@ def build_catalog(
         fresh = pa.concat_tables([fresh, old.take(pa.array(old_rows, pa.int64()))])
     order = np.argsort(np.concatenate([positions[~unchanged], kept_positions]), kind="stable")
     table = fresh.take(pa.array(order))
-    folder = os.path.dirname(out)
-    table = table.set_column(SCHEMA.get_field_index("path"), SCHEMA.field("path"),  # kept rows held stored ones
-                             pa.array([path for path, _ in videos], pa.string()))
+    paths = [path for path, _ in videos]  # the rows are in the sources' order now (kept rows hold stored paths)
     labels = [label for _, label in videos]  # labels and class names always follow the sources
     table = table.set_column(SCHEMA.get_field_index("label"), SCHEMA.field("label"), pa.array(labels, pa.int64()))
     table = table.set_column(SCHEMA.get_field_index("class_name"), SCHEMA.field("class_name"), pa.array(
         [class_names[label] if class_names is not None and label is not None else None for label in labels],
         pa.string()))
-    stored = pa.array([stored_path(path, folder) for path in table.column("path").to_pylist()], pa.string())
+    folder = os.path.dirname(out)
+    stored = pa.array([stored_path(path, folder) for path in paths], pa.string())
     _write(_with_locations(table.set_column(SCHEMA.get_field_index("path"), SCHEMA.field("path"), stored)), out,
            class_names)
     unusable = tuple((path, problem) for path, usable, problem in zip(
-        table.column("path").to_pylist(), table.column("usable").to_pylist(), table.column("error").to_pylist())
-        if not usable)
+        paths, table.column("usable").to_pylist(), table.column("error").to_pylist()) if not usable)
     built = CatalogBuild(
         path=out, videos=table.num_rows, indexed=tuple(videos[p][0] for p in np.sort(positions[~unchanged])),
         kept=int(kept_positions.size),
