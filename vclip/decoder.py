@@ -211,9 +211,7 @@ class VideoDecoder:
         if not is_integer(key):
             raise fail("key", key, "a frame number (an integer) or a slice; for a list of frames use "
                                    "get_frames(indices)")
-        frames = self.get_frames([int(key)])
-        return replace(frames, data=frames.data[0], frame_indices=frames.frame_indices[0],
-                       pts_seconds=frames.pts_seconds[0], padded=frames.padded[0])
+        return _one_frame(self.get_frames([int(key)]), 0)
 
     def __iter__(self) -> Iterator[Frames]:
         """Every frame in presentation order, one :class:`Frames` each (as ``decoder[i]``), decoded
@@ -225,8 +223,7 @@ class VideoDecoder:
             for first in range(start, stop, chunk):
                 frames = self.get_frames(np.arange(first, min(first + chunk, stop)))
                 for k in range(frames.frame_indices.size):
-                    yield replace(frames, data=frames.data[k], frame_indices=frames.frame_indices[k],
-                                  pts_seconds=frames.pts_seconds[k], padded=frames.padded[k])
+                    yield _one_frame(frames, k)
 
     def close(self) -> None:
         """Release what the decoder holds (its decode thread, the bytes or file object it reads);
@@ -455,6 +452,12 @@ class VideoDecoder:
             view_ids=np.tile(np.arange(views, dtype=np.int64), len(clips)),
             dtype=conversion.dtype,
         )
+
+
+def _one_frame(frames: Frames, k: int) -> Frames:
+    """Frame ``k`` of ``frames`` alone: ``data`` ``[H, W, 3]``, ``frame_indices`` a 0-d array."""
+    return replace(frames, data=frames.data[k], frame_indices=frames.frame_indices[k],
+                   pts_seconds=frames.pts_seconds[k], padded=frames.padded[k])
 
 
 def _check_audio(audio: Any) -> None:

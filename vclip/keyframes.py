@@ -82,6 +82,7 @@ from ._jobs.cpu_beside_gpu import BesideCpuDecoders, resolve_cpu_decoders
 from ._jobs.runner import InThisThread, Outcome, Processes, Runner, Threads, choose_runner
 from ._machine import usable_cores
 from ._outputs.images import to_numpy
+from ._scenes.features import SceneSignals
 from ._scenes.keyframes import KEYFRAME_METHODS, THUMBNAIL_WIDTH, KeyframeMethod, Keyframes
 from ._scenes.rules import CutRules, DissolveRules, FadeRules, FlashRules, SceneRules, UsualChangeRules, check_rules
 from ._scenes.shots import ShotBoundary, shot_boundaries
@@ -189,8 +190,7 @@ def _keyframes_of(path: str | os.PathLike, *, method: KeyframeMethod, max_frames
     else:
         if on_progress is not None:
             on_progress(0, index.num_frames)
-        signals = scene_signals(decoder, analysis_width, on_progress,
-                                 _sessions(CPU if decoder.fell_back_to_cpu else device, decode_processes, cpu_sessions))
+        signals = _signals_of(decoder, device, analysis_width, decode_processes, cpu_sessions, on_progress)
         boundaries = {0: None, **{boundary.frame: boundary
                                   for boundary in shot_boundaries(signals, scene_threshold, rules)}}
         found = np.asarray(sorted(boundaries), dtype=np.int64)
@@ -269,8 +269,8 @@ def _boundaries_of(path: str | os.PathLike, *, device: Device, stream_index: int
     """:func:`find_shot_boundaries` with checked options; ``cpu_sessions`` as :func:`_keyframes_of`."""
     decoder = VideoDecoder(path, stream_index=stream_index, device=device, cache_dir=cache_dir,
                            decode_processes=decode_processes)
-    sessions = _sessions(CPU if decoder.fell_back_to_cpu else device, decode_processes, cpu_sessions)
-    return shot_boundaries(scene_signals(decoder, analysis_width, sessions=sessions), scene_threshold, rules)
+    signals = _signals_of(decoder, device, analysis_width, decode_processes, cpu_sessions)
+    return shot_boundaries(signals, scene_threshold, rules)
 
 
 def find_shot_boundaries_many(
@@ -515,6 +515,14 @@ def _flagged(found: Any, fell_back_to_cpu: bool) -> Any:
     if fell_back_to_cpu and isinstance(found, Keyframes):
         return dataclasses.replace(found, fell_back_to_cpu=True)
     return found
+
+
+def _signals_of(decoder: VideoDecoder, device: Device, analysis_width: int, decode_processes: int,
+                cpu_sessions: int, on_progress: ProgressCallback | None = None) -> SceneSignals:
+    """The scene signals of ``decoder``'s video, decoded by the sessions of its device: ``device``, or
+    the CPU where the decoder fell back."""
+    sessions = _sessions(CPU if decoder.fell_back_to_cpu else device, decode_processes, cpu_sessions)
+    return scene_signals(decoder, analysis_width, on_progress, sessions)
 
 
 def _sessions(device: Device, decode_processes: int, cpu_sessions: int) -> int:

@@ -88,10 +88,10 @@ class Keyframes:
         check_choice("image_format", image_format, IMAGE_FORMATS)
         thumbnail_width = check_integer("thumbnail_width", thumbnail_width, minimum=16)
         frames = to_numpy(self.frames)
+        indices, times = self.frame_indices.tolist(), self.pts_seconds.tolist()
         records: list[dict] = []
         with all_or_none(folder) as written:  # a full disk: the video's images go whole or not at all
-            for number, (frame, index, seconds) in enumerate(zip(frames, self.frame_indices.tolist(),
-                                                                 self.pts_seconds.tolist())):
+            for number, (frame, index, seconds) in enumerate(zip(frames, indices, times)):
                 written.append(write_image(Path(folder) / f"frame_{index:06d}.{image_format}", frame))
                 records.append({"file": self.path, "frame_index": index, "pts_seconds": seconds,
                                 "method": self.method, "image": written[-1]})
@@ -102,7 +102,7 @@ class Keyframes:
             if not records:
                 return records
             columns = columns_for(min(thumbnail_width, frames.shape[2]), len(frames))
-            labels = [f"{i}: {t:.2f}s" for i, t in zip(self.frame_indices.tolist(), self.pts_seconds.tolist())]
+            labels = [f"{i}: {t:.2f}s" for i, t in zip(indices, times)]
             sheet = contact_sheet([list(frames[i:i + columns]) for i in range(0, len(frames), columns)],
                                   tile_width=thumbnail_width,
                                   tile_labels=[labels[i:i + columns] for i in range(0, len(labels), columns)])

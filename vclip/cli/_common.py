@@ -69,23 +69,19 @@ def frame_size(text: str) -> int | tuple[int, int]:
         "(height, width))")
 
 
-OLD_OPTION_NAMES: dict[str, str] = {}
-"""Options renamed after the Python arguments: old name -> new name (the old ones still work)."""
-
-
 class _RenamedOption(argparse.Action):
-    """Stores the value (as ``"store"`` does); used under an old name, says so on stderr."""
+    """Stores the value (as ``"store"`` does); used under its old name (the second of its option
+    strings, the first being the new one), says so on stderr."""
 
     def __call__(self, parser, namespace, values, option_string=None):
-        if option_string in OLD_OPTION_NAMES:
-            print(f"vclip: warning: {option_string} is the old name of {OLD_OPTION_NAMES[option_string]}; it "
-                  "still works", file=sys.stderr)
+        new, old = self.option_strings
+        if option_string == old:
+            print(f"vclip: warning: {old} is the old name of {new}; it still works", file=sys.stderr)
         setattr(namespace, self.dest, values)
 
 
 def add_renamed_option(parser: argparse.ArgumentParser, name: str, old: str, **options) -> None:
     """Option ``name`` (named after the Python argument), also taken under its ``old`` name."""
-    OLD_OPTION_NAMES[old] = name
     help_text = options.pop("help", None)
     options["help"] = f"{help_text} (old name: {old})" if help_text else f"(old name: {old})"
     parser.add_argument(name, old, action=_RenamedOption, **options)

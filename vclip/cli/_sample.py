@@ -11,13 +11,13 @@ import sys
 import wave
 from collections import Counter
 from collections.abc import Callable
-from contextlib import closing, nullcontext
+from contextlib import closing
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any
 
 import numpy as np
+from tqdm import tqdm
 
 from .._jobs.runner import Outcome, choose_runner
 from .._outputs.files import check_output_file, check_output_folder, unique_names, written_whole
@@ -225,7 +225,7 @@ def _write_wav(path: Path, samples: np.ndarray, sample_rate: int) -> None:
 
 
 def _write_clips(output_format: str, out: Path, clips: Frames, data: np.ndarray, padded: np.ndarray,
-                 video: _Sampled, mode: str, images: Callable[..., Any] | None = None) -> None:
+                 video: _Sampled, mode: str, images: Callable[..., tqdm]) -> None:
     """Write one video's clips; ``images(total=N)`` gives the bar that counts the PNGs written."""
     audio = clips.audio
     if output_format in ("npz", "pt"):
@@ -237,12 +237,11 @@ def _write_clips(output_format: str, out: Path, clips: Frames, data: np.ndarray,
         write_video(out, (frame for clip in data for frame in clip), fps=video.average_fps)
     else:
         out.mkdir(parents=True, exist_ok=True)
-        with closing(images(total=int(np.prod(data.shape[:2])))) if images is not None else nullcontext() as bar:
+        with closing(images(total=int(np.prod(data.shape[:2])))) as bar:
             for number, (clip, frame_indices) in enumerate(zip(data, clips.frame_indices.tolist())):
                 for position, (frame, frame_index) in enumerate(zip(clip, frame_indices)):
                     write_image(out / f"clip{number:03d}_{position:03d}_frame{frame_index:06d}.png", frame)
-                    if bar is not None:
-                        bar.update()
+                    bar.update()
         if audio is not None:
             _write_clip_wavs(out, audio)
 

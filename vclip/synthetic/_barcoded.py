@@ -286,6 +286,3 @@ def read_barcode(frame: np.ndarray, *, flipped: bool = False) -> int:
             cell = gray[rows, width - columns.stop:width - columns.start]
         value = (value << 1) | int(cell.mean() > 125.0)
     return value
-
-
-# --- Shot-boundary videos with their ground truth ------------------------------------------------
