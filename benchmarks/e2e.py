@@ -25,6 +25,9 @@ Tools:
   epoch starts every second step (what an epoch boundary costs).
 - ``vclip-repeated-2``: the defaults with ``repeated_augmentation=2`` (two augmented samples of each
   decoded clip).
+- ``vclip-pynvvideocodec``: the defaults with NVDEC reached through PyNvVideoCodec's decoder
+  (``VCLIP_NVDEC_API=pynvvideocodec``) instead of the driver's own API; options may follow as for
+  ``vclip:`` (``vclip-pynvvideocodec:decode_processes=0``).
 - ``spdl``: SPDL 0.8: each clip's time window demuxed and decoded by NVDEC with its hardware scaler to the
   short side, cropped, flipped and normalized with torch on the GPU; 8 threads, 4 batches ahead.
 - ``vclip:NAME=VALUE+...``: the defaults with these ``ClipLoader`` options (e.g.
@@ -246,6 +249,8 @@ def train(tool: str, model_name: str, crop: int, paths: list[str], steps: int, w
             options["clips_per_video"] = 1
         if tool == "vclip-repeated-2":
             options["repeated_augmentation"] = 2
+        if tool.partition(":")[0] == "vclip-pynvvideocodec":
+            os.environ["VCLIP_NVDEC_API"] = "pynvvideocodec"  # this fresh process only
         source, loader = vclip_source(paths, labels, crop, **options)
     elif tool == "spdl":
         source, loader = spdl_source(paths, labels, crop)

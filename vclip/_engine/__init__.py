@@ -11,6 +11,8 @@ Layers, each importing only those above it:
     contract    the backend contract (``Backend``, ``PictureDecoder``, ``PictureConverter``) and the
                 one loop that executes a decode plan (``execute_plan``, ``PlanBackend``)
     kernel      the fused CUDA kernel through CuPy (``KernelModule``, ``KernelConverter``)
+    cuvid, nvdec_driver
+                NVDEC's own API in the driver through ctypes, and its decoders (``VCLIP_NVDEC_API=driver``)
     cpu, nvdec  the PyAV and NVDEC backends
     shared_buffers  output buffers that worker processes write into (``BufferRegistry``)
     processes   decoding in worker processes (``ProcessBackend``, built from a backend factory)
@@ -45,7 +47,8 @@ _SURFACE_BY_MODULE = {
     "contract": ("Backend", "execute_plan", "PictureConverter", "PictureDecoder"),
     "kernel": ("KernelModule",),
     "cpu": ("CpuBackend", "yuv420_planes"),
-    "nvdec": ("capability_refusal", "DECODERS_PER_THREAD", "nvdec_unsupported_reason", "NvdecBackend"),
+    "cuvid": ("cuvid_unavailable_reason", "CuvidStructures"),
+    "nvdec": ("capability_refusal", "DECODERS_PER_THREAD", "nvdec_api", "nvdec_unsupported_reason", "NvdecBackend"),
     "shared_buffers": ("BufferRegistry",),
     "processes": ("ProcessBackend", "RecentKeys"),
     "hybrid": ("pack_semi_planar", "packed_frames", "PackedUploadBackend", "PackingBackend", "semi_planar_shape",

@@ -9,6 +9,7 @@ import os
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +29,18 @@ from .kernel_args import (
 from .layout import frame_strides
 from .pipeline import Conversion, VideoRequest
 
-__all__ = ["KernelModule", "KernelConverter", "compiling_once_per_machine"]
+__all__ = ["KernelModule", "KernelConverter", "Surface", "compiling_once_per_machine"]
+
+
+@dataclass(frozen=True)
+class Surface:
+    """An NV12/P016 picture in device memory: the luma plane at ``luma``, the chroma plane at
+    ``chroma``, both ``pitch`` bytes a row."""
+
+    luma: int
+    chroma: int
+    pitch: int
+
 
 def _cupy_cache_folder() -> Path:
     """CuPy's on-disk kernel cache (``CUPY_CACHE_DIR``, default ``~/.cupy/kernel_cache``)."""
@@ -145,6 +157,9 @@ class KernelConverter(PictureConverter):
         return launch
 
     def convert(self, picture, destinations: list[tuple[int, int]]) -> None:
+        if isinstance(picture, Surface):  # mapped through the driver's API: its layout is known
+            self.launch(picture.luma, picture.chroma, picture.pitch, destinations)
+            return
         luma, chroma = picture.GetPtrToPlane(0), picture.GetPtrToPlane(1)
         # PyNvVideoCodec's surfaces hold the UV plane right after the Y plane; its array
         # interface reports strides in samples, not bytes, so take the pitch from the planes.

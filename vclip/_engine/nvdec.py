@@ -8,16 +8,26 @@ each segment. Each requested frame's NV12/P016 surface goes through ``kernels/nv
 straight into its slot of the output batch, on the decoder's own CUDA stream, before the decoder
 can reuse the surface. Frames nobody asked for are never converted.
 
+Two ways into NVDEC, the same pictures out of both (bit for bit, tests/engine/test_nvdec_apis.py):
+
+- PyNvVideoCodec's decoder, one ``Decode`` call per packet (the default);
+- NVDEC's own API in the driver (``libnvcuvid``) through ctypes (:mod:`vclip._engine.nvdec_driver`),
+  with ``VCLIP_NVDEC_API=driver``: the parser and the engine work without the interpreter lock and
+  each mapped surface goes straight to the kernel. It decodes as fast (13,157 against 13,855
+  pictures/s from 8 threads at 640x360 on an H100) but fed a training loop in the same process
+  12-20% slower (more hand-overs of the interpreter lock per picture), so it is not the default
+  (docs/notes/decode-processes.md).
+
 Each worker thread owns a CUDA stream and a few decoders keyed by codec, bit depth and size, reused
-across files (creating one costs 50-100 ms), so several NVDEC engines work in parallel. Packets
-whose frame nobody asked for go to the decoder marked discardable: decoded as references, never
-mapped or copied out.
+across files (creating one costs 50-100 ms), so several NVDEC engines work in parallel. Pictures
+nobody asked for are decoded as references, never mapped or copied out.
 Which videos NVDEC takes is the GPU's answer to a capability query (codec, bit depth, size);
 videos NVDEC cannot decode go to the CPU backend, with one warning per kind of video.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 import warnings
 from collections import OrderedDict
@@ -29,7 +39,14 @@ import numpy as np
 from .._device import Device
 from .._index.bitstream import nvdec_packet_converter
 from .._index.record import VideoIndex
-from ..errors import CorruptVideoError, FallbackWarning, UnreadableVideoError, VideoNotFoundError
+from ..errors import (
+    ArgumentError,
+    CorruptVideoError,
+    FallbackWarning,
+    UnreadableVideoError,
+    VideoNotFoundError,
+    fail,
+)
 from .contract import (
     Completion,
     PacketRun,
@@ -38,7 +55,9 @@ from .contract import (
     execute_plan,
 )
 from .cpu import CpuBackend, decode_then_upload
+from .cuvid import VideoFormat, cuvid_library, cuvid_unavailable_reason
 from .kernel import KernelConverter, KernelModule
+from .nvdec_driver import DriverDecoder, DriverPictureDecoder, format_key
 from .pipeline import Conversion, DecodeStats, VideoRequest
 
 # FFmpeg codec name: PyNvVideoCodec's cudaVideoCodec member, for the codecs whose packets vclip can
@@ -78,6 +97,27 @@ def capability_refusal(codec: str, bit_depth: int, width: int, height: int, caps
     return None
 
 
+NVDEC_APIS = ("pynvvideocodec", "driver")
+"""The ways into NVDEC: PyNvVideoCodec's decoder (the default) or the driver's own API; the
+environment variable ``VCLIP_NVDEC_API`` picks one for every backend of the process and its
+decode processes."""
+
+
+def nvdec_api() -> str:
+    """The way into NVDEC this process takes: ``VCLIP_NVDEC_API`` if set, else PyNvVideoCodec.
+
+    Raises:
+        ArgumentError: ``VCLIP_NVDEC_API`` names no API, or names the driver's where its library
+            does not load.
+    """
+    chosen = os.environ.get("VCLIP_NVDEC_API", "").strip().lower() or "pynvvideocodec"
+    if chosen not in NVDEC_APIS:
+        raise fail("VCLIP_NVDEC_API", chosen, f"one of {', '.join(NVDEC_APIS)}")
+    if chosen == "driver" and cuvid_unavailable_reason() is not None:
+        raise ArgumentError(f"VCLIP_NVDEC_API=driver: {cuvid_unavailable_reason()}")
+    return chosen
+
+
 DECODERS_PER_THREAD = 4
 """NVDEC decoders a decode thread keeps (one per codec, bit depth and size, the least recently used
 dropped): a dataset of mixed sizes holds up to this many per thread."""
@@ -95,6 +135,7 @@ class _Worker:
         with cupy.cuda.Device(device_id):
             self.stream = cupy.cuda.Stream(non_blocking=True)
         self.decoders: OrderedDict[tuple, object] = OrderedDict()
+        self.driver_decoders: OrderedDict[tuple, DriverDecoder] = OrderedDict()
         self.created = 0
 
     @staticmethod
@@ -123,8 +164,35 @@ class _Worker:
         self.created += 1
         return self.decoders[key]
 
-    def forget(self, index: VideoIndex) -> None:
+    def driver_decoder(self, video_format: VideoFormat) -> DriverDecoder:
+        """The decoder (through the driver's API) for streams of ``video_format``, made on first use."""
+        key = format_key(video_format)
+        decoder = self.driver_decoders.get(key)
+        if decoder is not None and decoder.surfaces >= video_format.min_num_decode_surfaces:
+            self.driver_decoders.move_to_end(key)
+            return decoder
+        if decoder is not None:
+            self.driver_decoders.pop(key).destroy()
+        while len(self.driver_decoders) >= self.max_decoders:
+            self.driver_decoders.popitem(last=False)[1].destroy()
+        decoder = self.driver_decoders[key] = DriverDecoder(cuvid_library(), video_format, self.stream)
+        self.created += 1
+        return decoder
+
+    def __del__(self):  # the thread ended: its decoders go with it
+        for decoder in self.driver_decoders.values():
+            try:
+                decoder.destroy()
+            except Exception:  # noqa: BLE001, S110 (at exit the driver may be gone first)
+                pass
+
+    def forget(self, index: VideoIndex, decoder: object = None) -> None:
+        """Drop the decoder a failed job used (a broken file may have left it in a bad state)."""
         self.decoders.pop(self._key(index), None)
+        used = getattr(decoder, "driver_decoder", None)
+        for key, kept in list(self.driver_decoders.items()):
+            if kept is used:
+                self.driver_decoders.pop(key).destroy()
 
 
 class NvdecDecoder(PictureDecoder):
@@ -165,7 +233,7 @@ class NvdecBackend(PlanBackend):
     H.264 faster than 12 (the threads share one interpreter lock: more only add contention), and
     1080p as fast (docs/performance.md)."""
 
-    def __init__(self, device: Device, *, skip_non_reference: bool = True):
+    def __init__(self, device: Device, *, skip_non_reference: bool = True, api: str | None = None):
         import cupy
 
         super().__init__(skip_non_reference=skip_non_reference)
@@ -179,6 +247,8 @@ class NvdecBackend(PlanBackend):
         self._failed: dict[tuple, str] = {}
         self._warned: set[tuple] = set()
         self._lock = threading.Lock()
+        self.api = api or nvdec_api()
+        """The way into NVDEC (:data:`NVDEC_APIS`)."""
 
     def empty(self, shape: tuple[int, ...], dtype: str):
         with self._cupy.cuda.Device(self.device_id):
@@ -190,9 +260,14 @@ class NvdecBackend(PlanBackend):
             worker = self._local.worker = _Worker(self.device_id)
         return worker
 
-    def open_job(self, job: VideoRequest, conversion: Conversion, output) -> tuple[NvdecDecoder, KernelConverter]:
+    def open_job(self, job: VideoRequest, conversion: Conversion,
+                 output) -> tuple[NvdecDecoder | DriverPictureDecoder, KernelConverter]:
         worker = self._worker()
-        decoder = NvdecDecoder(job.index, worker.decoder(job.index))
+        decoder: NvdecDecoder | DriverPictureDecoder
+        if self.api == "driver":
+            decoder = DriverPictureDecoder(cuvid_library(), job.index, worker.driver_decoder)
+        else:
+            decoder = NvdecDecoder(job.index, worker.decoder(job.index))
         return decoder, KernelConverter(self._kernels, worker.stream, job, conversion, output)
 
     def decode_video(self, job: VideoRequest, conversion: Conversion, output, stats: DecodeStats) -> Completion:
@@ -208,6 +283,7 @@ class NvdecBackend(PlanBackend):
         worker = self._worker()
         with self._cupy.cuda.Device(self.device_id), worker.stream:
             for attempt in range(2 if reason is None else 0):  # the second on a new decoder
+                decoder = None
                 try:
                     decoder, converter = self.open_job(job, conversion, output)
                     execute_plan(self.plan(job), job, decoder, converter, stats)
@@ -215,7 +291,7 @@ class NvdecBackend(PlanBackend):
                 except (VideoNotFoundError, UnreadableVideoError):
                     raise  # the file, not NVDEC: neither retried nor remembered as an NVDEC failure
                 except Exception as error:
-                    worker.forget(index)  # a decoder a broken file left in a bad state is not reused
+                    worker.forget(index, decoder)  # a decoder a broken file left in a bad state is not reused
                     if attempt == 0:
                         continue
                     cause = error.__cause__ if error.__cause__ is not None else error
