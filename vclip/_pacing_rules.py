@@ -37,14 +37,6 @@ class PacingRules:
         min_depth: The fewest batches queued ahead the pacing leaves.
         max_depth: The most batches queued ahead the pacing goes to (``prefetch_queue_depth="auto"``
             on the GPU: the loader's pool holds this many plus two output buffers).
-        process_gain: The least gain in the rate at which the training loop takes batches for which
-            decode processes stay working once started: their CUDA contexts share the GPU with the
-            model by time slices, which costs a model that is the limit more than they bring.
-        process_settle_seconds: Time after decode processes start before their gain is measured
-            (starting one takes 1.5 to 2.5 seconds).
-        process_trial_batches: Batches over which the gain of decode processes is measured, against
-            as many before they start, taken since the last change (the rate of the settings then,
-            not of a ramp): processes wait for that many batches of steady settings.
     """
 
     window: int = 4
@@ -60,9 +52,6 @@ class PacingRules:
     start_depth: int = 2
     min_depth: int = 1
     max_depth: int = 4
-    process_gain: float = 0.05
-    process_settle_seconds: float = 3.0
-    process_trial_batches: int = 8
 
 
 PACING = PacingRules()

@@ -8,10 +8,6 @@ training loop takes batches and moves what decodes for it:
   process while they are busy, then (their interpreter lock being the limit) decode processes of
   their own, then CPU decoders beside NVDEC (with a batch more in flight, which they need to take
   the work NVDEC would reach last), then batches in flight;
-- the first decode processes are a trial: once they have started and settled, the training loop
-  must take batches at least :attr:`PacingRules.process_gain` faster than before, or their work
-  goes back to the loader's threads for good (a model that is the limit loses more to their CUDA
-  contexts' time slices on the GPU than they bring); once they paid, more start without a trial;
 - when every batch of the window found at least :attr:`PacingRules.ready_to_shrink` others built
   and waiting, the loader is ahead: it gives back, CPU decoders first, then decode processes' work
   (the processes stay, idle), then NVDEC threads, then batches in flight, one step at a time.
@@ -26,7 +22,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from .._pacing_rules import PACING, PacingRules
 
@@ -74,18 +70,6 @@ class PacingChange:
     reason: str
 
 
-@dataclass
-class _ProcessTrial:
-    """Decode processes on trial: the counts before they started, the rate at which the training
-    loop took batches before, when they started, and the intervals measured since they settled."""
-
-    processes: int
-    threads: int
-    rate_before: float
-    started: float
-    intervals: list[float] = field(default_factory=list)
-
-
 class Pacer:
     """Moves the decoders and batches in flight of one loader runtime (see the module's text).
 
@@ -98,22 +82,18 @@ class Pacer:
         busy: Returns ``{setting: (busy seconds, active seconds)}`` summed since the start, for
             ``"decode_threads"`` and ``"cpu_decoders"``.
         rules: The numbers.
-        clock: Seconds, for the settling of decode processes and the times of changes.
     """
 
     def __init__(self, *, threads: Resource, cpu_decoders: Resource, depth: Resource, apply, busy,
-                 processes: Resource | None = None, rules: PacingRules = PACING, clock=time.perf_counter):
+                 processes: Resource | None = None, rules: PacingRules = PACING):
         processes = processes or Resource("decode_processes", 0, 0, 0, True)
         self.resources = {"decode_threads": threads, "decode_processes": processes, "cpu_decoders": cpu_decoders,
                           "prefetch_queue_depth": depth}  # in this order: _grow and _shrink unpack them
         self.rules = rules
-        self._apply, self._busy, self._clock = apply, busy, clock
+        self._apply, self._busy = apply, busy
         self._window: deque[tuple[float, float, int]] = deque(maxlen=rules.window)  # emptied at each change
-        self._steady: deque[float] = deque(maxlen=rules.process_trial_batches)  # intervals since the last change
-        self._trial: _ProcessTrial | None = None
-        self._processes_paid = False  # a trial showed that decode processes pay: more start without one
         self._handed = 0
-        self._started = clock()
+        self._started = time.perf_counter()
         self._busy_mark = busy()
         self.changes: list[PacingChange] = []
         self._lock = threading.Lock()
@@ -126,10 +106,6 @@ class Pacer:
         since the previous hand-over, ``ready`` other batches were built and waiting."""
         with self._lock:
             self._handed += 1
-            self._steady.append(interval)
-            if self._trial is not None:
-                self._judge_trial(interval)
-                return
             self._window.append((waited, interval, ready))
             if len(self._window) < self.rules.window:  # a full window since the start or the last change
                 return
@@ -161,50 +137,18 @@ class Pacer:
         if threads.can_grow and (busy_threads or not (processes.can_grow or helpers.can_grow)):
             self._change(threads, threads.maximum if far else threads.value + self.rules.thread_step, why + detail)
         elif processes.can_grow and busy_threads:
-            if not self._processes_paid and len(self._steady) < self.rules.process_trial_batches:
-                return  # the rate without them is measured first, over batches of the settings now
-            trial = _ProcessTrial(processes.value, threads.value, self._rate(), self._clock())
+            processes_before = processes.value
             started = processes.maximum if far else processes.value + 1
             self._change(processes, started, why + detail + " (one interpreter lock feeds them)")
             if threads.can_shrink:  # the processes' threads take over from threads of this process
-                moved = self.rules.threads_moved_per_process * (started - trial.processes)
+                moved = self.rules.threads_moved_per_process * (started - processes_before)
                 self._change(threads, threads.value - moved, "decode processes took over their work")
-            if not self._processes_paid:
-                self._trial = trial
         elif helpers.can_grow:
             self._change(helpers, helpers.value + self.rules.cpu_decoder_step, why + detail)
             if depth.can_grow:
                 self._change(depth, depth.value + 1, why + " (CPU decoders take the batches NVDEC reaches last)")
         elif depth.can_grow:
             self._change(depth, depth.value + 1, why)
-
-    def _rate(self) -> float:
-        """Batches a second the training loop took over the latest hand-overs since the last change."""
-        seconds = sum(self._steady)
-        return len(self._steady) / seconds if seconds > 0 else 0.0
-
-    def _judge_trial(self, interval: float) -> None:
-        """Decode processes started: after they settle, keep them if the training loop takes batches
-        faster, else give their work back to the loader's threads and never start them again."""
-        trial = self._trial
-        assert trial is not None
-        if self._clock() - trial.started < self.rules.process_settle_seconds:
-            return
-        trial.intervals.append(interval)
-        if len(trial.intervals) < self.rules.process_trial_batches:
-            return
-        self._trial = None
-        seconds = sum(trial.intervals)
-        rate = len(trial.intervals) / seconds if seconds > 0 else 0.0
-        if rate >= trial.rate_before * (1 + self.rules.process_gain):
-            self._processes_paid = True
-            return
-        threads, processes = self.resources["decode_threads"], self.resources["decode_processes"]
-        why = (f"decode processes did not pay: the training loop took {rate:.1f} batches/s with them, "
-               f"{trial.rate_before:.1f} before")
-        self._change(processes, trial.processes, why)
-        processes.maximum = trial.processes  # not started again
-        self._change(threads, trial.threads, why)
 
     def _shrink(self, why: str) -> None:
         threads, processes, helpers, depth = self.resources.values()
@@ -217,10 +161,9 @@ class Pacer:
         value = max(resource.minimum, min(resource.maximum, value))
         if value == resource.value:
             return
-        self.changes.append(PacingChange(self._clock() - self._started, self._handed, resource.name,
+        self.changes.append(PacingChange(time.perf_counter() - self._started, self._handed, resource.name,
                                          resource.value, value, reason))
         resource.value = value
         self._apply(resource.name, value)
         self._window.clear()
-        self._steady.clear()
         self._busy_mark = self._busy()
