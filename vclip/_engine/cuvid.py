@@ -40,7 +40,6 @@ SURFACE_NV12, SURFACE_P016 = 0, 1  # cudaVideoSurfaceFormat
 DEINTERLACE_WEAVE, DEINTERLACE_ADAPTIVE = 0, 2  # cudaVideoDeinterlaceMode
 CREATE_PREFER_CUVID = 0x04  # cudaVideoCreateFlags: the dedicated video engines
 PACKET_END_OF_STREAM, PACKET_TIMESTAMP, PACKET_END_OF_PICTURE = 0x01, 0x02, 0x08  # CUvideopacketflags
-STATUS_ERROR, STATUS_ERROR_CONCEALED = 8, 9  # cuvidDecodeStatus
 
 
 class _Rect(Structure):
@@ -169,12 +168,6 @@ class ProcParams(Structure):
     ]
 
 
-class DecodeStatus(Structure):
-    """CUVIDGETDECODESTATUS."""
-
-    _fields_ = [("decodeStatus", c_int), ("reserved", c_uint * 31), ("pReserved", c_void_p * 8)]
-
-
 class CuvidStructures:
     """NVDEC's structures, by their names in the Video Codec SDK's headers."""
 
@@ -207,7 +200,6 @@ class CuvidLibrary:
             "cuvidCreateDecoder": (POINTER(c_void_p), POINTER(DecodeCreateInfo)),
             "cuvidDestroyDecoder": (c_void_p,),
             "cuvidDecodePicture": (c_void_p, c_void_p),
-            "cuvidGetDecodeStatus": (c_void_p, c_int, POINTER(DecodeStatus)),
             "cuvidMapVideoFrame64": (c_void_p, c_int, POINTER(c_ulonglong), POINTER(c_uint), POINTER(ProcParams)),
             "cuvidUnmapVideoFrame64": (c_void_p, c_ulonglong),
             "cuvidCtxLockCreate": (POINTER(c_void_p), c_void_p),
@@ -223,7 +215,6 @@ class CuvidLibrary:
         self.decode_picture = self.cuvid.cuvidDecodePicture
         self.map_frame = self.cuvid.cuvidMapVideoFrame64
         self.unmap_frame = self.cuvid.cuvidUnmapVideoFrame64
-        self.decode_status = self.cuvid.cuvidGetDecodeStatus
 
     def error_name(self, code: int) -> str:
         name = c_char_p()

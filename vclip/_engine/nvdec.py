@@ -189,10 +189,11 @@ class _Worker:
     def forget(self, index: VideoIndex, decoder: object = None) -> None:
         """Drop the decoder a failed job used (a broken file may have left it in a bad state)."""
         self.decoders.pop(self._key(index), None)
-        used = getattr(decoder, "driver_decoder", None)
-        for key, kept in list(self.driver_decoders.items()):
-            if kept is used:
-                self.driver_decoders.pop(key).destroy()
+        if isinstance(decoder, DriverPictureDecoder) and decoder.driver_decoder is not None:
+            used = decoder.driver_decoder
+            self.driver_decoders = OrderedDict((key, kept) for key, kept in self.driver_decoders.items()
+                                               if kept is not used)
+            used.destroy()
 
 
 class NvdecDecoder(PictureDecoder):

@@ -74,7 +74,6 @@ class DriverDecoder:
         self.width, self.height = area.right - area.left, area.bottom - area.top
         self.rows = self.height + (self.height & 1)  # NV12/P016 planes have an even number of rows
         self.surfaces = min(MAX_DECODE_SURFACES, video_format.min_num_decode_surfaces + DECODE_SURFACE_MARGIN)
-        self.format = format_key(video_format)
         lock = c_void_p()
         library.check("cuvidCtxLockCreate",
                       library.cuvid.cuvidCtxLockCreate(byref(lock), c_void_p(library.current_context())))
