@@ -1,6 +1,7 @@
 """GPU memory of each process of a GPU loader (nvidia-smi's per-process figures), at 640x360 and
 1080p, with the defaults (decode processes, CPU decoders, depth), 3 decode processes and none:
-where the whole device's memory goes (its total is read at the same moments).
+where the whole device's memory goes (its total is read at the same moments), and what
+``loader.stats().memory`` says of the loader's own (its peak against its estimate).
 
 Eight videos of each set, the train workload of ``train.py``; after 10, 20 and 30 batches the
 per-process memory is read. All loaders run in this one process, one after the other, so its own
@@ -43,11 +44,16 @@ def main() -> None:
                 next(batches)
                 if number in (10, 20, 29):
                     seen.append(process_memory_mib())
-            report["loaders"][f"{name} {options}"] = {"options": options, "process_memory_mib": seen,
-                                                      "memory_estimate": str(loader.memory_estimate)}
+            memory = loader.stats().memory  # the loader's own, measured, and its plan for what it allocated
+            report["loaders"][f"{name} {options}"] = {
+                "options": options, "process_memory_mib": seen, "memory_estimate": str(loader.memory_estimate),
+                "stats_memory": {"estimate_bytes": memory.estimate_bytes, "in_use_bytes": memory.in_use_bytes,
+                                 "peak_bytes": memory.peak_bytes},
+                "working": loader.stats().working}
             batches.close()
             loader.close()
-            print(name, options, seen[-1], flush=True)
+            print(name, options, seen[-1], f"loader's own: peak {memory.peak_bytes / 2**30:.2f} GiB, estimate"
+                  f" {memory.estimate_bytes / 2**30:.2f} GiB", flush=True)
     print(save_results("loader_process_memory", report))
 
 

@@ -36,7 +36,7 @@ class PacingRules:
         start_depth: Batches queued ahead at the start (when the user set no depth).
         min_depth: The fewest batches queued ahead the pacing leaves.
         max_depth: The most batches queued ahead the pacing goes to (``prefetch_queue_depth="auto"``
-            on the GPU: the loader's pool holds this many plus two output buffers).
+            on the GPU: the loader's ring holds up to this many plus three output buffers).
     """
 
     window: int = 4

@@ -929,8 +929,9 @@ def test_stats_and_epoch_summary(dataset, caplog, capsys):
     assert stats.frames.delivered == 12 * 4 <= stats.frames.decoded
     assert stats.frames.decoded_per_delivered == stats.frames.decoded / stats.frames.delivered
     assert stats.decode_workers == 2 and stats.nvdec_decoders == 0 and 0 < stats.decode_workers_busy <= 1
-    assert stats.memory.estimate_bytes == loader.memory_estimate.total and stats.memory.gpu == {}
+    assert stats.memory.gpu == {}
     assert stats.memory.in_use_bytes == stats.memory.peak_bytes  # its buffers, allocated as batches needed them
+    assert stats.memory.estimate_bytes == stats.memory.peak_bytes < loader.memory_estimate.total  # planned for those
     assert 3 * loader.memory_estimate.batch.bytes <= stats.memory.peak_bytes <= loader.memory_estimate.output_buffers
     assert stats.skipped.clips == 0 and stats.skipped.videos == {}
 

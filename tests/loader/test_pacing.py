@@ -77,6 +77,17 @@ def test_a_loader_ahead_of_the_training_loop_gives_back_cpu_decoders_then_thread
     assert (machine.value("decode_threads"), machine.value("cpu_decoders"), machine.value("prefetch_queue_depth")) == (
         2, 0, 1)
     assert all("batches were ready at each of the last 4 hand-overs" in c.reason for c in machine.pacer.changes)
+    # what was given back stays allocated: the memory estimate plans for the most each had
+    assert (machine.pacer.most("decode_threads"), machine.pacer.most("cpu_decoders"),
+            machine.pacer.most("prefetch_queue_depth")) == (8, 4, 3)
+
+
+def test_the_most_of_each_resource_counts_what_the_pacing_added_then_gave_back():
+    machine = Machine(nvdec_busy=0.4)
+    machine.hand_over(4, waited=0.05, ready=0)  # CPU decoders 0 -> 2, depth 2 -> 3
+    machine.hand_over(4, waited=0.0, ready=3)  # CPU decoders 2 -> 0
+    assert machine.value("cpu_decoders") == 0 and machine.pacer.most("cpu_decoders") == 2
+    assert machine.pacer.most("prefetch_queue_depth") == 3 and machine.pacer.most("decode_processes") == 0
 
 
 def test_a_steady_loader_is_left_alone():

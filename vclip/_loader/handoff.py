@@ -156,11 +156,19 @@ class BufferRing:
         self.replaced = 0
         self.audio: Any = None  # the AudioBuffers of the same slots, when batches carry audio
 
-    def next_slot(self) -> int:
-        """The buffer of the next batch."""
+    @property
+    def allocated(self) -> int:
+        """Buffers the ring holds now (each slot allocates its buffer when first used)."""
         with self._lock:
-            slot = self._next
-            self._next = (slot + 1) % self.count
+            return sum(array is not None for array in self._arrays)
+
+    def next_slot(self, used: int | None = None) -> int:
+        """The buffer of the next batch, in turn among the first ``used`` slots (default all): a
+        loader whose batches in flight stay few allocates no buffer for the depth it never reached."""
+        with self._lock:
+            limit = min(self.count, used or self.count)
+            slot = self._next if self._next < limit else 0
+            self._next = slot + 1
             return slot
 
     def prepare(self, slot: int):

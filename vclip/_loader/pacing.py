@@ -31,13 +31,18 @@ __all__ = ["PACING", "PacingChange", "PacingRules", "Pacer", "Resource"]
 
 @dataclass
 class Resource:
-    """One thing the pacing moves: its value now and the range it may take (``fixed``: set by the user)."""
+    """One thing the pacing moves: its value now and the range it may take (``fixed``: set by the user).
+    ``most`` is the largest value it has had: what was started for it and given back stays allocated."""
 
     name: str
     value: int
     minimum: int
     maximum: int
     fixed: bool
+    most: int = -1
+
+    def __post_init__(self) -> None:
+        self.most = max(self.most, self.value)
 
     @property
     def can_grow(self) -> bool:
@@ -100,6 +105,10 @@ class Pacer:
 
     def value(self, setting: str) -> int:
         return self.resources[setting].value
+
+    def most(self, setting: str) -> int:
+        """The largest value ``setting`` has had so far."""
+        return self.resources[setting].most
 
     def observe(self, waited: float, interval: float, ready: int) -> None:
         """One batch handed over: the training loop ``waited`` for it, ``interval`` seconds passed
@@ -164,6 +173,7 @@ class Pacer:
         self.changes.append(PacingChange(time.perf_counter() - self._started, self._handed, resource.name,
                                          resource.value, value, reason))
         resource.value = value
+        resource.most = max(resource.most, value)
         self._apply(resource.name, value)
         self._window.clear()
         self._busy_mark = self._busy()

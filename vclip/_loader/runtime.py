@@ -182,13 +182,14 @@ class LoaderRuntime:
         return {names[kind]: (use.busy_seconds, use.active_seconds) for kind, use in kinds.items() if kind in names}
 
     def working_memory(self, estimate: LoaderMemoryEstimate, processes: int) -> int:
-        """The loader's own planned bytes (``estimate`` plans for the most of everything) for what
-        the pacing has at work now; ``processes``: the decode processes when they are not paced."""
+        """The loader's own planned bytes (``estimate`` plans for the most of everything) for what it
+        has allocated so far: what the pacing gave back stays allocated (decode processes started,
+        the ring's buffers, the staging of CPU decoders that worked), so the plan is taken for the
+        most of each that has worked; ``processes``: the decode processes when they are not paced."""
         if self._processes is not None:
-            processes = self.pacer.value("decode_processes")
-        return estimate.working(processes=processes,
-                                buffers=self.pacer.value("prefetch_queue_depth") + RING_BUFFERS_BEYOND_DEPTH,
-                                cpu_decoders=self.pacer.value("cpu_decoders"))
+            processes = self._processes.processes
+        return estimate.working(processes=processes, buffers=self.ring.allocated,
+                                cpu_decoders=self.pacer.most("cpu_decoders"))
 
     @property
     def pacing_changes(self) -> list[PacingChange]:
@@ -293,7 +294,8 @@ class LoaderRuntime:
     def _submit(self, run: Pass, *, last: int) -> None:
         """Start building batches up to number ``last``."""
         while run.submitted <= min(last, len(run.batches) - 1):
-            run.pending.append(self.builders.submit(self._build, run, run.submitted, self.ring.next_slot()))
+            slot = self.ring.next_slot(self.pacer.most("prefetch_queue_depth") + RING_BUFFERS_BEYOND_DEPTH)
+            run.pending.append(self.builders.submit(self._build, run, run.submitted, slot))
             run.submitted += 1
 
     def _build_ahead(self, run: Pass) -> None:

@@ -115,8 +115,11 @@ class LoaderMemory:
     """The loader's memory, in bytes.
 
     Attributes:
-        estimate_bytes: The peak the loader plans for, of its own (``loader.memory_estimate.own_bytes``:
-            without the CUDA context of the process it runs in, which the training process holds).
+        estimate_bytes: What the loader's plan (``loader.memory_estimate``) gives for its own memory
+            (without the CUDA context of the process it runs in, which the training process holds)
+            with what it has allocated so far: the decode processes started, the ring's buffers and
+            the most CPU decoders at work (what the pacing gave back stays allocated); at most
+            ``loader.memory_estimate.own_bytes``.
         in_use_bytes: The loader's own now: on the GPU the device's used memory above what it was
             when the loader's runtime started, less what torch's allocator took meanwhile (the
             model's tensors, activations and optimizer), so its buffers, decoders and staging;
