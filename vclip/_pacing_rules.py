@@ -27,11 +27,10 @@ class PacingRules:
         busy_to_add_threads: Share of their time NVDEC's active workers were busy above which
             another NVDEC thread can still help (below it, NVDEC waits for work: CPU decoders help).
         thread_step: NVDEC threads added or removed at a time.
-        threads_moved_per_process: NVDEC threads of the loader's process that stop when a decode
-            process starts: its threads take their work, out of the loader's interpreter lock,
-            which the training loop needs too.
         cpu_decoder_step: CPU decoders added or removed at a time.
-        start_threads: NVDEC threads working at the start (when the user set no count).
+        start_threads: NVDEC threads working at the start (when the user set no count): all of
+            them, for the first batches, which the training loop always waits for; the pacing
+            gives back those a loader ahead does not need.
         min_threads: The fewest NVDEC threads the pacing leaves working.
         start_depth: Batches queued ahead at the start (when the user set no depth).
         min_depth: The fewest batches queued ahead the pacing leaves.
@@ -45,13 +44,13 @@ class PacingRules:
     ready_to_shrink: int = 2
     busy_to_add_threads: float = 0.75
     thread_step: int = 2
-    threads_moved_per_process: int = 4
     cpu_decoder_step: int = 2
-    start_threads: int = 4
+    start_threads: int = 8
     min_threads: int = 2
     start_depth: int = 2
     min_depth: int = 1
     max_depth: int = 4
+    process_start_seconds: float = 20.0
 
 
 PACING = PacingRules()

@@ -109,6 +109,10 @@ def test_processes_started_later_decode_what_was_asked_of_none(clips_videos):
         output = backend.empty((2 * len(jobs), FRAMES, 48, 64, 3), "uint8")
         assert backend.add_processes(2) == 2 and backend.default_workers == 4
         assert backend.add_processes(1) == 2  # never fewer
+        deadline = time.monotonic() + 60
+        while backend.ready_processes() < 2 and time.monotonic() < deadline:  # each says when its backend is up
+            time.sleep(0.01)
+        assert backend.ready_processes() == 2
         expected, _, _ = decode(in_process_backend(CPU), jobs, 1)
         runner = ThreadDispatcher(backend, 4)
         result = runner.run(jobs, CONVERSION, output, DecodeStats())

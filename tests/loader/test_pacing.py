@@ -8,7 +8,7 @@ import pytest
 from vclip._loader.pacing import Pacer, PacingRules, Resource
 
 RULES = PacingRules(window=4, wait_to_grow=0.05, far_behind=0.9, ready_to_shrink=2, busy_to_add_threads=0.75,
-                    thread_step=2, threads_moved_per_process=4, cpu_decoder_step=2, start_threads=4, min_threads=2,
+                    thread_step=2, cpu_decoder_step=2, start_threads=4, min_threads=2,
                     start_depth=2, min_depth=1, max_depth=4)
 
 
@@ -16,8 +16,9 @@ class Machine:
     """What a pacer moves, and how busy NVDEC's threads look."""
 
     def __init__(self, *, threads=(4, 8, False), helpers=(0, 6, False), depth=(2, 4, False), nvdec_busy=0.9,
-                 processes=(0, 0, True)):
+                 processes=(0, 0, True), ready: int | None = None, rules=RULES):
         self.applied: list[tuple[str, int]] = []
+        self.ready = ready  # decode processes ready; None: each as soon as started
         self.nvdec_busy = nvdec_busy
         self.seconds = 0.0
         self.pacer = Pacer(
@@ -25,7 +26,8 @@ class Machine:
             processes=Resource("decode_processes", processes[0], 0, processes[1], processes[2]),
             cpu_decoders=Resource("cpu_decoders", helpers[0], 0, helpers[1], helpers[2]),
             depth=Resource("prefetch_queue_depth", depth[0], RULES.min_depth, depth[1], depth[2]),
-            apply=lambda setting, value: self.applied.append((setting, value)), busy=self.busy, rules=RULES)
+            apply=lambda setting, value: self.applied.append((setting, value)), busy=self.busy,
+            ready=None if ready is None else lambda: self.ready, rules=rules)
 
     def busy(self) -> dict[str, tuple[float, float]]:
         self.seconds += 1.0  # one second of active time per reading, busy as told
@@ -113,18 +115,16 @@ def test_without_cpu_decoders_to_add_the_depth_grows(helpers):
 
 def test_busy_nvdec_threads_at_their_limit_get_decode_processes_before_cpu_decoders():
     """One interpreter lock feeds the threads of the loader's process: once they are all busy the
-    pacing starts decode processes, one at a time, then CPU decoders; it gives back in reverse."""
+    pacing starts decode processes beside them, one at a time, then CPU decoders; it gives back in
+    reverse."""
     machine = Machine(threads=(8, 8, False), processes=(0, 3, False))
     machine.hand_over(4, waited=0.05, ready=0)
-    # the process's threads take over from 4 threads of the loader's process
-    assert machine.applied == [("decode_processes", 1), ("decode_threads", 4)]
+    assert machine.applied == [("decode_processes", 1)]
     assert machine.pacer.changes[0].reason.endswith("(one interpreter lock feeds them)")
-    assert machine.pacer.changes[1].reason == "decode processes took over their work"
-    machine.hand_over(4, waited=0.05, ready=0)  # the threads here are busy again: two more
     machine.hand_over(4, waited=0.05, ready=0)
-    assert machine.applied[2:] == [("decode_threads", 6), ("decode_threads", 8)]
     machine.hand_over(4, waited=0.05, ready=0)
-    assert machine.applied[-2:] == [("decode_processes", 2), ("decode_threads", 4)]
+    assert machine.applied[1:] == [("decode_processes", 2), ("decode_processes", 3)]
+    assert machine.value("decode_threads") == 8  # the processes add to the threads here
     for _ in range(20):
         machine.hand_over(4, waited=0.05, ready=0)
     assert machine.value("decode_processes") == 3 and machine.value("cpu_decoders") == 6
@@ -146,4 +146,29 @@ def test_far_behind_the_loader_adds_every_thread_then_every_process_at_once():
     machine.hand_over(4, waited=0.095, ready=0)  # waited 95% of the time
     assert machine.applied == [("decode_threads", 8)]
     machine.hand_over(4, waited=0.095, ready=0)
-    assert machine.applied[1:] == [("decode_processes", 3), ("decode_threads", 2)]  # 12 threads moved: at least 2
+    assert machine.applied[1:] == [("decode_processes", 3)]
+
+
+def test_nothing_moves_while_decode_processes_start():
+    """A process takes about 2 s to start: the loader's threads keep every job meanwhile, and the
+    loop's waiting then says nothing of the processes; once ready, a full window measures them."""
+    machine = Machine(threads=(8, 8, False), processes=(0, 3, False), ready=0)
+    machine.hand_over(4, waited=0.05, ready=0)
+    assert machine.applied == [("decode_processes", 1)]
+    machine.hand_over(12, waited=0.09, ready=0)  # waiting, far behind: still nothing while it starts
+    assert machine.applied == [("decode_processes", 1)]
+    machine.ready = 1
+    machine.hand_over(3, waited=0.05, ready=0)
+    assert machine.applied == [("decode_processes", 1)]
+    machine.hand_over(1, waited=0.05, ready=0)  # the window since it was ready is full
+    assert machine.applied[1:] == [("decode_processes", 2)] and machine.value("decode_threads") == 8
+
+
+def test_decode_processes_that_are_not_ready_in_time_hold_the_pacing_no_longer():
+    rules = PacingRules(**{**RULES.__dict__, "process_start_seconds": 0.0})
+    machine = Machine(threads=(8, 8, False), processes=(0, 3, False), ready=0, rules=rules)
+    machine.hand_over(4, waited=0.05, ready=0)
+    machine.hand_over(1, waited=0.05, ready=0)  # not ready in time: the pacing goes on without them
+    assert machine.applied == [("decode_processes", 1)]
+    machine.hand_over(4, waited=0.05, ready=0)
+    assert machine.applied[-1] == ("decode_processes", 2)

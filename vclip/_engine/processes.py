@@ -111,6 +111,12 @@ class _Started:
     number: int
 
 
+@dataclass(frozen=True)
+class _Ready:
+    """A worker's backend is up (on the GPU its CUDA context): it may be sent jobs without their
+    waiting for its start."""
+
+
 @dataclass
 class _Reply:
     number: int
@@ -127,6 +133,11 @@ def _serve(factory: Callable[[], Backend], threads: int, index_capacity: int, pa
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole process group: the parent decides
     watch_parent(parent_pid)
     backend = factory()
+    backend.empty((1,), "uint8")  # brings its device up (a CUDA context) before the first job
+    try:
+        replies.send(_Ready())
+    except OSError:  # the parent is gone
+        return
     reply_lock = threading.Lock()
     raised: list[tuple[str, str]] = []
 
@@ -227,6 +238,7 @@ class _WorkerProcess:
         self.indexes = RecentKeys(index_capacity)
         self.opened: set[int] = set()
         self.replied = False
+        self.ready = False  # its backend is up (see _Ready)
         self.retired = False
         # A video whose worker died while decoding it: this worker takes no other request and
         # decodes it alone once it has finished what it holds.
@@ -289,6 +301,12 @@ class ProcessBackend:
             self.processes = len(self._workers)
             self.default_workers = self.processes * self.threads
             return self.processes
+
+    def ready_processes(self) -> int:
+        """Workers whose backend is up (a fresh interpreter and, on the GPU, a CUDA context): jobs
+        sent to the others would wait for their start."""
+        with self._lock:
+            return sum(worker.ready for worker in self._workers)
 
     def _backend_here(self) -> Backend:
         with self._lock:
@@ -436,8 +454,11 @@ class ProcessBackend:
         released = False
         try:
             while worker.replies.poll():
-                reply: _Reply | _Started = worker.replies.recv()
+                reply: _Reply | _Started | _Ready = worker.replies.recv()
                 worker.replied = True
+                if isinstance(reply, _Ready):
+                    worker.ready = True
+                    continue
                 with worker.lock:
                     if isinstance(reply, _Started):
                         started = worker.outstanding.get(reply.number)

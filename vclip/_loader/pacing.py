@@ -6,8 +6,9 @@ training loop takes batches and moves what decodes for it:
 - when the training loop waited for its batches in more than :attr:`PacingRules.wait_to_grow` of
   the time of the last :attr:`PacingRules.window` batches, it adds: NVDEC threads in its own
   process while they are busy, then (their interpreter lock being the limit) decode processes of
-  their own, then CPU decoders beside NVDEC (with a batch more in flight, which they need to take
-  the work NVDEC would reach last), then batches in flight;
+  their own (which take jobs once they are ready, beside the threads: nothing else moves while
+  they start), then CPU decoders beside NVDEC (with a batch more in flight, which they need to
+  take the work NVDEC would reach last), then batches in flight;
 - when every batch of the window found at least :attr:`PacingRules.ready_to_shrink` others built
   and waiting, the loader is ahead: it gives back, CPU decoders first, then decode processes' work
   (the processes stay, idle), then NVDEC threads, then batches in flight, one step at a time.
@@ -22,6 +23,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from .._pacing_rules import PACING, PacingRules
@@ -86,22 +88,33 @@ class Pacer:
         apply: Called with ``(setting, new count)`` for each change.
         busy: Returns ``{setting: (busy seconds, active seconds)}`` summed since the start, for
             ``"decode_threads"`` and ``"cpu_decoders"``.
+        ready: Returns how many decode processes are ready (started, their CUDA context up);
+            None: ready as soon as started.
         rules: The numbers.
     """
 
     def __init__(self, *, threads: Resource, cpu_decoders: Resource, depth: Resource, apply, busy,
-                 processes: Resource | None = None, rules: PacingRules = PACING):
+                 processes: Resource | None = None, ready: Callable[[], int] | None = None,
+                 rules: PacingRules = PACING):
         processes = processes or Resource("decode_processes", 0, 0, 0, True)
         self.resources = {"decode_threads": threads, "decode_processes": processes, "cpu_decoders": cpu_decoders,
                           "prefetch_queue_depth": depth}  # in this order: _grow and _shrink unpack them
         self.rules = rules
         self._apply, self._busy = apply, busy
+        self._ready = ready or (lambda: self.resources["decode_processes"].value)
+        self._starting: float | None = None  # when the decode processes not ready yet were started
         self._window: deque[tuple[float, float, int]] = deque(maxlen=rules.window)  # emptied at each change
         self._handed = 0
         self._started = time.perf_counter()
         self._busy_mark = busy()
         self.changes: list[PacingChange] = []
         self._lock = threading.Lock()
+
+    def begin(self) -> None:
+        """The training loop starts asking for batches: the decoders' busy share counts from now
+        (not over the loader's construction, while they had nothing to do)."""
+        with self._lock:
+            self._busy_mark = self._busy()
 
     def value(self, setting: str) -> int:
         return self.resources[setting].value
@@ -115,6 +128,8 @@ class Pacer:
         since the previous hand-over, ``ready`` other batches were built and waiting."""
         with self._lock:
             self._handed += 1
+            if self._starting is not None and not self._processes_settled(self._starting):
+                return
             self._window.append((waited, interval, ready))
             if len(self._window) < self.rules.window:  # a full window since the start or the last change
                 return
@@ -128,6 +143,17 @@ class Pacer:
             elif least_ready >= self.rules.ready_to_shrink:
                 self._shrink(f"at least {least_ready} batches were ready at each of the last {len(self._window)} "
                              "hand-overs")
+
+    def _processes_settled(self, starting: float) -> bool:
+        """Whether the decode processes last started are ready (or took too long): then the next
+        window measures them at work."""
+        if self._ready() < self.resources["decode_processes"].value and \
+                time.perf_counter() - starting < self.rules.process_start_seconds:
+            return False
+        self._starting = None
+        self._window.clear()
+        self._busy_mark = self._busy()
+        return True
 
     def _busy_since_mark(self) -> dict[str, float]:
         now = self._busy()
@@ -146,12 +172,9 @@ class Pacer:
         if threads.can_grow and (busy_threads or not (processes.can_grow or helpers.can_grow)):
             self._change(threads, threads.maximum if far else threads.value + self.rules.thread_step, why + detail)
         elif processes.can_grow and busy_threads:
-            processes_before = processes.value
             started = processes.maximum if far else processes.value + 1
             self._change(processes, started, why + detail + " (one interpreter lock feeds them)")
-            if threads.can_shrink:  # the processes' threads take over from threads of this process
-                moved = self.rules.threads_moved_per_process * (started - processes_before)
-                self._change(threads, threads.value - moved, "decode processes took over their work")
+            self._starting = time.perf_counter()
         elif helpers.can_grow:
             self._change(helpers, helpers.value + self.rules.cpu_decoder_step, why + detail)
             if depth.can_grow:

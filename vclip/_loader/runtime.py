@@ -121,6 +121,7 @@ class LoaderRuntime:
         self._helper = next((pool.kind for pool in pooled.pools if pool.helper), None)
         remote = next((pool for pool in pooled.pools if pool.kind == PROCESS_POOL), None)
         self._processes: ProcessBackend | None = None
+        self._working_processes = 0  # decode processes taking jobs
         if remote is not None and settings.paced_processes and isinstance(remote.backend, ProcessBackend):
             self._processes = remote.backend
         workers = {pool.kind: pool.workers for pool in pooled.pools}
@@ -158,18 +159,30 @@ class LoaderRuntime:
             cpu_decoders=Resource("cpu_decoders", start_helpers, 0, helpers, settings.cpu_decoders_set),
             depth=Resource("prefetch_queue_depth", settings.depth, min(rules.min_depth, settings.depth),
                            settings.max_depth, settings.depth_set),
-            apply=self._apply, busy=self._busy, rules=rules)
+            apply=self._apply, busy=self._busy, ready=self._ready_processes, rules=rules)
 
     # -- pacing -------------------------------------------------------------------------------------
     def _apply(self, setting: str, value: int) -> None:
         """Let ``value`` decoders of ``setting`` work (the depth is read where batches are submitted)."""
         if setting == "decode_processes" and self._processes is not None:
             self._processes.add_processes(value)  # started once; a pass that needs fewer leaves them idle
-            self.dispatcher.set_active(PROCESS_POOL, value * self._processes.threads)
+            self._ready_processes()
         elif setting == "decode_threads":
             self.dispatcher.set_active(self._primary, value)
         elif setting == "cpu_decoders" and self._helper is not None:
             self.dispatcher.set_active(self._helper, value)
+
+    def _ready_processes(self) -> int:
+        """How many decode processes are ready; those the pacing asked for take jobs once ready
+        (a job sent to a process still starting would wait there for seconds)."""
+        if self._processes is None:
+            return 0
+        ready = self._processes.ready_processes()
+        working = min(ready, self.pacer.value("decode_processes"))
+        if working != self._working_processes:
+            self._working_processes = working
+            self.dispatcher.set_active(PROCESS_POOL, working * self._processes.threads)
+        return ready
 
     @property
     def depth(self) -> int:
@@ -223,6 +236,8 @@ class LoaderRuntime:
         """A new pass (ending the one in progress); the batches built ahead for it are taken over."""
         self.end_active()
         self.passes += 1
+        if self.passes == 1:
+            self.pacer.begin()  # the decoders' busy share counts from the first batch asked for, not from indexing
         ahead, self.ahead = self.ahead, None
         if ahead is not None and ahead.matches(epoch, shard, first) and len(ahead.batches) == len(batches):
             ahead.start_stats, ahead.started = start_stats, time.perf_counter()
@@ -265,6 +280,7 @@ class LoaderRuntime:
                 self._build_ahead(run)
                 self.counters.add(batches=1, clips=built.labels.size, consumer_wait_seconds=handed - waiting,
                                   queue_seconds=max(0.0, waiting - finished), skipped_clips=built.skipped_clips)
+                self._ready_processes()  # a decode process that became ready (or a replaced one) takes jobs
                 if self._handed_at is not None:
                     self.pacer.observe(handed - waiting, handed - self._handed_at, ready)
                 self._handed_at = handed
