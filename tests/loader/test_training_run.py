@@ -146,3 +146,31 @@ def test_a_loop_that_stops_mid_epoch_leaves_no_error_at_exit(videos, tmp_path):
                           env={**__import__("os").environ, "PYTHONPATH": str(ROOT)})
     assert done.returncode == 0, done.stderr
     assert "Exception ignored" not in done.stderr and "Traceback" not in done.stderr, done.stderr
+
+
+def test_local_videos_are_indexed_by_a_few_threads(videos, monkeypatch):
+    """Indexing is Python work under one interpreter lock: a dataset of local files is indexed by
+    at most LOCAL_INDEX_THREADS threads, however many decode workers the loader has."""
+    import threading
+    import time
+
+    from vclip._loader import source
+
+    names = set()
+    inspect = source._inspect
+
+    def recorded(*arguments):
+        names.add(threading.current_thread().name)
+        time.sleep(0.05)  # long enough that every thread of the pool takes a video
+        return inspect(*arguments)
+
+    monkeypatch.setattr(source, "_inspect", recorded)
+    loader = loader_of(videos * 3, num_threads=8)
+    assert loader.decode_workers == 8 and len(names) == source.LOCAL_INDEX_THREADS == 3
+
+
+def test_a_video_at_a_url_is_told_from_a_local_one_shard_slices_included():
+    from vclip._loader.source import _at_url
+
+    assert _at_url("https://example.com/videos/a.mp4") and _at_url("s3://bucket/shard-0.tar#a.mp4@1536+9000")
+    assert not _at_url("/data/a.mp4") and not _at_url("/data/shard-0.tar#a.mp4@1536+9000")
