@@ -6,9 +6,10 @@ channels-last 3D memory (SGD with momentum, cross-entropy on 400 classes), batch
 frames at stride 2, the Kinetics recipe: the shorter side resized to 8/7 of the crop, a random square
 crop, a left-right flip half of the time, ImageNet normalization, float32 ``[B, C, T, H, W]`` on the GPU.
 Every tool reads the same 64 H.264 videos of 640x360 (benchmarks/common.py, set ``360p``: 300 frames, a
-keyframe every 60, 2 B-frames), and each (model, tool) runs in a fresh process, one after the other.
+keyframe every 60, 2 B-frames; ``--set`` another set of common.py, e.g. ``1080p``), and each (model, tool)
+runs in a fresh process, one after the other.
 
-    python benchmarks/e2e.py --out results/ [--runs r3d_18@112,r3d_18@224,mvit_v2_s@224]
+    python benchmarks/e2e.py --out results/ [--runs r3d_18@112,r3d_18@224,mvit_v2_s@224] [--set 360p]
         [--tools model_alone,vclip-default,vclip-baseline,vclip-short-epochs,vclip-repeated-2,spdl,decord-dataloader]
         [--baseline PATH] [--steps 40] [--warmup 40] [--tools-for RUN=TOOL/TOOL ...]
 
@@ -344,6 +345,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", default=None)
     parser.add_argument("--videos", default="/tmp/vclip-e2e-videos")
+    parser.add_argument("--set", default="360p", help="the video set of benchmarks/common.py every tool reads")
     parser.add_argument("--runs", default=DEFAULT_RUNS)
     parser.add_argument("--tools", default=DEFAULT_TOOLS)
     parser.add_argument("--baseline", default=None, help="a folder with another checkout's vclip/ and kernels/")
@@ -352,12 +354,12 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=40)
     parser.add_argument("--warmup", type=int, default=40, help="steps first, untimed: the pacing settles")
     args = parser.parse_args()
-    paths = make_video_set(args.videos, "360p")
+    paths = make_video_set(args.videos, args.set)
     tools = [tool for tool in args.tools.split(",") if tool != "vclip-baseline" or args.baseline]
     chosen = dict(item.split("=", 1) for item in args.tools_for)
     runs = args.runs.split(",")
     smallest = min(int(run.split("@")[1]) for run in runs)
-    results: dict = {"batch_size": BATCH, "sequence_length": LENGTH, "stride": STRIDE, "videos": "360p",
+    results: dict = {"batch_size": BATCH, "sequence_length": LENGTH, "stride": STRIDE, "videos": args.set,
                      "baseline": args.baseline, "runs": {}}
     with Sampler() as sampler:
         for run in runs:
