@@ -5,7 +5,7 @@ file and its table come with a redrawn chart: run this script after replacing a 
 commit the SVG files it writes. It needs matplotlib only (not vclip, not a GPU).
 
 - ``train.svg``: the train workload, vclip's defaults against SPDL, clips/s per video set
-  (``train.json``, ``train_long_gop.json``);
+  (``train.json``);
 - ``train_all_tools.svg``: the train workload with every tool of one run (``train_all_tools.json``);
 - ``e2e.svg``: r3d_18 at 112x112 trained with each loader feeding it, samples/s against the model's
   own rate (``e2e.json``);
@@ -61,7 +61,8 @@ def _label_bars(axes, bars, digits: int = 0) -> None:
 
 def train_chart(results: Path, out: Path) -> Path:
     """vclip's defaults against SPDL, one panel per video set (each its own scale)."""
-    sets = {**_load(results, "train.json")["sets"], **_load(results, "train_long_gop.json")["sets"]}
+    train = _load(results, "train.json")
+    sets = train["sets"]
     names = [name for name in SET_NAMES if name in sets]
     figure, panels = plt.subplots(1, len(names), figsize=(2.0 * len(names), 2.6))
     for axes, name in zip(panels, names):
@@ -73,7 +74,8 @@ def train_chart(results: Path, out: Path) -> Path:
         axes.set_ylim(0, max(rates) * 1.18)
         axes.tick_params(axis="y", labelsize=7)
     panels[0].set_ylabel("clips/s")
-    figure.suptitle("The train workload: vclip's defaults against SPDL 0.8 (one H200)", fontsize=10)
+    gpu = train["environment"]["gpu"].split(",")[0].removeprefix("NVIDIA ")
+    figure.suptitle(f"The train workload: vclip's defaults against SPDL 0.8 (one {gpu})", fontsize=10)
     figure.tight_layout()
     return _save(figure, out, "train.svg")
 
