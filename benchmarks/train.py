@@ -8,6 +8,7 @@ batches with the GPU synchronized.
 
     python benchmarks/train.py --out results/ [--sets 360p,1080p,720p-h264-gop250,720p-hevc-gop250]
         [--tools vclip-default,vclip,spdl,pynvc,pyav,decord]
+    python benchmarks/train.py --settle 12 ...   (vclip-default timed once its pacing has settled)
     python benchmarks/train.py --device cpu --sets 360p --tools vclip-default,vclip --batches 2 --out /tmp/smoke
         (a smoke test of the vclip rows on a machine without a GPU: the other tools and the extras need CUDA)
 
@@ -92,6 +93,7 @@ STD = np.array(vclip.IMAGENET_STD, np.float32)
 SPEC = vclip.TransformSpec.imagenet(SIZE, layout="TCHW", resize_mode="squash")  # design.md's workload
 DEFAULT_TOOL = "vclip-default"
 MEMORY_PERIOD = 0.02  # seconds between two NVML samples of the GPU's used memory
+SETTLE_LIMIT = 400  # the most batches --settle waits for the pacing to settle
 
 
 def make_batches(paths: list[str], count: int, seed: int = 0) -> list[list[tuple[str, np.ndarray]]]:
@@ -394,14 +396,16 @@ def synchronize(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def measure_default(paths: list[str], batches: int, warmup: int, device: str, **options) -> dict:
+def measure_default(paths: list[str], batches: int, warmup: int, device: str, settle: int = 0, **options) -> dict:
     """The vclip-default row, in a fresh process (see :func:`in_fresh_process`): the loader built,
     its first batch checked (barcodes), ``warmup`` batches and the batches it decoded ahead (its
-    queue), then ``batches`` timed batches with the GPU synchronized at both ends; what the loader
-    chose (``loader.stats()``) and its memory estimate."""
+    queue), with ``settle`` (> 0) more until the loader's pacing made no change for ``settle``
+    batches in a row (at most :data:`SETTLE_LIMIT`), then ``batches`` timed batches with the GPU
+    synchronized at both ends; what the loader chose (``loader.stats()``) and its memory estimate."""
     depth = options.get("prefetch_queue_depth", "auto")
     deepest = PACING.max_depth if depth == "auto" else depth
-    clips_per_video = math.ceil((1 + warmup + deepest + 1 + batches) * BATCH / len(paths))  # the checked batch too
+    untimed = 1 + warmup + deepest + 1 + (SETTLE_LIMIT if settle else 0)  # the checked batch too
+    clips_per_video = math.ceil((untimed + batches) * BATCH / len(paths))
     started = time.perf_counter()
     loader = default_loader(paths, clips_per_video, device, **options)
     construction = time.perf_counter() - started
@@ -416,6 +420,14 @@ def measure_default(paths: list[str], batches: int, warmup: int, device: str, **
         # the batches decoded ahead too: timing starts at the rate the decoders keep up
         for _ in range(warmup + loader.prefetch_queue_depth + 1):
             next(iterator)
+        settled, settle_started = 0, time.perf_counter()
+        changes, quiet = len(loader.stats().pacing), 0
+        while settle and quiet < settle and settled < SETTLE_LIMIT:
+            next(iterator)
+            settled += 1
+            now = len(loader.stats().pacing)
+            quiet, changes = (quiet + 1 if now == changes else 0), now
+        settle_seconds = time.perf_counter() - settle_started
         synchronize(loader.device)
         started, cpu_started = time.perf_counter(), cpu_seconds()
         for _ in range(batches):
@@ -436,6 +448,8 @@ def measure_default(paths: list[str], batches: int, warmup: int, device: str, **
         "cpu_cores_used": cores,
         "wrong_clips": wrong,
         "construction_seconds": construction,
+        "settle_batches": settled,
+        "settle_seconds": settle_seconds,
         "loader": {
             "sampler": repr(loader.sampler),
             "transform": repr(loader.transform),
@@ -712,6 +726,10 @@ def main() -> None:
     parser.add_argument(
         "--batches", type=int, default=0, help="timed batches per tool (default: 100 at 360p, 16 on the other sets)"
     )
+    parser.add_argument(
+        "--settle", type=int, default=0,
+        help="vclip-default: time only once its pacing made no change for this many batches (0: after the warmup)",
+    )
     parser.add_argument("--workers", default="12", help="vclip decode threads (per process); several (8,16) are swept")
     parser.add_argument(
         "--processes", default="0", help="vclip decode processes (0: threads only); several (0,4) are swept"
@@ -776,7 +794,8 @@ def main() -> None:
                 try:
                     with memory:
                         if tool_name == DEFAULT_TOOL:
-                            row = in_fresh_process(measure_default, paths, count, warmup, arguments.device)
+                            row = in_fresh_process(measure_default, paths, count, warmup, arguments.device,
+                                                   arguments.settle)
                         else:
                             tool = (
                                 VclipTool(*configuration, device=arguments.device)
