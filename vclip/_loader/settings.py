@@ -37,7 +37,7 @@ class RuntimeSettings:
         cpu_decoders_set: The CPU decoders beside NVDEC were set by the user: all of them work (else
             the pacing uses 0 to all of them).
         depth: Batches queued ahead at the start.
-        max_depth: The most batches queued ahead (the ring holds ``max_depth + 3`` buffers).
+        max_depth: The most batches queued ahead (the ring holds up to ``max_depth + 3`` buffers).
         depth_set: The depth is not paced (set by the user, or on the CPU).
     """
 
