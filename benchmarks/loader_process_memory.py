@@ -44,12 +44,13 @@ def main() -> None:
                 next(batches)
                 if number in (10, 20, 29):
                     seen.append(process_memory_mib())
-            memory = loader.stats().memory  # the loader's own, measured, and its plan for what it allocated
+            stats = loader.stats()
+            memory = stats.memory  # the loader's own, measured, and its plan for what it allocated
             report["loaders"][f"{name} {options}"] = {
                 "options": options, "process_memory_mib": seen, "memory_estimate": str(loader.memory_estimate),
                 "stats_memory": {"estimate_bytes": memory.estimate_bytes, "in_use_bytes": memory.in_use_bytes,
                                  "peak_bytes": memory.peak_bytes},
-                "working": loader.stats().working}
+                "working": stats.working}
             batches.close()
             loader.close()
             print(name, options, seen[-1], f"loader's own: peak {memory.peak_bytes / 2**30:.2f} GiB, estimate"

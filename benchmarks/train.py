@@ -421,12 +421,13 @@ def measure_default(paths: list[str], batches: int, warmup: int, device: str, se
         for _ in range(warmup + loader.prefetch_queue_depth + 1):
             next(iterator)
         settled, settle_started = 0, time.perf_counter()
-        changes, quiet = len(loader.stats().pacing), 0
-        while settle and quiet < settle and settled < SETTLE_LIMIT:
-            next(iterator)
-            settled += 1
-            now = len(loader.stats().pacing)
-            quiet, changes = (quiet + 1 if now == changes else 0), now
+        if settle:
+            changes, quiet = len(loader.stats().pacing), 0
+            while quiet < settle and settled < SETTLE_LIMIT:
+                next(iterator)
+                settled += 1
+                now = len(loader.stats().pacing)
+                quiet, changes = (quiet + 1 if now == changes else 0), now
         settle_seconds = time.perf_counter() - settle_started
         synchronize(loader.device)
         started, cpu_started = time.perf_counter(), cpu_seconds()

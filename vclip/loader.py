@@ -348,8 +348,8 @@ class ClipLoader(IterableDataset):
         return self._plan.shard(epoch, *shard), self._plan.batches(epoch, *shard)
 
     def _setup(self, runtime: LoaderRuntime, budget: int | None, memory_budget: int | str | None) -> None:
-        found, seconds = scan(self._source, self._drawer, workers=self.decode_workers, mixed_sizes=self.mixed_sizes,
-                              raise_errors=self.on_error == "raise")
+        found, seconds = scan(self._source, self._drawer, workers=self.decode_workers, remote=bool(self._urls),
+                              mixed_sizes=self.mixed_sizes, raise_errors=self.on_error == "raise")
         runtime.counters.add(index_seconds=seconds)
         for number, error in found.problems.items():
             self._bad.add(number, error.problem, SCAN)

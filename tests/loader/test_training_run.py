@@ -170,7 +170,7 @@ def test_local_videos_are_indexed_by_a_few_threads(videos, monkeypatch):
 
 
 def test_a_video_at_a_url_is_told_from_a_local_one_shard_slices_included():
-    from vclip._loader.source import _at_url
+    from vclip._loader.source import remote_url
 
-    assert _at_url("https://example.com/videos/a.mp4") and _at_url("s3://bucket/shard-0.tar#a.mp4@1536+9000")
-    assert not _at_url("/data/a.mp4") and not _at_url("/data/shard-0.tar#a.mp4@1536+9000")
+    assert remote_url("https://example.com/videos/a.mp4") and remote_url("s3://bucket/shard-0.tar#a.mp4@1536+9000")
+    assert not remote_url("/data/a.mp4") and not remote_url("/data/shard-0.tar#a.mp4@1536+9000")

@@ -24,7 +24,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .._pacing_rules import PACING, PacingRules
 
@@ -41,10 +41,10 @@ class Resource:
     minimum: int
     maximum: int
     fixed: bool
-    most: int = -1
+    most: int = field(init=False)
 
     def __post_init__(self) -> None:
-        self.most = max(self.most, self.value)
+        self.most = self.value
 
     @property
     def can_grow(self) -> bool:

@@ -165,8 +165,9 @@ decode workers, since its reads wait on the network."""
 
 
 def scan(source: DatasetSource, drawer: ClipDrawer, *, workers: int, mixed_sizes: MixedSizes,
-         raise_errors: bool) -> tuple[ScanResult, float]:
-    """Index every video in parallel and check that its clips can be drawn and batched together.
+         raise_errors: bool, remote: bool = False) -> tuple[ScanResult, float]:
+    """Index every video in parallel and check that its clips can be drawn and batched together
+    (``remote``: some videos are read from URLs, see :data:`LOCAL_INDEX_THREADS`).
 
     Returns:
         The result and the seconds it took.
@@ -183,7 +184,7 @@ def scan(source: DatasetSource, drawer: ClipDrawer, *, workers: int, mixed_sizes
     if isinstance(source, CatalogDatasetSource):  # indexes in memory: threads would only add overhead
         facts = [_inspect(source, drawer, number) for number in numbers]
     else:  # indexing reads the files
-        threads = workers if any(_at_url(video.path) for video in source.videos) else min(workers, LOCAL_INDEX_THREADS)
+        threads = workers if remote else min(workers, LOCAL_INDEX_THREADS)
         with ThreadPoolExecutor(max(threads, 1), thread_name_prefix="vclip-index") as pool:
             facts = list(pool.map(lambda number: _inspect(source, drawer, number), numbers))
     if raise_errors:
@@ -208,14 +209,6 @@ def scan(source: DatasetSource, drawer: ClipDrawer, *, workers: int, mixed_sizes
                 )
     counts = [entry.clip_count if isinstance(entry, VideoFacts) else drawer.clips_per_video or 0 for entry in facts]
     return ScanResult(facts, batch_shape, counts), time.perf_counter() - started
-
-
-def _at_url(path: object) -> bool:
-    """Whether the video ``path`` names is read from a URL (itself, or the shard it is a slice of)."""
-    if not isinstance(path, str):
-        return False
-    parts = split_slice_name(path)
-    return is_url(parts[0] if parts else path)
 
 
 def _inspect(source: DatasetSource, drawer: ClipDrawer, number: int) -> VideoFacts | VideoError:
