@@ -133,7 +133,8 @@ def scenes_cpu_chart(results: Path, out: Path) -> Path:
 
 E2E_LABELS = {
     "model_alone": "the model alone", "vclip-default": "vclip defaults", "vclip-baseline": "vclip aa01f66 defaults",
-    "vclip-short-epochs": "vclip, epochs of 2 batches", "vclip-repeated-2": "vclip, repeated augmentation 2",
+    "vclip-short-epochs": "vclip, epochs of 2 batches", "vclip-one-clip-long-epochs": "vclip, same clips, long epochs",
+    "vclip-repeated-2": "vclip, repeated augmentation 2",
     "spdl": "SPDL 0.8", "decord-dataloader": "decord DataLoader",
 }
 
