@@ -17,7 +17,7 @@ from vclip.synthetic import make_video
 
 _START_SECONDS = 90  # importing vclip in each worker is slow on a busy 2-core machine
 _STOP_SECONDS = 60
-_INFO_REPEATS = 100  # info describes 16 small videos in 0.05 s: Ctrl-C came after it had ended
+_REPEATS = 100  # each video given this often: info described 16 small videos in 0.05 s, and Ctrl-C came after
 
 
 @pytest.fixture(scope="module")
@@ -28,8 +28,9 @@ def videos(tmp_path_factory) -> list[str]:
 
 
 def _commands(videos: list[str], out: Path) -> dict[str, list[str]]:
+    videos = videos * _REPEATS
     return {
-        "info": ["info", *videos * _INFO_REPEATS],
+        "info": ["info", *videos],
         "sample": ["sample", *videos, "--mode", "contiguous", "--out", str(out / "clips"), "--device", "cpu"],
         "keyframes": ["keyframes", *videos, "--out", str(out / "frames"), "--workers", "2"],
         "index": ["index", *videos, "--out", str(out / "catalog.parquet"), "--workers", "2"],

@@ -17,6 +17,7 @@ from vclip.synthetic import make_video
 
 _START_SECONDS = 90  # the workers of a spawned pool import vclip first: slow on a busy 2-core machine
 _GONE_SECONDS = 10  # a worker notices its parent is gone within a second
+_REPEATS = 100  # each video given this often: 8 small videos alone were done before the test saw the workers
 
 
 @pytest.fixture(scope="module")
@@ -65,6 +66,7 @@ def command_lines(pids: list[int]) -> list[str]:
 
 
 def _commands(videos: list[str], out: Path) -> dict[str, list[str]]:
+    videos = videos * _REPEATS
     return {
         "index": ["index", *videos, "--out", str(out / "catalog.parquet"), "--workers", "2"],
         "keyframes": ["keyframes", *videos, "--out", str(out / "frames"), "--workers", "2"],
