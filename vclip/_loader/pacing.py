@@ -151,9 +151,13 @@ class Pacer:
                 time.perf_counter() - starting < self.rules.process_start_seconds:
             return False
         self._starting = None
+        self._new_window()
+        return True
+
+    def _new_window(self) -> None:
+        """Measure afresh from now: an empty window, the decoders' busy time counted from here."""
         self._window.clear()
         self._busy_mark = self._busy()
-        return True
 
     def _busy_since_mark(self) -> dict[str, float]:
         now = self._busy()
@@ -198,5 +202,4 @@ class Pacer:
         resource.value = value
         resource.most = max(resource.most, value)
         self._apply(resource.name, value)
-        self._window.clear()
-        self._busy_mark = self._busy()
+        self._new_window()
