@@ -1029,6 +1029,28 @@ def test_gpu_batches_match_the_cpu(dataset):
 
 
 @pytest.mark.gpu
+def test_gpu_epochs_built_ahead_match_the_cpu(dataset):
+    """Epochs of one batch with 4 queued: from the second pass on, five epochs are in flight on the
+    GPU at once, their buffers taken in turn; each epoch's clips are the CPU loader's."""
+    spec = vclip.TransformSpec(resize=(96, 128), crop=80, crop_mode="random", flip_probability=0.5, layout="THWC")
+    options = dict(transform=spec, shuffle=True, seed=4, batch_size=6, clips_per_video=1, prefetch_queue_depth=4)
+    cpu, gpu = make_loader(dataset, device="cpu", **options), make_loader(dataset, device="cuda", **options)
+    try:
+        for epoch in range(8):
+            cpu.set_epoch(epoch)
+            gpu.set_epoch(epoch)
+            expected, got = epoch_of(cpu), epoch_of(gpu)
+            assert [x["frame_indices"] for x in got] == [x["frame_indices"] for x in expected]
+            for x, y in zip(got, expected):
+                assert x["data"].is_cuda
+                assert (x["data"].cpu().int() - y["data"].int()).abs().float().mean() <= 1.5
+        assert [run.epoch for run in gpu._runtime.ahead] == [8, 9, 10, 11, 12]
+    finally:
+        cpu.close()
+        gpu.close()
+
+
+@pytest.mark.gpu
 def test_gpu_decode_processes_match_the_cpu(dataset):
     spec = vclip.TransformSpec(resize=(96, 128), crop=80, crop_mode="random", flip_probability=0.5, layout="THWC")
     options = dict(transform=spec, shuffle=True, seed=4, batch_size=4)

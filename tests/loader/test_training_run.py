@@ -77,6 +77,66 @@ def test_the_next_epoch_built_ahead_gives_the_batches_of_a_fresh_pass(videos):
     loader.close()
 
 
+def _epoch_batches(loader, epoch: int) -> list[tuple]:
+    loader.set_epoch(epoch)
+    return [(b.video_ids.tolist(), b.frame_indices.tolist(), b.data.clone()) for b in loader]
+
+
+def _assert_same_batches(got: list[tuple], expected: list[tuple]) -> None:
+    assert [g[:2] for g in got] == [e[:2] for e in expected]
+    assert all(torch.equal(g[2], e[2]) for g, e in zip(got, expected))
+
+
+def test_epochs_shorter_than_the_depth_are_built_several_ahead(videos):
+    """Epochs of one batch with 4 batches queued: while the loop holds an epoch's batch, the next
+    five epochs are being built (the batches in flight stay at the depth + 1), and each is the
+    epoch a fresh loader gives."""
+    loader = loader_of(videos, shuffle=True, clips_per_video=1, batch_size=6, prefetch_queue_depth=4)
+    fresh = loader_of(videos, shuffle=True, clips_per_video=1, batch_size=6, prefetch_queue_depth=4)
+    ahead = {}
+    for epoch in range(8):
+        loader.set_epoch(epoch)
+        got = []
+        for batch in loader:
+            runtime = loader._runtime
+            ahead[epoch] = [run.epoch for run in runtime.ahead]
+            assert sum(len(run.pending) for run in (runtime.active, *runtime.ahead)) <= 5
+            got.append((batch.video_ids.tolist(), batch.frame_indices.tolist(), batch.data.clone()))
+        _assert_same_batches(got, _epoch_batches(fresh, epoch))
+    assert ahead[0] == []  # a loader read once builds nothing ahead
+    assert ahead[3] == [4, 5, 6, 7, 8]
+    fresh.close()
+    loader.close()
+
+
+def test_a_loop_over_one_epoch_again_gets_it_built_ahead(videos):
+    loader = loader_of(videos, shuffle=True, clips_per_video=1, batch_size=2)  # epochs of 3 batches
+    expected = _epoch_batches(loader, 0)
+    for _ in range(3):
+        _assert_same_batches(_epoch_batches(loader, 0), expected)
+        assert [run.epoch for run in loader._runtime.ahead] == [0]
+    loader.close()
+
+
+def test_batches_built_ahead_leave_out_a_video_found_bad_meanwhile(videos):
+    """A video found bad in epoch 1 after epoch 2's batches were built ahead: those of its batches
+    are built again, and epoch 2 is what a loader resumed with that video known bad gives."""
+    loader = loader_of(videos, shuffle=True, clips_per_video=1, batch_size=2)
+    for epoch in (0, 1):
+        _epoch_batches(loader, epoch)
+    assert loader._runtime.ahead[0].epoch == 2 and loader._runtime.ahead[0].submitted == 3
+    bad = loader._plan.batches(2, 0, 1)[1][0].video
+    loader._bad.add(bad, "unreadable", 1)  # as a failed decode of epoch 1 records it
+    state = loader.state_dict()
+    got = _epoch_batches(loader, 2)
+    assert bad not in {video for ids, _, _ in got for video in ids}
+    resumed = loader_of(videos, shuffle=True, clips_per_video=1, batch_size=2)
+    resumed.load_state_dict(state)
+    _assert_same_batches(got, _epoch_batches(resumed, 2))
+    resumed.close()
+    loader.close()
+
+
 def test_repeated_augmentation_gives_k_samples_of_each_decoded_clip(videos):
     spec = vclip.TransformSpec(resize=64, crop=48, crop_mode="random", flip_probability=0.5)
     loader = loader_of(videos, transform=spec, repeated_augmentation=2, batch_size=3)

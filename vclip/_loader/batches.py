@@ -76,6 +76,12 @@ class BadVideos:
         known = self._found.get(video)
         return known is not None and known[1] < epoch
 
+    def excluded_count(self, epoch: int) -> int:
+        """How many videos are left out of ``epoch``: while a loader runs this only grows, so an
+        unchanged count means the same videos."""
+        with self._lock:
+            return sum(1 for _, found in self._found.values() if found < epoch)
+
     def __len__(self) -> int:
         return len(self._found)
 

@@ -5,10 +5,12 @@ pacing that moves decoders and batches in flight to follow the training loop.
 One pass over an epoch runs at a time (:class:`Pass`): while the training loop holds batch n,
 batches n+1 .. n+depth+1 are being built; a batch is handed over once built, its buffer reused
 once the consumer has moved past it (see :mod:`vclip._loader.handoff`) and no longer references it.
-Once every batch of a pass is built, and the training loop has come back for a second pass, the first
-batches of the pass expected next (the next epoch, on the same shard) are built while the training
-loop drains this one, so an epoch boundary does not empty the pipeline; they are used if that pass
-comes, and dropped otherwise.
+Once every batch of a pass is submitted, and the training loop has come back for a second pass, the
+first batches of the passes expected next (the next epochs, on the same shard) are built while the
+training loop drains this one, as many as keep the batches in flight at the depth (several passes
+when epochs are shorter than that), so an epoch boundary does not empty the pipeline. A pass built
+ahead is used if it comes, and dropped otherwise; its batches submitted before a video turned out
+bad in an earlier epoch are built again when it starts, leaving that video out as a fresh start would.
 """
 
 from __future__ import annotations
@@ -76,6 +78,8 @@ class Pass:
         self.pending: deque[Future] = deque()
         self.submitted = first
         self.superseded = False
+        self.slots: dict[int, int] = {}  # the buffer of each batch submitted
+        self.left_out: dict[int, int] = {}  # videos left out of the epoch when each batch was submitted
 
     def matches(self, epoch: int, shard: np.ndarray, first: int) -> bool:
         return self.epoch == epoch and self.first == first and np.array_equal(self.shard, shard)
@@ -147,8 +151,10 @@ class LoaderRuntime:
         self.pid = os.getpid()
         _live.add(self)
         self.active: Pass | None = None
-        self.ahead: Pass | None = None  # the first batches of the pass expected next
+        self.ahead: deque[Pass] = deque()  # the first batches of the passes expected next, in order
         self.passes = 0
+        self._last_epoch: int | None = None
+        self._epoch_step = 1  # the next pass is expected over epoch + this (0: the loop repeats its epoch)
         self.closed = False
         self._held: int | None = None
         self._handed_at: float | None = None
@@ -238,15 +244,30 @@ class LoaderRuntime:
         self.passes += 1
         if self.passes == 1:
             self.pacer.begin()  # the decoders' busy share counts from the first batch asked for, not from indexing
-        ahead, self.ahead = self.ahead, None
+        if self._last_epoch is not None:
+            self._epoch_step = 0 if epoch == self._last_epoch else 1
+        self._last_epoch = epoch
+        ahead = self.ahead.popleft() if self.ahead else None
         if ahead is not None and ahead.matches(epoch, shard, first) and len(ahead.batches) == len(batches):
+            self._rebuild_stale(ahead)
             ahead.start_stats, ahead.started = start_stats, time.perf_counter()
             self.active = ahead
         else:
-            if ahead is not None:
-                self._drop(ahead)
+            for run in ([ahead] if ahead is not None else []) + list(self.ahead):
+                self._drop(run)
+            self.ahead.clear()
             self.active = Pass(epoch, shard, batches, first, start_stats)
         return self.active
+
+    def _rebuild_stale(self, run: Pass) -> None:
+        """Build again, into the same buffers, the batches of ``run`` (built ahead) submitted before a
+        video turned out bad in an earlier epoch: a fresh start would have left that video out."""
+        left_out = self.builder.bad.excluded_count(run.epoch)
+        stale = [number for number in range(run.first, run.submitted) if run.left_out[number] != left_out]
+        wait([run.pending[number - run.first] for number in stale])  # (a pass built ahead starts undelivered)
+        for number in stale:
+            run.left_out[number] = left_out
+            run.pending[number - run.first] = self.builders.submit(self._build, run, number, run.slots[number])
 
     def end_active(self) -> None:
         previous, self.active = self.active, None
@@ -276,7 +297,7 @@ class LoaderRuntime:
                 built, slot, events, finished = run.pending[0].result()
                 run.pending.popleft()
                 handed = time.perf_counter()
-                ready = sum(1 for future in run.pending if future.done())
+                ready = sum(1 for queued in (run, *self.ahead) for future in queued.pending if future.done())
                 self._build_ahead(run)
                 self.counters.add(batches=1, clips=built.labels.size, consumer_wait_seconds=handed - waiting,
                                   queue_seconds=max(0.0, waiting - finished), skipped_clips=built.skipped_clips)
@@ -311,26 +332,30 @@ class LoaderRuntime:
         """Start building batches up to number ``last``."""
         while run.submitted <= min(last, len(run.batches) - 1):
             slot = self.ring.next_slot(self.pacer.most("prefetch_queue_depth") + RING_BUFFERS_BEYOND_DEPTH)
+            run.slots[run.submitted] = slot
+            run.left_out[run.submitted] = self.builder.bad.excluded_count(run.epoch)
             run.pending.append(self.builders.submit(self._build, run, run.submitted, slot))
             run.submitted += 1
 
     def _build_ahead(self, run: Pass) -> None:
-        """Once every batch of ``run`` is built, build the first batches of the pass expected next,
-        as many as keep the batches in flight at the depth. Only then: videos found bad while this
-        pass was built are left out of the next epoch, as they would be had it started afresh."""
-        if self._next_pass is None or self.passes < 2 or run.submitted < len(run.batches) or run.superseded:
+        """Once every batch of ``run`` is submitted, build the first batches of the passes expected
+        next, as many as keep the batches in flight at the depth."""
+        if self._next_pass is None or self.passes < 2 or run.superseded:
             return  # (from the second pass on: a loader read once, a list of its batches, builds nothing more)
-        if not all(future.done() for future in run.pending):
-            return
-        if self.ahead is None:
-            epoch = run.epoch + 1
+        last = self.ahead[-1] if self.ahead else run
+        while last is not run or run.submitted == len(run.batches):
+            room = self.depth + 1 - sum(len(queued.pending) for queued in (run, *self.ahead))
+            if room <= 0:
+                return
+            if last.submitted < len(last.batches):
+                self._submit(last, last=last.submitted + room - 1)
+                continue
+            epoch = last.epoch + self._epoch_step
             shard, batches = self._next_pass(epoch)
             if not batches:
                 return
-            self.ahead = Pass(epoch, shard, batches, 0, None)
-        room = self.depth + 1 - len(run.pending) - len(self.ahead.pending)
-        if room > 0:
-            self._submit(self.ahead, last=self.ahead.submitted + room - 1)
+            last = Pass(epoch, shard, batches, 0, None)
+            self.ahead.append(last)
 
     def _build(self, run: Pass, number: int, slot: int) -> tuple[BuiltBatch, int, list, float]:
         """Batch ``number`` of ``run`` built into buffer ``slot`` (builder thread)."""
@@ -364,11 +389,12 @@ class LoaderRuntime:
         if self.closed:
             return
         self.closed = True
-        for run in (self.active, self.ahead):
+        for run in (self.active, *self.ahead):
             if run is not None:
                 run.superseded = True
                 run.finish()
-        self.active = self.ahead = None
+        self.active = None
+        self.ahead.clear()
         self.builders.shutdown(wait=True)
         if self.builder.audio is not None:
             self.builder.audio.close()
