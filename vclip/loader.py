@@ -37,7 +37,7 @@ from ._loader.clip_batch import ClipBatch
 from ._loader.clips import ClipDrawer
 from ._loader.epoch import EpochPlan, EvenShards, process_shard
 from ._loader.runtime import LoaderRuntime
-from ._loader.settings import budget_refusal, loader_backend, loader_memory_plan, resolve_counts, runtime_settings
+from ._loader.settings import keep_within_budget, loader_backend, loader_memory_plan, resolve_counts, runtime_settings
 from ._loader.source import DatasetSource, MixedSizes, open_source, remote_url, scan
 from ._loader.state import LoaderState, check_resumable, dataset_fingerprint, fingerprint_parts
 from ._loader.stats import Choice, LoaderCounters, LoaderStats, epoch_summary, make_stats
@@ -193,7 +193,10 @@ class ClipLoader(IterableDataset):
             naming the sizes found (with counts and an example file each) and the resize to pass,
             e.g. ``transform=vclip.TransformSpec(resize=(H, W))``. ``"skip"``: leave out the
             videos whose clips differ from the most common shape (reported like bad videos).
-        memory_budget: Bytes (an int or a string such as ``"8GiB"``) the loader may take.
+        memory_budget: Bytes (an int or a string such as ``"8GiB"``) the loader may take. Where
+            its plan for the most it may run is larger, the counts left to ``"auto"`` are lowered
+            until it fits: decode processes, then CPU decoders, then batches in flight (down to 1);
+            ``stats().chosen`` says so. Counts the user set stay as set.
         augmentation_factor: Memory the training step's augmentations add per batch, as a
             fraction of the batch (the memory formula's term; only counted in the estimate). 0
             for everything the transform fuses (see :func:`vclip.estimate_memory`); the spatial
@@ -235,8 +238,8 @@ class ClipLoader(IterableDataset):
     Raises:
         ArgumentError: (a ValueError and a TypeError) Bad options (the message repeats the value
             and says what is allowed); no usable video; clips of different shapes with
-            ``mixed_sizes="error"``; ``memory_budget`` smaller than the estimate (the message
-            names the largest batch size that fits).
+            ``mixed_sizes="error"``; ``memory_budget`` smaller than the least the loader runs
+            with (the message names the largest batch size that fits).
         VideoError: ``on_error="raise"`` and a video cannot be used.
     """
 
@@ -318,6 +321,7 @@ class ClipLoader(IterableDataset):
         self._device: Device = resolve_device(device).device  # a GPU request without one warns once
         self._requested = {"decode_processes": decode_processes, "cpu_decoders": cpu_decoders,
                            "prefetch_queue_depth": prefetch_queue_depth}
+        self._budget_caps: dict[str, int] = {}  # the most of each count memory_budget leaves (set after the scan)
         self._resolve_counts()
         self._remote_baseline = remote_reads()
         self._source = open_source(videos, cache_dir)
@@ -338,9 +342,10 @@ class ClipLoader(IterableDataset):
             raise
 
     def _resolve_counts(self) -> None:
-        """The counts left to ``"auto"``, for this process (a DataLoader worker may start no process)."""
+        """The counts left to ``"auto"``, for this process (a DataLoader worker may start no process),
+        within what ``memory_budget`` leaves."""
         self.decode_processes, self._cpu_decoders, self.prefetch_queue_depth = resolve_counts(
-            self._requested, gpu=self._device.is_cuda, num_threads=self.num_threads)
+            self._requested, gpu=self._device.is_cuda, num_threads=self.num_threads, caps=self._budget_caps)
 
     def _pass_plan(self, epoch: int) -> tuple[np.ndarray, list]:
         """This process's shard and batches of ``epoch`` (also for a pass built ahead across an epoch boundary)."""
@@ -365,8 +370,13 @@ class ClipLoader(IterableDataset):
         self._plan = EpochPlan(counts, batch_size=self.batch_size, seed=self.seed, shuffle=self.shuffle,
                                drop_last=self.drop_last, even_shards=None if self.evaluation else self.even_shards)
         self.memory_estimate: LoaderMemoryEstimate = loader_memory_plan(self, found.usable)
-        if budget is not None and self.memory_estimate.total > budget:
-            raise ArgumentError(budget_refusal(self.memory_estimate, memory_budget, budget, self.batch_size))
+        if budget is not None:
+            self.memory_estimate, self._budget_caps = keep_within_budget(
+                self.memory_estimate, budget, memory_budget, self._requested, self.batch_size)
+        if self._budget_caps:
+            self._resolve_counts()
+            runtime.limit(self._budget_caps)
+            self.decode_workers = runtime.decode_workers
         options = {
             "sampler": repr(replace(self.sampler, seed=None)), "transform": repr(self.transform),
             "batch_size": self.batch_size, "clips_per_video": self._drawer.clips_per_video, "shuffle": self.shuffle,

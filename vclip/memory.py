@@ -222,18 +222,31 @@ class LoaderMemoryEstimate:
     process_decoders: int = 0
     cpu_decoders: int = 0
 
+    def limited(self, *, processes: int, buffers: int, cpu_decoders: int) -> LoaderMemoryEstimate:
+        """This plan for at most ``processes`` decode processes, ``buffers`` output buffers and
+        ``cpu_decoders`` CPU decoders (a plan is for the most of each)."""
+        processes, buffers = min(processes, self.processes), max(1, min(buffers, self.buffers))
+        cpu_decoders = min(cpu_decoders, self.cpu_decoders)
+        idle = self.processes - processes
+        process_decoders = self.process_decoders * processes // self.processes if self.processes else 0
+        decoders = self.decoders - (self.process_decoders - process_decoders)
+        decode_surfaces = self.decode_surfaces * decoders // self.decoders if self.decoders else 0
+        workspace = self.workspace - idle * LOADER_WORKSPACE_BYTES if self.workspace else 0
+        cuda_context = self.cuda_context - idle * CUDA_CONTEXT_BYTES if self.cuda_context else 0
+        output_buffers = self.output_buffers // self.buffers * buffers
+        audio_buffers = self.audio_buffers // self.buffers * buffers
+        staging = self.staging * cpu_decoders // self.cpu_decoders if self.cpu_decoders else 0
+        return replace(self, buffers=buffers, output_buffers=output_buffers, decoders=decoders,
+                       decode_surfaces=decode_surfaces, workspace=workspace, cuda_context=cuda_context,
+                       audio_buffers=audio_buffers, staging=staging, processes=processes,
+                       process_decoders=process_decoders, cpu_decoders=cpu_decoders,
+                       total=output_buffers + decode_surfaces + workspace + cuda_context + audio_buffers + staging)
+
     def working(self, *, processes: int, buffers: int, cpu_decoders: int) -> int:
         """:attr:`own_bytes` of the loader with only ``processes`` decode processes, ``buffers`` output
         buffers and ``cpu_decoders`` CPU decoders at work (what its pacing left running): the plan
         is for the most of each."""
-        idle_processes = max(0, self.processes - processes)
-        per_decoder = self.decode_surfaces / self.decoders if self.decoders else 0
-        idle_decoders = self.process_decoders * idle_processes / self.processes if self.processes else 0
-        per_buffer = (self.output_buffers + self.audio_buffers) / self.buffers
-        idle_staging = self.staging * max(0, self.cpu_decoders - cpu_decoders) / self.cpu_decoders \
-            if self.cpu_decoders else 0
-        return int(self.own_bytes - idle_processes * (CUDA_CONTEXT_BYTES + LOADER_WORKSPACE_BYTES)
-                   - idle_decoders * per_decoder - max(0, self.buffers - buffers) * per_buffer - idle_staging)
+        return self.limited(processes=processes, buffers=buffers, cpu_decoders=cpu_decoders).own_bytes
 
     @property
     def own_bytes(self) -> int:
@@ -267,6 +280,36 @@ class LoaderMemoryEstimate:
             + (f", CPU decoders' staging {self.staging:,}" if self.staging else "")
             + (f", audio {self.audio_buffers:,}" if self.audio_buffers else "")
         )
+
+
+BUDGET_ORDER = ("decode_processes", "cpu_decoders", "prefetch_queue_depth")
+"""The counts a memory budget lowers, in turn, where the user left them to the loader: decode
+processes first (each holds a CUDA context of its own), then CPU decoders (their staging), then
+batches in flight (an output buffer each), down to the least the loader runs with."""
+
+
+def fit_to_budget(estimate: LoaderMemoryEstimate, budget: int, left_to_loader: set[str]) -> tuple[
+        LoaderMemoryEstimate, dict[str, int]]:
+    """The plan of the most a loader planned as ``estimate`` may run within ``budget`` bytes, and
+    the counts lowered for it (by setting name): those of ``left_to_loader``, in :data:`BUDGET_ORDER`,
+    each only while lowering it lowers the plan. The plan is over ``budget`` when even the least is."""
+    counts = {"decode_processes": estimate.processes, "cpu_decoders": estimate.cpu_decoders,
+              "prefetch_queue_depth": estimate.buffers - RING_BUFFERS_BEYOND_DEPTH}
+    least = {"decode_processes": 0, "cpu_decoders": 0, "prefetch_queue_depth": PACING.min_depth}
+
+    def plan() -> LoaderMemoryEstimate:
+        return estimate.limited(processes=counts["decode_processes"], cpu_decoders=counts["cpu_decoders"],
+                                buffers=counts["prefetch_queue_depth"] + RING_BUFFERS_BEYOND_DEPTH)
+
+    lowered = {}
+    for setting in (setting for setting in BUDGET_ORDER if setting in left_to_loader):
+        while counts[setting] > least[setting] and (total := plan().total) > budget:
+            counts[setting] -= 1
+            if plan().total >= total:  # it holds nothing here (decode processes on the CPU)
+                counts[setting] += 1
+                break
+            lowered[setting] = counts[setting]
+    return plan(), lowered
 
 
 def _plans_for_gpu(device: Any) -> bool:

@@ -1193,8 +1193,10 @@ def test_budget_takes_the_source_videos_size_and_ends_with_one_bottom_line(capsy
     assert report["bottom_line"] == (f"a ClipLoader of batch_size=8 from 1920x1080 videos needs "
                                      f"{vclip.format_bytes(planned.total)}")
     status, out, _ = run(capsys, "budget", *out224, "--budget", "24GiB", "--video", videos["h264"])
+    least = dict(prefetch_queue_depth=1, decode_processes=0, cpu_decoders=0)  # what memory_budget may lower to
     largest = vclip.plan_loader_memory(width=224, height=224, batch_size=1, sequence_length=16, dtype="float32",
-                                       device="cuda", video_width=320, video_height=240).largest_batch_size("24GiB")
+                                       device="cuda", video_width=320, video_height=240,
+                                       **least).largest_batch_size("24GiB")
     formula = vclip.largest_batch_size("24GiB", width=224, height=224, sequence_length=16, dtype="float32")
     assert status == 0 and out.splitlines()[-1] == (
         f"bottom line: batch_size={largest:,} is the largest a ClipLoader from 320x240 videos fits in 24GiB (the "
@@ -1245,7 +1247,9 @@ def test_budget_loader_figure_is_the_loaders(capsys, two_cores, options, setting
         expected.decode_surfaces,
         expected.cuda_context,
     )
-    largest = loader["largest_batch_size"]
+    largest = loader["largest_batch_size"]  # with the least a loader with memory_budget runs with
+    if "--prefetch-queue-depth" not in options:
+        settings = {**settings, "buffers": 1 + 3}
 
     def fits(batch: int) -> bool:
         estimate = _loader_memory_from_parts(
@@ -1263,6 +1267,24 @@ def test_budget_loader_figure_is_the_loaders(capsys, two_cores, options, setting
     assert fits(largest) and not fits(largest + 1)
     assert report["largest_batch_size"] == 24 * 2**30 // (1280 * 720 * 3 * 2 * 16) == 291  # the formula, unchanged
     assert largest < 291
+
+
+def test_budget_says_what_memory_budget_lowers(capsys, two_cores):
+    """A budget between the least and the most a loader runs with: it fits once memory_budget lowers
+    the batches queued (left to the loader), as a ClipLoader with that memory_budget does."""
+    argv = ["--width", "224", "--height", "224", "--sequence-length", "16", "--dtype", "float32", "--batch-size", "32",
+            "--device", "cuda", "--video-width", "1920", "--video-height", "1080"]
+    plan = vclip.plan_loader_memory(width=224, height=224, batch_size=32, sequence_length=16, dtype="float32",
+                                    device="cuda", video_width=1920, video_height=1080)
+    budget = plan.total - plan.batch.bytes  # one buffer fewer: 3 batches queued instead of 4
+    status, out, _ = run(capsys, "budget", *argv, "--budget", str(budget), "--json")
+    loader = json.loads(out)["loader"]
+    assert status == 0 and loader["fits"] and loader["lowered"] == {"prefetch_queue_depth": 3}
+    assert loader["bytes"] == plan.total and loader["bytes_within_budget"] == budget
+    status, out, _ = run(capsys, "budget", *argv, "--budget", str(budget))
+    assert "fits in" in out.splitlines()[-1] and "once memory_budget lowers prefetch_queue_depth 3" in out
+    status, out, _ = run(capsys, "budget", *argv, "--budget", str(budget), "--prefetch-queue-depth", "4", "--json")
+    assert json.loads(out)["loader"]["fits"] is False  # a depth set is not lowered
 
 
 @pytest.mark.parametrize("argv", [("keyframes", "--out", "OUT", "--stream-index", "-1"),
@@ -1302,7 +1324,7 @@ def test_budget_without_batch_answers_the_largest_batch(capsys, two_cores):
     loader_line = next(line for line in out.splitlines() if "largest batch size the loader fits" in line)
     expected = _loader_memory_from_parts(
         width=1280, height=720, batch_size=1, sequence_length=16, dtype="float16", video_width=1280, video_height=720,
-        buffers=7, decoders=8,
+        buffers=1 + 3, decoders=8,  # 1 batch queued: the least a loader with memory_budget runs with
     )
     assert loader_line.endswith(f"largest batch size the loader fits: {expected.largest_batch_size('24GiB'):,}")
     assert "largest sequence length" not in out

@@ -892,13 +892,37 @@ def test_loader_memory_estimate_parts():
     assert host.total == host.output_buffers and host.decoders == 0
 
 
-def test_memory_budget_refusal_names_the_largest_batch_that_fits(dataset):
+def test_memory_budget_lowers_the_counts_left_to_the_loader(dataset):
+    """A budget that holds batches of 8 with 1 batch queued (4 buffers) but not 2 (5 buffers): the
+    loader runs with 1, says so, and keeps to its plan; a depth the user set is not lowered."""
     spec = vclip.TransformSpec(resize=(96, 128), dtype="float32")
-    estimate = make_loader(dataset, transform=spec, batch_size=8).memory_estimate
-    per_batch = 96 * 128 * 3 * 4 * 4  # one clip of 4 frames, float32
-    assert estimate.output_buffers == 5 * 8 * per_batch  # 2 batches ahead: 5 buffers
-    budget = 5 * 5 * per_batch + 100  # room for batch_size=5
-    with pytest.raises(ValueError, match=r"too small for batch_size=8.*the largest batch_size that fits is 5"):
+    per_batch = 96 * 128 * 3 * 4 * 4 * 8  # 8 clips of 4 frames, float32
+    assert make_loader(dataset, transform=spec, batch_size=8).memory_estimate.output_buffers == 5 * per_batch
+    budget = 4 * per_batch + 100
+    loader = make_loader(dataset, transform=spec, batch_size=8, memory_budget=budget)
+    assert loader.prefetch_queue_depth == 1 and loader.memory_estimate.buffers == 4
+    assert loader.memory_estimate.total == 4 * per_batch <= budget
+    expected = epoch_of(make_loader(dataset, transform=spec, batch_size=8))
+    got = epoch_of(loader)
+    assert [b["frame_indices"] for b in got] == [b["frame_indices"] for b in expected]
+    assert all(torch.equal(g["data"], e["data"]) for g, e in zip(got, expected))
+    stats = loader.stats()
+    assert stats.working["prefetch_queue_depth"] == 1
+    assert stats.chosen["prefetch_queue_depth"].reason.endswith("at most 1 within memory_budget")
+    assert stats.memory.peak_bytes <= loader.memory_estimate.total
+    loader.close()
+    with pytest.raises(ValueError, match=r"too small for batch_size=8.*5 output buffers.*the largest batch_size that "
+                                         r"fits is 6"):
+        make_loader(dataset, transform=spec, batch_size=8, memory_budget=budget, prefetch_queue_depth=2)
+
+
+def test_memory_budget_refusal_names_the_largest_batch_that_fits(dataset):
+    """Refused when even 1 batch queued does not fit: the largest batch is the one that fits with it."""
+    spec = vclip.TransformSpec(resize=(96, 128), dtype="float32")
+    per_clip = 96 * 128 * 3 * 4 * 4
+    budget = 4 * 5 * per_clip + 100  # 4 buffers of batch_size=5
+    with pytest.raises(ValueError, match=r"too small for batch_size=8.*4 output buffers.*the largest batch_size that "
+                                         r"fits is 5"):
         make_loader(dataset, transform=spec, batch_size=8, memory_budget=budget)
     assert make_loader(dataset, transform=spec, batch_size=5, memory_budget=budget).memory_estimate.total <= budget
     with pytest.raises(ValueError, match="not even batch_size=1 fits"):

@@ -186,6 +186,47 @@ def test_loader_plan_defaults_and_checks():
         vclip.plan_loader_memory(batch_size=1, width=8, height=8, sequence_length=1, device="tpu")
 
 
+_PLAN = dict(width=224, height=224, batch_size=8, sequence_length=16, dtype="float32", device="cuda",
+             video_width=1920, video_height=1080, decode_processes=2, cpu_decoders=4, prefetch_queue_depth=4)
+
+
+def test_a_plan_limited_to_fewer_processes_buffers_and_cpu_decoders():
+    plan = vclip.plan_loader_memory(**_PLAN)
+    assert plan.limited(processes=plan.processes, buffers=plan.buffers, cpu_decoders=plan.cpu_decoders) == plan
+    fewer = plan.limited(processes=1, buffers=4, cpu_decoders=1)
+    assert (fewer.processes, fewer.buffers, fewer.cpu_decoders) == (1, 4, 1)
+    assert fewer.cuda_context == plan.cuda_context - CUDA_CONTEXT_BYTES
+    assert fewer.workspace == plan.workspace - LOADER_WORKSPACE_BYTES
+    assert fewer.process_decoders == plan.process_decoders // 2
+    assert fewer.decoders == plan.decoders - plan.process_decoders // 2
+    assert fewer.decode_surfaces == plan.decode_surfaces * fewer.decoders // plan.decoders
+    assert fewer.output_buffers == 4 * plan.batch.bytes and fewer.staging == plan.staging // 4
+    assert fewer.total == (fewer.output_buffers + fewer.decode_surfaces + fewer.workspace + fewer.cuda_context
+                           + fewer.staging)
+    assert plan.working(processes=1, buffers=4, cpu_decoders=1) == fewer.own_bytes
+    assert plan.limited(processes=5, buffers=0, cpu_decoders=9).buffers == 1  # within the plan, one buffer at least
+
+
+def test_a_budget_lowers_processes_then_cpu_decoders_then_depth():
+    from vclip.memory import BUDGET_ORDER, fit_to_budget
+
+    plan = vclip.plan_loader_memory(**_PLAN)
+    everything = set(BUDGET_ORDER)
+    without_processes = plan.limited(processes=0, buffers=plan.buffers, cpu_decoders=4)
+    fitted, lowered = fit_to_budget(plan, without_processes.total, everything)
+    assert lowered == {"decode_processes": 0} and fitted == without_processes
+    fitted, lowered = fit_to_budget(plan, plan.limited(processes=0, buffers=plan.buffers, cpu_decoders=0).total - 1,
+                                    everything)
+    assert lowered == {"decode_processes": 0, "cpu_decoders": 0, "prefetch_queue_depth": 3}
+    assert fitted == plan.limited(processes=0, buffers=6, cpu_decoders=0)
+    fitted, lowered = fit_to_budget(plan, without_processes.total, {"prefetch_queue_depth"})
+    assert lowered == {"prefetch_queue_depth": 1} and fitted.total > without_processes.total  # not enough: refused
+    assert fit_to_budget(plan, plan.total, everything) == (plan, {})
+    host = vclip.plan_loader_memory(**{**_PLAN, "device": "cpu"})  # processes hold no host buffers of the plan
+    fitted, lowered = fit_to_budget(host, host.total - 1, everything)
+    assert lowered == {"prefetch_queue_depth": 3} and fitted.buffers == host.buffers - 1
+
+
 def test_each_thread_keeps_a_decoder_per_kind_of_video_up_to_four():
     from vclip._engine import DECODERS_PER_THREAD
 
@@ -309,3 +350,31 @@ def test_a_loader_over_videos_of_two_sizes_plans_two_decoders_per_thread(small_v
     assert estimate == vclip.plan_loader_memory(width=80, height=48, batch_size=2, sequence_length=4, device="cuda",
                                                 num_threads=3, video_width=160, video_height=96, video_kinds=2)
     assert estimate.decoders == 6
+
+
+@pytest.mark.gpu
+def test_a_budget_keeps_a_gpu_loader_to_one_cuda_context(small_video):
+    """A budget without room for the decode processes the pacing may start: the loader runs with
+    none (one CUDA context), within its plan, and says why."""
+
+    def loader(**options) -> vclip.ClipLoader:
+        return vclip.ClipLoader([(small_video, 0), (small_video, 1)], vclip.strided(4, 2, clips_per_video=3),
+                                batch_size=3, device="cuda", transform=vclip.TransformSpec(resize=(48, 80)), **options)
+
+    free = loader()
+    plan = free.memory_estimate
+    free.close()
+    if not plan.processes:
+        pytest.skip("the pacing of this machine starts no decode process (fewer than 8 cores)")
+    budget = plan.limited(processes=0, buffers=plan.buffers, cpu_decoders=plan.cpu_decoders).total
+    kept = loader(memory_budget=budget)
+    try:
+        assert kept.decode_processes == 0 and kept.memory_estimate.processes == 0
+        assert kept.memory_estimate.total <= budget
+        assert kept.stats().chosen["decode_processes"].reason.endswith("at most 0 within memory_budget")
+        frames = [batch.frame_indices.tolist() for batch in kept]
+        assert len(frames) == 2
+        stats = kept.stats()
+        assert stats.working["decode_processes"] == 0 and stats.memory.peak_bytes <= kept.memory_estimate.total
+    finally:
+        kept.close()

@@ -123,6 +123,18 @@ class Pacer:
         """The largest value ``setting`` has had so far."""
         return self.resources[setting].most
 
+    def limit(self, setting: str, most: int) -> None:
+        """Let ``setting`` go no higher than ``most`` (what a memory budget leaves), before anything
+        was allocated for it: a value above is lowered now, its high-water mark with it."""
+        with self._lock:
+            resource = self.resources[setting]
+            resource.maximum = min(resource.maximum, most)
+            resource.minimum = min(resource.minimum, resource.maximum)
+            resource.most = min(resource.most, resource.maximum)
+            if resource.value > resource.maximum:
+                resource.value = resource.maximum
+                self._apply(setting, resource.value)
+
     def observe(self, waited: float, interval: float, ready: int) -> None:
         """One batch handed over: the training loop ``waited`` for it, ``interval`` seconds passed
         since the previous hand-over, ``ready`` other batches were built and waiting."""

@@ -178,6 +178,12 @@ class LoaderRuntime:
         elif setting == "cpu_decoders" and self._helper is not None:
             self.dispatcher.set_active(self._helper, value)
 
+    def limit(self, counts: dict[str, int]) -> None:
+        """Keep each setting of ``counts`` at most its count (what a memory budget leaves), also where
+        the pacing does not move it; called before the first pass."""
+        for setting, most in counts.items():
+            self.pacer.limit(setting, most)
+
     def _ready_processes(self) -> int:
         """How many decode processes are ready; those the pacing asked for take jobs once ready
         (a job sent to a process still starting would wait there for seconds)."""

@@ -1,6 +1,6 @@
 """The counts a ClipLoader leaves to the machine (``"auto"``), resolved for the process it runs in;
 what its runtime starts with (which counts the user set, used as set, and which the pacing moves);
-and the refusal of a memory budget too small for them."""
+what a memory budget leaves of them, and the refusal of a budget too small for the least."""
 
 from __future__ import annotations
 
@@ -18,12 +18,12 @@ from .._engine.scheduler import (
     resolve_cpu_decoders,
 )
 from ..audio import audio_samples
-from ..errors import format_bytes
-from ..memory import LoaderMemoryEstimate, plan_loader_memory
+from ..errors import ArgumentError, format_bytes
+from ..memory import BUDGET_ORDER, LoaderMemoryEstimate, fit_to_budget, plan_loader_memory
 from .pacing import PACING
 
-__all__ = ["RuntimeSettings", "budget_refusal", "loader_backend", "loader_memory_plan", "paced", "planned_processes",
-           "resolve_counts", "runtime_settings"]
+__all__ = ["RuntimeSettings", "budget_refusal", "keep_within_budget", "loader_backend", "loader_memory_plan", "paced",
+           "planned_processes", "resolve_counts", "runtime_settings", "within_budget"]
 
 
 @dataclass(frozen=True)
@@ -50,12 +50,22 @@ class RuntimeSettings:
     depth_set: bool
 
 
-def resolve_counts(requested: dict[str, int | str], *, gpu: bool, num_threads: int) -> tuple[Chosen, Chosen, Chosen]:
+def resolve_counts(requested: dict[str, int | str], *, gpu: bool, num_threads: int,
+                   caps: dict[str, int] | None = None) -> tuple[Chosen, Chosen, Chosen]:
     """``(decode_processes, cpu_decoders, prefetch_queue_depth)`` for this process from what the
-    loader was asked (``requested``, by argument name); a daemon process (a DataLoader worker) may
-    start no process. On the GPU ``"auto"`` decode processes are the most the pacing may start
+    loader was asked (``requested``, by argument name), each at most its count in ``caps`` (what a
+    memory budget leaves); a daemon process (a DataLoader worker) may start no process. On the GPU
+    ``"auto"`` decode processes are the most the pacing may start
     (:func:`~vclip._engine.scheduler.paced_decode_processes`, none at first); the depth is the most
     batches in flight (the pacing starts lower on the GPU)."""
+    counts = _resolve_counts(requested, gpu=gpu, num_threads=num_threads)
+    caps = caps or {}
+    names = ("decode_processes", "cpu_decoders", "prefetch_queue_depth")
+    processes, cpu_decoders, depth = (within_budget(count, caps.get(name)) for name, count in zip(names, counts))
+    return processes, cpu_decoders, depth
+
+
+def _resolve_counts(requested: dict[str, int | str], *, gpu: bool, num_threads: int) -> tuple[Chosen, Chosen, Chosen]:
     daemon = multiprocessing.current_process().daemon
     processes = loader_decode_processes(requested["decode_processes"], gpu=gpu, num_threads=num_threads, daemon=daemon)
     cpu_decoders = resolve_cpu_decoders(requested["cpu_decoders"], gpu=gpu, decode_processes=processes, daemon=daemon)
@@ -83,6 +93,29 @@ def runtime_settings(requested: dict[str, int | str], counts: tuple[Chosen, Chos
         depth=min(PACING.start_depth, int(depth)) if paced_depth else int(depth),
         max_depth=int(depth), depth_set=not paced_depth,
     )
+
+
+def keep_within_budget(estimate: LoaderMemoryEstimate, budget: int, memory_budget: int | str | None,
+                       requested: dict[str, int | str], batch_size: int) -> tuple[LoaderMemoryEstimate, dict[str, int]]:
+    """The plan a loader planned as ``estimate`` keeps to within ``budget`` bytes (``memory_budget``
+    as given), and the most of each count left to it (``"auto"`` in ``requested``) that leaves.
+
+    Raises:
+        ArgumentError: Even the least the loader runs with does not fit (naming the largest batch that does).
+    """
+    if estimate.total <= budget:
+        return estimate, {}
+    plan, caps = fit_to_budget(estimate, budget, {setting for setting in BUDGET_ORDER if requested[setting] == "auto"})
+    if plan.total > budget:
+        raise ArgumentError(budget_refusal(plan, memory_budget, budget, batch_size))
+    return plan, caps
+
+
+def within_budget(count: Chosen, most: int | None) -> Chosen:
+    """``count``, or ``most`` when a memory budget leaves less, saying so."""
+    if most is None or count <= most:
+        return count
+    return Chosen(most, f"{count.reason}; at most {most} within memory_budget")
 
 
 def budget_refusal(estimate: LoaderMemoryEstimate, memory_budget: int | str | None, budget: int,

@@ -18,9 +18,11 @@ from .._outputs.images import (
 from ..errors import VideoError, check_integer, format_bytes, parse_bytes
 from ..index import index_video
 from ..memory import (
+    BUDGET_ORDER,
     BYTES_PER_ELEMENT,
     MemoryEstimate,
     estimate_memory,
+    fit_to_budget,
     largest_batch_size,
     largest_sequence_length,
     plan_loader_memory,
@@ -117,8 +119,12 @@ def _source_size(args: argparse.Namespace) -> None:
         args.video_width, args.video_height = args.width, args.height
 
 
-def _bottom_line(args: argparse.Namespace, batch_given: bool, budget: int | None, loader, loader_largest: int | None,
-                 formula_largest: int | None) -> str:
+def _counts_text(counts: dict[str, int]) -> str:
+    return ", ".join(f"{setting} {count}" for setting, count in counts.items())
+
+
+def _bottom_line(args: argparse.Namespace, batch_given: bool, budget: int | None, loader, fitted,
+                 lowered: dict[str, int], loader_largest: int | None, formula_largest: int | None) -> str:
     """One sentence that answers the question asked: what fits the budget, or what a loader needs."""
     source = f"{args.video_width}x{args.video_height} videos"
     if budget is None:
@@ -127,9 +133,11 @@ def _bottom_line(args: argparse.Namespace, batch_given: bool, budget: int | None
                if formula_largest != loader_largest else "")
     within = args.budget.strip()
     if batch_given:
-        verdict = "fits in" if loader.total <= budget else "does not fit in"
-        return (f"batch_size={args.batch_size} {verdict} {within} with a ClipLoader from {source}; the largest "
-                f"that fits is batch_size={loader_largest:,}{formula}")
+        verdict = "fits in" if fitted.total <= budget else "does not fit in"
+        lowering = (f" once memory_budget lowers {_counts_text(lowered)}" if lowered and fitted.total <= budget
+                    else "")
+        return (f"batch_size={args.batch_size} {verdict} {within} with a ClipLoader from {source}{lowering}; the "
+                f"largest that fits is batch_size={loader_largest:,}{formula}")
     return f"batch_size={loader_largest:,} is the largest a ClipLoader from {source} fits in {within}{formula}"
 
 
@@ -171,7 +179,11 @@ def _run_budget(args: argparse.Namespace) -> int:
         largest_sequence = largest_sequence_length(budget, width=width, height=height,
                                                    batch_size=args.batch_size, **base)
     loader = _loader_estimate(args, width, height, args.batch_size)
-    loader_largest = loader.largest_batch_size(budget) if budget is not None else None
+    left_to_loader = {setting for setting in BUDGET_ORDER if getattr(args, setting) == "auto"}
+    fitted, lowered = fit_to_budget(loader, budget, left_to_loader) if budget is not None else (loader, {})
+    # with memory_budget a loader lowers what was left to it: the largest batch is that of the least it runs with
+    loader_largest = fit_to_budget(loader, 0, left_to_loader)[0].largest_batch_size(budget) if budget is not None \
+        else None
     chart = None
     if args.chart:
         def formula(batch: int) -> int:
@@ -194,11 +206,12 @@ def _run_budget(args: argparse.Namespace) -> int:
         "bytes": loader.total,
         "output_buffers": loader.output_buffers, "decode_surfaces": loader.decode_surfaces,
         "workspace": loader.workspace, "cuda_context": loader.cuda_context, "staging": loader.staging,
-        "fits": None if budget is None or not batch_given else loader.total <= budget,
+        "fits": None if budget is None or not batch_given else fitted.total <= budget,
+        "lowered": lowered, "bytes_within_budget": fitted.total if budget is not None else None,
         "largest_batch_size": loader_largest,
         "video_width": args.video_width, "video_height": args.video_height,
     }
-    bottom_line = _bottom_line(args, batch_given, budget, loader, loader_largest, largest_batch)
+    bottom_line = _bottom_line(args, batch_given, budget, loader, fitted, lowered, loader_largest, largest_batch)
     if args.json:
         print(json.dumps({
             "width": width, "height": height, "channels": args.channels, "dtype": args.dtype,
@@ -248,6 +261,9 @@ def _run_budget(args: argparse.Namespace) -> int:
         print(f"  {label:<42}{part:>16,}")
     if budget is not None:
         verdict = "fits in" if loader.total <= budget else "does not fit in"
+        if lowered and fitted.total <= budget:
+            verdict = (f"the most it may run does not fit in; with memory_budget it runs with {_counts_text(lowered)}, "
+                       f"{format_bytes(fitted.total)}")
         print(f"  budget {format_bytes(budget)}: {verdict}; largest batch size the loader fits: {loader_largest:,}")
         if loader_largest == 0:
             print(f"  (the parts that do not grow with the batch take {format_bytes(loader.fixed_bytes)})")
