@@ -15,6 +15,7 @@ Two answers to "how large a batch fits in this budget":
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Any
@@ -301,15 +302,21 @@ def fit_to_budget(estimate: LoaderMemoryEstimate, budget: int, left_to_loader: s
         return estimate.limited(processes=counts["decode_processes"], cpu_decoders=counts["cpu_decoders"],
                                 buffers=counts["prefetch_queue_depth"] + RING_BUFFERS_BEYOND_DEPTH)
 
-    lowered = {}
+    current, lowered = plan(), {}
     for setting in (setting for setting in BUDGET_ORDER if setting in left_to_loader):
-        while counts[setting] > least[setting] and (total := plan().total) > budget:
+        while counts[setting] > least[setting] and current.total > budget:
             counts[setting] -= 1
-            if plan().total >= total:  # it holds nothing here (decode processes on the CPU)
+            fewer = plan()
+            if fewer.total >= current.total:  # it holds nothing here (decode processes on the CPU)
                 counts[setting] += 1
                 break
-            lowered[setting] = counts[setting]
-    return plan(), lowered
+            current, lowered[setting] = fewer, counts[setting]
+    return current, lowered
+
+
+def left_to_loader(requested: Mapping[str, Any]) -> set[str]:
+    """The counts of :data:`BUDGET_ORDER` that ``requested`` (by argument name) leaves to the loader (``"auto"``)."""
+    return {setting for setting in BUDGET_ORDER if requested[setting] == "auto"}
 
 
 def _plans_for_gpu(device: Any) -> bool:

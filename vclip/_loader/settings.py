@@ -19,7 +19,7 @@ from .._engine.scheduler import (
 )
 from ..audio import audio_samples
 from ..errors import ArgumentError, format_bytes
-from ..memory import BUDGET_ORDER, LoaderMemoryEstimate, fit_to_budget, plan_loader_memory
+from ..memory import LoaderMemoryEstimate, fit_to_budget, left_to_loader, plan_loader_memory
 from .pacing import PACING
 
 __all__ = ["RuntimeSettings", "budget_refusal", "keep_within_budget", "loader_backend", "loader_memory_plan", "paced",
@@ -105,7 +105,7 @@ def keep_within_budget(estimate: LoaderMemoryEstimate, budget: int, memory_budge
     """
     if estimate.total <= budget:
         return estimate, {}
-    plan, caps = fit_to_budget(estimate, budget, {setting for setting in BUDGET_ORDER if requested[setting] == "auto"})
+    plan, caps = fit_to_budget(estimate, budget, left_to_loader(requested))
     if plan.total > budget:
         raise ArgumentError(budget_refusal(plan, memory_budget, budget, batch_size))
     return plan, caps

@@ -18,13 +18,13 @@ from .._outputs.images import (
 from ..errors import VideoError, check_integer, format_bytes, parse_bytes
 from ..index import index_video
 from ..memory import (
-    BUDGET_ORDER,
     BYTES_PER_ELEMENT,
     MemoryEstimate,
     estimate_memory,
     fit_to_budget,
     largest_batch_size,
     largest_sequence_length,
+    left_to_loader,
     plan_loader_memory,
 )
 from ..sampling import (
@@ -179,10 +179,10 @@ def _run_budget(args: argparse.Namespace) -> int:
         largest_sequence = largest_sequence_length(budget, width=width, height=height,
                                                    batch_size=args.batch_size, **base)
     loader = _loader_estimate(args, width, height, args.batch_size)
-    left_to_loader = {setting for setting in BUDGET_ORDER if getattr(args, setting) == "auto"}
-    fitted, lowered = fit_to_budget(loader, budget, left_to_loader) if budget is not None else (loader, {})
+    left = left_to_loader(vars(args))
+    fitted, lowered = fit_to_budget(loader, budget, left) if budget is not None else (loader, {})
     # with memory_budget a loader lowers what was left to it: the largest batch is that of the least it runs with
-    loader_largest = fit_to_budget(loader, 0, left_to_loader)[0].largest_batch_size(budget) if budget is not None \
+    loader_largest = fit_to_budget(loader, 0, left)[0].largest_batch_size(budget) if budget is not None \
         else None
     chart = None
     if args.chart:
