@@ -26,6 +26,11 @@ class PacingRules:
             loader is ahead and gives decoders back.
         busy_to_add_threads: Share of their time NVDEC's active workers were busy above which
             another NVDEC thread can still help (below it, NVDEC waits for work: CPU decoders help).
+        gpu_busy_to_hold_processes: Share of the time the GPU ran kernels (NVML, since the last
+            decision) from which no decode process is started: the GPU has no idle time left, and a
+            process's CUDA context would take its time slices from the model's (with one context,
+            r3d_18 at 224x224 on an H100 kept the GPU 97% busy; at 112x112, where the loader is the
+            limit, 56%).
         thread_step: NVDEC threads added or removed at a time.
         cpu_decoder_step: CPU decoders added or removed at a time.
         start_threads: NVDEC threads working at the start (when the user set no count): all of
@@ -43,6 +48,7 @@ class PacingRules:
     far_behind: float = 0.25
     ready_to_shrink: int = 2
     busy_to_add_threads: float = 0.75
+    gpu_busy_to_hold_processes: float = 0.9
     thread_step: int = 2
     cpu_decoder_step: int = 2
     start_threads: int = 8

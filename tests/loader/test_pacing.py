@@ -4,6 +4,7 @@ training loop takes batches; counts the user set stay as set; every change is re
 from __future__ import annotations
 
 import pytest
+from helpers import require_extra
 
 from vclip._loader.pacing import Pacer, PacingRules, Resource
 
@@ -16,7 +17,7 @@ class Machine:
     """What a pacer moves, and how busy NVDEC's threads look."""
 
     def __init__(self, *, threads=(4, 8, False), helpers=(0, 6, False), depth=(2, 4, False), nvdec_busy=0.9,
-                 processes=(0, 0, True), ready: int | None = None, rules=RULES):
+                 processes=(0, 0, True), ready: int | None = None, gpu: float | None = None, rules=RULES):
         self.applied: list[tuple[str, int]] = []
         self.ready = ready  # decode processes ready; None: each as soon as started
         self.nvdec_busy = nvdec_busy
@@ -27,7 +28,8 @@ class Machine:
             cpu_decoders=Resource("cpu_decoders", helpers[0], 0, helpers[1], helpers[2]),
             depth=Resource("prefetch_queue_depth", depth[0], RULES.min_depth, depth[1], depth[2]),
             apply=lambda setting, value: self.applied.append((setting, value)), busy=self.busy,
-            ready=None if ready is None else lambda: self.ready, rules=rules)
+            ready=None if ready is None else lambda: self.ready, gpu_busy=lambda: self.gpu, rules=rules)
+        self.gpu = gpu  # the GPU's busy share NVML gives; None: unknown
 
     def busy(self) -> dict[str, tuple[float, float]]:
         self.seconds += 1.0  # one second of active time per reading, busy as told
@@ -135,6 +137,22 @@ def test_busy_nvdec_threads_at_their_limit_get_decode_processes_before_cpu_decod
     assert machine.applied[-1] == ("decode_processes", 2)
 
 
+@pytest.mark.parametrize("gpu", [0.95, 0.9])
+def test_a_gpu_without_idle_time_gets_no_decode_processes(gpu):
+    """A model that keeps the GPU busy: a decode process's context would take its time slices, so
+    the waiting loop gets CPU decoders instead; once the GPU has idle time again, processes."""
+    machine = Machine(threads=(8, 8, False), processes=(0, 3, False), gpu=gpu)
+    machine.hand_over(4, waited=0.05, ready=0)
+    assert machine.applied == [("cpu_decoders", 2), ("prefetch_queue_depth", 3)]
+    assert f"the GPU {gpu:.0%} busy: no decode process" in machine.pacer.changes[0].reason
+    machine.gpu = 0.6
+    machine.hand_over(4, waited=0.05, ready=0)
+    assert machine.applied[2:] == [("decode_processes", 1)]
+    machine.gpu = None  # NVML cannot tell: as before it was asked
+    machine.hand_over(4, waited=0.05, ready=0)
+    assert machine.applied[3:] == [("decode_processes", 2)]
+
+
 def test_idle_nvdec_threads_get_no_decode_processes():
     machine = Machine(threads=(8, 8, False), processes=(0, 3, False), nvdec_busy=0.3)
     machine.hand_over(4, waited=0.05, ready=0)
@@ -172,3 +190,25 @@ def test_decode_processes_that_are_not_ready_in_time_hold_the_pacing_no_longer()
     assert machine.applied == [("decode_processes", 1)]
     machine.hand_over(4, waited=0.05, ready=0)
     assert machine.applied[-1] == ("decode_processes", 2)
+
+
+@pytest.mark.gpu
+def test_nvml_tells_how_busy_the_gpu_was():
+    """The reading the pacing holds decode processes by: near 1 after two seconds of matrix
+    products, and what NVML sampled since the previous reading only."""
+    import time
+
+    import cupy
+
+    from vclip._engine import GpuBusy
+
+    require_extra("pynvml")
+    busy = GpuBusy(cupy.cuda.runtime.getDevice())
+    busy()
+    matrix = cupy.ones((4096, 4096), cupy.float32) / 4096
+    end = time.perf_counter() + 2.0
+    while time.perf_counter() < end:
+        matrix = matrix @ matrix
+        cupy.cuda.Device().synchronize()
+    share = busy()
+    assert share is not None and 0.8 <= share <= 1.0

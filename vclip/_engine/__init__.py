@@ -22,6 +22,8 @@ Layers, each importing only those above it:
                 allowed to work (``SharedQueueDispatcher``, ``PooledBackend``)
     dispatch    a batch's video requests on threads (``ThreadDispatcher``, ``DispatchResult``)
     backends    choosing a backend (``make_backend``, ``make_paced_backend``)
+    gpu_busy    how busy the GPU has been, from NVML (``GpuBusy``), for the loader's pacing; it
+                imports nothing of the engine
 
 Tests and benchmarks reach the engine through the names below (``from vclip._engine import ...``),
 imported on first use so that importing one part of the engine does not import the rest; only a
@@ -60,6 +62,7 @@ _SURFACE_BY_MODULE = {
     ),
     "dispatch": ("ThreadDispatcher",),
     "backends": ("close_shared_process_backends", "in_process_backend", "make_backend", "shared_process_backend"),
+    "gpu_busy": ("GpuBusy",),
 }
 """The internal surface, by module: what tests and benchmarks import from the engine (``from vclip._engine
 import name``), so that moving a name between engine modules changes one line here, not the tests."""

@@ -7,8 +7,10 @@ training loop takes batches and moves what decodes for it:
   the time of the last :attr:`PacingRules.window` batches, it adds: NVDEC threads in its own
   process while they are busy, then (their interpreter lock being the limit) decode processes of
   their own (which take jobs once they are ready, beside the threads: nothing else moves while
-  they start), then CPU decoders beside NVDEC (with a batch more in flight, which they need to
-  take the work NVDEC would reach last), then batches in flight;
+  they start) unless the GPU has no idle time left (:attr:`PacingRules.gpu_busy_to_hold_processes`:
+  their contexts would take time slices from the model), then CPU decoders beside NVDEC (with a
+  batch more in flight, which they need to take the work NVDEC would reach last), then batches in
+  flight;
 - when every batch of the window found at least :attr:`PacingRules.ready_to_shrink` others built
   and waiting, the loader is ahead: it gives back, CPU decoders first, then decode processes' work
   (the processes stay, idle), then NVDEC threads, then batches in flight, one step at a time.
@@ -90,18 +92,21 @@ class Pacer:
             ``"decode_threads"`` and ``"cpu_decoders"``.
         ready: Returns how many decode processes are ready (started, their CUDA context up);
             None: ready as soon as started.
+        gpu_busy: Returns the share of the time the GPU ran kernels since the previous call (see
+            :class:`vclip._engine.gpu_busy.GpuBusy`), or None where it cannot tell; None: never known.
         rules: The numbers.
     """
 
     def __init__(self, *, threads: Resource, cpu_decoders: Resource, depth: Resource, apply, busy,
                  processes: Resource | None = None, ready: Callable[[], int] | None = None,
-                 rules: PacingRules = PACING):
+                 gpu_busy: Callable[[], float | None] | None = None, rules: PacingRules = PACING):
         processes = processes or Resource("decode_processes", 0, 0, 0, True)
         self.resources = {"decode_threads": threads, "decode_processes": processes, "cpu_decoders": cpu_decoders,
                           "prefetch_queue_depth": depth}  # in this order: _grow and _shrink unpack them
         self.rules = rules
         self._apply, self._busy = apply, busy
         self._ready = ready or (lambda: self.resources["decode_processes"].value)
+        self._gpu_busy = gpu_busy or (lambda: None)
         self._starting: float | None = None  # when the decode processes not ready yet were started
         self._window: deque[tuple[float, float, int]] = deque(maxlen=rules.window)  # emptied at each change
         self._handed = 0
@@ -149,9 +154,10 @@ class Pacer:
             share = sum(waited for waited, _, _ in self._window) / total if total > 0 else 0.0
             least_ready = min(ready for _, _, ready in self._window)
             busy = self._busy_since_mark()
+            gpu = self._gpu_busy()
             if share > self.rules.wait_to_grow:
                 self._grow(f"the training loop waited {share:.0%} of the last {len(self._window)} batches", busy,
-                           share)
+                           share, gpu)
             elif least_ready >= self.rules.ready_to_shrink:
                 self._shrink(f"at least {least_ready} batches were ready at each of the last {len(self._window)} "
                              "hand-overs")
@@ -179,15 +185,18 @@ class Pacer:
             shares[setting] = (busy - busy0) / (active - active0) if active > active0 else 0.0
         return shares
 
-    def _grow(self, why: str, busy: dict[str, float], share: float) -> None:
+    def _grow(self, why: str, busy: dict[str, float], share: float, gpu: float | None) -> None:
         threads, processes, helpers, depth = self.resources.values()
         nvdec_busy = busy.get("decode_threads", 1.0)
         busy_threads = nvdec_busy >= self.rules.busy_to_add_threads
         far = share >= self.rules.far_behind
         detail = f"; its threads {nvdec_busy:.0%} busy"
+        gpu_full = gpu is not None and gpu >= self.rules.gpu_busy_to_hold_processes
+        if processes.can_grow and busy_threads and gpu_full:
+            detail += f"; the GPU {gpu:.0%} busy: no decode process (its context would slow the model)"
         if threads.can_grow and (busy_threads or not (processes.can_grow or helpers.can_grow)):
             self._change(threads, threads.maximum if far else threads.value + self.rules.thread_step, why + detail)
-        elif processes.can_grow and busy_threads:
+        elif processes.can_grow and busy_threads and not gpu_full:
             started = processes.maximum if far else processes.value + 1
             self._change(processes, started, why + detail + " (one interpreter lock feeds them)")
             self._starting = time.perf_counter()

@@ -27,8 +27,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from .._device import Device
+from .._device import Device, current_cuda_index
 from .._engine.backends import PROCESS_POOL
+from .._engine.gpu_busy import GpuBusy
 from .._engine.pipeline import Conversion, DecodeStats, VideoRequest
 from .._engine.processes import ProcessBackend
 from .._engine.scheduler import DecoderKindStats, DecoderPool, PooledBackend, SharedQueueDispatcher
@@ -165,7 +166,9 @@ class LoaderRuntime:
             cpu_decoders=Resource("cpu_decoders", start_helpers, 0, helpers, settings.cpu_decoders_set),
             depth=Resource("prefetch_queue_depth", settings.depth, min(rules.min_depth, settings.depth),
                            settings.max_depth, settings.depth_set),
-            apply=self._apply, busy=self._busy, ready=self._ready_processes, rules=rules)
+            apply=self._apply, busy=self._busy, ready=self._ready_processes, rules=rules,
+            gpu_busy=GpuBusy(current_cuda_index() if device.index is None else device.index)
+            if self._processes is not None else None)
 
     # -- pacing -------------------------------------------------------------------------------------
     def _apply(self, setting: str, value: int) -> None:
