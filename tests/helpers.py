@@ -24,7 +24,8 @@ SHARED_VIDEOS = Path(os.environ.get("VCLIP_SHARED_VIDEOS", ROOT.parent / "shared
 
 EXTRAS = {"torch": "torch", "torchdata": "test", "pyarrow": "catalog", "ray": "ray", "fsspec": "remote",
           "s3fs": "remote", "aiohttp": "remote", "moto": "test", "boto3": "test", "matplotlib": "chart",
-          "pandas": "test", "duckdb": None, "torchvision": None, "datasets": "test"}
+          "pandas": "test", "duckdb": None, "torchvision": None, "datasets": "test",
+          "pynvml": "gpu-cu13"}
 """The extra of pyproject.toml that installs each optional module the tests use (None: none does)."""
 
 

@@ -26,11 +26,16 @@ class PacingRules:
             loader is ahead and gives decoders back.
         busy_to_add_threads: Share of their time NVDEC's active workers were busy above which
             another NVDEC thread can still help (below it, NVDEC waits for work: CPU decoders help).
-        gpu_busy_to_hold_processes: Share of the time the GPU ran kernels (NVML, since the last
-            decision) from which no decode process is started: the GPU has no idle time left, and a
-            process's CUDA context would take its time slices from the model's (with one context,
-            r3d_18 at 224x224 on an H100 kept the GPU 97% busy; at 112x112, where the loader is the
-            limit, 56%).
+        gpu_busy_to_hold_processes: Share of the time the GPU ran kernels (NVML, over the last
+            2 s: :class:`vclip._engine.gpu_busy.GpuBusy`) from which no decode process is started:
+            the GPU has no idle time left, and a process's CUDA context would take its time slices
+            from the model's (with one context, r3d_18 at 224x224 on an H100 kept the GPU 97% busy;
+            at 112x112, where the loader is the limit, 56%).
+        cpu_decoders_per_process: CPU decoders the pacing gives back for each decode process it
+            starts, when it chose both counts: a process's feeder takes a core, and until a process
+            starts the CPU decoders may use it (r3d_18 at 224x224 on an H100, where the model is the
+            limit, ran at 0.95 of its own rate with 12 CPU decoders and no process, 0.69 when the 9
+            left beside 3 processes fell short and the processes started).
         thread_step: NVDEC threads added or removed at a time.
         cpu_decoder_step: CPU decoders added or removed at a time.
         start_threads: NVDEC threads working at the start (when the user set no count): all of
@@ -49,6 +54,7 @@ class PacingRules:
     ready_to_shrink: int = 2
     busy_to_add_threads: float = 0.75
     gpu_busy_to_hold_processes: float = 0.9
+    cpu_decoders_per_process: int = 1
     thread_step: int = 2
     cpu_decoder_step: int = 2
     start_threads: int = 8

@@ -420,7 +420,7 @@ def plan_loader_memory(
     processes = _decode_processes(decode_processes, on_gpu, num_threads)
     paced = decode_processes_paced(decode_processes, gpu=on_gpu, num_threads=num_threads)
     cpu_decoders = check_count_or_auto("cpu_decoders", cpu_decoders)
-    count = resolve_cpu_decoders(cpu_decoders, gpu=on_gpu, decode_processes=processes)
+    count = resolve_cpu_decoders(cpu_decoders, gpu=on_gpu, decode_processes=processes, paced=paced)
     if prefetch_queue_depth == "auto":
         depth = PACING.max_depth if on_gpu else PACING.start_depth
     else:

@@ -363,9 +363,9 @@ def test_auto_cpu_decoders_leaves_cores_to_nvdec_feeders_and_the_consumer(shared
 
 
 def test_the_counts_left_to_the_machine_for_a_loader(monkeypatch, shared_memory):
-    """On a GPU machine of 16 cores: up to 3 decode processes (none at first), up to 9 CPU decoders,
-    up to 4 batches queued (the pacing starts at 2); counts given are taken as given; on the CPU a
-    depth of 2."""
+    """On a GPU machine of 16 cores: up to 3 decode processes (none at first), up to 12 CPU decoders
+    (one fewer for each process started; with 3 processes set, 9), up to 4 batches queued (the
+    pacing starts at 2); counts given are taken as given; on the CPU a depth of 2."""
     from vclip._engine import scheduler
     from vclip._loader.pacing import PACING
     from vclip._loader.settings import resolve_counts
@@ -374,7 +374,11 @@ def test_the_counts_left_to_the_machine_for_a_loader(monkeypatch, shared_memory)
     monkeypatch.setattr(scheduler, "usable_cores", lambda: 16)
     auto = {"decode_processes": "auto", "cpu_decoders": "auto", "prefetch_queue_depth": "auto"}
     processes, cpu_decoders, depth = resolve_counts(auto, gpu=True, num_threads=0)
-    assert (processes, cpu_decoders, depth) == (3, 9, PACING.max_depth) == (3, 9, 4)  # 16 - 2 - 2 - 3 cores
+    assert (processes, cpu_decoders, depth) == (3, 12, PACING.max_depth) == (3, 12, 4)  # 16 - 2 - 2 cores
+    assert cpu_decoders.reason == ("auto: up to the cores left beside NVDEC's feeders (2) and 2 for training, "
+                                   "of 16; one fewer for each decode process started")
+    set_processes = resolve_counts({**auto, "decode_processes": 3}, gpu=True, num_threads=0)
+    assert set_processes[1] == 9  # 16 - 2 - 2 - 3: processes set all run
     assert processes.reason == ("auto: none at first (NVDEC in this process's CUDA context); up to 3 while the "
                                 "training loop waits with every NVDEC thread busy")
     assert depth.reason == "auto: from 2, paced up to 4 while the training loop waits"

@@ -129,12 +129,38 @@ def test_busy_nvdec_threads_at_their_limit_get_decode_processes_before_cpu_decod
     assert machine.value("decode_threads") == 8  # the processes add to the threads here
     for _ in range(20):
         machine.hand_over(4, waited=0.05, ready=0)
-    assert machine.value("decode_processes") == 3 and machine.value("cpu_decoders") == 6
-    for _ in range(3):
+    assert machine.value("decode_processes") == 3 and machine.value("cpu_decoders") == 3  # 6 less one a process
+    for _ in range(2):
         machine.hand_over(4, waited=0.0, ready=3)
-    assert machine.applied[-3:] == [("cpu_decoders", 4), ("cpu_decoders", 2), ("cpu_decoders", 0)]
+    assert machine.applied[-2:] == [("cpu_decoders", 1), ("cpu_decoders", 0)]
     machine.hand_over(4, waited=0.0, ready=3)
     assert machine.applied[-1] == ("decode_processes", 2)
+
+
+def test_each_decode_process_started_takes_the_core_of_a_cpu_decoder():
+    """CPU decoders the pacing chose use the cores of the decode processes not started; a process
+    started takes its core back (a decoder stops where all were working), one given back returns it.
+    CPU decoders the user set stay as set."""
+    machine = Machine(threads=(8, 8, False), helpers=(6, 6, False), processes=(0, 3, False))
+    machine.hand_over(4, waited=0.05, ready=0)
+    assert machine.applied == [("decode_processes", 1), ("cpu_decoders", 5)]
+    assert machine.pacer.changes[-1].reason == "decode processes took their cores"
+    machine.hand_over(4, waited=0.05, ready=0)
+    assert machine.applied[2:] == [("decode_processes", 2), ("cpu_decoders", 4)]
+    machine.hand_over(4, waited=0.0, ready=3)  # ahead: CPU decoders first
+    assert machine.applied[4:] == [("cpu_decoders", 2)]
+    for _ in range(2):
+        machine.hand_over(4, waited=0.0, ready=3)
+    assert machine.applied[5:] == [("cpu_decoders", 0), ("decode_processes", 1)]
+    for _ in range(2):
+        machine.hand_over(4, waited=0.05, ready=0)  # waiting again: the process back first, then CPU decoders
+    assert machine.applied[7:] == [("decode_processes", 2), ("decode_processes", 3)]
+    for _ in range(4):
+        machine.hand_over(4, waited=0.05, ready=0)
+    assert machine.value("cpu_decoders") == 3
+    kept = Machine(threads=(8, 8, False), helpers=(6, 6, True), processes=(0, 3, False))
+    kept.hand_over(4, waited=0.05, ready=0)
+    assert kept.applied == [("decode_processes", 1)] and kept.value("cpu_decoders") == 6
 
 
 @pytest.mark.parametrize("gpu", [0.95, 0.9])
@@ -195,7 +221,7 @@ def test_decode_processes_that_are_not_ready_in_time_hold_the_pacing_no_longer()
 @pytest.mark.gpu
 def test_nvml_tells_how_busy_the_gpu_was():
     """The reading the pacing holds decode processes by: near 1 after two seconds of matrix
-    products, and what NVML sampled since the previous reading only."""
+    products, near 0 after the GPU idled for longer than the reading's horizon."""
     import time
 
     import cupy
@@ -203,8 +229,7 @@ def test_nvml_tells_how_busy_the_gpu_was():
     from vclip._engine import GpuBusy
 
     require_extra("pynvml")
-    busy = GpuBusy(cupy.cuda.runtime.getDevice())
-    busy()
+    busy = GpuBusy(cupy.cuda.runtime.getDevice(), horizon_seconds=1.0)
     matrix = cupy.ones((4096, 4096), cupy.float32) / 4096
     end = time.perf_counter() + 2.0
     while time.perf_counter() < end:
@@ -212,3 +237,6 @@ def test_nvml_tells_how_busy_the_gpu_was():
         cupy.cuda.Device().synchronize()
     share = busy()
     assert share is not None and 0.8 <= share <= 1.0
+    time.sleep(2.0)
+    idle = busy()
+    assert idle is not None and idle <= 0.2

@@ -188,12 +188,18 @@ CPU_DECODERS_PER_PROCESS = 2
 (the loader's process uploads and converts their pictures)."""
 
 
-def resolve_cpu_decoders(cpu_decoders: int | str, *, gpu: bool, decode_processes: int = 0,
+def resolve_cpu_decoders(cpu_decoders: int | str, *, gpu: bool, decode_processes: int = 0, paced: bool = False,
                          daemon: bool = False) -> Chosen:
-    """The count ``cpu_decoders`` asks for: itself, or for ``"auto"`` :func:`auto_cpu_decoders`."""
-    if cpu_decoders == "auto":
+    """The count ``cpu_decoders`` asks for: itself, or for ``"auto"`` :func:`auto_cpu_decoders`.
+    ``paced``: the ``decode_processes`` are the most the loader's pacing may start, and it gives a CPU
+    decoder back for each one it starts (:attr:`vclip._loader.pacing.PacingRules.cpu_decoders_per_process`),
+    so the count is that of none running."""
+    if cpu_decoders != "auto":
+        return Chosen(int(cpu_decoders), "set")
+    if not (paced and decode_processes):
         return auto_cpu_decoders(gpu=gpu, decode_processes=decode_processes, daemon=daemon)
-    return Chosen(int(cpu_decoders), "set")
+    chosen = auto_cpu_decoders(gpu=gpu, daemon=daemon)
+    return Chosen(chosen, f"{chosen.reason}; one fewer for each decode process started") if chosen else chosen
 
 
 def cpu_decoder_processes(cpu_decoders: int) -> int:

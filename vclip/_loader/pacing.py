@@ -10,7 +10,8 @@ training loop takes batches and moves what decodes for it:
   they start) unless the GPU has no idle time left (:attr:`PacingRules.gpu_busy_to_hold_processes`:
   their contexts would take time slices from the model), then CPU decoders beside NVDEC (with a
   batch more in flight, which they need to take the work NVDEC would reach last), then batches in
-  flight;
+  flight; each decode process running takes the core of a CPU decoder the pacing chose
+  (:attr:`PacingRules.cpu_decoders_per_process`);
 - when every batch of the window found at least :attr:`PacingRules.ready_to_shrink` others built
   and waiting, the loader is ahead: it gives back, CPU decoders first, then decode processes' work
   (the processes stay, idle), then NVDEC threads, then batches in flight, one step at a time.
@@ -92,7 +93,7 @@ class Pacer:
             ``"decode_threads"`` and ``"cpu_decoders"``.
         ready: Returns how many decode processes are ready (started, their CUDA context up);
             None: ready as soon as started.
-        gpu_busy: Returns the share of the time the GPU ran kernels since the previous call (see
+        gpu_busy: Returns the share of the time the GPU ran kernels lately (see
             :class:`vclip._engine.gpu_busy.GpuBusy`), or None where it cannot tell; None: never known.
         rules: The numbers.
     """
@@ -111,6 +112,7 @@ class Pacer:
         self._window: deque[tuple[float, float, int]] = deque(maxlen=rules.window)  # emptied at each change
         self._handed = 0
         self._started = time.perf_counter()
+        self._helpers_most = cpu_decoders.maximum  # with no decode process running
         self._busy_mark = busy()
         self.changes: list[PacingChange] = []
         self._lock = threading.Lock()
@@ -134,6 +136,8 @@ class Pacer:
         with self._lock:
             resource = self.resources[setting]
             resource.maximum = min(resource.maximum, most)
+            if setting == "cpu_decoders":
+                self._helpers_most = min(self._helpers_most, most)
             resource.minimum = min(resource.minimum, resource.maximum)
             resource.most = min(resource.most, resource.maximum)
             if resource.value > resource.maximum:
@@ -218,9 +222,23 @@ class Pacer:
         value = max(resource.minimum, min(resource.maximum, value))
         if value == resource.value:
             return
+        old = resource.value
         self.changes.append(PacingChange(time.perf_counter() - self._started, self._handed, resource.name,
                                          resource.value, value, reason))
         resource.value = value
         resource.most = max(resource.most, value)
         self._apply(resource.name, value)
         self._new_window()
+        if resource is self.resources["decode_processes"] and old != value:
+            self._share_cores()
+
+    def _share_cores(self) -> None:
+        """The CPU decoders the pacing chose keep to the cores the decode processes running leave
+        (:attr:`PacingRules.cpu_decoders_per_process` each)."""
+        helpers = self.resources["cpu_decoders"]
+        if helpers.fixed:
+            return
+        taken = self.rules.cpu_decoders_per_process * self.resources["decode_processes"].value
+        helpers.maximum = max(helpers.minimum, self._helpers_most - taken)
+        if helpers.value > helpers.maximum:
+            self._change(helpers, helpers.maximum, "decode processes took their cores")

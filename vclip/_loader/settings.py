@@ -68,7 +68,8 @@ def resolve_counts(requested: dict[str, int | str], *, gpu: bool, num_threads: i
 def _resolve_counts(requested: dict[str, int | str], *, gpu: bool, num_threads: int) -> tuple[Chosen, Chosen, Chosen]:
     daemon = multiprocessing.current_process().daemon
     processes = loader_decode_processes(requested["decode_processes"], gpu=gpu, num_threads=num_threads, daemon=daemon)
-    cpu_decoders = resolve_cpu_decoders(requested["cpu_decoders"], gpu=gpu, decode_processes=processes, daemon=daemon)
+    cpu_decoders = resolve_cpu_decoders(requested["cpu_decoders"], gpu=gpu, decode_processes=processes,
+                                        paced=paced(requested, gpu=gpu, num_threads=num_threads), daemon=daemon)
     depth = requested["prefetch_queue_depth"]
     if depth != "auto":
         return processes, cpu_decoders, Chosen(int(depth), "set")
