@@ -139,11 +139,11 @@ class ClipLoader(IterableDataset):
             (their pictures go through shared host memory; this process uploads them and the same
             CUDA kernel converts them into the same batch); they take the newest video of the
             queue only when they would finish it before NVDEC has done the others. ``"auto"``
-            (default): on the GPU up to the cores left beside NVDEC's feeders and 2 for training
-            (none under 8 cores, see :func:`vclip._engine.scheduler.auto_cpu_decoders`; the
-            ranks torchrun starts on one machine share its cores, and no more start than fit
-            256 MiB each in the free ``/dev/shm``), used by the pacing only while the training
-            loop waits for batches; on the CPU none. A count asks for that many, all working. A
+            (default): on the GPU up to the cores left beside NVDEC's feeders, 2 for training and
+            the decode processes running (none under 8 cores, see
+            :func:`vclip._engine.scheduler.auto_cpu_decoders`; torchrun's ranks on one machine share
+            its cores; no more than fit 256 MiB each in the free ``/dev/shm``), used by the pacing
+            only while the training loop waits; on the CPU none. A count asks for that many, all working. A
             damaged video may decode differently on NVDEC (which conceals some errors) and on the
             CPU, so which decoder took it can change a batch. On the CPU they are single-threaded
             decoders replacing the default pool. ``stats().decoders`` shows what each kind did.
