@@ -94,6 +94,9 @@ SPEC = vclip.TransformSpec.imagenet(SIZE, layout="TCHW", resize_mode="squash")  
 DEFAULT_TOOL = "vclip-default"
 MEMORY_PERIOD = 0.02  # seconds between two NVML samples of the GPU's used memory
 SETTLE_LIMIT = 400  # the most batches --settle waits for the pacing to settle
+# --settle also waits this long after the pacing's last change: a decode process it started takes
+# about 2 s to be ready, and a count that changed takes some batches to show in the rate
+SETTLE_QUIET_SECONDS = 4.0
 
 
 def make_batches(paths: list[str], count: int, seed: int = 0) -> list[list[tuple[str, np.ndarray]]]:
@@ -400,8 +403,9 @@ def measure_default(paths: list[str], batches: int, warmup: int, device: str, se
     """The vclip-default row, in a fresh process (see :func:`in_fresh_process`): the loader built,
     its first batch checked (barcodes), ``warmup`` batches and the batches it decoded ahead (its
     queue), with ``settle`` (> 0) more until the loader's pacing made no change for ``settle``
-    batches in a row (at most :data:`SETTLE_LIMIT`), then ``batches`` timed batches with the GPU
-    synchronized at both ends; what the loader chose (``loader.stats()``) and its memory estimate."""
+    batches in a row and :data:`SETTLE_QUIET_SECONDS` (at most :data:`SETTLE_LIMIT` batches), then
+    ``batches`` timed batches with the GPU synchronized at both ends; what the loader chose
+    (``loader.stats()``) and its memory estimate."""
     depth = options.get("prefetch_queue_depth", "auto")
     deepest = PACING.max_depth if depth == "auto" else depth
     untimed = 1 + warmup + deepest + 1 + (SETTLE_LIMIT if settle else 0)  # the checked batch too
@@ -422,12 +426,15 @@ def measure_default(paths: list[str], batches: int, warmup: int, device: str, se
             next(iterator)
         settled, settle_started = 0, time.perf_counter()
         if settle:
-            changes, quiet = len(loader.stats().pacing), 0
-            while quiet < settle and settled < SETTLE_LIMIT:
+            changes, quiet, changed = len(loader.stats().pacing), 0, time.perf_counter()
+            while settled < SETTLE_LIMIT and (quiet < settle or time.perf_counter() - changed < SETTLE_QUIET_SECONDS):
                 next(iterator)
                 settled += 1
                 now = len(loader.stats().pacing)
-                quiet, changes = (quiet + 1 if now == changes else 0), now
+                if now != changes:
+                    quiet, changes, changed = 0, now, time.perf_counter()
+                else:
+                    quiet += 1
         settle_seconds = time.perf_counter() - settle_started
         synchronize(loader.device)
         started, cpu_started = time.perf_counter(), cpu_seconds()
@@ -729,7 +736,8 @@ def main() -> None:
     )
     parser.add_argument(
         "--settle", type=int, default=0,
-        help="vclip-default: time only once its pacing made no change for this many batches (0: after the warmup)",
+        help="vclip-default: time only once its pacing made no change for this many batches and "
+        f"{SETTLE_QUIET_SECONDS:g} s (0: after the warmup)",
     )
     parser.add_argument("--workers", default="12", help="vclip decode threads (per process); several (8,16) are swept")
     parser.add_argument(
