@@ -263,6 +263,19 @@ class GpuSampler:
             self._sample(decoder=False)
 
 
+def tool_options(tool: str) -> dict[str, object]:
+    """The options of a tool named ``NAME:KEY=VALUE+KEY=VALUE`` (integers where they parse)."""
+    options: dict[str, object] = {}
+    for item in tool.partition(":")[2].split("+"):
+        if item:
+            key, _, text = item.partition("=")
+            try:
+                options[key] = int(text)
+            except ValueError:
+                options[key] = text
+    return options
+
+
 def in_fresh_process(function, *args, **options):
     """``function(*args, **options)`` in a new (spawned) process: the CUDA context and all the memory
     of what it runs are its own, not those of this process (which holds what ran before)."""

@@ -66,7 +66,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
-from common import in_fresh_process, make_video_set, nvml, save_results, tree_cpu_seconds
+from common import in_fresh_process, make_video_set, nvml, save_results, tool_options, tree_cpu_seconds
 
 BATCH = 32
 LENGTH = 16
@@ -217,14 +217,6 @@ def decord_source(paths, labels, crop, workers=12):
 
 
 # -- one (model, tool) in the training process ------------------------------------------------------------
-def _parse_value(name: str, text: str) -> tuple[str, object]:
-    """``vclip:NAME=VALUE+...`` tools: the defaults with these options (integers where they parse)."""
-    try:
-        return name, int(text)
-    except ValueError:
-        return name, text
-
-
 def train(tool: str, model_name: str, crop: int, paths: list[str], steps: int, warmup: int,
           baseline: str | None) -> dict:
     if tool == "vclip-baseline":  # this checkout's vclip was imported with common.py: forget it
@@ -251,7 +243,7 @@ def train(tool: str, model_name: str, crop: int, paths: list[str], steps: int, w
 
         source = kept()
     elif tool.startswith("vclip"):
-        options = dict(_parse_value(*item.split("=")) for item in tool.partition(":")[2].split("+") if item)
+        options = tool_options(tool)
         if tool in ("vclip-short-epochs", "vclip-one-clip-long-epochs"):
             options["clips_per_video"] = 1
         if tool == "vclip-one-clip-long-epochs":

@@ -26,6 +26,8 @@ Tools, in this order in each set:
   (``loader.memory_estimate``) beside the measured peak: ``memory_measured_over_estimate`` is the
   NVML peak above the baseline over the estimate (the fresh process's CUDA context included in
   both). It draws its own clips (the loader's seeded sampler), not the other tools' list.
+- ``vclip-default:KEY=VALUE+...``: the same loader with these options set (``decode_processes=3``,
+  ``cpu_decoders=11``, ...), the rest left to it.
 - ``vclip``: vclip's engine under the loader (``ThreadDispatcher`` on the NVDEC backend and fused kernel)
   on the given clips, swept over ``--workers``, ``--processes``, ``--in-flight`` and
   ``--cpu-decoders`` (PyAV decoders beside NVDEC whose pictures the same kernel converts; "auto":
@@ -70,7 +72,16 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
-from common import GpuSampler, in_fresh_process, make_video_set, median_rate, nvml, save_results, tree_cpu_seconds
+from common import (
+    GpuSampler,
+    in_fresh_process,
+    make_video_set,
+    median_rate,
+    nvml,
+    save_results,
+    tool_options,
+    tree_cpu_seconds,
+)
 
 import vclip
 from vclip._device import resolve_device
@@ -780,7 +791,7 @@ def main() -> None:
         worker_counts, in_flight_counts, process_counts, cpu_decoder_counts, gpu=on_gpu
     )
     # vclip-default first (issue 22): what a new user gets leads each set, measured before the other tools run
-    tool_names = sorted(arguments.tools.split(","), key=lambda name: name != DEFAULT_TOOL)
+    tool_names = sorted(arguments.tools.split(","), key=lambda name: name.partition(":")[0] != DEFAULT_TOOL)
     warmup = 5
     for set_name in set_names:
         paths = video_sets[set_name]
@@ -802,9 +813,16 @@ def main() -> None:
                 memory = GpuSampler([0], period=MEMORY_PERIOD)  # GPU 0, from the tool's construction to its close
                 try:
                     with memory:
-                        if tool_name == DEFAULT_TOOL:
-                            row = in_fresh_process(measure_default, paths, count, warmup, arguments.device,
-                                                   arguments.settle)
+                        if tool_name.partition(":")[0] == DEFAULT_TOOL:
+                            row = in_fresh_process(
+                                measure_default,
+                                paths,
+                                count,
+                                warmup,
+                                arguments.device,
+                                arguments.settle,
+                                **tool_options(tool_name),
+                            )
                         else:
                             tool = (
                                 VclipTool(*configuration, device=arguments.device)
