@@ -158,10 +158,9 @@ class Pacer:
             share = sum(waited for waited, _, _ in self._window) / total if total > 0 else 0.0
             least_ready = min(ready for _, _, ready in self._window)
             busy = self._busy_since_mark()
-            gpu = self._gpu_busy()
             if share > self.rules.wait_to_grow:
                 self._grow(f"the training loop waited {share:.0%} of the last {len(self._window)} batches", busy,
-                           share, gpu)
+                           share)
             elif least_ready >= self.rules.ready_to_shrink:
                 self._shrink(f"at least {least_ready} batches were ready at each of the last {len(self._window)} "
                              "hand-overs")
@@ -189,14 +188,15 @@ class Pacer:
             shares[setting] = (busy - busy0) / (active - active0) if active > active0 else 0.0
         return shares
 
-    def _grow(self, why: str, busy: dict[str, float], share: float, gpu: float | None) -> None:
+    def _grow(self, why: str, busy: dict[str, float], share: float) -> None:
         threads, processes, helpers, depth = self.resources.values()
         nvdec_busy = busy.get("decode_threads", 1.0)
         busy_threads = nvdec_busy >= self.rules.busy_to_add_threads
         far = share >= self.rules.far_behind
         detail = f"; its threads {nvdec_busy:.0%} busy"
+        gpu = self._gpu_busy() if processes.can_grow and busy_threads else None  # NVML asked only when it decides
         gpu_full = gpu is not None and gpu >= self.rules.gpu_busy_to_hold_processes
-        if processes.can_grow and busy_threads and gpu_full:
+        if gpu_full:
             detail += f"; the GPU {gpu:.0%} busy: no decode process (its context would slow the model)"
         if threads.can_grow and (busy_threads or not (processes.can_grow or helpers.can_grow)):
             self._change(threads, threads.maximum if far else threads.value + self.rules.thread_step, why + detail)
@@ -222,14 +222,13 @@ class Pacer:
         value = max(resource.minimum, min(resource.maximum, value))
         if value == resource.value:
             return
-        old = resource.value
         self.changes.append(PacingChange(time.perf_counter() - self._started, self._handed, resource.name,
                                          resource.value, value, reason))
         resource.value = value
         resource.most = max(resource.most, value)
         self._apply(resource.name, value)
         self._new_window()
-        if resource is self.resources["decode_processes"] and old != value:
+        if resource is self.resources["decode_processes"]:
             self._share_cores()
 
     def _share_cores(self) -> None:
